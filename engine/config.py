@@ -1,0 +1,67 @@
+"""Settings of each stage: one dataclass per stage, the single source of truth for the CLI,
+the GUI option editor and the saved run file."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+
+@dataclass
+class DatasetConfig:
+    max_size: int = 1600      # longer image side after downscaling, px
+    eval_every: int = 8       # hold out every k-th image by sorted name; 0 = none
+
+
+@dataclass
+class TrainConfig:
+    """3DGS training; defaults follow Kerbl et al. 2023 (the reference implementation's
+    learning rates and density-control schedule)."""
+
+    steps: int = 30_000
+    seed: int = 0
+    sh_degree: int = 3
+    sh_degree_interval: int = 1000
+    lr_means: float = 1.6e-4          # x scene extent, decays exponentially to lr_means_final
+    lr_means_final: float = 1.6e-6
+    lr_scales: float = 5e-3
+    lr_quats: float = 1e-3
+    lr_opacities: float = 5e-2
+    lr_sh0: float = 2.5e-3
+    lr_shN: float = 2.5e-3 / 20
+    lambda_dssim: float = 0.2
+    densify_from: int = 500
+    densify_until: int = 15_000
+    densify_interval: int = 100
+    grad_threshold: float = 2e-4      # mean |d L / d mean2d| in NDC units
+    clone_scale: float = 0.01         # x extent: below it clone, above it split
+    prune_opacity: float = 0.005
+    prune_scale: float = 0.1          # x extent, applied after the first opacity reset
+    opacity_reset_interval: int = 3000
+    max_gaussians: int = 6_000_000
+    init_random_points: int = 100_000
+    init_opacity: float = 0.1
+    background: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
+    log_interval: int = 25            # read the loss back every k steps
+
+
+@dataclass
+class RunConfig:
+    device: str = "vulkan"
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def override(cfg, **values):
+    """Set the fields of a dataclass that are given (not None); unknown names raise."""
+    names = {f.name for f in fields(cfg)}
+    for k, v in values.items():
+        if v is None:
+            continue
+        if k not in names:
+            raise KeyError(f"{type(cfg).__name__} has no setting '{k}'")
+        setattr(cfg, k, v)
+    return cfg

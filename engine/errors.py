@@ -1,0 +1,17 @@
+"""Errors the engine raises for the user: each names the file (or device) and the problem."""
+
+
+class SpirulaError(Exception):
+    """Base class of errors that are shown to the user as a one-line message."""
+
+
+class DatasetError(SpirulaError):
+    """A dataset (COLMAP model, transforms.json, image) cannot be read or is inconsistent."""
+
+
+class DeviceError(SpirulaError):
+    """No GPU device could be created, or a kernel failed to compile."""
+
+
+class PlyError(SpirulaError):
+    """A PLY file is malformed or does not hold 3D Gaussians."""

@@ -1,0 +1,37 @@
+"""Held-out evaluation: render each test camera, PSNR and SSIM against its image, and save
+the render beside its ground truth as PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from .metrics import psnr, ssim
+
+
+def evaluate(trainer, test_idx: list[int], out_dir: Path | None = None) -> dict:
+    """{'psnr': mean dB, 'ssim': mean, 'views': [{name, psnr, ssim}]} over ``test_idx``.
+    With ``out_dir``, writes ``<name>.render.png`` and ``<name>.gt.png`` there."""
+    views = []
+    for i in test_idx:
+        cam = trainer.dataset.cameras[i]
+        img = np.clip(trainer.render(i), 0.0, 1.0)
+        gt = cam.image.astype(np.float32) / 255.0
+        views.append({"name": cam.name, "psnr": psnr(img, gt), "ssim": ssim(img, gt)})
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            stem = Path(cam.name).stem
+            _save_png(out_dir / f"{stem}.render.png", (img * 255.0 + 0.5).astype(np.uint8))
+            _save_png(out_dir / f"{stem}.gt.png", cam.image)
+    if not views:
+        return {"psnr": None, "ssim": None, "views": []}
+    return {"psnr": float(np.mean([v["psnr"] for v in views])),
+            "ssim": float(np.mean([v["ssim"] for v in views])), "views": views}
+
+
+def _save_png(path: Path, rgb: np.ndarray) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    Image.fromarray(rgb).save(tmp, format="PNG")
+    tmp.replace(path)

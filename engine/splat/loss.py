@@ -1,0 +1,71 @@
+"""Training photometric loss on the GPU: L = (1 - lambda) L1 + lambda (1 - SSIM).
+
+Kerbl et al. 2023 (3D Gaussian Splatting), eq. 7, lambda = 0.2. SSIM as in
+``engine.splat.metrics`` (11x11 Gaussian window, sigma 1.5, C1 = 0.01^2, C2 = 0.03^2, zero
+padding, mean over pixels and channels). The math of the forward and backward pass is
+written out in ``shaders/loss/ssim.slang``.
+
+Two dispatches per call, both recorded into the caller's encoder, no host sync:
+``ssim_fwd`` (blurred moments, SSIM map, loss, SSIM partials) and ``ssim_bwd`` (blur of
+the partials, gradient with respect to the render).
+"""
+
+from __future__ import annotations
+
+from .metrics import gaussian_window
+
+_TILE = 16  # must match T in shaders/loss/ssim.slang
+
+
+def _loss_constants() -> dict[str, float]:
+    """Link-time constants G0..G5 of the shader: the normalised 11-tap window, w[|offset|]."""
+    g = gaussian_window()
+    r = len(g) // 2
+    if r != 5:
+        raise ValueError("the SSIM kernel is built for an 11-tap window")
+    return {f"G{d}": float(g[r + d]) for d in range(r + 1)}
+
+
+class PhotometricLoss:
+    """L1 + D-SSIM loss and its gradient for one rendered image.
+
+    Scratch (9 float32 planes of H x W: the SSIM partials) is kept by capacity and reused.
+    """
+
+    def __init__(self, gpu):
+        self.gpu = gpu
+        consts = _loss_constants()
+        self._fwd = gpu.kernel("loss/ssim", "ssim_fwd", MODE=0, **consts)
+        self._bwd = gpu.kernel("loss/ssim", "ssim_bwd", **consts)
+        self._partials = None
+        self._capacity = 0  # pixels
+
+    def _scratch(self, npix: int):
+        if npix > self._capacity:
+            cap = max(npix, int(self._capacity * 1.25))
+            self._partials = self.gpu.buffer(9 * 4 * cap, "loss.ssim_partials")
+            self._capacity = cap
+        return self._partials
+
+    def record(self, enc, render, gt, width: int, height: int, grad_render, loss_sum,
+               lambda_dssim: float = 0.2) -> None:
+        """Record the loss and its gradient into ``enc`` (2 dispatches, no host sync).
+
+        render       float32 buffer [H, W, 3], RGB in [0, 1], row-major
+        gt           uint32 buffer [H, W], packed RGBA8 (r in the low byte; value / 255;
+                     alpha ignored)
+        grad_render  float32 buffer [H, W, 3]; OVERWRITTEN with dL/d(render)
+        loss_sum     float32 buffer; the scalar L of this image is ATOMICALLY ADDED to
+                     element 0 (clear it yourself when you start accumulating)
+        lambda_dssim weight of the D-SSIM term (0.2 in 3DGS)
+        """
+        w, h = int(width), int(height)
+        if w <= 0 or h <= 0:
+            raise ValueError(f"image size must be positive, got {w}x{h}")
+        partials = self._scratch(w * h)
+        tc = [(w + _TILE - 1) // _TILE * _TILE, (h + _TILE - 1) // _TILE * _TILE, 1]
+        common = dict(width=w, height=h, lambda_dssim=float(lambda_dssim), inv_count=1.0 / (3.0 * w * h))
+        self._fwd.dispatch(thread_count=tc, command_encoder=enc, render=render, gt=gt,
+                           partials=partials, loss_sum=loss_sum, **common)
+        self._bwd.dispatch(thread_count=tc, command_encoder=enc, render=render, gt=gt,
+                           partials=partials, grad_render=grad_render, **common)

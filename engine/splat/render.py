@@ -1,0 +1,158 @@
+"""The differentiable tile rasterizer: project -> depth sort -> bin -> tile sort -> raster.
+
+A render is split in two command buffers because the number of tile/Gaussian
+intersections must be known on the host to size the tile sort: :meth:`Rasterizer.prepare`
+records projection, the depth sort and the scan of tile counts, submits, and reads back one
+scalar; :meth:`record_forward` and :meth:`record_backward` then record into the caller's
+encoder without any host synchronisation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import slangpy as spy
+
+from ..device import Gpu
+from .buffers import BufferSet
+from .camera_table import TILE, View
+from .layout import row_stride
+from .sort import RadixSort, Scan
+
+
+class Rasterizer:
+    """Renders packed Gaussians (see engine/splat/layout.py) and back-propagates image
+    gradients to the packed parameter gradients.
+
+    Buffers (device, float32 unless noted), N Gaussians, H x W pixels:
+      means2d [N, 2] px, conic_opac [N, 4] (conic a b c, sigmoid opacity), rgb [N, 3],
+      depths [N], radii [N] int32 (0 = culled), image [H, W, 3], final_T [H, W],
+      last_index [H, W] uint32; gradients g_means2d, g_conic, g_opacity, g_rgb alike.
+    """
+
+    def __init__(self, gpu: Gpu, max_sh_degree: int = 3, background=(0.0, 0.0, 0.0)):
+        self.gpu = gpu
+        self.max_sh_degree = max_sh_degree
+        self.stride = row_stride(max_sh_degree)
+        self.background = spy.float3(*[float(v) for v in background])
+        self.bufs = BufferSet(gpu, "raster")
+        self.scan = Scan(gpu)
+        self.sort = RadixSort(gpu)
+        k = lambda mod, e: gpu.kernel(mod, e, MAX_SH_DEGREE=max_sh_degree)
+        self.k_project = k("project/project", "project_forward")
+        self.k_project_bwd = k("project/project", "project_backward")
+        self.k_gather = gpu.kernel("raster/raster", "gather_counts")
+        self.k_emit = gpu.kernel("raster/raster", "emit_intersections")
+        self.k_ranges = gpu.kernel("raster/raster", "tile_ranges")
+        self.k_fwd = gpu.kernel("raster/raster", "rasterize_forward")
+        self.k_bwd = gpu.kernel("raster/raster", "rasterize_backward")
+        self.n = 0
+        self.m = 0
+        self.view: View | None = None
+
+    def _b(self, name: str, count: int, itemsize: int = 4):
+        return self.bufs.get(name, count * itemsize)
+
+    # --- pass 1: projection, depth order, tile counts ------------------------------------
+    def prepare(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int) -> int:
+        """Project ``n`` Gaussians for ``view`` and count intersections; returns that count
+        (the one host synchronisation of a step)."""
+        self.n, self.view, self.params, self.cams, self.sh_degree = n, view, params, cams, sh_degree
+        enc = self.gpu.encoder()
+        self.record_prepare(enc)
+        self.gpu.submit(enc)
+        self.m = int(self.gpu.read(self._b("total", 4), np.uint32, 1)[0])
+        return self.m
+
+    def record_prepare(self, enc) -> None:
+        n, v = self.n, self.view
+        self.k_project.dispatch(
+            thread_count=[max(n, 1), 1, 1], command_encoder=enc,
+            params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
+            conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
+            depths=self._b("depths", n), radii=self._b("radii", n),
+            tiles_touched=self._b("tiles_touched", n), depth_keys=self._b("depth_keys", n),
+            depth_ids=self._b("depth_ids", n), n=n, cam_index=v.cam_index,
+            sh_degree=self.sh_degree, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
+        self.sort.record(enc, self._b("depth_keys", n), self._b("depth_ids", n), n, 32)
+        self.k_gather.dispatch(
+            thread_count=[max(n, 1), 1, 1], command_encoder=enc, order=self._b("depth_ids", n),
+            tiles_touched=self._b("tiles_touched", n), counts_sorted=self._b("counts_sorted", n), n=n)
+        self.scan.record(enc, self._b("counts_sorted", n), self._b("offsets", n), n, total=self._b("total", 4))
+
+    # --- pass 2: binning, tile sort, compositing ---------------------------------------
+    def record_forward(self, enc) -> None:
+        n, m, v = self.n, self.m, self.view
+        ntiles = v.tiles_x * v.tiles_y
+        npix = v.width * v.height
+        if m > 0:
+            self.k_emit.dispatch(
+                thread_count=[max(n, 1), 1, 1], command_encoder=enc, order=self._b("depth_ids", n),
+                offsets=self._b("offsets", n), tiles_touched=self._b("tiles_touched", n),
+                means2d=self._b("means2d", 2 * n), radii=self._b("radii", n),
+                isect_tiles=self._b("isect_tiles", m), isect_ids=self._b("isect_ids", m),
+                n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
+            bits = max(1, math.ceil(math.log2(max(ntiles, 2))))
+            self.sort.record(enc, self._b("isect_tiles", m), self._b("isect_ids", m), m, bits)
+        ranges = self._b("ranges", 2 * ntiles)
+        enc.clear_buffer(ranges)
+        if m > 0:
+            self.k_ranges.dispatch(thread_count=[m, 1, 1], command_encoder=enc,
+                                   isect_tiles=self._b("isect_tiles", m), ranges=ranges, m=m)
+        self.k_fwd.dispatch(
+            thread_count=[v.tiles_x * TILE, v.tiles_y * TILE, 1], command_encoder=enc,
+            ranges=ranges, isect_ids=self._b("isect_ids", max(m, 1)), means2d=self._b("means2d", 2 * n),
+            conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
+            image=self.image, final_T=self._b("final_T", npix), last_index=self._b("last_index", npix),
+            width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background)
+
+    @property
+    def image(self) -> spy.Buffer:
+        """The rendered image [H, W, 3] float32 of the current view."""
+        v = self.view
+        return self._b("image", 3 * v.width * v.height)
+
+    def image_grad(self) -> spy.Buffer:
+        """Buffer [H, W, 3] float32 the loss writes dL/d(image) into."""
+        v = self.view
+        return self._b("g_image", 3 * v.width * v.height)
+
+    # --- backward ------------------------------------------------------------------------
+    def record_backward(self, enc, grads: spy.Buffer, grad2d_sum: spy.Buffer, vis_count: spy.Buffer,
+                        accumulate_stats: bool = True) -> None:
+        """dL/d(image) (in :meth:`image_grad`) -> packed parameter gradients ``grads`` [N, D]
+        (overwritten); densification statistics accumulated into grad2d_sum [N], vis_count [N]."""
+        n, m, v = self.n, self.m, self.view
+        npix = v.width * v.height
+        g2, gc, go, gr = (self._b("g_means2d", 2 * n), self._b("g_conic", 3 * n),
+                          self._b("g_opacity", n), self._b("g_rgb", 3 * n))
+        for b in (g2, gc, go, gr):
+            enc.clear_buffer(b)
+        self.k_bwd.dispatch(
+            thread_count=[v.tiles_x * TILE, v.tiles_y * TILE, 1], command_encoder=enc,
+            ranges=self._b("ranges", 2 * v.tiles_x * v.tiles_y), isect_ids=self._b("isect_ids", max(m, 1)),
+            means2d=self._b("means2d", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
+            rgb=self._b("rgb", 3 * n), final_T=self._b("final_T", npix),
+            last_index=self._b("last_index", npix), g_image=self.image_grad(),
+            g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr,
+            width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background)
+        self.k_project_bwd.dispatch(
+            thread_count=[max(n, 1), 1, 1], command_encoder=enc, params=self.params, cams=self.cams,
+            radii=self._b("radii", n), conic_opac=self._b("conic_opac", 4 * n),
+            g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr, grads=grads,
+            grad2d_sum=grad2d_sum, vis_count=vis_count, n=n, cam_index=v.cam_index,
+            sh_degree=self.sh_degree, accumulate_stats=int(accumulate_stats))
+
+    # --- convenience for eval and tests ---------------------------------------------------
+    def render(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int) -> np.ndarray:
+        """Forward render to a host array [H, W, 3] float32 (waits for the GPU)."""
+        self.prepare(params, n, cams, view, sh_degree)
+        enc = self.gpu.encoder()
+        self.record_forward(enc)
+        self.gpu.submit(enc)
+        return self.gpu.read(self.image, np.float32, shape=(view.height, view.width, 3))
+
+    def read(self, name: str, dtype=np.float32, shape=None) -> np.ndarray:
+        """Host copy of an internal buffer (tests and debugging)."""
+        return self.gpu.read(self.bufs._bufs[name], dtype, shape=shape)

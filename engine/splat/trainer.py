@@ -1,0 +1,157 @@
+"""The 3DGS training loop: one camera per step, everything on the GPU.
+
+Per step: project + depth sort + tile-count scan (one submit, one scalar read back: the
+number of intersections), then binning, tile sort, rasterize, L1 + D-SSIM loss, backward
+and Adam in one command buffer. The loss is accumulated on the GPU and read every
+``log_interval`` steps. Densification and opacity reset follow the 3DGS schedule.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..config import TrainConfig
+from ..device import Gpu
+from ..ingest.dataset import Dataset
+from .camera_table import View, camera_table
+from .init import gaussians_from_points, initial_points
+from .loss import PhotometricLoss
+from .model import GaussianModel
+from .render import Rasterizer
+
+
+@dataclass
+class Progress:
+    """What the loop reports every ``log_interval`` steps."""
+
+    step: int
+    steps: int
+    loss: float
+    num_gaussians: int
+    steps_per_sec: float
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    history: list[dict] = field(default_factory=list)
+    stopped_early: bool = False
+
+
+def pack_rgba8(image: np.ndarray) -> np.ndarray:
+    """[H, W, 3] uint8 -> [H, W] uint32 RGBA8 (r in the low byte, alpha 255)."""
+    h, w, _ = image.shape
+    rgba = np.empty((h, w, 4), np.uint8)
+    rgba[..., :3] = image
+    rgba[..., 3] = 255
+    return rgba.view(np.uint32)[..., 0]
+
+
+class Trainer:
+    def __init__(self, gpu: Gpu, dataset: Dataset, train_idx: list[int], cfg: TrainConfig):
+        if not train_idx:
+            raise ValueError("no training images")
+        self.gpu, self.dataset, self.cfg = gpu, dataset, cfg
+        self.train_idx = list(train_idx)
+        self.rng = np.random.default_rng(cfg.seed)
+        _, self.extent = dataset.scene_extent()
+        pts, cols = initial_points(dataset, cfg.init_random_points, self.rng)
+        rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.init_opacity)
+        self.model = GaussianModel(gpu, rows, cfg.sh_degree)
+        self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
+        self.loss = PhotometricLoss(gpu)
+        self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
+        self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
+        self.loss_sum = gpu.zeros(16, "loss_sum")
+        self.state = TrainState()
+        self._order: list[int] = []
+
+    def _next_camera(self) -> int:
+        if not self._order:
+            self._order = list(self.rng.permutation(self.train_idx))
+        return int(self._order.pop())
+
+    def sh_degree_at(self, step: int) -> int:
+        return min(self.cfg.sh_degree, step // max(self.cfg.sh_degree_interval, 1))
+
+    def mean_lr(self, step: int) -> float:
+        """Exponential decay from lr_means to lr_means_final over the run (x extent)."""
+        t = min(step / max(self.cfg.steps, 1), 1.0)
+        lr = math.exp((1 - t) * math.log(self.cfg.lr_means) + t * math.log(self.cfg.lr_means_final))
+        return lr * self.extent
+
+    def train_step(self, step: int) -> None:
+        """One optimisation step (``step`` counts from 0)."""
+        cfg, m = self.cfg, self.model
+        ci = self._next_camera()
+        cam = self.dataset.cameras[ci]
+        view = View(ci, cam.width, cam.height)
+        sh = self.sh_degree_at(step)
+        self.raster.prepare(m.buf["params"], m.n, self.cams, view, sh)
+        m.set_learning_rates(self.mean_lr(step), cfg.lr_scales, cfg.lr_quats, cfg.lr_opacities, cfg.lr_sh0, cfg.lr_shN)
+        enc = self.gpu.encoder()
+        self.raster.record_forward(enc)
+        self.loss.record(enc, self.raster.image, self.gt[ci], cam.width, cam.height, self.raster.image_grad(),
+                         self.loss_sum, cfg.lambda_dssim)
+        self.raster.record_backward(enc, m.buf["grads"], m.buf["grad2d_sum"], m.buf["vis_count"],
+                                    accumulate_stats=step < cfg.densify_until)
+        m.record_adam(enc)
+        self.gpu.submit(enc)
+        done = step + 1
+        if cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0:
+            prune_scale = cfg.prune_scale * self.extent if done > cfg.opacity_reset_interval else float("inf")
+            m.densify(cfg.grad_threshold, cfg.clone_scale * self.extent, cfg.prune_opacity,
+                      prune_scale if math.isfinite(prune_scale) else 3.0e38, cfg.max_gaussians,
+                      seed=cfg.seed * 1_000_003 + done)
+        if done < cfg.densify_until and cfg.opacity_reset_interval and done % cfg.opacity_reset_interval == 0:
+            m.reset_opacity(0.01)
+
+    def read_loss(self, steps: int) -> float:
+        """Mean loss over the last ``steps`` steps; resets the accumulator (waits for the GPU)."""
+        total = float(self.gpu.read(self.loss_sum, np.float32, 1)[0])
+        enc = self.gpu.encoder()
+        enc.clear_buffer(self.loss_sum)
+        self.gpu.submit(enc)
+        return total / max(steps, 1)
+
+    def train(self, on_progress: Callable[[Progress], None] | None = None,
+              on_eval: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None) -> TrainState:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        last_t, last_step = t0, self.state.step
+        try:
+            while self.state.step < cfg.steps:
+                if should_stop is not None and should_stop():
+                    self.state.stopped_early = True
+                    break
+                self.train_step(self.state.step)
+                self.state.step += 1
+                s = self.state.step
+                if s % cfg.log_interval == 0 or s == cfg.steps:
+                    loss = self.read_loss(s - last_step)
+                    now = time.perf_counter()
+                    rate = (s - last_step) / max(now - last_t, 1e-9)
+                    last_t, last_step = now, s
+                    if not math.isfinite(loss):
+                        raise FloatingPointError(f"training diverged at step {s}: loss is {loss}")
+                    self.state.history.append({"step": s, "loss": loss, "num_gaussians": self.model.n,
+                                               "elapsed_s": now - t0})
+                    if on_progress is not None:
+                        on_progress(Progress(s, cfg.steps, loss, self.model.n, rate))
+                if on_eval is not None and cfg.eval_interval and s % cfg.eval_interval == 0 and s < cfg.steps:
+                    on_eval(s)
+        except KeyboardInterrupt:
+            self.state.stopped_early = True
+        self.gpu.device.wait_for_idle()
+        return self.state
+
+    def render(self, index: int) -> np.ndarray:
+        """Render camera ``index`` of the dataset: [H, W, 3] float32 (waits for the GPU)."""
+        cam = self.dataset.cameras[index]
+        return self.raster.render(self.model.buf["params"], self.model.n, self.cams,
+                                  View(index, cam.width, cam.height), self.sh_degree_at(self.state.step))

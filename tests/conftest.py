@@ -1,0 +1,25 @@
+"""Shared fixtures: the GPU device (software Vulkan in CI) and the ../shared datasets."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("SPIRULA_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    from engine.device import get_gpu
+
+    return get_gpu(os.environ.get("SPIRULA_TEST_DEVICE", "vulkan"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real datasets not found at {SHARED_DATA} (the ../shared folder beside the repo)")
+    return SHARED_DATA

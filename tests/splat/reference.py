@@ -1,0 +1,121 @@
+"""Independent float64 NumPy reference of 3DGS rendering (test-only; loops are fine here).
+
+Math: Kerbl et al. 2023 (eq. 3, 5, 6), EWA splatting with a 0.3 px^2 low-pass, the same
+clamping of x/z, y/z to the frustum plus a 30% margin, 3-sigma radii, 16 px tiles,
+alpha = min(0.99, o * G), skip alpha < 1/255, stop when T would fall below 1e-4.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SH_C0 = 0.28209479177387814
+SH_C1 = 0.4886025119029199
+
+
+def quat_to_rotmat(q):
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+    ], -2)
+
+
+def sh_basis(d, degree):
+    x, y, z = d[:, 0], d[:, 1], d[:, 2]
+    b = [np.full_like(x, SH_C0)]
+    if degree >= 1:
+        b += [-SH_C1 * y, SH_C1 * z, -SH_C1 * x]
+    if degree >= 2:
+        xx, yy, zz = x * x, y * y, z * z
+        b += [1.0925484305920792 * x * y, -1.0925484305920792 * y * z,
+              0.31539156525252005 * (2 * zz - xx - yy), -1.0925484305920792 * x * z,
+              0.5462742152960396 * (xx - yy)]
+    if degree >= 3:
+        b += [-0.5900435899266435 * y * (3 * xx - yy), 2.890611442640554 * x * y * z,
+              -0.4570457994644658 * y * (4 * zz - xx - yy),
+              0.3731763325901154 * z * (2 * zz - 3 * xx - 3 * yy),
+              -0.4570457994644658 * x * (4 * zz - xx - yy), 1.445305721320277 * z * (xx - yy),
+              -0.5900435899266435 * x * (xx - 3 * yy)]
+    return np.stack(b, -1)
+
+
+def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, width, height, degree):
+    """Per-Gaussian screen-space quantities. sh: [N, K, 3] (sh0 first).
+    Returns dict of means2d [N,2], conics [N,3], opacities [N], rgb [N,3], depths [N],
+    radii [N] (0 = culled), tiles_touched [N]."""
+    R, t = w2c[:3, :3], w2c[:3, 3]
+    p = means @ R.T + t
+    z = p[:, 2]
+    Rq = quat_to_rotmat(quats)
+    s = np.exp(log_scales)
+    M = Rq * s[:, None, :]
+    Sigma = M @ np.swapaxes(M, 1, 2)
+    tanx, tany = 0.5 * width / fx, 0.5 * height / fy
+    u = np.clip(p[:, 0] / z, -(cx / fx + 0.3 * tanx), (width - cx) / fx + 0.3 * tanx)
+    v = np.clip(p[:, 1] / z, -(cy / fy + 0.3 * tany), (height - cy) / fy + 0.3 * tany)
+    n = len(means)
+    J = np.zeros((n, 2, 3))
+    J[:, 0, 0] = fx / z
+    J[:, 0, 2] = -fx * u / z
+    J[:, 1, 1] = fy / z
+    J[:, 1, 2] = -fy * v / z
+    T = J @ R
+    cov = T @ Sigma @ np.swapaxes(T, 1, 2)
+    a, b, c = cov[:, 0, 0] + 0.3, cov[:, 0, 1], cov[:, 1, 1] + 0.3
+    det = a * c - b * b
+    mid = 0.5 * (a + c)
+    lam = mid + np.sqrt(np.maximum(0.1, mid * mid - det))
+    radius = np.ceil(3 * np.sqrt(lam))
+    m2 = np.stack([fx * p[:, 0] / z + cx, fy * p[:, 1] / z + cy], -1)
+    tx, ty = -(-width // 16), -(-height // 16)
+    x0 = np.clip(np.floor((m2[:, 0] - radius) / 16), 0, tx)
+    x1 = np.clip(np.ceil((m2[:, 0] + radius) / 16), 0, tx)
+    y0 = np.clip(np.floor((m2[:, 1] - radius) / 16), 0, ty)
+    y1 = np.clip(np.ceil((m2[:, 1] + radius) / 16), 0, ty)
+    tiles = np.maximum(x1 - x0, 0) * np.maximum(y1 - y0, 0)
+    visible = (z > 0.01) & (det > 0) & (tiles > 0)
+    cam_center = -R.T @ t
+    d = means - cam_center
+    d = d / np.linalg.norm(d, axis=1, keepdims=True)
+    basis = sh_basis(d, degree)
+    k = basis.shape[1]
+    rgb = np.maximum(np.einsum("nk,nkc->nc", basis, sh[:, :k]) + 0.5, 0)
+    return {
+        "means2d": m2, "conics": np.stack([c / det, -b / det, a / det], -1),
+        "opacities": 1 / (1 + np.exp(-opacity_logits)), "rgb": rgb, "depths": z,
+        "radii": np.where(visible, radius, 0).astype(np.int64),
+        "tiles_touched": np.where(visible, tiles, 0).astype(np.int64),
+        "rects": np.stack([x0, x1, y0, y1], -1).astype(np.int64),
+    }
+
+
+def composite(means2d, conics, opacities, rgb, depths, visible, rects, width, height, background=(0, 0, 0)):
+    """Front-to-back per-pixel compositing of the visible splats in depth order; a splat
+    reaches only the pixels of the 16 px tiles its rectangle rects[g] = (x0, x1, y0, y1)
+    (tile units, end exclusive) covers. Returns image [H, W, 3]."""
+    ys, xs = np.mgrid[0:height, 0:width]
+    tile_x, tile_y = xs // 16, ys // 16
+    px, py = xs + 0.5, ys + 0.5
+    T = np.ones((height, width))
+    C = np.zeros((height, width, 3))
+    done = np.zeros((height, width), bool)
+    for g in np.argsort(depths, kind="stable"):
+        if not visible[g]:
+            continue
+        dx, dy = means2d[g, 0] - px, means2d[g, 1] - py
+        a, b, c = conics[g]
+        power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
+        alpha = np.minimum(0.99, opacities[g] * np.exp(power))
+        x0, x1, y0, y1 = rects[g]
+        in_rect = (tile_x >= x0) & (tile_x < x1) & (tile_y >= y0) & (tile_y < y1)
+        use = in_rect & (power <= 0) & (alpha >= 1 / 255) & ~done
+        nextT = T * (1 - alpha)
+        stop = use & (nextT < 1e-4)
+        done |= stop
+        use &= ~stop
+        C += np.where(use[..., None], rgb[g] * (alpha * T)[..., None], 0)
+        T = np.where(use, nextT, T)
+    return C + T[..., None] * np.asarray(background, np.float64)

@@ -1,0 +1,47 @@
+"""Fresh random small scenes for kernel tests (never zeros)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.splat.layout import pack, sh_coeffs
+
+
+def look_at_w2c(eye, target, up=(0.0, -1.0, 0.0)):
+    """[4,4] world-to-camera, OpenCV axes (z forward, y down)."""
+    eye, target, up = (np.asarray(v, np.float64) for v in (eye, target, up))
+    z = target - eye
+    z /= np.linalg.norm(z)
+    x = np.cross(up, z)
+    x /= np.linalg.norm(x)
+    y = np.cross(z, x)
+    R = np.stack([x, y, z])
+    w2c = np.eye(4)
+    w2c[:3, :3] = R
+    w2c[:3, 3] = -R @ eye
+    return w2c
+
+
+def random_scene(rng, n, degree=3, max_degree=3, spread=1.0, scale=(-3.0, -1.5), opacity=(-1.0, 2.0)):
+    """Gaussians around the origin. Returns (fields dict float64, packed rows float32)."""
+    means = rng.normal(0, spread, (n, 3)) * [1.0, 0.7, 0.5]
+    log_scales = rng.uniform(*scale, (n, 3))
+    quats = rng.normal(0, 1, (n, 4))
+    logits = rng.uniform(*opacity, n)
+    k = sh_coeffs(max_degree)
+    sh = rng.normal(0, 0.3, (n, k, 3))
+    sh[:, sh_coeffs(degree):] = 0
+    rows = pack(means, log_scales, quats, logits, sh[:, 0], sh[:, 1:], max_degree)
+    # use exactly the float32 values the GPU sees
+    fields = dict(means=rows[:, 0:3].astype(np.float64), log_scales=rows[:, 3:6].astype(np.float64),
+                  quats=rows[:, 6:10].astype(np.float64), logits=rows[:, 10].astype(np.float64),
+                  sh=rows[:, 11:].reshape(n, k, 3).astype(np.float64))
+    return fields, rows
+
+
+def random_camera(rng, width, height, dist=4.0):
+    eye = rng.normal(0, 1, 3)
+    eye = eye / np.linalg.norm(eye) * dist
+    w2c = look_at_w2c(eye, rng.normal(0, 0.1, 3))
+    f = rng.uniform(0.9, 1.2) * width
+    return w2c, f, f * rng.uniform(0.95, 1.05), width * rng.uniform(0.45, 0.55), height * rng.uniform(0.45, 0.55)
