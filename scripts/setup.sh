@@ -1,44 +1,49 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh Debian 12 machine (run as root), idempotent:
-#  - Mesa 25 software Vulkan from bookworm-backports when no hardware Vulkan device exists
-#  - a virtualenv in .venv with the project and its test dependencies
+#  - a virtualenv in .venv with the project (editable) and its test dependencies;
+#  - when no Vulkan device can be created (no GPU driver, or Debian 12's Mesa 22 which
+#    slangpy cannot use), Mesa 25 software Vulkan (lavapipe) from bookworm-backports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+export DEBIAN_FRONTEND=noninteractive
+as_root() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
 
-have_hw_vulkan() {
-  # A vendor ICD other than Mesa's lavapipe means a real GPU driver is installed.
-  ls /usr/share/vulkan/icd.d/ /etc/vulkan/icd.d/ 2>/dev/null | grep -v -E 'lvp|^$' | grep -q json
-}
-mesa_major() {
-  dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null | sed -E 's/^([0-9]+:)?([0-9]+).*/\2/'
-}
+if ! $PY -c 'import venv, ensurepip' 2>/dev/null; then
+  as_root || { echo "[setup] python3-venv is missing: install it (apt-get install python3-venv)" >&2; exit 1; }
+  apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+fi
+if [ ! -x .venv/bin/python ]; then
+  $PY -m venv .venv
+fi
+stamp=.venv/.spirula-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi
 
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  if ! have_hw_vulkan && [ "$(mesa_major || echo 0)" -lt 25 ] 2>/dev/null || { ! have_hw_vulkan && [ -z "$(mesa_major)" ]; }; then
-    echo "[setup] no hardware Vulkan driver: installing Mesa software Vulkan (lavapipe) from bookworm-backports"
-    codename=$(. /etc/os-release; echo "${VERSION_CODENAME:-bookworm}")
-    if ! grep -rqs "${codename}-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
-      cat > /etc/apt/sources.list.d/spirula-backports.sources <<SRC
+vulkan_ok() {
+  .venv/bin/python - <<'PY' >/dev/null 2>&1
+import slangpy as spy
+spy.Device(type=spy.DeviceType.vulkan, enable_hot_reload=False)
+PY
+}
+if ! vulkan_ok; then
+  as_root || { echo "[setup] no Vulkan device and not root: install Mesa >= 25 (mesa-vulkan-drivers from bookworm-backports) or a GPU driver" >&2; exit 1; }
+  echo "[setup] no usable Vulkan device: installing Mesa software Vulkan (lavapipe) from bookworm-backports"
+  codename=$(. /etc/os-release; echo "${VERSION_CODENAME:-bookworm}")
+  if ! grep -rqs "${codename}-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    cat > /etc/apt/sources.list.d/spirula-backports.sources <<SRC
 Types: deb
 URIs: http://deb.debian.org/debian
 Suites: ${codename}-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq -t "${codename}-backports" mesa-vulkan-drivers libvulkan1 >/dev/null
   fi
-  if ! $PY -c 'import venv, ensurepip' 2>/dev/null; then
-    apt-get install -y -qq python3-venv >/dev/null
-  fi
+  apt-get update -qq
+  apt-get install -y -qq -t "${codename}-backports" mesa-vulkan-drivers libvulkan1 >/dev/null
+  vulkan_ok || { echo "[setup] Vulkan still unavailable after installing Mesa" >&2; exit 1; }
 fi
-
-if [ ! -x .venv/bin/python ]; then
-  $PY -m venv .venv
-fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
-echo "[setup] done: $(.venv/bin/python -c 'import slangpy; print("slangpy", slangpy.__version__ if hasattr(slangpy, "__version__") else "")')"
+echo "[setup] ready: $(.venv/bin/python -c 'import slangpy as s; d=s.Device(type=s.DeviceType.vulkan, enable_hot_reload=False); print(d.info.adapter_name)' 2>/dev/null)"

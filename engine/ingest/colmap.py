@@ -36,7 +36,8 @@ def find_model(root: Path) -> tuple[Path | None, list[str]]:
     counts = [count_images(p) for p in candidates]
     best = max(range(len(candidates)), key=lambda i: (counts[i], -i))
     listing = ", ".join(f"{p.relative_to(root).as_posix()} ({c} images)" for p, c in zip(candidates, counts))
-    note = f"{root}: {len(candidates)} COLMAP models found: {listing}; using {candidates[best].relative_to(root).as_posix()}, which registers the most images"
+    chosen = candidates[best].relative_to(root).as_posix()
+    note = f"{root}: {len(candidates)} COLMAP models found: {listing}; using {chosen}, which registers the most images"
     return candidates[best], [note]
 
 
@@ -77,23 +78,32 @@ def read_colmap(root: Path) -> SceneSpec:
     for im in model.images.values():
         cam = model.cameras.get(im.camera_id)
         if cam is None:
-            raise DatasetError(f"{folder}: image {im.name} refers to camera {im.camera_id}, which is not in {model.cameras_file.name}")
+            raise DatasetError(
+                f"{folder}: image {im.name} refers to camera {im.camera_id}, which is not in {model.cameras_file.name}"
+            )
         if im.name not in on_disk:
             missing.append(im.name)
             continue
         if cam.camera_id not in intrinsics:
-            intrinsics[cam.camera_id] = CameraModel.from_colmap(cam.model, cam.width, cam.height, cam.params, model.cameras_file)
+            intrinsics[cam.camera_id] = CameraModel.from_colmap(
+                cam.model, cam.width, cam.height, cam.params, model.cameras_file
+            )
         scene.views.append(ViewSpec(im.name, images_dir / im.name, intrinsics[cam.camera_id], im.w2c()))
 
     if missing:
-        scene.warn(f"{len(missing)} images of the model {folder} are missing from {images_dir}, skipped: {name_list(missing)}")
+        scene.warn(
+            f"{len(missing)} images of the model {folder} are missing from {images_dir}, skipped: {name_list(missing)}"
+        )
     unregistered = on_disk - {im.name for im in model.images.values()}
     if unregistered:
         scene.warn(
-            f"{len(unregistered)} images in {images_dir} are not registered in the model {folder}, skipped: {name_list(list(unregistered))}"
+            f"{len(unregistered)} images in {images_dir} are not registered in the model {folder}, "
+            f"skipped: {name_list(list(unregistered))}"
         )
     if not scene.views:
-        raise DatasetError(f"{root}: none of the {len(model.images)} registered images of {folder} exists in {images_dir}")
+        raise DatasetError(
+            f"{root}: none of the {len(model.images)} registered images of {folder} exists in {images_dir}"
+        )
     return scene
 
 

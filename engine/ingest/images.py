@@ -47,15 +47,18 @@ def read_image(path: Path, apply_exif: bool = True) -> np.ndarray:
 
 
 def image_size(path: Path) -> tuple[int, int]:
-    """(width, height) of ``path`` after EXIF orientation, from the header only."""
+    """(width, height) of ``path`` after EXIF orientation, from the header only.
+    Raises DatasetError if missing, ImageDecodeError if not a readable image."""
     try:
         with Image.open(path) as im:
             w, h = im.size
             if im.getexif().get(_EXIF_ORIENTATION) in _TRANSPOSING_ORIENTATIONS:
                 w, h = h, w
             return w, h
+    except FileNotFoundError as e:
+        raise DatasetError(f"{path}: image file not found") from e
     except (OSError, SyntaxError, ValueError) as e:
-        raise DatasetError(f"{path}: cannot read image header ({e})") from e
+        raise ImageDecodeError(f"{path}: cannot decode image header ({e})") from e
 
 
 def fit_size(width: int, height: int, max_size: int | None) -> tuple[int, int]:

@@ -31,7 +31,7 @@ def read_scene(path: Path) -> SceneSpec:
     ``transforms.json`` in the folder (or ``path`` being a .json file) -> nerfstudio /
     instant-ngp; else a COLMAP model in ``sparse/0``, ``sparse`` or the folder itself.
     """
-    path = Path(path)
+    path = Path(os.path.abspath(path))
     if not path.exists():
         raise DatasetError(f"{path}: does not exist")
     if path.is_file() and path.suffix.lower() == ".json":
@@ -67,11 +67,11 @@ def load_dataset(
     maps = _MapCache(views)
     lock = threading.Lock()
     done = [0]
-    resized_names: list[str] = []
+    notes: dict[str, list[str]] = {"resized": [], "exif": []}
 
     def load_one(view: ViewSpec) -> Camera | ImageDecodeError:
         try:
-            cam = _load_camera(view, maps, max_size, resized_names, lock)
+            cam = _load_camera(view, maps, max_size, notes, lock)
         except ImageDecodeError as e:
             cam = e
         finally:
@@ -89,28 +89,44 @@ def load_dataset(
 
     cameras = [r for r in results if isinstance(r, Camera)]
     failed = [r for r in results if isinstance(r, ImageDecodeError)]
-    if resized_names:
-        scene.warn(f"{len(resized_names)} images differ in size from their camera; intrinsics rescaled: {name_list(resized_names)}")
+    if notes["resized"]:
+        scene.warn(
+            f"{len(notes['resized'])} images differ in size from their camera; intrinsics rescaled: "
+            f"{name_list(notes['resized'])}"
+        )
+    if notes["exif"]:
+        scene.warn(
+            f"{len(notes['exif'])} images have an EXIF rotation their camera does not have; loaded unrotated: "
+            f"{name_list(notes['exif'])}"
+        )
     for err in failed:
         scene.warn(f"{err}; skipped")
     if not cameras:
         raise DatasetError(f"{path}: no image could be loaded")
-    return Dataset(root=scene.root, cameras=cameras, points=scene.points, colors=scene.colors, warnings=list(scene.warnings))
+    return Dataset(
+        root=scene.root, cameras=cameras, points=scene.points, colors=scene.colors, warnings=list(scene.warnings)
+    )
 
 
-def _load_camera(view: ViewSpec, maps: _MapCache, max_size: int | None, resized: list[str], lock: threading.Lock) -> Camera:
+def _load_camera(
+    view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list[str]], lock: threading.Lock
+) -> Camera:
+    """Read, undistort, crop and downscale one view (see the module docstring)."""
     image = read_image(view.image_path)
     cam = view.camera
     h, w = image.shape[:2]
     if (w, h) != (cam.width, cam.height):
-        if (h, w) == (cam.width, cam.height):  # the model was made from the un-rotated pixels
+        note = None
+        if (h, w) == (cam.width, cam.height):  # the model may be made from the un-rotated pixels
             image = read_image(view.image_path, apply_exif=False)
+            note = "exif"
         elif abs((w / cam.width) / (h / cam.height) - 1.0) < 0.01:
             cam = cam.scaled(w, h)
-            with lock:
-                resized.append(view.name)
+            note = "resized"
         if (image.shape[1], image.shape[0]) != (cam.width, cam.height):
             raise DatasetError(f"{view.image_path}: image is {w}x{h} but its camera is {cam.width}x{cam.height}")
+        with lock:
+            notes[note].append(view.name)
     undistorter = maps.get(view.camera, cam, view.image_path)
     image = undistorter(image)
     pin = undistorter.dst

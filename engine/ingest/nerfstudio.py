@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import DatasetError
 from .camera_model import CameraModel
-from .images import image_size
+from .images import ImageDecodeError, image_size
 from .scene import SceneSpec, ViewSpec, name_list, rigid_w2c_from_c2w
 
 TRANSFORMS = "transforms.json"
@@ -72,8 +72,14 @@ def read_transforms(root: Path) -> SceneSpec:
 
     common = Path(os.path.commonpath([str(p.parent) for p, _, _ in found]))
     for image_path, frame, w2c in found:
-        camera = _intrinsics(meta, frame, image_path, f"{path} ({image_path.name})")
+        try:
+            camera = _intrinsics(meta, frame, image_path, f"{path} ({image_path.name})")
+        except ImageDecodeError as e:  # size needed from an image that cannot be read
+            scene.warn(f"{e}; skipped")
+            continue
         scene.views.append(ViewSpec(image_path.relative_to(common).as_posix(), image_path, camera, w2c))
+    if not scene.views:
+        raise DatasetError(f"{path}: none of the listed images can be read")
     return scene
 
 
@@ -81,12 +87,13 @@ def _resolve(base: Path, file_path: str) -> Path | None:
     """The existing image for ``file_path`` (as written, else with an image extension)."""
     p = Path(file_path)
     p = p if p.is_absolute() else base / p
+    p = Path(os.path.abspath(p))  # normalise "." and ".." without resolving links
     if p.is_file():
-        return p.resolve()
+        return p
     for ext in _TRY_EXTENSIONS:
         q = p.with_name(p.name + ext)
         if q.is_file():
-            return q.resolve()
+            return q
     return None
 
 

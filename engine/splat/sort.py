@@ -2,7 +2,9 @@
 
 Both classes only *record* dispatches into a caller's command encoder: no host
 synchronisation, no waits, no reads back. Scratch buffers are owned by the object, allocated
-lazily by capacity and grown (x1.5, rounded) when a larger ``n`` arrives; they are reused
+lazily by capacity and grown (at least x1.5) when a larger ``n`` arrives; an outgrown buffer
+is kept alive (recorded work may still use it) until ``trim()``/``release()``, which the
+owner calls at a point where it has waited for the GPU. Scratch buffers are reused
 across calls, so one object must not be recorded concurrently into two encoders that run at
 the same time (sequential records into one encoder, or into encoders submitted one after
 the other on the device's queue, are fine).
@@ -39,6 +41,40 @@ def _groups(count: int, tile: int) -> int:
     return g
 
 
+class DispatchTimer:
+    """Optional per-dispatch GPU timestamps for Scan/RadixSort (benchmarks only).
+
+    Assign to ``sorter.timer`` (and ``sorter.scan.timer``); each recorded dispatch then
+    writes a timestamp pair into ``pool``. After the submit completes, ``results()`` gives
+    ``[(label, seconds), ...]`` in record order. ``reset()`` before re-recording.
+    """
+
+    def __init__(self, device: spy.Device, capacity: int = 256):
+        self.pool = device.create_query_pool(type=spy.QueryType.timestamp, count=2 * capacity)
+        self.capacity = capacity
+        self.labels: list[str] = []
+
+    def reset(self) -> None:
+        self.labels = []
+
+    def args(self, label: str) -> dict:
+        i = len(self.labels)
+        if i >= self.capacity:
+            return {}
+        self.labels.append(label)
+        return dict(query_pool=self.pool, query_index_before=2 * i, query_index_after=2 * i + 1)
+
+    def results(self) -> list[tuple[str, float]]:
+        if not self.labels:
+            return []
+        ts = self.pool.get_timestamp_results(0, 2 * len(self.labels))
+        return [(lab, ts[2 * i + 1] - ts[2 * i]) for i, lab in enumerate(self.labels)]
+
+
+def _timed(timer: "DispatchTimer | None", label: str) -> dict:
+    return timer.args(label) if timer is not None else {}
+
+
 class _Pool:
     """Named scratch buffers that grow by capacity (bytes) and are otherwise reused."""
 
@@ -68,6 +104,10 @@ class _Pool:
         self._bufs.clear()
         self._retired.clear()
 
+    def trim(self) -> None:
+        """Drop buffers replaced by growth (call only when no recorded work is pending)."""
+        self._retired.clear()
+
 
 class Scan:
     """Exclusive prefix sum of uint32 on the GPU (reduce-then-scan, any number of levels).
@@ -88,6 +128,7 @@ class Scan:
         self._reduce = gpu.kernel("sort/scan", "scan_reduce", **consts)
         self._tiles = gpu.kernel("sort/scan", "scan_tiles", **consts)
         self._pool = _Pool(gpu, "scan")
+        self.timer: DispatchTimer | None = None
         self._dummy = gpu.buffer(16, label="scan.dummy")
 
     def dispatches(self, n: int) -> int:
@@ -119,21 +160,27 @@ class Scan:
     def _level(self, enc, src, dst, m, level, total):
         if m <= self.tile:
             self._tiles.dispatch(
-                thread_count=[WG, 1, 1], command_encoder=enc,
+                thread_count=[WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scan_tiles{level}"),
                 src=src, dst=dst, offsets=self._dummy, total=total if total is not None else self._dummy,
                 n=m, has_offsets=0, write_total=int(total is not None))
             return
         g = _groups(m, self.tile)
         sums = self._pool.get(f"sums{level}", 4 * g)
-        self._reduce.dispatch(thread_count=[g * WG, 1, 1], command_encoder=enc, src=src, sums=sums, n=m)
+        self._reduce.dispatch(thread_count=[g * WG, 1, 1], command_encoder=enc,
+                              **_timed(self.timer, f"scan_reduce{level}"), src=src, sums=sums, n=m)
         self._level(enc, sums, sums, g, level + 1, total)
         self._tiles.dispatch(
-            thread_count=[g * WG, 1, 1], command_encoder=enc,
+            thread_count=[g * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scan_tiles{level}"),
             src=src, dst=dst, offsets=sums, total=self._dummy, n=m, has_offsets=1, write_total=0)
 
     def release(self) -> None:
         """Free the scratch buffers (only when no recorded work is pending)."""
         self._pool.release()
+
+    def trim(self) -> None:
+        """Free scratch buffers outgrown since the last trim; they are kept alive until
+        then because work recorded earlier may still use them. Call after a wait."""
+        self._pool.trim()
 
 
 class RadixSort:
@@ -161,6 +208,7 @@ class RadixSort:
         self._scatter = gpu.kernel("sort/radix", "radix_scatter", **consts)
         self.scan = Scan(gpu, items_per_thread=self.items, use_waves=use_waves, unroll=unroll)
         self._pool = _Pool(gpu, "radix")
+        self.timer: DispatchTimer | None = None
 
     @staticmethod
     def passes(bits: int) -> int:
@@ -203,10 +251,10 @@ class RadixSort:
         for p in range(self.passes(bits)):
             shift = 8 * p
             mask = (1 << min(8, bits - shift)) - 1
-            self._hist.dispatch(thread_count=[nb * WG, 1, 1], command_encoder=enc,
+            self._hist.dispatch(thread_count=[nb * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"hist{p}"),
                                 keys=src_k, hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb)
             self.scan.record(enc, hist, hist, 256 * nb)
-            self._scatter.dispatch(thread_count=[nb * WG, 1, 1], command_encoder=enc,
+            self._scatter.dispatch(thread_count=[nb * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scatter{p}"),
                                    keys_in=src_k, vals_in=src_v, keys_out=dst_k, vals_out=dst_v,
                                    hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb)
             src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v
@@ -221,32 +269,43 @@ class RadixSort:
         self._pool.release()
         self.scan.release()
 
+    def trim(self) -> None:
+        """Free scratch buffers outgrown since the last trim (call after a wait)."""
+        self._pool.trim()
+        self.scan.trim()
+
 
 def bench_sort(gpu: Gpu, n: int, bits: int, repeats: int = 10, seed: int = 0,
-               sorter: RadixSort | None = None) -> dict:
-    """Time ``RadixSort.record`` + submit + wait on ``n`` random pairs, ``bits`` key bits.
+               sorter: RadixSort | None = None, breakdown: bool = False) -> dict:
+    """Time ``RadixSort.record`` + submit + wait on ``n`` random (key, index) pairs.
 
-    Each repeat re-uploads nothing: it first copies pristine keys/values (device to device,
-    outside the timed span) and then records the sort between two GPU timestamps in the
-    same encoder. Returns a dict with medians in milliseconds: ``gpu_ms`` (timestamps
-    around the sort's dispatches), ``wall_ms`` (record + submit + wait, host clock),
-    ``record_ms`` (Python recording cost alone), plus n, bits, dispatches, and the
-    sorted-pairs throughput ``mkeys_per_s`` from gpu_ms. The first run is a warm-up.
+    Keys are uniform in [0, 2**bits). Before each repeat the pristine keys/values are
+    copied device-to-device in a separate submit (not timed). The sort is recorded between
+    two GPU timestamps in its own encoder. The first run is a warm-up. Returns a dict:
+    ``gpu_ms`` (median, timestamps around the sort), ``wall_ms`` (median of record + submit
+    + wait, host clock), ``record_ms`` (median Python recording cost), ``mkeys_per_s``
+    (n / gpu_ms), n, bits, passes, dispatches; with ``breakdown``, ``per_dispatch_ms``:
+    {label: median ms} from per-dispatch timestamps (adds a little overhead of its own).
     """
     sorter = sorter or RadixSort(gpu)
     rng = np.random.default_rng(seed)
-    hi = (1 << bits) if bits < 32 else (1 << 32)
-    k0 = gpu.upload(rng.integers(0, hi, n, dtype=np.uint64).astype(np.uint32))
+    k0 = gpu.upload(rng.integers(0, 1 << bits, n, dtype=np.uint64).astype(np.uint32))
     v0 = gpu.upload(np.arange(n, dtype=np.uint32))
     keys, vals = gpu.buffer(4 * n), gpu.buffer(4 * n)
     pool = gpu.device.create_query_pool(type=spy.QueryType.timestamp, count=2 * (repeats + 1))
-    gpu_ms, wall_ms, rec_ms = [], [], []
+    timer = DispatchTimer(gpu.device) if breakdown else None
+    wall_ms, rec_ms, per = [], [], {}
     for r in range(repeats + 1):
         enc = gpu.encoder()
         enc.copy_buffer(keys, 0, k0, 0, 4 * n)
         enc.copy_buffer(vals, 0, v0, 0, 4 * n)
+        gpu.submit(enc)
         gpu.device.wait_for_idle()
+        if timer is not None:
+            timer.reset()
+        sorter.timer = sorter.scan.timer = timer
         t0 = time.perf_counter()
+        enc = gpu.encoder()
         enc.write_timestamp(pool, 2 * r)
         sorter.record(enc, keys, vals, n, bits)
         enc.write_timestamp(pool, 2 * r + 1)
@@ -254,12 +313,19 @@ def bench_sort(gpu: Gpu, n: int, bits: int, repeats: int = 10, seed: int = 0,
         gpu.submit(enc)
         gpu.device.wait_for_idle()
         t2 = time.perf_counter()
+        sorter.timer = sorter.scan.timer = None
         if r > 0:
             rec_ms.append((t1 - t0) * 1e3)
             wall_ms.append((t2 - t0) * 1e3)
+            if timer is not None:
+                for lab, sec in timer.results():
+                    per.setdefault(lab, []).append(sec * 1e3)
     ts = pool.get_timestamp_results(0, 2 * (repeats + 1))
     gpu_ms = [(ts[2 * r + 1] - ts[2 * r]) * 1e3 for r in range(1, repeats + 1)]
     g = float(np.median(gpu_ms))
-    return dict(n=n, bits=bits, passes=sorter.passes(bits), dispatches=sorter.dispatches(n, bits),
-                gpu_ms=g, wall_ms=float(np.median(wall_ms)), record_ms=float(np.median(rec_ms)),
-                mkeys_per_s=n / g / 1e3 if g > 0 else float("nan"))
+    out = dict(n=n, bits=bits, passes=sorter.passes(bits), dispatches=sorter.dispatches(n, bits),
+               gpu_ms=g, wall_ms=float(np.median(wall_ms)), record_ms=float(np.median(rec_ms)),
+               mkeys_per_s=n / g / 1e3 if g > 0 else float("nan"))
+    if breakdown:
+        out["per_dispatch_ms"] = {lab: float(np.median(v)) for lab, v in per.items()}
+    return out

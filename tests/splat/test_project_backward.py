@@ -59,8 +59,6 @@ def test_project_backward_matches_finite_differences(gpu, degree):
 
     groups = {"means": (0, 3), "log_scales": (3, 6), "quats": (6, 10), "logits": (10, 11),
               "sh": (11, 11 + 3 * (degree + 1) ** 2)}
-    if degree > 0:
-        del groups["means"]  # the SH view-direction term is not propagated to means (documented)
     picked = np.flatnonzero(vis)[:10]
     for key, (c0, c1) in groups.items():
         num, ana = [], []

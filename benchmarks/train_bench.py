@@ -1,0 +1,227 @@
+"""One benchmark training run on the GPU machine: ours (Vulkan or CUDA) or gsplat 1.5.3,
+on a folder made by prepare_data.py, under one protocol: same images, split (every 8th
+held out), initial points, schedule (3DGS defaults) and metrics code. Prints one JSON line.
+
+gsplat 1.5.3's DefaultStrategy never applies its periodic opacity reset (gsplat #797), so
+this harness applies the reset itself (every 3000 steps until 15000) so the reference
+follows the classic 3DGS schedule.
+
+    python benchmarks/train_bench.py --trainer ours-vulkan --data .gpu/data/fox --seed 0 --steps 7000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+
+def load_prepared(folder: Path):
+    meta = json.loads((folder / "cameras.json").read_text())
+    pts = np.load(folder / "points.npz")
+    cams = meta["cameras"]
+    images = [np.asarray(Image.open(folder / c["file"]).convert("RGB")) for c in cams]
+    return cams, images, pts["points"], pts["colors"]
+
+
+class VramSampler:
+    """Peak device memory used by this process's GPU work: NVML used-memory minus the
+    baseline at start, sampled every 5 ms (works for Vulkan and CUDA alike)."""
+
+    def __init__(self):
+        import pynvml
+
+        pynvml.nvmlInit()
+        self.nvml = pynvml
+        self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        self.base = self._used()
+        self.peak = 0
+        self._stop = False
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _used(self):
+        return self.nvml.nvmlDeviceGetMemoryInfo(self.h).used
+
+    def _run(self):
+        while not self._stop:
+            self.peak = max(self.peak, self._used() - self.base)
+            time.sleep(0.005)
+
+    def stop(self) -> float:
+        self._stop = True
+        self.t.join()
+        return self.peak / 2**20
+
+
+def split(n):
+    test = list(range(0, n, 8))
+    return [i for i in range(n) if i % 8 != 0], test
+
+
+def run_ours(args, backend, cams, images, pts, cols):
+    from engine.config import TrainConfig
+    from engine.device import get_gpu
+    from engine.ingest.dataset import Camera, Dataset
+    from engine.splat.evaluate import evaluate
+    from engine.splat.trainer import Trainer
+
+    cameras = [Camera(name=c["name"], image_path=Path(c["file"]), width=c["width"], height=c["height"], fx=c["fx"],
+                      fy=c["fy"], cx=c["cx"], cy=c["cy"], w2c=np.array(c["w2c"]), image=img)
+               for c, img in zip(cams, images)]
+    ds = Dataset(root=Path(args.data), cameras=cameras, points=pts, colors=cols)
+    train_idx, test_idx = split(len(cameras))
+    gpu = get_gpu(backend)
+    cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100)
+    # warm-up: compile every kernel outside the timed region, on a throwaway model
+    warm = Trainer(gpu, ds, train_idx, cfg)
+    warm.train_step(0)
+    gpu.device.wait_for_idle()
+    del warm
+    trainer = Trainer(gpu, ds, train_idx, cfg)
+    t0 = time.perf_counter()
+    trainer.train()
+    sec = time.perf_counter() - t0
+    peak = args.sampler.stop() if args.sampler else None
+    m = evaluate(trainer, test_idx)
+    return {"psnr": m["psnr"], "ssim": m["ssim"], "seconds": sec, "peak_vram_mib": peak,
+            "num_gaussians": trainer.model.n, "adapter": gpu.adapter}
+
+
+def run_gsplat(args, cams, images, pts, cols):
+    import math
+
+    import torch
+    import torch.nn.functional as F
+    from gsplat import rasterization
+    from gsplat.strategy import DefaultStrategy
+    from scipy.spatial import cKDTree
+
+    from engine.splat.metrics import psnr, ssim
+
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    dev = "cuda"
+    train_idx, test_idx = split(len(cams))
+    centers = np.stack([-np.array(c["w2c"])[:3, :3].T @ np.array(c["w2c"])[:3, 3] for c in cams])
+    extent = float(np.linalg.norm(centers - centers.mean(0), axis=1).max()) * 1.1
+    d, _ = cKDTree(pts).query(pts, k=4)
+    dist = np.maximum(d[:, 1:].mean(1), 1e-7)
+    n = len(pts)
+    C0 = 0.28209479177387814
+    sh = torch.zeros(n, 16, 3)
+    sh[:, 0] = (torch.tensor(cols, dtype=torch.float32) / 255 - 0.5) / C0
+    params = torch.nn.ParameterDict({
+        "means": torch.tensor(pts, dtype=torch.float32),
+        "scales": torch.log(torch.tensor(dist, dtype=torch.float32))[:, None].repeat(1, 3),
+        "quats": torch.tensor([[1.0, 0, 0, 0]]).repeat(n, 1),
+        "opacities": torch.full((n,), math.log(0.1 / 0.9)),
+        "sh0": sh[:, :1].clone(), "shN": sh[:, 1:].clone()}).to(dev)
+    lrs = {"means": 1.6e-4 * extent, "scales": 5e-3, "quats": 1e-3, "opacities": 5e-2, "sh0": 2.5e-3, "shN": 2.5e-3 / 20}
+    opts = {k: torch.optim.Adam([{"params": params[k], "lr": lr, "name": k}], eps=1e-15) for k, lr in lrs.items()}
+    sched = torch.optim.lr_scheduler.ExponentialLR(opts["means"], gamma=0.01 ** (1.0 / args.steps))
+    strategy = DefaultStrategy(refine_start_iter=500, refine_stop_iter=15000, reset_every=3000, refine_every=100)
+    strategy.check_sanity(params, opts)
+    state = strategy.initialize_state(scene_scale=extent)
+    gts = [torch.tensor(im, device=dev, dtype=torch.float32) / 255 for im in images]
+    Ks = [torch.tensor([[c["fx"], 0, c["cx"]], [0, c["fy"], c["cy"]], [0, 0, 1]], dtype=torch.float32, device=dev) for c in cams]
+    viewmats = [torch.tensor(c["w2c"], dtype=torch.float32, device=dev) for c in cams]
+    win = torch.exp(-((torch.arange(11, device=dev) - 5.0) ** 2) / (2 * 1.5 ** 2))
+    win = (win / win.sum())
+    w2d = (win[:, None] * win[None, :])[None, None].repeat(3, 1, 1, 1)
+
+    def ssim_t(a, b):  # [1,3,H,W], zero padding, 11x11 Gaussian sigma 1.5
+        mu_a, mu_b = F.conv2d(a, w2d, padding=5, groups=3), F.conv2d(b, w2d, padding=5, groups=3)
+        saa = F.conv2d(a * a, w2d, padding=5, groups=3) - mu_a ** 2
+        sbb = F.conv2d(b * b, w2d, padding=5, groups=3) - mu_b ** 2
+        sab = F.conv2d(a * b, w2d, padding=5, groups=3) - mu_a * mu_b
+        c1, c2 = 0.01 ** 2, 0.03 ** 2
+        return (((2 * mu_a * mu_b + c1) * (2 * sab + c2)) / ((mu_a ** 2 + mu_b ** 2 + c1) * (saa + sbb + c2))).mean()
+
+    def render(i, degree):
+        c = cams[i]
+        colors = torch.cat([params["sh0"], params["shN"]], 1)
+        img, _, info = rasterization(params["means"], params["quats"], torch.exp(params["scales"]),
+                                     torch.sigmoid(params["opacities"]), colors, viewmats[i][None], Ks[i][None],
+                                     c["width"], c["height"], sh_degree=degree, packed=False)
+        return img, info
+
+    rng = np.random.default_rng(args.seed)
+    order = []
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for step in range(args.steps):
+        if not order:
+            order = list(rng.permutation(train_idx))
+        i = int(order.pop())
+        img, info = render(i, min(3, step // 1000))
+        strategy.step_pre_backward(params, opts, state, step, info)
+        pred = img[0]
+        loss = 0.8 * (pred - gts[i]).abs().mean() + 0.2 * (1 - ssim_t(pred.permute(2, 0, 1)[None], gts[i].permute(2, 0, 1)[None]))
+        loss.backward()
+        for o in opts.values():
+            o.step()
+            o.zero_grad(set_to_none=True)
+        sched.step()
+        strategy.step_post_backward(params, opts, state, step, info, packed=False)
+        # gsplat #797: its reset never fires; apply the classic 3DGS opacity reset here
+        if (step + 1) % 3000 == 0 and step + 1 < 15000:
+            from gsplat.strategy.ops import reset_opa
+            reset_opa(params=params, optimizers=opts, state=state, value=0.01)
+    torch.cuda.synchronize()
+    sec = time.perf_counter() - t0
+    peak = args.sampler.stop() if args.sampler else None
+    ps, ss = [], []
+    with torch.no_grad():
+        for i in test_idx:
+            img, _ = render(i, 3)
+            a = img[0].clamp(0, 1).cpu().numpy()
+            b = images[i].astype(np.float32) / 255
+            ps.append(psnr(a, b))
+            ss.append(ssim(a, b))
+    return {"psnr": float(np.mean(ps)), "ssim": float(np.mean(ss)), "seconds": sec, "peak_vram_mib": peak,
+            "torch_peak_mib": torch.cuda.max_memory_allocated() / 2**20, "num_gaussians": len(params["means"]),
+            "adapter": torch.cuda.get_device_name()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trainer", choices=["ours-vulkan", "ours-cuda", "gsplat"], required=True)
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=7000)
+    ap.add_argument("--vram", action="store_true", help="sample peak device memory with NVML")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="other runs share the GPU: record quality only (time and memory set to null)")
+    args = ap.parse_args()
+    # from before any GPU context exists: peak includes the context and everything else
+    args.sampler = VramSampler() if args.vram and not args.concurrent else None
+    cams, images, pts, cols = load_prepared(args.data)
+    if args.trainer == "gsplat":
+        r = run_gsplat(args, cams, images, pts, cols)
+    else:
+        r = run_ours(args, args.trainer.split("-")[1], cams, images, pts, cols)
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = os.environ.get("SPIRULA_COMMIT", "")
+    out = {"dataset": args.data.name, "trainer": args.trainer, "seed": args.seed, "steps": args.steps,
+           "psnr": r["psnr"], "ssim": r["ssim"], "sec_per_1k_steps": 1000 * r["seconds"] / args.steps,
+           "peak_vram_mib": r["peak_vram_mib"], "num_gaussians": r["num_gaussians"], "gpu": r["adapter"],
+           "commit": commit or os.environ.get("SPIRULA_COMMIT", "")}
+    if "torch_peak_mib" in r:
+        out["torch_peak_mib"] = r["torch_peak_mib"]
+    if args.concurrent:
+        out.update(sec_per_1k_steps=None, peak_vram_mib=None, torch_peak_mib=None, concurrent=True)
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

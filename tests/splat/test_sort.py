@@ -1,0 +1,186 @@
+"""GPU exclusive scan and stable radix sort (engine/splat/sort.py) against NumPy.
+
+Fresh random inputs per test (seeded for reproducibility of failures, never zeros).
+Runs on whatever device engine.device.get_gpu() gives ($SPIRULA_DEVICE, default vulkan).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.device import get_gpu
+from engine.splat.sort import RadixSort, Scan
+
+SENTINEL = 0xA5A5A5A5
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    return get_gpu()
+
+
+@pytest.fixture(scope="module")
+def scan(gpu):
+    return Scan(gpu)
+
+
+@pytest.fixture(scope="module")
+def sorter(gpu):
+    return RadixSort(gpu)
+
+
+@pytest.fixture(scope="module")
+def sorter_alt(gpu):
+    """Other code paths: shared-memory block scans (no subgroup ops), unrolled loops,
+    small tiles (1024 elements: more tiles, more scan levels)."""
+    return RadixSort(gpu, items_per_thread=4, use_waves=False, unroll=True)
+
+
+def _excl(a: np.ndarray) -> tuple[np.ndarray, int]:
+    c = np.cumsum(a, dtype=np.uint64)
+    ex = np.concatenate([[0], c[:-1]]).astype(np.uint64) % (1 << 32)
+    return ex.astype(np.uint32), int(c[-1] % (1 << 32)) if a.size else 0
+
+
+def _run_scan(gpu, scan, a, in_place=False):
+    n = a.size
+    src = gpu.upload(np.concatenate([a, np.full(3, SENTINEL, np.uint32)]))
+    dst = src if in_place else gpu.upload(np.full(n + 3, SENTINEL, np.uint32))
+    total = gpu.upload(np.full(4, SENTINEL, np.uint32))
+    enc = gpu.encoder()
+    scan.record(enc, src, dst, n, total=total)
+    gpu.submit(enc)
+    return gpu.read(dst, np.uint32, n + 3), int(gpu.read(total, np.uint32, 1)[0])
+
+
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 4096, 4097, 100_000, 1_500_001])
+def test_scan_matches_cumsum(gpu, scan, n):
+    rng = np.random.default_rng(1000 + n)
+    a = rng.integers(1, 1000, n, dtype=np.uint32)
+    out, total = _run_scan(gpu, scan, a)
+    ref, ref_total = _excl(a)
+    np.testing.assert_array_equal(out[:n], ref)
+    assert (out[n:] == SENTINEL).all(), "scan wrote past n"
+    assert total == ref_total
+
+
+def test_scan_in_place_wraps_mod_2_32(gpu, scan):
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 1 << 32, 70_001, dtype=np.uint64).astype(np.uint32)  # sums overflow
+    out, total = _run_scan(gpu, scan, a, in_place=True)
+    ref, ref_total = _excl(a)
+    np.testing.assert_array_equal(out[:a.size], ref)
+    assert total == ref_total
+
+
+def test_scan_empty_writes_zero_total(gpu, scan):
+    out, total = _run_scan(gpu, scan, np.zeros(0, np.uint32))
+    assert total == 0 and (out == SENTINEL).all()
+
+
+def test_scan_three_levels_alt_path(gpu, sorter_alt):
+    scan = sorter_alt.scan  # tile 1024: 1.5 M elements need 3 levels (5 dispatches)
+    assert scan.dispatches(1_500_000) == 5
+    rng = np.random.default_rng(11)
+    a = rng.integers(1, 50, 1_500_000, dtype=np.uint32)
+    out, total = _run_scan(gpu, scan, a)
+    ref, ref_total = _excl(a)
+    np.testing.assert_array_equal(out[:a.size], ref)
+    assert total == ref_total
+
+
+def _keys(rng, n, bits):
+    """Keys with many duplicates in the low `bits` bits, random junk above them."""
+    distinct = rng.integers(0, 1 << bits, max(1, min(n // 8, 1000)), dtype=np.uint64)
+    k = distinct[rng.integers(0, distinct.size, n)]
+    if bits < 32:
+        k |= rng.integers(0, 1 << (32 - bits), n, dtype=np.uint64) << np.uint64(bits)
+    return k.astype(np.uint32)
+
+
+def _run_sort(gpu, sorter, keys, vals, bits):
+    n = keys.size
+    pad = np.full(3, SENTINEL, np.uint32)
+    kb = gpu.upload(np.concatenate([keys, pad]))
+    vb = gpu.upload(np.concatenate([vals, pad]))
+    enc = gpu.encoder()
+    rk, rv = sorter.record(enc, kb, vb, n, bits)
+    assert rk is kb and rv is vb
+    gpu.submit(enc)
+    return gpu.read(kb, np.uint32, n + 3), gpu.read(vb, np.uint32, n + 3)
+
+
+def _check_sorted(keys, vals, bits, out_k, out_v):
+    n = keys.size
+    mask = np.uint32(0xFFFFFFFF if bits == 32 else (1 << bits) - 1)
+    order = np.argsort(keys & mask, kind="stable")
+    np.testing.assert_array_equal(out_k[:n], keys[order])
+    np.testing.assert_array_equal(out_v[:n], vals[order])  # values unique: proves stability
+    assert (out_k[n:] == SENTINEL).all() and (out_v[n:] == SENTINEL).all(), "sort wrote past n"
+
+
+@pytest.mark.parametrize("bits", [4, 12, 13, 32])
+@pytest.mark.parametrize("n", [1, 1000, 300_000])
+def test_radix_sort_stable(gpu, sorter, n, bits):
+    rng = np.random.default_rng(n * 100 + bits)
+    keys = _keys(rng, n, bits)
+    vals = rng.permutation(n).astype(np.uint32)  # random, unique
+    out_k, out_v = _run_sort(gpu, sorter, keys, vals, bits)
+    _check_sorted(keys, vals, bits, out_k, out_v)
+
+
+@pytest.mark.parametrize("bits,n", [(7, 50_001), (20, 123_457), (32, 4097)])
+def test_radix_sort_alt_path(gpu, sorter_alt, bits, n):
+    rng = np.random.default_rng(bits + n)
+    keys = _keys(rng, n, bits)
+    vals = rng.permutation(n).astype(np.uint32)
+    out_k, out_v = _run_sort(gpu, sorter_alt, keys, vals, bits)
+    _check_sorted(keys, vals, bits, out_k, out_v)
+
+
+def test_depth_then_tile_and_scratch_growth(gpu):
+    """The renderer's use: sort by depth (32 bits), then stably by tile id (13 bits), which
+    must equal lexsort by (tile, depth, index). A fresh sorter records a small sort and a
+    large one into one encoder first, so its scratch grows between two records."""
+    sorter = RadixSort(gpu)  # same compiled kernels as the fixture (cached by the Gpu)
+    rng = np.random.default_rng(3)
+    n = 200_003
+    depth = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    depth[rng.integers(0, n, n // 4)] = depth[0]  # many ties in depth
+    tile = rng.integers(0, 5000, n).astype(np.uint32)
+    small_k = _keys(rng, 1000, 32)
+    small_v = rng.permutation(1000).astype(np.uint32)
+    sk, sv = gpu.upload(small_k), gpu.upload(small_v)
+    dk, ids = gpu.upload(depth), gpu.upload(np.arange(n, dtype=np.uint32))
+    enc = gpu.encoder()
+    sorter.record(enc, sk, sv, 1000, 32)
+    sorter.record(enc, dk, ids, n, 32)
+    gpu.submit(enc)
+    pad = np.full(3, SENTINEL, np.uint32)
+    _check_sorted(small_k, small_v, 32, np.concatenate([gpu.read(sk, np.uint32), pad]),
+                  np.concatenate([gpu.read(sv, np.uint32), pad]))
+    ids_d = gpu.read(ids, np.uint32, n)
+    np.testing.assert_array_equal(ids_d, np.argsort(depth, kind="stable"))
+    tk = gpu.upload(tile[ids_d])  # the renderer emits tile keys in depth order on the GPU
+    enc = gpu.encoder()
+    sorter.record(enc, tk, ids, n, 13)
+    gpu.submit(enc)
+    ref = np.lexsort((np.arange(n), depth, tile))
+    np.testing.assert_array_equal(gpu.read(ids, np.uint32, n), ref)
+    np.testing.assert_array_equal(gpu.read(tk, np.uint32, n), tile[ref])
+
+
+def test_odd_passes_without_copy_back(gpu, sorter):
+    rng = np.random.default_rng(5)
+    n, bits = 20_000, 8
+    keys = _keys(rng, n, bits)
+    vals = rng.permutation(n).astype(np.uint32)
+    kb, vb = gpu.upload(keys), gpu.upload(vals)
+    enc = gpu.encoder()
+    rk, rv = sorter.record(enc, kb, vb, n, bits, copy_back=False)
+    assert rk is not kb and rv is not vb  # one pass: result in the ping-pong buffers
+    gpu.submit(enc)
+    _check_sorted(keys, vals, bits,
+                  np.concatenate([gpu.read(rk, np.uint32, n), np.full(3, SENTINEL, np.uint32)]),
+                  np.concatenate([gpu.read(rv, np.uint32, n), np.full(3, SENTINEL, np.uint32)]))
