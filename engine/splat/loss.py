@@ -13,6 +13,7 @@ the partials, gradient with respect to the render).
 from __future__ import annotations
 
 from .metrics import gaussian_window
+from .buffers import BufferSet
 
 _TILE = 16  # must match T in shaders/loss/ssim.slang
 
@@ -37,15 +38,7 @@ class PhotometricLoss:
         consts = _loss_constants()
         self._fwd = gpu.kernel("loss/ssim", "ssim_fwd", MODE=0, **consts)
         self._bwd = gpu.kernel("loss/ssim", "ssim_bwd", **consts)
-        self._partials = None
-        self._capacity = 0  # pixels
-
-    def _scratch(self, npix: int):
-        if npix > self._capacity:
-            cap = max(npix, int(self._capacity * 1.25))
-            self._partials = self.gpu.buffer(9 * 4 * cap, "loss.ssim_partials")
-            self._capacity = cap
-        return self._partials
+        self.scratch = BufferSet(gpu, "loss")
 
     def record(self, enc, render, gt, width: int, height: int, grad_render, loss_sum,
                lambda_dssim: float = 0.2) -> None:
@@ -62,7 +55,7 @@ class PhotometricLoss:
         w, h = int(width), int(height)
         if w <= 0 or h <= 0:
             raise ValueError(f"image size must be positive, got {w}x{h}")
-        partials = self._scratch(w * h)
+        partials = self.scratch.get("ssim_partials", 9 * 4 * w * h)
         tc = [(w + _TILE - 1) // _TILE * _TILE, (h + _TILE - 1) // _TILE * _TILE, 1]
         common = dict(width=w, height=h, lambda_dssim=float(lambda_dssim), inv_count=1.0 / (3.0 * w * h))
         self._fwd.dispatch(thread_count=tc, command_encoder=enc, render=render, gt=gt,

@@ -27,7 +27,7 @@ class Rasterizer:
 
     Buffers (device, float32 unless noted), N Gaussians, H x W pixels:
       means2d [N, 2] px, conic_opac [N, 4] (conic a b c, sigmoid opacity), rgb [N, 3],
-      depths [N], radii [N] int32 (0 = culled), image [H, W, 3], final_T [H, W],
+      depths [N], radii [N, 2] int32 (screen half-extent x, y in px; 0 = culled), image [H, W, 3], final_T [H, W],
       last_index [H, W] uint32; gradients g_means2d, g_conic, g_opacity, g_rgb alike.
     """
 
@@ -71,7 +71,7 @@ class Rasterizer:
             thread_count=[max(n, 1), 1, 1], command_encoder=enc,
             params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
-            depths=self._b("depths", n), radii=self._b("radii", n),
+            depths=self._b("depths", n), radii=self._b("radii", 2 * n),
             tiles_touched=self._b("tiles_touched", n), depth_keys=self._b("depth_keys", n),
             depth_ids=self._b("depth_ids", n), n=n, cam_index=v.cam_index,
             sh_degree=self.sh_degree, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
@@ -90,7 +90,7 @@ class Rasterizer:
             self.k_emit.dispatch(
                 thread_count=[max(n, 1), 1, 1], command_encoder=enc, order=self._b("depth_ids", n),
                 offsets=self._b("offsets", n), tiles_touched=self._b("tiles_touched", n),
-                means2d=self._b("means2d", 2 * n), radii=self._b("radii", n),
+                means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
                 isect_tiles=self._b("isect_tiles", m), isect_ids=self._b("isect_ids", m),
                 n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
             bits = max(1, math.ceil(math.log2(max(ntiles, 2))))
@@ -139,7 +139,7 @@ class Rasterizer:
             width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background)
         self.k_project_bwd.dispatch(
             thread_count=[max(n, 1), 1, 1], command_encoder=enc, params=self.params, cams=self.cams,
-            radii=self._b("radii", n), conic_opac=self._b("conic_opac", 4 * n),
+            radii=self._b("radii", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
             g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr, grads=grads,
             grad2d_sum=grad2d_sum, vis_count=vis_count, n=n, cam_index=v.cam_index,
             sh_degree=self.sh_degree, accumulate_stats=int(accumulate_stats))
@@ -155,4 +155,10 @@ class Rasterizer:
 
     def read(self, name: str, dtype=np.float32, shape=None) -> np.ndarray:
         """Host copy of an internal buffer (tests and debugging)."""
-        return self.gpu.read(self.bufs._bufs[name], dtype, shape=shape)
+        return self.gpu.read(self.bufs[name], dtype, shape=shape)
+
+    def trim(self) -> None:
+        """Free scratch outgrown since the last call (only after waiting for the GPU)."""
+        self.bufs.trim()
+        self.sort.trim()
+        self.scan.trim()

@@ -20,6 +20,7 @@ import numpy as np
 import slangpy as spy
 
 from ..device import Gpu
+from .buffers import BufferSet
 
 WG = 256                     # threads per workgroup of every sort/ kernel (SORT_WG)
 _MAX_GROUPS = 65535          # one-dimensional dispatch limit we rely on
@@ -75,40 +76,6 @@ def _timed(timer: "DispatchTimer | None", label: str) -> dict:
     return timer.args(label) if timer is not None else {}
 
 
-class _Pool:
-    """Named scratch buffers that grow by capacity (bytes) and are otherwise reused."""
-
-    def __init__(self, gpu: Gpu, prefix: str):
-        self.gpu = gpu
-        self.prefix = prefix
-        self._bufs: dict[str, spy.Buffer] = {}
-        self._retired: list[spy.Buffer] = []
-
-    def get(self, name: str, nbytes: int) -> spy.Buffer:
-        buf = self._bufs.get(name)
-        if buf is None or buf.size < nbytes:
-            if buf is not None:
-                # Work recorded earlier (possibly still unsubmitted or in flight) may use the
-                # old buffer: keep it alive until release().
-                self._retired.append(buf)
-                nbytes = max(nbytes, buf.size * 3 // 2)
-            buf = self.gpu.buffer(max(nbytes, 16), label=f"{self.prefix}.{name}")
-            self._bufs[name] = buf
-        return buf
-
-    def nbytes(self) -> int:
-        return sum(b.size for b in self._bufs.values()) + sum(b.size for b in self._retired)
-
-    def release(self) -> None:
-        """Drop every scratch buffer (call only when no recorded work is pending)."""
-        self._bufs.clear()
-        self._retired.clear()
-
-    def trim(self) -> None:
-        """Drop buffers replaced by growth (call only when no recorded work is pending)."""
-        self._retired.clear()
-
-
 class Scan:
     """Exclusive prefix sum of uint32 on the GPU (reduce-then-scan, any number of levels).
 
@@ -127,7 +94,7 @@ class Scan:
         consts = dict(SCAN_ITEMS=self.items, SORT_USE_WAVES=int(use_waves), SORT_UNROLL=int(unroll))
         self._reduce = gpu.kernel("sort/scan", "scan_reduce", **consts)
         self._tiles = gpu.kernel("sort/scan", "scan_tiles", **consts)
-        self._pool = _Pool(gpu, "scan")
+        self._pool = BufferSet(gpu, "scan")
         self.timer: DispatchTimer | None = None
         self._dummy = gpu.buffer(16, label="scan.dummy")
 
@@ -207,7 +174,7 @@ class RadixSort:
         self._hist = gpu.kernel("sort/radix", "radix_hist", **consts)
         self._scatter = gpu.kernel("sort/radix", "radix_scatter", **consts)
         self.scan = Scan(gpu, items_per_thread=self.items, use_waves=use_waves, unroll=unroll)
-        self._pool = _Pool(gpu, "radix")
+        self._pool = BufferSet(gpu, "radix")
         self.timer: DispatchTimer | None = None
 
     @staticmethod

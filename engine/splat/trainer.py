@@ -108,6 +108,8 @@ class Trainer:
             m.densify(cfg.grad_threshold, cfg.clone_scale * self.extent, cfg.prune_opacity,
                       prune_scale if math.isfinite(prune_scale) else 3.0e38, cfg.max_gaussians,
                       seed=cfg.seed * 1_000_003 + done)
+            self.raster.trim()  # densify waited for the GPU: outgrown scratch can go
+            self.loss.scratch.trim()
         if done < cfg.densify_until and cfg.opacity_reset_interval and done % cfg.opacity_reset_interval == 0:
             m.reset_opacity(0.01)
 

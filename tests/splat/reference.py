@@ -1,8 +1,8 @@
 """Independent float64 NumPy reference of 3DGS rendering (test-only; loops are fine here).
 
 Math: Kerbl et al. 2023 (eq. 3, 5, 6), EWA splatting with a 0.3 px^2 low-pass, the same
-clamping of x/z, y/z to the frustum plus a 30% margin, 3-sigma radii, 16 px tiles,
-alpha = min(0.99, o * G), skip alpha < 1/255, stop when T would fall below 1e-4.
+clamping of x/z, y/z to the frustum plus a 30% margin, opacity-aware axis-aligned screen
+extents (at most 3.33 sigma, to where alpha reaches 1/255), 16 px tiles, alpha = min(0.999, o * G), skip alpha < 1/255, stop when T would fall below 1e-4.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def sh_basis(d, degree):
 def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, width, height, degree):
     """Per-Gaussian screen-space quantities. sh: [N, K, 3] (sh0 first).
     Returns dict of means2d [N,2], conics [N,3], opacities [N], rgb [N,3], depths [N],
-    radii [N] (0 = culled), tiles_touched [N]."""
+    radii [N, 2] (x, y half-extents in px; 0 = culled), tiles_touched [N]."""
     R, t = w2c[:3, :3], w2c[:3, 3]
     p = means @ R.T + t
     z = p[:, 2]
@@ -66,17 +66,19 @@ def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, w
     cov = T @ Sigma @ np.swapaxes(T, 1, 2)
     a, b, c = cov[:, 0, 0] + 0.3, cov[:, 0, 1], cov[:, 1, 1] + 0.3
     det = a * c - b * b
-    mid = 0.5 * (a + c)
-    lam = mid + np.sqrt(np.maximum(0.1, mid * mid - det))
-    radius = np.ceil(3 * np.sqrt(lam))
+    opac = 1 / (1 + np.exp(-opacity_logits))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        extend = np.minimum(3.33, np.sqrt(2 * np.log(np.maximum(opac * 255, 1e-30))))
+        rx = np.ceil(extend * np.sqrt(np.maximum(a, 0)))
+        ry = np.ceil(extend * np.sqrt(np.maximum(c, 0)))
     m2 = np.stack([fx * p[:, 0] / z + cx, fy * p[:, 1] / z + cy], -1)
     tx, ty = -(-width // 16), -(-height // 16)
-    x0 = np.clip(np.floor((m2[:, 0] - radius) / 16), 0, tx)
-    x1 = np.clip(np.ceil((m2[:, 0] + radius) / 16), 0, tx)
-    y0 = np.clip(np.floor((m2[:, 1] - radius) / 16), 0, ty)
-    y1 = np.clip(np.ceil((m2[:, 1] + radius) / 16), 0, ty)
+    x0 = np.clip(np.floor((m2[:, 0] - rx) / 16), 0, tx)
+    x1 = np.clip(np.ceil((m2[:, 0] + rx) / 16), 0, tx)
+    y0 = np.clip(np.floor((m2[:, 1] - ry) / 16), 0, ty)
+    y1 = np.clip(np.ceil((m2[:, 1] + ry) / 16), 0, ty)
     tiles = np.maximum(x1 - x0, 0) * np.maximum(y1 - y0, 0)
-    visible = (z > 0.01) & (det > 0) & (tiles > 0)
+    visible = (z > 0.01) & (det > 0) & (opac >= 1 / 255) & (tiles > 0)
     cam_center = -R.T @ t
     d = means - cam_center
     d = d / np.linalg.norm(d, axis=1, keepdims=True)
@@ -85,8 +87,8 @@ def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, w
     rgb = np.maximum(np.einsum("nk,nkc->nc", basis, sh[:, :k]) + 0.5, 0)
     return {
         "means2d": m2, "conics": np.stack([c / det, -b / det, a / det], -1),
-        "opacities": 1 / (1 + np.exp(-opacity_logits)), "rgb": rgb, "depths": z,
-        "radii": np.where(visible, radius, 0).astype(np.int64),
+        "opacities": opac, "rgb": rgb, "depths": z,
+        "radii": np.where(visible[:, None], np.stack([rx, ry], -1), 0).astype(np.int64),
         "tiles_touched": np.where(visible, tiles, 0).astype(np.int64),
         "rects": np.stack([x0, x1, y0, y1], -1).astype(np.int64),
     }
@@ -108,7 +110,7 @@ def composite(means2d, conics, opacities, rgb, depths, visible, rects, width, he
         dx, dy = means2d[g, 0] - px, means2d[g, 1] - py
         a, b, c = conics[g]
         power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
-        alpha = np.minimum(0.99, opacities[g] * np.exp(power))
+        alpha = np.minimum(0.999, opacities[g] * np.exp(power))
         x0, x1, y0, y1 = rects[g]
         in_rect = (tile_x >= x0) & (tile_x < x1) & (tile_y >= y0) & (tile_y < y1)
         use = in_rect & (power <= 0) & (alpha >= 1 / 255) & ~done
