@@ -23,6 +23,8 @@ def _train_parser(sub) -> None:
     p.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4), help="max SH degree (default 3)")
     p.add_argument("--seed", type=int, default=t.seed)
     p.add_argument("--max-gaussians", type=int, default=t.max_gaussians)
+    p.add_argument("--init-points", type=int, default=t.init_random_points,
+                   help=f"random initial points when the dataset has none (default {t.init_random_points:,})")
     p.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default="vulkan", help="GPU backend (default vulkan)")
 
 
@@ -43,7 +45,8 @@ def cmd_train(args) -> int:
 
     cfg = RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
                     train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
-                                      seed=args.seed, max_gaussians=args.max_gaussians))
+                                      seed=args.seed, max_gaussians=args.max_gaussians,
+                                      init_random_points=args.init_points))
     bar, update = _progress_bar(cfg.train.steps)
     try:
         metrics = run_training(args.dataset, args.output, cfg, on_progress=update,
@@ -61,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     _train_parser(sub)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.ERROR, format="%(levelname)s %(message)s")
     if args.command is None:
         parser.print_help()
         return 2
