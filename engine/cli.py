@@ -58,18 +58,49 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _hoist_profile_options(argv: list[str]) -> list[str]:
+    """Accept --profile / --profile-json FILE anywhere on the line (they are global)."""
+    front, rest, i = [], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest += argv[i:]
+            break
+        if a == "--profile" or a.startswith("--profile-json="):
+            front.append(a)
+        elif a == "--profile-json" and i + 1 < len(argv):
+            front += argv[i:i + 2]
+            i += 1
+        else:
+            rest.append(a)
+        i += 1
+    return front + rest
+
+
 def main(argv: list[str] | None = None) -> int:
+    from .profile.bench import add_parser as _bench_parser, run as cmd_bench
+    from .cli_run import add_parser as _run_parser, run as cmd_run
+
     parser = argparse.ArgumentParser(prog="spirula", description="Spirula Studio: 3D Gaussian Splatting on any GPU")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile (same as SPIRULA_PROFILE=1): timing, GPU time per kernel and VRAM on stderr at exit")
+    parser.add_argument("--profile-json", metavar="FILE", type=Path, help="profile and write the report as JSON to FILE")
     sub = parser.add_subparsers(dest="command")
     _train_parser(sub)
-    args = parser.parse_args(argv)
+    _run_parser(sub)
+    _bench_parser(sub)
+    args = parser.parse_args(_hoist_profile_options(list(sys.argv[1:] if argv is None else argv)))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.ERROR, format="%(levelname)s %(message)s")
+    if args.profile or args.profile_json:
+        from . import profile
+
+        profile.enable(text=args.profile, json_path=args.profile_json)
     if args.command is None:
         parser.print_help()
         return 2
     try:
-        return {"train": cmd_train}[args.command](args)
+        return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run}[args.command](args)
     except SpirulaError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

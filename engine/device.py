@@ -4,6 +4,12 @@ Vulkan is the default backend; CUDA (NVIDIA) and CPU can be forced. Shaders are 
 the source checkout (``<repo>/shaders``) or, when installed from a wheel, in the
 ``spirula_shaders`` package. Kernels are specialised with Slang link-time constants
 (``extern static const``), one compiled pipeline per distinct set of constants.
+
+Every buffer is created through :meth:`Gpu.buffer` and registered in ``gpu.pool`` (VRAM
+accounting by category, engine/profile/pool.py). Recording goes through the helpers
+(``encoder``, ``submit``, ``read``, ``write``, ``copy``, ``clear``, ``wait_idle``) so the
+profiler (engine/profile) can time it; while profiling is off (``gpu.prof is None``) each
+helper costs one attribute check and kernels dispatch through slangpy's own method.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from pathlib import Path
 import numpy as np
 import slangpy as spy
 
+from . import profile as _profile
 from .errors import DeviceError
+from .profile.pool import VramPool
 
 BACKENDS = ("vulkan", "cuda", "cpu")
 _RW = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
@@ -47,18 +55,23 @@ class Gpu:
         except Exception as exc:  # slangpy raises RuntimeError with a driver message
             raise DeviceError(_device_help(backend, exc)) from exc
         self.backend = backend
-        self._kernels: dict[tuple, spy.ComputeKernel] = {}
+        self._kernels: dict[tuple, Kernel] = {}
         self._lock = threading.Lock()
+        self.pool = VramPool()
+        self.prof = None  # engine.profile.profiler.Profiler while profiling is on
+        _profile.gpu_created(self)
 
     @property
     def adapter(self) -> str:
         return f"{self.device.info.adapter_name} ({self.device.info.api_name})"
 
     # --- kernels -----------------------------------------------------------------------
-    def kernel(self, module: str, entry: str, **constants) -> spy.ComputeKernel:
+    def kernel(self, module: str, entry: str, **constants) -> "Kernel":
         """Compiled compute kernel ``entry`` of ``shaders/<module>.slang``.
 
         ``constants`` set the module's ``extern static const`` values (ints, floats, bools).
+        The result's ``dispatch`` is slangpy's ``ComputeKernel.dispatch`` (timed while
+        profiling is on).
         """
         key = (module, entry, tuple(sorted(constants.items())))
         with self._lock:
@@ -67,46 +80,116 @@ class Gpu:
                 extra = "\n".join(f"export static const {_slang_type(v)} {n} = {_slang_value(v)};" for n, v in sorted(constants.items()))
                 try:
                     prog = self.device.load_program(module + ".slang", [entry], additional_source=extra or None)
-                    k = self.device.create_compute_kernel(prog)
+                    raw = self.device.create_compute_kernel(prog)
                 except Exception as exc:
                     raise DeviceError(f"compiling shaders/{module}.slang:{entry} failed: {exc}") from exc
+                k = Kernel(raw, f"{module}:{entry}")
+                if self.prof is not None:
+                    k.dispatch = self.prof.dispatcher(k)
                 self._kernels[key] = k
             return k
 
-    # --- buffers -----------------------------------------------------------------------
-    def buffer(self, nbytes: int, label: str = "") -> spy.Buffer:
-        """Uninitialised device buffer of ``nbytes`` (rounded up to 16, at least 16)."""
-        size = max(16, (int(nbytes) + 15) // 16 * 16)
-        return self.device.create_buffer(size=size, usage=_RW_COPY, label=label)
+    # --- profiler hooks --------------------------------------------------------------------
+    def attach_profiler(self, prof) -> None:
+        """Route kernels and the helpers through ``prof`` (engine.profile.profiler.Profiler)."""
+        with self._lock:
+            self.prof = prof
+            for k in self._kernels.values():
+                k.dispatch = prof.dispatcher(k)
 
-    def upload(self, array: np.ndarray, label: str = "") -> spy.Buffer:
+    def detach_profiler(self) -> None:
+        with self._lock:
+            self.prof = None
+            for k in self._kernels.values():
+                k.dispatch = k.raw.dispatch
+
+    # --- buffers -----------------------------------------------------------------------
+    def buffer(self, nbytes: int, label: str = "", category: str | None = None) -> spy.Buffer:
+        """Uninitialised device buffer of ``nbytes`` (rounded up to 16, at least 16),
+        registered in the VRAM pool under ``category`` (default: from the label prefix,
+        see engine/profile/pool.py)."""
+        size = max(16, (int(nbytes) + 15) // 16 * 16)
+        return self.pool.add(self.device.create_buffer(size=size, usage=_RW_COPY, label=label), label, category)
+
+    def upload(self, array: np.ndarray, label: str = "", category: str | None = None) -> spy.Buffer:
         """Device buffer holding a copy of ``array`` (C-contiguous, any dtype)."""
         a = np.ascontiguousarray(array)
-        buf = self.buffer(a.nbytes, label)
+        buf = self.buffer(a.nbytes, label, category)
         if a.nbytes:
-            buf.copy_from_numpy(a.reshape(-1).view(np.uint8))
+            self.write(buf, a)
         return buf
 
-    def zeros(self, nbytes: int, label: str = "") -> spy.Buffer:
-        buf = self.buffer(nbytes, label)
-        enc = self.device.create_command_encoder()
-        enc.clear_buffer(buf)
-        self.device.submit_command_buffer(enc.finish())
+    def write(self, buf: spy.Buffer, array: np.ndarray) -> None:
+        """Copy ``array`` (C-contiguous) into the start of ``buf`` (host -> device)."""
+        data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        if self.prof is None:
+            buf.copy_from_numpy(data)
+        else:
+            self.prof.write(buf, data)
+
+    def zeros(self, nbytes: int, label: str = "", category: str | None = None) -> spy.Buffer:
+        buf = self.buffer(nbytes, label, category)
+        enc = self.encoder()
+        self.clear(enc, buf)
+        self.submit(enc)
         return buf
 
     def read(self, buf: spy.Buffer, dtype, count: int | None = None, shape=None) -> np.ndarray:
         """Copy a buffer back to the host (waits for the GPU)."""
-        raw = buf.to_numpy().view(np.uint8)
+        raw = (buf.to_numpy() if self.prof is None else self.prof.read(buf)).view(np.uint8)
         a = raw.view(dtype)
         n = count if count is not None else (int(np.prod(shape)) if shape is not None else a.size)
         a = a[:n].copy()
         return a.reshape(shape) if shape is not None else a
 
     def encoder(self) -> spy.CommandEncoder:
-        return self.device.create_command_encoder()
+        enc = self.device.create_command_encoder()
+        if self.prof is not None:
+            self.prof.begin(enc)
+        return enc
 
     def submit(self, enc: spy.CommandEncoder) -> int:
-        return self.device.submit_command_buffer(enc.finish())
+        if self.prof is None:
+            return self.device.submit_command_buffer(enc.finish())
+        return self.prof.submit(enc)
+
+    def copy(self, enc: spy.CommandEncoder, dst: spy.Buffer, dst_offset: int, src: spy.Buffer, src_offset: int,
+             size: int) -> None:
+        """Record a device -> device copy of ``size`` bytes."""
+        if self.prof is None:
+            enc.copy_buffer(dst, dst_offset, src, src_offset, size)
+        else:
+            self.prof.copy(enc, dst, dst_offset, src, src_offset, size)
+
+    def clear(self, enc: spy.CommandEncoder, buf: spy.Buffer) -> None:
+        """Record a memset of ``buf`` to zero."""
+        if self.prof is None:
+            enc.clear_buffer(buf)
+        else:
+            self.prof.clear(enc, buf)
+
+    def wait_idle(self) -> None:
+        """Block until the GPU has finished all submitted work."""
+        if self.prof is None:
+            self.device.wait_for_idle()
+        else:
+            self.prof.wait_idle()
+
+
+class Kernel:
+    """A compiled kernel. ``dispatch`` is an instance attribute: slangpy's bound
+    ``ComputeKernel.dispatch`` while profiling is off, the profiler's timed wrapper while
+    it is on. Other attributes come from the slangpy kernel."""
+
+    __slots__ = ("raw", "name", "dispatch")
+
+    def __init__(self, raw: spy.ComputeKernel, name: str):
+        self.raw = raw
+        self.name = name          # "module:entry", shared by every specialisation
+        self.dispatch = raw.dispatch
+
+    def __getattr__(self, attr):
+        return getattr(self.raw, attr)
 
 
 def _slang_type(v) -> str:

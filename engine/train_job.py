@@ -48,7 +48,21 @@ def export_ply(trainer: Trainer, path: Path) -> int:
 
 def run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig,
                  on_progress: Callable[[Progress], None] | None = None,
-                 on_message: Callable[[str], None] = log.info) -> dict:
+                 on_message: Callable[[str], None] = log.info,
+                 on_profile: Callable | None = None) -> dict:
+    """``on_profile`` receives engine.messages.ProfilerSnapshot about once a second while
+    training, when profiling is on (SPIRULA_PROFILE=1, --profile, engine.profile.enable)."""
+    from . import profile
+
+    unsubscribe = profile.subscribe(on_profile) if on_profile is not None else None
+    try:
+        return _run_training(dataset_path, out_dir, cfg, on_progress, on_message)
+    finally:
+        if unsubscribe is not None:
+            unsubscribe()
+
+
+def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress, on_message) -> dict:
     out_dir = Path(out_dir)
     check_output_dir(out_dir)
     t0 = time.perf_counter()

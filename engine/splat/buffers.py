@@ -12,19 +12,20 @@ class BufferSet:
     reused. A buffer replaced by growth is kept alive until :meth:`trim` because work
     recorded earlier (unsubmitted or in flight) may still use it."""
 
-    def __init__(self, gpu: Gpu, prefix: str):
+    def __init__(self, gpu: Gpu, prefix: str, category: str | None = None):
         self.gpu = gpu
         self.prefix = prefix
+        self.category = category  # VRAM pool category (default: from the prefix)
         self._bufs: dict[str, spy.Buffer] = {}
         self._retired: list[spy.Buffer] = []
 
-    def get(self, name: str, nbytes: int) -> spy.Buffer:
+    def get(self, name: str, nbytes: int, category: str | None = None) -> spy.Buffer:
         buf = self._bufs.get(name)
         if buf is None or buf.size < nbytes:
             if buf is not None:
                 self._retired.append(buf)
                 nbytes = max(nbytes, buf.size * 3 // 2)
-            buf = self.gpu.buffer(max(nbytes, 16), label=f"{self.prefix}.{name}")
+            buf = self.gpu.buffer(max(nbytes, 16), label=f"{self.prefix}.{name}", category=category or self.category)
             self._bufs[name] = buf
         return buf
 

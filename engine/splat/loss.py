@@ -30,15 +30,18 @@ def _loss_constants() -> dict[str, float]:
 class PhotometricLoss:
     """L1 + D-SSIM loss and its gradient for one rendered image.
 
-    Scratch (9 float32 planes of H x W: the SSIM partials) is kept by capacity and reused.
+    Scratch (9 float32 planes of H x W: the SSIM partials) is kept by capacity and reused;
+    with ``arena`` (an engine.profile.PhaseArena) it is the arena's ``loss`` phase instead,
+    sharing memory with the rasterizer's other phases.
     """
 
-    def __init__(self, gpu):
+    def __init__(self, gpu, arena=None):
         self.gpu = gpu
         consts = _loss_constants()
         self._fwd = gpu.kernel("loss/ssim", "ssim_fwd", MODE=0, **consts)
         self._bwd = gpu.kernel("loss/ssim", "ssim_bwd", **consts)
-        self.scratch = BufferSet(gpu, "loss")
+        self.scratch = BufferSet(gpu, "loss", category="image")
+        self.arena = arena
 
     def record(self, enc, render, gt, width: int, height: int, grad_render, loss_sum,
                lambda_dssim: float = 0.2) -> None:
@@ -55,7 +58,15 @@ class PhotometricLoss:
         w, h = int(width), int(height)
         if w <= 0 or h <= 0:
             raise ValueError(f"image size must be positive, got {w}x{h}")
-        partials = self.scratch.get("ssim_partials", 9 * 4 * w * h)
+        if self.arena is None:
+            self._record(enc, self.scratch.get("ssim_partials", 9 * 4 * w * h), render, gt, w, h, grad_render,
+                         loss_sum, lambda_dssim)
+        else:
+            with self.arena.phase(enc, "loss") as s:
+                self._record(enc, s.get("ssim_partials", 9 * 4 * w * h), render, gt, w, h, grad_render,
+                             loss_sum, lambda_dssim)
+
+    def _record(self, enc, partials, render, gt, w, h, grad_render, loss_sum, lambda_dssim) -> None:
         tc = [(w + _TILE - 1) // _TILE * _TILE, (h + _TILE - 1) // _TILE * _TILE, 1]
         common = dict(width=w, height=h, lambda_dssim=float(lambda_dssim), inv_count=1.0 / (3.0 * w * h))
         self._fwd.dispatch(thread_count=tc, command_encoder=enc, render=render, gt=gt,

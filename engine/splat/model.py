@@ -28,7 +28,7 @@ class GaussianModel:
         self.capacity = 0
         self.buf: dict[str, spy.Buffer] = {}
         self._alloc(max(self.n, 1024))
-        self.buf["params"].copy_from_numpy(_padded(rows, self.capacity))
+        gpu.write(self.buf["params"], _padded(rows, self.capacity))
         self.clear(("exp_avg", "exp_avg_sq", "grad2d_sum", "vis_count"))
         self.step = 0
         self.scan = Scan(gpu)
@@ -55,7 +55,7 @@ class GaussianModel:
     def clear(self, names) -> None:
         enc = self.gpu.encoder()
         for name in names:
-            enc.clear_buffer(self.buf[name])
+            self.gpu.clear(enc, self.buf[name])
         self.gpu.submit(enc)
 
     def rows(self) -> np.ndarray:
@@ -120,10 +120,10 @@ class GaussianModel:
             exp_avg_sq=old["exp_avg_sq"], action=old["action"], offsets=old["copies"],
             out_params=self.buf["params"], out_avg=self.buf["exp_avg"], out_avg_sq=self.buf["exp_avg_sq"],
             n=self.n, seed=seed & 0xFFFFFFFF)
-        enc.clear_buffer(self.buf["grad2d_sum"])
-        enc.clear_buffer(self.buf["vis_count"])
+        self.gpu.clear(enc, self.buf["grad2d_sum"])
+        self.gpu.clear(enc, self.buf["vis_count"])
         self.gpu.submit(enc)
-        self.gpu.device.wait_for_idle()  # the old buffers must outlive the copy
+        self.gpu.wait_idle()  # the old buffers must outlive the copy
         self.n = after
         return before, after
 

@@ -5,6 +5,11 @@ intersections must be known on the host to size the tile sort: :meth:`Rasterizer
 records projection, the depth sort and the scan of tile counts, submits, and reads back one
 scalar; :meth:`record_forward` and :meth:`record_backward` then record into the caller's
 encoder without any host synchronisation.
+
+Scratch whose lifetime is one phase of a step comes from a phase arena (engine/profile/
+arena.py): the depth sort's radix scratch (``depth_sort``), the tile keys and the tile
+sort's scratch (``intersect``), the screen-space gradients (``backward``) and, when the
+loss is given the same arena, the SSIM partials (``loss``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import numpy as np
 import slangpy as spy
 
 from ..device import Gpu
+from ..profile import IMAGE, SPLAT_X_IMAGE, PhaseArena
 from .buffers import BufferSet
 from .camera_table import TILE, View
 from .layout import row_stride
@@ -31,12 +37,16 @@ class Rasterizer:
       last_index [H, W] uint32; gradients g_means2d, g_conic, g_opacity, g_rgb alike.
     """
 
-    def __init__(self, gpu: Gpu, max_sh_degree: int = 3, background=(0.0, 0.0, 0.0)):
+    _IMAGE_BUFS = frozenset(("image", "g_image", "final_T", "last_index"))
+
+    def __init__(self, gpu: Gpu, max_sh_degree: int = 3, background=(0.0, 0.0, 0.0),
+                 arena: PhaseArena | None = None):
         self.gpu = gpu
         self.max_sh_degree = max_sh_degree
         self.stride = row_stride(max_sh_degree)
         self.background = spy.float3(*[float(v) for v in background])
-        self.bufs = BufferSet(gpu, "raster")
+        self.bufs = BufferSet(gpu, "raster", category=SPLAT_X_IMAGE)
+        self.arena = arena if arena is not None else PhaseArena(gpu, "raster")
         self.scan = Scan(gpu)
         self.sort = RadixSort(gpu)
         k = lambda mod, e: gpu.kernel(mod, e, MAX_SH_DEGREE=max_sh_degree)
@@ -52,7 +62,7 @@ class Rasterizer:
         self.view: View | None = None
 
     def _b(self, name: str, count: int, itemsize: int = 4):
-        return self.bufs.get(name, count * itemsize)
+        return self.bufs.get(name, count * itemsize, IMAGE if name in self._IMAGE_BUFS else None)
 
     # --- pass 1: projection, depth order, tile counts ------------------------------------
     def prepare(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int) -> int:
@@ -75,7 +85,8 @@ class Rasterizer:
             tiles_touched=self._b("tiles_touched", n), depth_keys=self._b("depth_keys", n),
             depth_ids=self._b("depth_ids", n), n=n, cam_index=v.cam_index,
             sh_degree=self.sh_degree, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
-        self.sort.record(enc, self._b("depth_keys", n), self._b("depth_ids", n), n, 32)
+        with self.arena.phase(enc, "depth_sort") as s:
+            self.sort.record(enc, self._b("depth_keys", n), self._b("depth_ids", n), n, 32, scratch=s)
         self.k_gather.dispatch(
             thread_count=[max(n, 1), 1, 1], command_encoder=enc, order=self._b("depth_ids", n),
             tiles_touched=self._b("tiles_touched", n), counts_sorted=self._b("counts_sorted", n), n=n)
@@ -86,23 +97,27 @@ class Rasterizer:
         n, m, v = self.n, self.m, self.view
         ntiles = v.tiles_x * v.tiles_y
         npix = v.width * v.height
-        if m > 0:
-            self.k_emit.dispatch(
-                thread_count=[max(n, 1), 1, 1], command_encoder=enc, order=self._b("depth_ids", n),
-                offsets=self._b("offsets", n), tiles_touched=self._b("tiles_touched", n),
-                means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
-                isect_tiles=self._b("isect_tiles", m), isect_ids=self._b("isect_ids", m),
-                n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
-            bits = max(1, math.ceil(math.log2(max(ntiles, 2))))
-            self.sort.record(enc, self._b("isect_tiles", m), self._b("isect_ids", m), m, bits)
+        isect_ids = self._b("isect_ids", max(m, 1))
         ranges = self._b("ranges", 2 * ntiles)
-        enc.clear_buffer(ranges)
-        if m > 0:
-            self.k_ranges.dispatch(thread_count=[m, 1, 1], command_encoder=enc,
-                                   isect_tiles=self._b("isect_tiles", m), ranges=ranges, m=m)
+        # the tile keys and the tile sort's scratch are dead once the tile ranges are known
+        with self.arena.phase(enc, "intersect") as s:
+            if m > 0:
+                isect_tiles = s.get("isect_tiles", 4 * m)
+                self.k_emit.dispatch(
+                    thread_count=[max(n, 1), 1, 1], command_encoder=enc, order=self._b("depth_ids", n),
+                    offsets=self._b("offsets", n), tiles_touched=self._b("tiles_touched", n),
+                    means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
+                    isect_tiles=isect_tiles, isect_ids=isect_ids,
+                    n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
+                bits = max(1, math.ceil(math.log2(max(ntiles, 2))))
+                self.sort.record(enc, isect_tiles, isect_ids, m, bits, scratch=s)
+            self.gpu.clear(enc, ranges)
+            if m > 0:
+                self.k_ranges.dispatch(thread_count=[m, 1, 1], command_encoder=enc,
+                                       isect_tiles=isect_tiles, ranges=ranges, m=m)
         self.k_fwd.dispatch(
             thread_count=[v.tiles_x * TILE, v.tiles_y * TILE, 1], command_encoder=enc,
-            ranges=ranges, isect_ids=self._b("isect_ids", max(m, 1)), means2d=self._b("means2d", 2 * n),
+            ranges=ranges, isect_ids=isect_ids, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
             image=self.image, final_T=self._b("final_T", npix), last_index=self._b("last_index", npix),
             width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background)
@@ -123,12 +138,17 @@ class Rasterizer:
                         accumulate_stats: bool = True) -> None:
         """dL/d(image) (in :meth:`image_grad`) -> packed parameter gradients ``grads`` [N, D]
         (overwritten); densification statistics accumulated into grad2d_sum [N], vis_count [N]."""
+        n = self.n
+        with self.arena.phase(enc, "backward") as s:  # screen-space gradients: this phase only
+            gc, gr = s.get("g_conic", 12 * n), s.get("g_rgb", 12 * n)  # largest first (arena slots)
+            g2, go = s.get("g_means2d", 8 * n), s.get("g_opacity", 4 * n)
+            for b in (g2, gc, go, gr):
+                self.gpu.clear(enc, b)
+            self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr)
+
+    def _record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr) -> None:
         n, m, v = self.n, self.m, self.view
         npix = v.width * v.height
-        g2, gc, go, gr = (self._b("g_means2d", 2 * n), self._b("g_conic", 3 * n),
-                          self._b("g_opacity", n), self._b("g_rgb", 3 * n))
-        for b in (g2, gc, go, gr):
-            enc.clear_buffer(b)
         self.k_bwd.dispatch(
             thread_count=[v.tiles_x * TILE, v.tiles_y * TILE, 1], command_encoder=enc,
             ranges=self._b("ranges", 2 * v.tiles_x * v.tiles_y), isect_ids=self._b("isect_ids", max(m, 1)),
@@ -154,11 +174,18 @@ class Rasterizer:
         return self.gpu.read(self.image, np.float32, shape=(view.height, view.width, 3))
 
     def read(self, name: str, dtype=np.float32, shape=None) -> np.ndarray:
-        """Host copy of an internal buffer (tests and debugging)."""
-        return self.gpu.read(self.bufs[name], dtype, shape=shape)
+        """Host copy of an internal buffer (tests and debugging). A phase buffer (e.g.
+        ``g_means2d``) is read from the arena slot it had in its phase: after the phase it
+        may hold another phase's data (or poison), by design."""
+        try:
+            buf = self.bufs[name]
+        except KeyError:
+            buf = next(d[name] for d in self.arena._last.values() if name in d)
+        return self.gpu.read(buf, dtype, shape=shape)
 
     def trim(self) -> None:
         """Free scratch outgrown since the last call (only after waiting for the GPU)."""
+        self.arena.trim()
         self.bufs.trim()
         self.sort.trim()
         self.scan.trim()

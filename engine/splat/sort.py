@@ -110,21 +110,23 @@ class Scan:
         return self._pool.nbytes()
 
     def record(self, enc: spy.CommandEncoder, src: spy.Buffer, dst: spy.Buffer, n: int,
-               total: spy.Buffer | None = None) -> None:
+               total: spy.Buffer | None = None, scratch=None) -> None:
         """Record ``dst[0:n] = exclusive_cumsum(src[0:n])`` into ``enc``.
 
         src, dst: buffers of at least ``n`` uint32; ``src is dst`` (in place) is supported.
         dst[i] = src[0] + ... + src[i-1] (dst[0] = 0), uint32 arithmetic (wraps mod 2**32).
         total: optional buffer; ``total[0]`` (uint32) receives the sum of all n elements
         (0 for n == 0). Elements of dst at and beyond n are not touched.
+        scratch: where the partial sums come from (an object with ``get(name, nbytes)``,
+        e.g. a phase of an engine.profile.PhaseArena); default the object's own buffers.
         """
         n = int(n)
         if n < 0:
             raise ValueError("n must be >= 0")
         _groups(n, self.tile)  # size check before recording anything
-        self._level(enc, src, dst, n, 0, total)
+        self._level(enc, src, dst, n, 0, total, scratch if scratch is not None else self._pool)
 
-    def _level(self, enc, src, dst, m, level, total):
+    def _level(self, enc, src, dst, m, level, total, pool):
         if m <= self.tile:
             self._tiles.dispatch(
                 thread_count=[WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scan_tiles{level}"),
@@ -132,10 +134,10 @@ class Scan:
                 n=m, has_offsets=0, write_total=int(total is not None))
             return
         g = _groups(m, self.tile)
-        sums = self._pool.get(f"sums{level}", 4 * g)
+        sums = pool.get(f"sums{level}", 4 * g)
         self._reduce.dispatch(thread_count=[g * WG, 1, 1], command_encoder=enc,
                               **_timed(self.timer, f"scan_reduce{level}"), src=src, sums=sums, n=m)
-        self._level(enc, sums, sums, g, level + 1, total)
+        self._level(enc, sums, sums, g, level + 1, total, pool)
         self._tiles.dispatch(
             thread_count=[g * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scan_tiles{level}"),
             src=src, dst=dst, offsets=sums, total=self._dummy, n=m, has_offsets=1, write_total=0)
@@ -192,7 +194,7 @@ class RadixSort:
         return self._pool.nbytes() + self.scan.scratch_bytes()
 
     def record(self, enc: spy.CommandEncoder, keys: spy.Buffer, values: spy.Buffer, n: int, bits: int,
-               copy_back: bool = True) -> tuple[spy.Buffer, spy.Buffer]:
+               copy_back: bool = True, scratch=None) -> tuple[spy.Buffer, spy.Buffer]:
         """Record a stable sort of the first n pairs by ``key & ((1 << bits) - 1)``.
 
         keys, values: buffers of at least n uint32 each, distinct. bits: 1..32; key bits
@@ -203,6 +205,8 @@ class RadixSort:
         which the next record on this object overwrites. Elements at and beyond n are
         untouched.
         """
+        # scratch: where the ping-pong buffers and histograms come from (``get(name, nbytes)``,
+        # e.g. a phase of an engine.profile.PhaseArena); default the object's own buffers.
         n, bits = int(n), int(bits)
         if not 1 <= bits <= 32:
             raise ValueError("bits must be in 1..32")
@@ -211,23 +215,24 @@ class RadixSort:
         if n <= 1:
             return keys, values
         nb = _groups(n, self.tile)
-        tmp_k = self._pool.get("keys", 4 * n)
-        tmp_v = self._pool.get("values", 4 * n)
-        hist = self._pool.get("hist", 4 * 256 * nb)
+        pool = scratch if scratch is not None else self._pool
+        tmp_k = pool.get("keys", 4 * n)
+        tmp_v = pool.get("values", 4 * n)
+        hist = pool.get("hist", 4 * 256 * nb)
         src_k, src_v, dst_k, dst_v = keys, values, tmp_k, tmp_v
         for p in range(self.passes(bits)):
             shift = 8 * p
             mask = (1 << min(8, bits - shift)) - 1
             self._hist.dispatch(thread_count=[nb * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"hist{p}"),
                                 keys=src_k, hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb)
-            self.scan.record(enc, hist, hist, 256 * nb)
+            self.scan.record(enc, hist, hist, 256 * nb, scratch=scratch)
             self._scatter.dispatch(thread_count=[nb * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scatter{p}"),
                                    keys_in=src_k, vals_in=src_v, keys_out=dst_k, vals_out=dst_v,
                                    hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb)
             src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v
         if src_k is not keys and copy_back:
-            enc.copy_buffer(keys, 0, src_k, 0, 4 * n)
-            enc.copy_buffer(values, 0, src_v, 0, 4 * n)
+            self.gpu.copy(enc, keys, 0, src_k, 0, 4 * n)
+            self.gpu.copy(enc, values, 0, src_v, 0, 4 * n)
             return keys, values
         return src_k, src_v
 

@@ -64,7 +64,7 @@ class Trainer:
         rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.init_opacity)
         self.model = GaussianModel(gpu, rows, cfg.sh_degree)
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
-        self.loss = PhotometricLoss(gpu)
+        self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
         self.loss_sum = gpu.zeros(16, "loss_sum")
@@ -117,7 +117,7 @@ class Trainer:
         """Mean loss over the last ``steps`` steps; resets the accumulator (waits for the GPU)."""
         total = float(self.gpu.read(self.loss_sum, np.float32, 1)[0])
         enc = self.gpu.encoder()
-        enc.clear_buffer(self.loss_sum)
+        self.gpu.clear(enc, self.loss_sum)
         self.gpu.submit(enc)
         return total / max(steps, 1)
 
@@ -149,7 +149,7 @@ class Trainer:
                     on_eval(s)
         except KeyboardInterrupt:
             self.state.stopped_early = True
-        self.gpu.device.wait_for_idle()
+        self.gpu.wait_idle()
         return self.state
 
     def render(self, index: int) -> np.ndarray:

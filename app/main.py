@@ -1,0 +1,123 @@
+"""Start the studio: `spirula` (no arguments) or `spirula gui [PATH]`.
+
+Order matters (shared/GPU.md): the engine thread creates the device and compiles every
+kernel behind a splash screen, then the window shows and the viewport's native window
+is handed to the engine for its swapchain.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("spirula.app")
+
+
+def prepare_environment() -> None:
+    """Qt settings that must precede QApplication."""
+    os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+    # slangpy 0.43.1 makes Vulkan surfaces from X11 handles on Linux: prefer XWayland
+    if sys.platform.startswith("linux") and not os.environ.get("QT_QPA_PLATFORM"):
+        if os.environ.get("WAYLAND_DISPLAY") and os.environ.get("DISPLAY"):
+            os.environ["QT_QPA_PLATFORM"] = "xcb"
+
+
+def wait_ready(session, app, timeout: float = 600.0, on_wait=None):
+    """Process Qt events until the engine says EngineReady (returned) or Error (raised as
+    RuntimeError with its text)."""
+    from engine import messages as M
+
+    t_end = time.perf_counter() + timeout
+    early = []
+    while time.perf_counter() < t_end:
+        for msg in session.poll():
+            if isinstance(msg, M.EngineReady):
+                for m in early:  # keep what came before for the window
+                    session.events.put(m)
+                return msg
+            if isinstance(msg, M.Error):
+                raise RuntimeError(msg.text)
+            early.append(msg)
+        if not session.alive:
+            raise RuntimeError("the engine thread ended during start-up")
+        if on_wait is not None:
+            on_wait()
+        app.processEvents()
+        time.sleep(0.01)
+    raise RuntimeError(f"the engine did not start within {timeout:.0f} s")
+
+
+def create_studio(path: str | os.PathLike | None = None, device: str | None = None, dialogs: bool = True,
+                  projects: str | os.PathLike | None = None, splash: bool = True, size=(1440, 900)):
+    """(app, window, session) with the window shown and the viewport attached; the caller
+    runs the event loop (app.exec()) or drives it (tests, screenshots)."""
+    prepare_environment()
+    from PySide6 import QtCore, QtGui, QtWidgets
+
+    from engine.session import Session
+
+    from .window import StudioWindow, load_style
+
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
+    app.setApplicationName("Spirula Studio")
+    app.setOrganizationName("Spirula")
+    load_style(app)
+    sp = None
+    if splash:
+        pm = QtGui.QPixmap(520, 200)
+        pm.fill(QtGui.QColor(24, 25, 29))
+        p = QtGui.QPainter(pm)
+        p.setPen(QtGui.QColor(255, 170, 60))
+        f = p.font()
+        f.setPointSize(22)
+        f.setBold(True)
+        p.setFont(f)
+        p.drawText(pm.rect().adjusted(0, -30, 0, 0), QtCore.Qt.AlignmentFlag.AlignCenter, "Spirula Studio")
+        p.end()
+        sp = QtWidgets.QSplashScreen(pm)
+        sp.showMessage("Starting the GPU engine and compiling kernels…",
+                       QtCore.Qt.AlignmentFlag.AlignBottom | QtCore.Qt.AlignmentFlag.AlignHCenter, QtGui.QColor("white"))
+        sp.show()
+        app.processEvents()
+    session = Session(backend=device, projects=projects).start()
+    try:
+        ready = wait_ready(session, app)
+    except RuntimeError as exc:
+        if sp is not None:
+            sp.close()
+        session.close(save=False, timeout=5)
+        raise RuntimeError(str(exc)) from None
+    win = StudioWindow(session, ready, dialogs=dialogs)
+    win.resize(*size)
+    win.show()
+    if sp is not None:
+        sp.finish(win)
+    app.processEvents()
+    win.attach_viewport()
+    if path:
+        win.open_paths([str(path)])
+    return app, win, session
+
+
+def main(path: str | os.PathLike | None = None, device: str | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("SPIRULA_LOG", "WARNING").upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app, win, session = create_studio(path, device)
+    except RuntimeError as exc:
+        from PySide6 import QtWidgets
+
+        app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
+        QtWidgets.QMessageBox.critical(None, "Spirula Studio", f"The GPU engine could not start:\n\n{exc}")
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    rc = app.exec()
+    if session.alive:
+        win.shutdown(save=True)
+    return int(rc)
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else None))

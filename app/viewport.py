@@ -1,0 +1,325 @@
+"""The viewport widget: a native window the engine presents into through a Vulkan swapchain
+(slangpy surface on the window's handle), or, when that is impossible, a widget showing the
+frames the engine read back. Input (orbit, pan, zoom, WASD fly, click a frustum) becomes
+``SetView`` commands; the Qt thread never touches the GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from engine import messages as M
+
+from .camera import OrbitCamera, pick
+
+log = logging.getLogger("spirula.app.viewport")
+
+FLY_KEYS = {
+    QtCore.Qt.Key.Key_W: (1, 0, 0), QtCore.Qt.Key.Key_S: (-1, 0, 0),
+    QtCore.Qt.Key.Key_D: (0, 1, 0), QtCore.Qt.Key.Key_A: (0, -1, 0),
+    QtCore.Qt.Key.Key_E: (0, 0, 1), QtCore.Qt.Key.Key_Q: (0, 0, -1),
+}
+
+
+class ViewController(QtCore.QObject):
+    """Camera state of the viewport and the input that moves it."""
+
+    view_changed = QtCore.Signal()
+    camera_picked = QtCore.Signal(int)
+
+    def __init__(self, send, parent=None):
+        super().__init__(parent)
+        self.send = send
+        self.camera = OrbitCamera()
+        self.look_through: int | None = None
+        self.centers: np.ndarray | None = None   # dataset camera centres (picking)
+        self.cameras: tuple = ()                 # CameraInfo of the scene
+        self.size = QtCore.QSize(1, 1)           # logical pixels
+        self._press: QtCore.QPointF | None = None
+        self._last: QtCore.QPointF | None = None
+        self._moved = False
+        self._keys: set = set()
+        self._dirty = False
+        self._home = None
+        self._t_fly = time.perf_counter()
+        self.timer = QtCore.QTimer(self)
+        self.timer.setInterval(16)
+        self.timer.timeout.connect(self._tick)
+        self.timer.start()
+
+    # --- scene -------------------------------------------------------------------------------
+    def set_scene(self, msg: M.SceneLoaded) -> None:
+        cam = self.camera
+        cam.scale = max(msg.radius, 1e-6)
+        cam.set_up(msg.up)
+        self.cameras = msg.cameras
+        if msg.cameras:
+            c2w = np.array([np.array(c.c2w).reshape(4, 4) for c in msg.cameras])
+            self.centers = c2w[:, :3, 3]
+            first = next((i for i, c in enumerate(msg.cameras) if c.split == "train"), 0)
+            c = msg.cameras[first]
+            cam.fov_y_deg = float(np.degrees(2 * np.arctan(0.5 * c.height / c.fy)))
+            eye = c2w[first, :3, 3]
+            center = np.asarray(msg.center)
+            # a little behind the first training camera, looking at the scene centre
+            eye = center + (eye - center) * 1.35
+            cam.look_at(eye, center)
+        else:
+            self.centers = None
+            cam.fov_y_deg = 50.0
+            cam.look_at(np.asarray(msg.center) - 2.5 * msg.radius * cam.axes()[2], msg.center)
+        self.look_through = None
+        self._home = (cam.target.copy(), cam.distance, cam.yaw, cam.pitch, cam.fov_y_deg)
+        self.push()
+
+    def reset(self) -> None:
+        if self._home is not None:
+            c = self.camera
+            c.target, c.distance, c.yaw, c.pitch, c.fov_y_deg = (self._home[0].copy(), *self._home[1:])
+        self.look_through = None
+        self.push()
+
+    def look_through_camera(self, index: int) -> None:
+        """Use dataset camera ``index``'s pose and intrinsics; the orbit camera follows so
+        the next drag starts from there."""
+        if not (0 <= index < len(self.cameras)):
+            return
+        c = self.cameras[index]
+        c2w = np.array(c.c2w).reshape(4, 4)
+        eye, fwd = c2w[:3, 3], c2w[:3, 2]
+        dist = float(np.dot(self.camera.target - eye, fwd))
+        self.camera.look_along(eye, fwd, dist if dist > 1e-3 * self.camera.scale else self.camera.distance)
+        self.camera.fov_y_deg = float(np.degrees(2 * np.arctan(0.5 * c.height / c.fy)))
+        self.look_through = index
+        self.push()
+        self.camera_picked.emit(index)
+
+    def push(self) -> None:
+        """Send the view now."""
+        self._dirty = False
+        self.send(M.SetView(tuple(float(v) for v in self.camera.w2c().reshape(-1)), self.camera.fov_y_deg,
+                            self.look_through))
+        self.view_changed.emit()
+
+    def _changed(self) -> None:
+        self.look_through = None
+        self._dirty = True  # sent on the next tick: a burst of mouse moves is one SetView
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        dt, self._t_fly = min(now - self._t_fly, 0.1), now
+        if self._keys:
+            f = sum(FLY_KEYS[k][0] for k in self._keys)
+            r = sum(FLY_KEYS[k][1] for k in self._keys)
+            u = sum(FLY_KEYS[k][2] for k in self._keys)
+            if f or r or u:
+                self.camera.fly(f, r, u, dt)
+                self._changed()
+        if self._dirty:
+            self.push()
+
+    # --- input ---------------------------------------------------------------------------------
+    def mouse_press(self, ev: QtGui.QMouseEvent) -> None:
+        self._press = self._last = ev.position()
+        self._moved = False
+
+    def mouse_move(self, ev: QtGui.QMouseEvent) -> None:
+        if self._last is None:
+            return
+        p = ev.position()
+        d = p - self._last
+        self._last = p
+        if not self._moved and (p - self._press).manhattanLength() < 3:
+            return
+        self._moved = True
+        b = ev.buttons()
+        pan = (b & (QtCore.Qt.MouseButton.RightButton | QtCore.Qt.MouseButton.MiddleButton)) or (
+            ev.modifiers() & QtCore.Qt.KeyboardModifier.ShiftModifier)
+        if pan:
+            self.camera.pan(d.x(), d.y(), self.size.height())
+        elif b & QtCore.Qt.MouseButton.LeftButton:
+            self.camera.orbit(d.x(), d.y())
+        self._changed()
+
+    def mouse_release(self, ev: QtGui.QMouseEvent) -> None:
+        if self._press is not None and not self._moved and ev.button() == QtCore.Qt.MouseButton.LeftButton:
+            self.click(ev.position().x(), ev.position().y())
+        self._press = self._last = None
+
+    def click(self, x: float, y: float) -> int | None:
+        """Pick the frustum under (x, y) (logical pixels) and look through it."""
+        i = pick(self.camera, self.centers, self.size.width(), self.size.height(), x, y)
+        if i is not None:
+            self.look_through_camera(i)
+        return i
+
+    def wheel(self, ev: QtGui.QWheelEvent) -> None:
+        self.camera.zoom(ev.angleDelta().y() / 120.0)
+        self._changed()
+
+    def key_press(self, ev: QtGui.QKeyEvent) -> bool:
+        k = ev.key()
+        if k in FLY_KEYS:
+            if not ev.isAutoRepeat():
+                self._keys.add(k)
+                self._t_fly = time.perf_counter()
+            return True
+        if k in (QtCore.Qt.Key.Key_Home, QtCore.Qt.Key.Key_F):
+            self.reset()
+            return True
+        return False
+
+    def key_release(self, ev: QtGui.QKeyEvent) -> bool:
+        if ev.key() in FLY_KEYS:
+            if not ev.isAutoRepeat():
+                self._keys.discard(ev.key())
+            return True
+        return False
+
+    def release_keys(self) -> None:
+        self._keys.clear()
+
+
+class _InputMixin:
+    controller: ViewController
+
+    def mousePressEvent(self, ev):  # noqa: N802 (Qt names)
+        self.controller.mouse_press(ev)
+
+    def mouseMoveEvent(self, ev):  # noqa: N802
+        self.controller.mouse_move(ev)
+
+    def mouseReleaseEvent(self, ev):  # noqa: N802
+        self.controller.mouse_release(ev)
+
+    def wheelEvent(self, ev):  # noqa: N802
+        self.controller.wheel(ev)
+
+    def keyPressEvent(self, ev):  # noqa: N802
+        if not self.controller.key_press(ev):
+            super().keyPressEvent(ev)
+
+    def keyReleaseEvent(self, ev):  # noqa: N802
+        if not self.controller.key_release(ev):
+            super().keyReleaseEvent(ev)
+
+    def focusOutEvent(self, ev):  # noqa: N802
+        self.controller.release_keys()
+        super().focusOutEvent(ev)
+
+
+class RenderWindow(_InputMixin, QtGui.QWindow):
+    """The native window the engine's swapchain presents into."""
+
+    resized = QtCore.Signal()
+    exposed = QtCore.Signal()
+
+    def __init__(self, controller: ViewController):
+        super().__init__()
+        self.controller = controller
+        self.setSurfaceType(QtGui.QSurface.SurfaceType.VulkanSurface)
+
+    def resizeEvent(self, ev):  # noqa: N802
+        self.resized.emit()
+
+    def exposeEvent(self, ev):  # noqa: N802
+        if self.isExposed():
+            self.exposed.emit()
+
+
+class ImageView(_InputMixin, QtWidgets.QWidget):
+    """Readback fallback: paints the newest frame the engine read back."""
+
+    def __init__(self, controller: ViewController, parent=None):
+        super().__init__(parent)
+        self.controller = controller
+        self.image: QtGui.QImage | None = None
+        self.setFocusPolicy(QtCore.Qt.FocusPolicy.StrongFocus)
+        self.setMouseTracking(False)
+        self.setAttribute(QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent)
+
+    def set_frame(self, frame: M.PreviewFrame) -> None:
+        img = QtGui.QImage(frame.data, frame.width, frame.height, 4 * frame.width, QtGui.QImage.Format.Format_RGB32)
+        self.image = img.copy()  # own the pixels (the bytes object may go)
+        self.image.setDevicePixelRatio(self.devicePixelRatioF())
+        self.update()
+
+    def paintEvent(self, ev):  # noqa: N802
+        p = QtGui.QPainter(self)
+        p.fillRect(self.rect(), QtGui.QColor(20, 21, 25))
+        if self.image is not None:
+            p.drawImage(QtCore.QPoint(0, 0), self.image)
+        p.end()
+
+
+class Viewport(QtWidgets.QWidget):
+    """Swapchain window (in a container) or readback image, chosen automatically."""
+
+    resized = QtCore.Signal(int, int)   # physical pixels
+
+    def __init__(self, controller: ViewController, parent=None):
+        super().__init__(parent)
+        self.controller = controller
+        self.mode = "readback"
+        self.reason = "not attached yet"
+        self.window_ = RenderWindow(controller)
+        self.container = QtWidgets.QWidget.createWindowContainer(self.window_, self)
+        self.container.setFocusPolicy(QtCore.Qt.FocusPolicy.StrongFocus)
+        self.container.setMinimumSize(64, 64)
+        self.image_view = ImageView(controller, self)
+        self.stack = QtWidgets.QStackedLayout(self)
+        self.stack.setContentsMargins(0, 0, 0, 0)
+        self.stack.addWidget(self.container)
+        self.stack.addWidget(self.image_view)
+        self.stack.setCurrentWidget(self.image_view)
+        self.window_.resized.connect(self._emit_size)
+        self.setMinimumSize(160, 120)
+
+    def physical_size(self) -> tuple[int, int]:
+        dpr = self.devicePixelRatioF()
+        return max(1, round(self.width() * dpr)), max(1, round(self.height() * dpr))
+
+    def native_handle(self) -> tuple[str, tuple] | tuple[None, str]:
+        """(platform, handle) for AttachSurface, or (None, why not)."""
+        platform = QtGui.QGuiApplication.platformName()
+        app = QtGui.QGuiApplication.instance()
+        if platform == "xcb":
+            try:
+                display = app.nativeInterface().display()
+            except Exception as exc:
+                return None, f"no X11 display handle from Qt: {exc}"
+            return "xcb", (int(display), int(self.window_.winId()))
+        if platform == "windows":
+            return "windows", (int(self.window_.winId()),)
+        if platform == "cocoa":
+            return "cocoa", (int(self.window_.winId()),)
+        if platform == "wayland":
+            return None, ("Wayland: slangpy 0.43.1 creates no Wayland surface; run with QT_QPA_PLATFORM=xcb "
+                          "(XWayland) for the Vulkan viewport")
+        return None, f"the Qt platform '{platform}' has no native window to present into"
+
+    def use_swapchain(self) -> None:
+        self.mode = "swapchain"
+        self.stack.setCurrentWidget(self.container)
+
+    def use_readback(self, reason: str) -> None:
+        if self.mode != "readback" or reason != self.reason:
+            log.warning("viewport: readback to QImage (%s)", reason)
+        self.mode, self.reason = "readback", reason
+        self.stack.setCurrentWidget(self.image_view)
+
+    def resizeEvent(self, ev):  # noqa: N802
+        super().resizeEvent(ev)
+        self.controller.size = ev.size()
+        self._emit_size()
+
+    def _emit_size(self) -> None:
+        self.controller.size = self.size()
+        self.resized.emit(*self.physical_size())
+
+    def show_frame(self, frame: M.PreviewFrame) -> None:
+        self.image_view.set_frame(frame)

@@ -1,0 +1,426 @@
+"""The studio's main window: viewport in the middle, panels docked at the side, engine
+messages drained on a timer. The Qt thread only sends commands and shows results."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from engine import messages as M
+
+from .drops import Drop, classify_many, pipeline_available
+from .panels import DatasetPanel, ExportPanel, ProfilerPanel, TrainingPanel
+from .viewport import ViewController, Viewport
+
+log = logging.getLogger("spirula.app")
+
+RESOURCES = Path(__file__).resolve().parent.parent / "resources"
+
+
+def load_style(app: QtWidgets.QApplication) -> None:
+    qss = RESOURCES / "styles" / "studio.qss"
+    if qss.is_file():
+        app.setStyleSheet(qss.read_text(encoding="utf-8"))
+    icon = RESOURCES / "icons" / "spirula.svg"
+    if icon.is_file():
+        app.setWindowIcon(QtGui.QIcon(str(icon)))
+
+
+class StudioWindow(QtWidgets.QMainWindow):
+    def __init__(self, session, ready: M.EngineReady, dialogs: bool = True):
+        super().__init__()
+        self.session = session
+        self.ready = ready
+        self.dialogs = dialogs          # False in tests: errors go to self.errors and the status bar
+        self.errors: list[str] = []
+        self.notes: list[str] = []
+        self.messages: list = []        # every engine message, for tests and debugging
+        self.scene: M.SceneLoaded | None = None
+        self.job_state = "idle"
+        self.viewer_mode: M.ViewerStatus | None = None
+        self.viewer_stats: M.ViewerStats | None = None
+        self.frames_shown = 0
+        self.closing = False
+        self.setWindowTitle("Spirula Studio")
+        self.resize(1440, 900)
+        self.setAcceptDrops(True)
+
+        self.controller = ViewController(session.send, self)
+        self.viewport = Viewport(self.controller, self)
+        self.viewport.resized.connect(lambda w, h: session.send(M.ResizeViewport(w, h)))
+        self.viewport.window_.exposed.connect(lambda: session.send(M.RequestFrame()))
+        self.controller.camera_picked.connect(self._on_picked)
+        self.setCentralWidget(self.viewport)
+
+        self.training = TrainingPanel()
+        self.dataset = DatasetPanel()
+        self.profiler = ProfilerPanel()
+        self.export = ExportPanel()
+        self.training.use_software_defaults(ready.software)
+        docks = []
+        for title, w in (("Training", self.training), ("Dataset", self.dataset), ("Profiler", self.profiler),
+                         ("Export", self.export)):
+            d = QtWidgets.QDockWidget(title, self)
+            d.setObjectName(f"dock-{title}")
+            d.setWidget(w)
+            d.setFeatures(QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetMovable
+                          | QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+            self.addDockWidget(QtCore.Qt.DockWidgetArea.RightDockWidgetArea, d)
+            docks.append(d)
+        for d in docks[1:]:
+            self.tabifyDockWidget(docks[0], d)
+        docks[0].raise_()
+        self.resizeDocks([docks[0]], [430], QtCore.Qt.Orientation.Horizontal)
+        self.docks = {d.windowTitle(): d for d in docks}
+
+        self.training.start_requested.connect(self.start_training)
+        self.training.pause_requested.connect(lambda: session.send(M.Pause()))
+        self.training.resume_requested.connect(lambda: session.send(M.Resume()))
+        self.training.stop_requested.connect(lambda: session.send(M.Cancel(save=True)))
+        self.dataset.camera_activated.connect(self.controller.look_through_camera)
+        self.profiler.profiling_toggled.connect(lambda on: session.send(M.SetProfiling(on)))
+        self.export.export_ply_requested.connect(self._ask_export_ply)
+        self.export.screenshot_requested.connect(self._ask_screenshot)
+
+        self._build_actions()
+        self.status_adapter = QtWidgets.QLabel(ready.adapter)
+        self.status_viewer = QtWidgets.QLabel("viewport: –")
+        self.status_job = QtWidgets.QLabel("idle")
+        sb = self.statusBar()
+        sb.addPermanentWidget(self.status_job)
+        sb.addPermanentWidget(self.status_viewer)
+        sb.addPermanentWidget(self.status_adapter)
+        sb.showMessage("Drop a COLMAP / nerfstudio dataset folder, a video, a photo folder or a .ply", 0)
+
+        self.timer = QtCore.QTimer(self)
+        self.timer.setInterval(15)
+        self.timer.timeout.connect(self.pump)
+        self.timer.start()
+
+    # --- actions -------------------------------------------------------------------------------
+    def _build_actions(self) -> None:
+        tb = self.addToolBar("View")
+        tb.setObjectName("toolbar-view")
+        tb.setMovable(False)
+        m_file = self.menuBar().addMenu("&File")
+        a = m_file.addAction("Open dataset folder…", self._ask_dataset)
+        a.setShortcut(QtGui.QKeySequence.StandardKey.Open)
+        m_file.addAction("Open PLY…", self._ask_ply)
+        m_file.addAction("Open video or photos…", self._ask_video)
+        m_file.addSeparator()
+        m_file.addAction("Export PLY…", self._ask_export_ply)
+        m_file.addAction("Save screenshot…", self._ask_screenshot)
+        m_file.addSeparator()
+        q = m_file.addAction("Quit", self.close)
+        q.setShortcut(QtGui.QKeySequence.StandardKey.Quit)
+
+        tb.addAction("Open…", self._ask_dataset)
+        tb.addSeparator()
+        self.mode_group = QtGui.QActionGroup(self)
+        self.mode_actions = {}
+        for mode, label, tip in (("splats", "Splats", "Rendered Gaussians (1)"),
+                                 ("gt", "Ground truth", "The dataset image of the camera you look through (2)"),
+                                 ("error", "Error", "|render - ground truth| of the camera you look through (3)")):
+            act = QtGui.QAction(label, self, checkable=True)
+            act.setToolTip(tip)
+            act.setShortcut(QtGui.QKeySequence(str(len(self.mode_actions) + 1)))
+            act.triggered.connect(lambda _=False, m=mode: self.set_view_mode(m))
+            self.mode_group.addAction(act)
+            tb.addAction(act)
+            self.mode_actions[mode] = act
+        self.mode_actions["splats"].setChecked(True)
+        tb.addSeparator()
+        self.frustum_action = QtGui.QAction("Frustums", self, checkable=True, checked=True)
+        self.frustum_action.toggled.connect(lambda _: self.set_view_mode(self.view_mode))
+        tb.addAction(self.frustum_action)
+        tb.addAction("Reset view", self.controller.reset)
+        self.view_mode = "splats"
+        m_view = self.menuBar().addMenu("&View")
+        for act in self.mode_actions.values():
+            m_view.addAction(act)
+        m_view.addAction(self.frustum_action)
+        m_help = self.menuBar().addMenu("&Help")
+        m_help.addAction("Controls", self._show_controls)
+
+    def _show_controls(self) -> None:
+        QtWidgets.QMessageBox.information(
+            self, "Viewport controls",
+            "Left drag: orbit · Right / middle drag or Shift+drag: pan · Wheel: zoom\n"
+            "W A S D: fly · Q / E: down / up · F or Home: reset view\n"
+            "Click a camera frustum (or double-click a thumbnail) to look through it;\n"
+            "then 2 / 3 show its ground truth / error image.")
+
+    def set_view_mode(self, mode: str) -> None:
+        if mode != "splats" and self.controller.look_through is None:
+            # ground truth and error exist for dataset cameras: look through the nearest one
+            if self.scene is not None and self.scene.cameras:
+                self.controller.look_through_camera(self._nearest_camera())
+            else:
+                self.note("Ground truth and error views need a dataset camera: open a dataset first")
+                mode = "splats"
+        self.view_mode = mode
+        self.mode_actions[mode].setChecked(True)
+        self.session.send(M.SetViewMode(mode, self.frustum_action.isChecked()))
+
+    def _nearest_camera(self) -> int:
+        import numpy as np
+
+        c = self.controller
+        if c.centers is None:
+            return 0
+        d = np.linalg.norm(c.centers - c.camera.eye, axis=1)
+        return int(np.argmin(d))
+
+    def _on_picked(self, index: int) -> None:
+        self.dataset.select(index)
+        if self.scene is not None and 0 <= index < len(self.scene.cameras):
+            self.statusBar().showMessage(f"Looking through {self.scene.cameras[index].name}", 4000)
+
+    # --- opening things ------------------------------------------------------------------------
+    def _ask_dataset(self) -> None:
+        path = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a COLMAP or nerfstudio dataset folder")
+        if path:
+            self.open_paths([path])
+
+    def _ask_ply(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open 3D Gaussians", "", "3DGS PLY (*.ply)")
+        if path:
+            self.open_paths([path])
+
+    def _ask_video(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open a video", "", "Videos (*.mp4 *.mov *.m4v *.avi *.mkv *.webm)")
+        if path:
+            self.open_paths([path])
+
+    def open_paths(self, paths) -> list[Drop]:
+        """What a drop (or File > Open, or `spirula gui PATH`) does; returns the decisions."""
+        drops = classify_many(paths)
+        for d in drops:
+            if d.action == "train":
+                self.training.set_dataset(str(d.path))
+                self.start_training()
+            elif d.action == "ply":
+                self.session.send(M.OpenPly(str(d.path)))
+                self.note(f"Opening {d.path.name}…")
+            elif d.action in ("video", "photos"):
+                what = "video" if d.action == "video" else "photo folder"
+                if pipeline_available():
+                    self.session.send(M.StartPipeline(str(d.path)))
+                    self.note(f"Starting the reconstruction pipeline on the {what} {d.path.name}…")
+                else:
+                    self.refuse(f"{d.path.name}: reconstruction from a {what} is coming (engine/pipeline.py is not "
+                                "there yet); drop a COLMAP or nerfstudio dataset folder, or a .ply, meanwhile")
+            else:
+                self.refuse(d.reason)
+        return drops
+
+    def start_training(self) -> None:
+        if not self.training.dataset:
+            self.refuse("Open a dataset first (drop its folder on the window)")
+            return
+        s = self.training.settings()
+        self.training.reset_curves(s["steps"])
+        self.session.send(M.StartTraining(self.training.dataset, steps=s["steps"], max_size=s["max_size"],
+                                          eval_interval=s["eval_interval"], init_points=s["init_points"]))
+        self.docks["Training"].raise_()
+
+    def _ask_export_ply(self) -> None:
+        start = str(Path(self.scene.project) / "export.ply") if self.scene and self.scene.project else "splat.ply"
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export Gaussians", start, "3DGS PLY (*.ply)")
+        if path:
+            self.session.send(M.ExportPly(path))
+
+    def _ask_screenshot(self) -> None:
+        start = str(Path(self.scene.project) / "screenshot.png") if self.scene and self.scene.project else "screenshot.png"
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save screenshot", start, "PNG (*.png)")
+        if path:
+            self.session.send(M.SaveScreenshot(path))
+
+    # --- drag and drop -------------------------------------------------------------------------
+    def dragEnterEvent(self, ev: QtGui.QDragEnterEvent) -> None:  # noqa: N802
+        if ev.mimeData().hasUrls():
+            ev.acceptProposedAction()
+
+    def dragMoveEvent(self, ev) -> None:  # noqa: N802
+        if ev.mimeData().hasUrls():
+            ev.acceptProposedAction()
+
+    def dropEvent(self, ev: QtGui.QDropEvent) -> None:  # noqa: N802
+        paths = [u.toLocalFile() for u in ev.mimeData().urls() if u.isLocalFile()]
+        if not paths:
+            self.refuse("Only local files and folders can be opened")
+            return
+        ev.acceptProposedAction()
+        self.open_paths(paths)
+
+    # --- viewport ------------------------------------------------------------------------------
+    def attach_viewport(self) -> None:
+        """Present into the viewport's native window when the platform allows it (call
+        after show()); else the engine's frames are read back into a QImage."""
+        w, h = self.viewport.physical_size()
+        self.session.send(M.ResizeViewport(w, h))
+        if os.environ.get("SPIRULA_VIEWER", "").lower() == "readback":
+            self.viewport.use_readback("SPIRULA_VIEWER=readback")
+            self.session.send(M.RequestFrame())
+            return
+        platform, handle = self.viewport.native_handle()
+        if platform is None:
+            self.viewport.use_readback(handle)
+            self.session.send(M.RequestFrame())
+            return
+        self.viewport.use_swapchain()
+        QtWidgets.QApplication.processEvents()  # map the native window before the swapchain
+        w, h = self.viewport.physical_size()
+        self.session.send(M.AttachSurface(platform, handle, w, h))
+
+    # --- engine messages -----------------------------------------------------------------------
+    def pump(self) -> None:
+        for msg in self.session.poll(2000):
+            self.messages.append(msg)
+            try:
+                self.handle(msg)
+            except Exception:  # a GUI bug must not stop the message pump
+                log.exception("handling %r failed", type(msg).__name__)
+        frame = self.session.preview.take()
+        if frame is not None and self.viewport.mode == "readback":
+            self.viewport.show_frame(frame)
+            self.frames_shown += 1
+
+    def handle(self, msg) -> None:
+        if isinstance(msg, M.TrainMetrics):
+            self.training.on_metrics(msg)
+        elif isinstance(msg, M.StageProgress):
+            pass  # TrainMetrics carries the same numbers
+        elif isinstance(msg, M.ViewerStats):
+            self.viewer_stats = msg
+            self._update_viewer_label()
+        elif isinstance(msg, M.ViewerStatus):
+            self.viewer_mode = msg
+            if msg.mode == "swapchain":
+                self.viewport.use_swapchain()
+            else:
+                self.viewport.use_readback(msg.reason)
+                self.session.send(M.RequestFrame())
+            self._update_viewer_label()
+        elif isinstance(msg, M.SceneLoaded):
+            self.scene = msg
+            self.controller.set_scene(msg)
+            self.dataset.set_scene(msg)
+            self.export.set_project(msg.project)
+            self.export.set_can_export(True)
+            if msg.kind == "ply":
+                self.training.set_dataset(None)
+            self.setWindowTitle(f"Spirula Studio — {msg.name}")
+            self.set_view_mode("splats")
+        elif isinstance(msg, M.JobState):
+            self.job_state = msg.state
+            self.training.set_state(msg.state, msg.detail)
+            self.status_job.setText(msg.state + (f": {msg.detail}" if msg.detail and len(msg.detail) < 60 else ""))
+        elif isinstance(msg, M.StageStarted):
+            if msg.stage == "train" and msg.total:
+                self.training.progress.setRange(0, msg.total)
+                self.training.total = msg.total
+            self.statusBar().showMessage(f"{msg.stage}: {msg.detail}", 5000)
+        elif isinstance(msg, M.ProfilerSnapshot):
+            self.profiler.on_snapshot(msg)
+        elif isinstance(msg, M.Saved):
+            self.export.on_saved(msg)
+            self.statusBar().showMessage(f"Saved {msg.path}", 8000)
+        elif isinstance(msg, M.Done):
+            ply = msg.result.get("ply")
+            psnr = msg.result.get("psnr")
+            self.statusBar().showMessage(
+                f"Training {'stopped' if msg.result.get('stopped_early') else 'finished'} at step {msg.result.get('step')}"
+                + (f", held-out PSNR {psnr:.2f} dB" if psnr else "") + (f"; saved {ply}" if ply else ""), 0)
+        elif isinstance(msg, M.Warning):
+            self.note(msg.text)
+        elif isinstance(msg, M.Error):
+            self.error(msg.text)
+
+    def _update_viewer_label(self) -> None:
+        mode = self.viewer_mode.mode if self.viewer_mode else "–"
+        s = self.viewer_stats
+        extra = ""
+        if s is not None:
+            extra = f" · {s.frame_ms:.0f} ms/frame · {s.width}x{s.height}"
+            if s.render_scale > 1.01:
+                extra += f" (splats at 1/{s.render_scale:.1f})"
+        self.status_viewer.setText(f"viewport: {mode}{extra}")
+        if self.viewer_mode and self.viewer_mode.mode == "readback":
+            self.status_viewer.setToolTip(self.viewer_mode.reason)
+
+    # --- user-facing notes -----------------------------------------------------------------------
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        self.statusBar().showMessage(text, 10000)
+
+    def refuse(self, text: str) -> None:
+        """An input we cannot use: say why (a dialog, or the status bar in tests)."""
+        self.notes.append(text)
+        self.statusBar().showMessage(text, 15000)
+        if self.dialogs:
+            box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Icon.Information, "Spirula Studio", text,
+                                        QtWidgets.QMessageBox.StandardButton.Ok, self)
+            box.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()
+
+    def error(self, text: str) -> None:
+        self.errors.append(text)
+        self.statusBar().showMessage(f"Error: {text}", 0)
+        if self.dialogs:
+            box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Icon.Warning, "Spirula Studio — error", text,
+                                        QtWidgets.QMessageBox.StandardButton.Ok, self)
+            box.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()
+
+    # --- input the viewport's native window does not get ----------------------------------------
+    def keyPressEvent(self, ev) -> None:  # noqa: N802
+        if not self.controller.key_press(ev):
+            super().keyPressEvent(ev)
+
+    def keyReleaseEvent(self, ev) -> None:  # noqa: N802
+        if not self.controller.key_release(ev):
+            super().keyReleaseEvent(ev)
+
+    # --- closing ---------------------------------------------------------------------------------
+    def closeEvent(self, ev: QtGui.QCloseEvent) -> None:  # noqa: N802
+        if self.closing:
+            ev.accept()
+            return
+        save = True
+        if self.job_state in ("running", "paused") and self.dialogs:
+            r = QtWidgets.QMessageBox.question(
+                self, "Spirula Studio", "Training is under way. Stop it and save a checkpoint (splat.ply) in the "
+                "project folder before closing?",
+                QtWidgets.QMessageBox.StandardButton.Save | QtWidgets.QMessageBox.StandardButton.Discard
+                | QtWidgets.QMessageBox.StandardButton.Cancel, QtWidgets.QMessageBox.StandardButton.Save)
+            if r == QtWidgets.QMessageBox.StandardButton.Cancel:
+                ev.ignore()
+                return
+            save = r == QtWidgets.QMessageBox.StandardButton.Save
+        self.closing = True
+        self.statusBar().showMessage("Saving and closing…" if save else "Closing…")
+        self.shutdown(save)
+        ev.accept()
+
+    def shutdown(self, save: bool = True, timeout: float = 120.0) -> bool:
+        """Stop the engine (it saves a checkpoint when asked) before the native window goes:
+        the swapchain must not outlive it. The only place the Qt thread waits for the engine."""
+        self.timer.stop()
+        s = self.session
+        if not s.alive:
+            return True
+        s.send(M.Shutdown(save=save))
+        t_end = time.perf_counter() + timeout
+        while s.alive and time.perf_counter() < t_end:
+            QtWidgets.QApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.ExcludeUserInputEvents, 50)
+            s.thread.join(0.05)
+        for msg in s.poll():
+            self.messages.append(msg)
+            if isinstance(msg, M.Saved):
+                self.export.on_saved(msg)
+        return not s.alive

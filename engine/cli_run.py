@@ -1,0 +1,168 @@
+"""`spirula run <video | photo folder | dataset folder> -o <project>`: the main job from a
+raw capture (see :mod:`engine.pipeline`), with a tqdm bar per stage and a summary table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import messages as msg
+from .config import DatasetConfig, RunConfig, TrainConfig
+from .ingest.frames import FramesConfig
+from .ingest.photos import PhotosConfig
+from .sfm.config import SfmConfig
+
+ALL_STAGES = ["decode", "select", "import", "sfm", "undistort", "train", "export"]
+
+
+def add_parser(sub) -> None:
+    f, s, d, t = FramesConfig(), SfmConfig(), DatasetConfig(), TrainConfig()
+    p = sub.add_parser("run", help="video / photos / dataset -> frames -> SfM -> trained splat -> PLY",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("source", type=Path, help="a video file, a folder of photos, or a dataset folder")
+    p.add_argument("-o", "--output", type=Path, required=True, help="project folder (created; reruns resume)")
+    p.add_argument("--from", dest="from_stage", choices=ALL_STAGES, help="redo this stage and every later one")
+    p.add_argument("--until", dest="until_stage", choices=ALL_STAGES, help="stop after this stage")
+    g = p.add_argument_group("video frames")
+    g.add_argument("--frames", type=int, default=f.target_frames, help="frames to keep (0 = from duration and motion)")
+    g.add_argument("--frames-per-second", type=float, default=f.frames_per_second,
+                   help="automatic count: frames per second of camera motion")
+    g.add_argument("--start", type=float, default=f.start_s, help="use the video from this time (s)")
+    g.add_argument("--end", type=float, default=f.end_s, help="use the video up to this time (s; 0 = end)")
+    g.add_argument("--frame-size", type=int, default=f.max_size, help="longer side of the frames written (0 = native)")
+    g = p.add_argument_group("photos")
+    g.add_argument("--photo-size", type=int, default=PhotosConfig().max_size, help="longer side of imported photos (0 = keep)")
+    g = p.add_argument_group("structure from motion")
+    g.add_argument("--mapper", choices=["global", "incremental"], default=s.mapper)
+    g.add_argument("--no-fallback", action="store_true", help="do not try the other mapper when few images register")
+    g.add_argument("--matching", choices=["auto", "sequential", "exhaustive"], default=s.matching)
+    g.add_argument("--vocab-tree", default=s.vocab_tree, help="COLMAP vocabulary tree for loop detection by retrieval")
+    g.add_argument("--camera-model", default=s.camera_model, help="COLMAP camera model (auto: OPENCV video, SIMPLE_RADIAL photos)")
+    g.add_argument("--sfm-size", type=int, default=s.max_image_size, help="longer image side for SIFT")
+    g.add_argument("--sfm-device", choices=["auto", "cpu", "cuda"], default=s.device)
+    g = p.add_argument_group("training")
+    g.add_argument("--steps", type=int, default=t.steps)
+    g.add_argument("--max-size", type=int, default=d.max_size, help="longer training image side")
+    g.add_argument("--eval-every", type=int, default=d.eval_every, help="hold out every k-th image (0 = none)")
+    g.add_argument("--eval-interval", type=int, default=t.eval_interval)
+    g.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4))
+    g.add_argument("--seed", type=int, default=t.seed)
+    g.add_argument("--max-gaussians", type=int, default=t.max_gaussians)
+    g.add_argument("--init-points", type=int, default=t.init_random_points)
+    g.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default="vulkan", help="GPU backend")
+
+
+def config_from_args(args):
+    from .pipeline import PipelineConfig
+
+    return PipelineConfig(
+        frames=FramesConfig(target_frames=args.frames, frames_per_second=args.frames_per_second, start_s=args.start,
+                            end_s=args.end, max_size=args.frame_size),
+        photos=PhotosConfig(max_size=args.photo_size),
+        sfm=SfmConfig(mapper=args.mapper, fallback=not args.no_fallback, matching=args.matching,
+                      vocab_tree=args.vocab_tree, camera_model=args.camera_model, max_image_size=args.sfm_size,
+                      device=args.sfm_device, seed=args.seed),
+        run=RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
+                      train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
+                                        seed=args.seed, max_gaussians=args.max_gaussians,
+                                        init_random_points=args.init_points)))
+
+
+class TqdmView:
+    """Engine messages -> one tqdm bar per stage, warnings and notes printed above."""
+
+    def __init__(self, stream=sys.stderr):
+        self.bar = None
+        self.stage = None
+        self.stream = stream
+
+    def _close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def write(self, text: str) -> None:
+        from tqdm import tqdm
+
+        tqdm.write(text, file=self.stream)
+
+    def __call__(self, m) -> None:
+        from tqdm import tqdm
+
+        if isinstance(m, msg.StageStarted):
+            self._close()
+            self.stage = m.stage
+            self.bar = tqdm(total=m.total, desc=f"{m.stage:<9}", dynamic_ncols=True, file=self.stream, leave=True)
+        elif isinstance(m, msg.StageProgress) and self.bar is not None:
+            if m.total is not None and self.bar.total != m.total:
+                self.bar.reset(total=m.total)
+            self.bar.n = m.done
+            if m.detail:
+                if m.stage == "train" and not m.detail.startswith("loss"):
+                    self.write(f"  {m.detail}")
+                else:
+                    self.bar.set_postfix_str(m.detail, refresh=False)
+            self.bar.refresh()
+        elif isinstance(m, msg.StageFinished):
+            if m.cached:
+                self.write(f"{m.stage:<9} cached (inputs and settings unchanged)")
+            else:
+                self._close()
+        elif isinstance(m, msg.Warning):
+            self.write(f"warning: {m.text}")
+        elif isinstance(m, (msg.Error, msg.Done)):
+            self._close()
+
+
+def summary_table(record: dict) -> str:
+    """A short text table of the stages of a run record."""
+    lines = [f"{'stage':<10} {'status':<9} {'seconds':>8}  summary"]
+    for s in record.get("stages", []):
+        secs = s.get("seconds")
+        lines.append(f"{s['name']:<10} {s.get('status', ''):<9} {'' if secs is None else f'{secs:8.1f}':>8}  "
+                     f"{_short(s['name'], s.get('summary') or {})}")
+    total = record.get("total_seconds")
+    if total is not None:
+        lines.append(f"{'total':<10} {'':<9} {total:8.1f}")
+    return "\n".join(lines)
+
+
+def _short(stage: str, s: dict) -> str:
+    if stage == "decode":
+        return f"{s.get('frames_decoded')} frames, {s.get('size')}, rot {s.get('rotation')}, {s.get('pix_fmt')}"
+    if stage == "select":
+        return f"{s.get('kept')} kept / {s.get('rejected')} rejected (target {s.get('target')})"
+    if stage == "import":
+        return f"{s.get('photos')} photos ({s.get('converted')} converted), {s.get('camera_groups')} camera groups"
+    if stage == "sfm":
+        return (f"{s.get('registered')}/{s.get('images')} registered ({s.get('mapper')}), {s.get('points')} points, "
+                f"reproj {s.get('mean_reprojection_error_px', 0):.2f} px")
+    if stage == "undistort":
+        return f"{s.get('images')} pinhole images"
+    if stage == "train":
+        psnr = s.get("psnr")
+        return f"{s.get('step')} steps, {s.get('num_gaussians')} Gaussians" + (f", PSNR {psnr:.2f} dB" if psnr else "")
+    if stage == "export":
+        return str(s.get("ply"))
+    return ""
+
+
+def run(args) -> int:
+    from .pipeline import RUN_FILE, run_pipeline
+
+    view = TqdmView()
+    try:
+        record = run_pipeline(args.source, args.output, config_from_args(args), emit=view,
+                              from_stage=args.from_stage, until_stage=args.until_stage)
+    except BaseException:
+        view._close()
+        from .pipeline import _load_run
+
+        rec = _load_run(Path(args.output).resolve())
+        if rec.get("stages"):
+            print(summary_table(rec), file=sys.stderr)
+        raise
+    print(summary_table(record))
+    print(f"project: {args.output}  (run record: {args.output / RUN_FILE})")
+    return 0

@@ -1,0 +1,267 @@
+"""Video files through PyAV (FFmpeg): probe, and stream decoded frames one at a time.
+
+Memory stays bounded: frames are yielded as they are decoded and never collected.
+Only the first video stream is demuxed; audio, subtitle and data streams are ignored.
+
+Conventions:
+* time: seconds from the first decoded frame, from each frame's pts x time_base
+  (variable frame rate safe); a frame without pts gets the previous time + 1 / rate.
+* rotation: the display matrix's rotation in degrees counter-clockwise (FFmpeg's
+  ``av_display_rotation_get``, PyAV's ``frame.rotation``); frames are turned by it so
+  that images come out upright as players show them (``np.rot90(img, k=rotation / 90)``).
+  A rotation that is not a multiple of 90 degrees is rounded to one, with a warning.
+* luma: [h, w] float32 Y' plane in code values scaled to 0..255 (no colour conversion),
+  optionally box-downscaled by an integer factor, rotated like the frame.
+* rgb: [H, W, 3] uint8 sRGB, rotated. 8-bit SDR through swscale (the frame's matrix and
+  range); 10/12-bit SDR the same (swscale reduces the depth); HDR (PQ / HLG transfer)
+  through :func:`engine.ingest.color.hdr_to_srgb8`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SpirulaError
+from .color import hdr_to_srgb8, hdr_transfer
+from .frames import box_reduce
+
+VIDEO_EXTENSIONS = {".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi", ".mts", ".m2ts", ".3gp", ".mpg", ".mpeg",
+                    ".wmv", ".flv", ".ts", ".hevc", ".h264", ".264", ".265", ".ogv"}
+
+# Pixel formats whose first plane is the luma plane (Y'), 8 or 16 bits per sample.
+_LUMA_FIRST = ("yuv", "yuvj", "nv12", "nv21", "nv16", "nv24", "p010", "p016", "p210", "p410", "gray")
+
+
+class VideoError(SpirulaError):
+    """A video file cannot be opened or decoded; the message names the file."""
+
+
+@dataclass
+class VideoInfo:
+    """What the container says about the video stream (before decoding it all).
+
+    width, height: upright size in pixels (after the rotation); coded_width/height as
+    stored. duration_s: container or stream duration (0 when unknown). frame_count:
+    the stream's count, or duration x rate when unknown (0 when both are). bit_depth:
+    bits per luma sample of the decoded pixel format. hdr: 'pq', 'hlg' or None.
+    """
+
+    path: Path
+    codec: str
+    width: int
+    height: int
+    coded_width: int
+    coded_height: int
+    rotation: int
+    fps: float
+    duration_s: float
+    frame_count: int
+    pix_fmt: str
+    bit_depth: int
+    hdr: str | None
+    audio_streams: int
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {"codec": self.codec, "size": [self.width, self.height], "rotation": self.rotation,
+                "fps": round(self.fps, 3), "duration_s": round(self.duration_s, 3), "frame_count": self.frame_count,
+                "pix_fmt": self.pix_fmt, "bit_depth": self.bit_depth, "hdr": self.hdr,
+                "audio_streams_ignored": self.audio_streams}
+
+
+@dataclass
+class DecodedFrame:
+    """One decoded frame: its index in decode order, time in seconds, and accessors."""
+
+    index: int
+    time: float
+    frame: object                  # av.VideoFrame
+    rotation: int                  # degrees counter-clockwise, a multiple of 90
+    hdr: str | None
+
+    def luma(self, factor: int = 1) -> np.ndarray:
+        """[h, w] float32 luma 0..255, box-downscaled by ``factor`` (partial border
+        blocks dropped), rotated upright."""
+        return _rotate(box_reduce(_luma_plane(self.frame), factor), self.rotation)
+
+    def rgb(self) -> np.ndarray:
+        """[H, W, 3] uint8 sRGB, rotated upright (see the module docstring)."""
+        f = self.frame
+        kw = {}
+        if getattr(f, "color_range", 0):
+            kw["src_color_range"] = f.color_range
+            kw["dst_color_range"] = "JPEG"
+        if self.hdr is not None:
+            img = hdr_to_srgb8(f.to_ndarray(format="rgb48le", **kw), self.hdr)
+        else:
+            img = f.to_ndarray(format="rgb24", **kw)
+        return np.ascontiguousarray(_rotate(img, self.rotation))
+
+
+def _av():
+    try:
+        import av
+    except ImportError as e:  # pragma: no cover - av is a dependency
+        raise VideoError("PyAV is not installed (pip install av)") from e
+    return av
+
+
+def _open(path: Path):
+    av = _av()
+    path = Path(path)
+    if not path.exists():
+        raise VideoError(f"{path}: file not found")
+    if path.is_dir():
+        raise VideoError(f"{path}: is a folder, not a video file")
+    try:
+        container = av.open(str(path), mode="r", metadata_errors="ignore")
+    except av.error.FFmpegError as e:
+        raise VideoError(f"{path}: cannot open as a video ({_reason(e)})") from e
+    except OSError as e:
+        raise VideoError(f"{path}: cannot read ({e.strerror or e})") from e
+    if not container.streams.video:
+        kinds = ", ".join(f"{s.type} {getattr(s.codec_context, 'name', '?')}" for s in container.streams) or "none"
+        container.close()
+        raise VideoError(f"{path}: no video stream (streams found: {kinds})")
+    return container
+
+
+def _reason(e: Exception) -> str:
+    return getattr(e, "strerror", None) or str(e)
+
+
+def _bit_depth(fmt) -> int:
+    try:
+        return int(max(c.bits for c in fmt.components))
+    except (AttributeError, ValueError):
+        return 8
+
+
+def _snap_rotation(deg: float) -> int:
+    if deg is None or not math.isfinite(deg):
+        return 0
+    return int(round(deg / 90.0)) * 90 % 360
+
+
+def probe(path: Path) -> VideoInfo:
+    """Read the container header and the first frame (for rotation, pixel format and
+    colour transfer); VideoError naming ``path`` if it is not a decodable video."""
+    path = Path(path)
+    container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        cc = stream.codec_context
+        first = None
+        try:
+            for first in container.decode(stream):
+                break
+        except _av().error.FFmpegError as e:
+            raise VideoError(f"{path}: cannot decode the video stream ({cc.name}: {_reason(e)})") from e
+        if first is None:
+            raise VideoError(f"{path}: the video stream ({cc.name}) has no decodable frame")
+        warnings = []
+        raw_rot = float(first.rotation or 0)
+        rotation = _snap_rotation(raw_rot)
+        if abs(((raw_rot % 360) - rotation + 180) % 360 - 180) > 1:
+            warnings.append(f"{path}: display rotation {raw_rot:.1f} deg is not a multiple of 90; using {rotation}")
+        rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+        fps = float(rate) if rate else 0.0
+        duration = 0.0
+        if stream.duration is not None and stream.time_base is not None:
+            duration = float(stream.duration * stream.time_base)
+        elif container.duration:
+            duration = container.duration / 1_000_000
+        frames = int(stream.frames or 0) or (int(round(duration * fps)) if fps and duration else 0)
+        fmt = first.format
+        w, h = first.width, first.height
+        uw, uh = (h, w) if rotation in (90, 270) else (w, h)
+        return VideoInfo(path=path, codec=cc.name, width=uw, height=uh, coded_width=w, coded_height=h,
+                         rotation=rotation, fps=fps, duration_s=duration, frame_count=frames, pix_fmt=fmt.name,
+                         bit_depth=_bit_depth(fmt), hdr=hdr_transfer(getattr(first, "color_trc", None)),
+                         audio_streams=len(container.streams.audio), warnings=warnings)
+    finally:
+        container.close()
+
+
+def iter_frames(path: Path, info: VideoInfo | None = None,
+                on_warning: Callable[[str], None] | None = None) -> Iterator[DecodedFrame]:
+    """Decode the first video stream of ``path`` frame by frame (bounded memory).
+
+    Corrupt frames (flagged by the decoder) are skipped; a decode error after some
+    frames ends the stream early with a warning (the frames so far stay usable); an
+    error before any frame raises VideoError naming the file.
+    """
+    av = _av()
+    info = info or probe(path)
+    container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        tb = stream.time_base
+        step = 1.0 / info.fps if info.fps > 0 else 1.0 / 30.0
+        index, t0, last_t, corrupt = 0, None, None, 0
+        gen = container.decode(stream)
+        while True:
+            try:
+                frame = next(gen)
+            except StopIteration:
+                break
+            except av.error.FFmpegError as e:
+                if index == 0:
+                    raise VideoError(f"{path}: cannot decode the video stream ({info.codec}: {_reason(e)})") from e
+                if on_warning:
+                    on_warning(f"{path}: decoding stopped after {index} frames "
+                               f"(t = {last_t:.2f} s): {_reason(e)}; using the frames decoded so far")
+                break
+            if frame.is_corrupt:
+                corrupt += 1
+                continue
+            if frame.pts is not None and (frame.time_base or tb) is not None:
+                t = float(frame.pts * (frame.time_base or tb))
+            else:
+                t = (last_t + step) if last_t is not None else 0.0
+            if t0 is None:
+                t0 = t
+            t -= t0
+            if last_t is not None and t <= last_t - 1e-9:
+                t = last_t + 1e-6   # keep times increasing (broken pts)
+            last_t = t
+            yield DecodedFrame(index, t, frame, info.rotation, info.hdr)
+            index += 1
+        if corrupt and on_warning:
+            on_warning(f"{path}: {corrupt} corrupt frames skipped")
+        if index == 0:
+            raise VideoError(f"{path}: the video stream ({info.codec}) has no decodable frame")
+    finally:
+        container.close()
+
+
+def is_video_file(path: Path) -> bool:
+    """True for a file with a known video extension (the content is checked on open)."""
+    return Path(path).is_file() and Path(path).suffix.lower() in VIDEO_EXTENSIONS
+
+
+def _luma_plane(frame) -> np.ndarray:
+    """The Y' plane as [H, W] float32 0..255, read in place for Y'CbCr / grey formats,
+    through swscale otherwise."""
+    fmt = frame.format
+    if fmt.name.startswith(_LUMA_FIRST) and not fmt.name.endswith("be"):
+        plane = frame.planes[0]
+        bits = _bit_depth(fmt)
+        if bits <= 8:
+            raw = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)[:, : plane.width]
+            return raw.astype(np.float32)
+        raw = np.frombuffer(plane, "<u2").reshape(plane.height, plane.line_size // 2)[:, : plane.width]
+        shift = 16 if fmt.name.startswith(("p010", "p016", "p210", "p410")) else bits  # MSB-aligned formats
+        return raw.astype(np.float32) * np.float32(255.0 / ((1 << shift) - 1))
+    return frame.to_ndarray(format="gray").astype(np.float32)
+
+
+def _rotate(img: np.ndarray, rotation: int) -> np.ndarray:
+    k = (rotation // 90) % 4
+    return np.rot90(img, k=k) if k else img

@@ -1,0 +1,70 @@
+"""The voxel grid of the TSDF: bounds, voxel size, truncation, bricks.
+
+Conventions (shared with shaders/mesh/tsdf.slang): the grid axes are the world axes;
+voxel (i, j, k) has its centre at ``origin + (i + 0.5, j + 0.5, k + 0.5) * voxel``; voxels
+are grouped in bricks of ``BRICK``^3, only bricks near observed surfaces are allocated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+BRICK = 8  # brick edge in voxels, as B in shaders/mesh/tsdf.slang
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """origin: [3] world position of the grid's min corner; voxel: edge length (world units);
+    bricks: brick grid size (BX, BY, BZ); trunc: truncation distance (world units)."""
+
+    origin: tuple[float, float, float]
+    voxel: float
+    bricks: tuple[int, int, int]
+    trunc: float
+
+    @property
+    def dims(self) -> tuple[int, int, int]:
+        """Voxel grid size (NX, NY, NZ)."""
+        return tuple(b * BRICK for b in self.bricks)
+
+    def coarser(self, factor: int = 2) -> "GridSpec":
+        """The same bounds at ``factor`` x the voxel size (truncation scaled alike)."""
+        hi = np.asarray(self.origin) + np.asarray(self.dims) * self.voxel
+        return grid_for_bounds(np.asarray(self.origin), hi, voxel=self.voxel * factor,
+                               trunc=self.trunc * factor)
+
+    def to_world(self, ijk: np.ndarray) -> np.ndarray:
+        """Voxel-index coordinates [..., 3] (voxel centres at integers) -> world [..., 3]."""
+        return np.asarray(self.origin) + (np.asarray(ijk, np.float64) + 0.5) * self.voxel
+
+
+def grid_for_bounds(lo, hi, resolution: int = 512, voxel: float | None = None,
+                    trunc: float | None = None, trunc_voxels: float = 4.0) -> GridSpec:
+    """Grid covering the box [lo, hi] (world units): the longest side gets ``resolution``
+    voxels unless ``voxel`` is given; truncation ``trunc`` or ``trunc_voxels`` x voxel."""
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    size = np.maximum(hi - lo, 1e-9)
+    if voxel is None:
+        voxel = float(size.max()) / max(int(resolution), 8)
+    bricks = tuple(int(max(1, math.ceil(s / (voxel * BRICK)))) for s in size)
+    centre = (lo + hi) / 2
+    origin = centre - np.asarray(bricks) * BRICK * voxel / 2  # keep the box centred
+    return GridSpec(tuple(float(v) for v in origin), float(voxel), bricks,
+                    float(trunc if trunc is not None else trunc_voxels * voxel))
+
+
+def splat_bounds(means: np.ndarray, opacity_logits: np.ndarray, min_opacity: float = 0.2,
+                 quantile: float = 0.005, pad: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """(lo [3], hi [3]): per-axis ``quantile`` .. 1 - ``quantile`` range of the centres of
+    Gaussians with opacity >= ``min_opacity`` (all if none are), padded by ``pad`` x size.
+    The quantiles drop the few far-away background splats that would stretch the grid."""
+    means = np.asarray(means, np.float64)
+    keep = 1.0 / (1.0 + np.exp(-np.asarray(opacity_logits, np.float64))) >= min_opacity
+    pts = means[keep] if keep.sum() >= 8 else means
+    lo = np.quantile(pts, quantile, axis=0)
+    hi = np.quantile(pts, 1.0 - quantile, axis=0)
+    size = np.maximum(hi - lo, 1e-6)
+    return lo - pad * size, hi + pad * size

@@ -1,0 +1,173 @@
+"""`spirula mesh <project>`: trained splats -> textured triangle mesh.
+
+Steps (each reported as progress): load the splats (<project>/splat.ply) and the dataset
+named in <project>/train.json; render depth + opacity of every camera on the GPU; fuse
+them into a sparse TSDF on the GPU; marching cubes; drop small components; decimate to
+the face budget; UV atlas (xatlas); bake the texture from the training images; export GLB,
+OBJ + MTL + PNG and PLY (vertex colours) into <project>/exports/, atomically; write
+<project>/mesh.json (settings, counts, timings per step, peak memory).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SpirulaError
+from ..fileio import write_json_atomic
+from ..messages import Emit, StageFinished, StageProgress, StageStarted, ignore
+from .config import MeshConfig
+from .memory import MemoryMeter
+
+STEPS = ("load", "depth", "fuse", "extract", "clean", "decimate", "atlas", "bake", "export")
+
+
+class _Reporter:
+    def __init__(self, emit: Emit, meter: MemoryMeter):
+        self.emit, self.meter = emit, meter
+        self.times: dict[str, float] = {}
+        self._step, self._t = None, 0.0
+
+    def step(self, name: str) -> None:
+        self.end()
+        self._step, self._t = name, time.perf_counter()
+        self.emit(StageProgress("mesh", STEPS.index(name), len(STEPS), name))
+
+    def sub(self, done: int, total: int, what: str = "") -> None:
+        self.emit(StageProgress("mesh", STEPS.index(self._step), len(STEPS),
+                                f"{self._step} {what}{done}/{total}".strip()))
+
+    def end(self) -> None:
+        if self._step is not None:
+            self.times[self._step] = time.perf_counter() - self._t
+            self.meter.sample()
+            self._step = None
+
+
+def load_project(project: Path, cfg: MeshConfig):
+    """(dataset, GaussianPly, train settings) of a trained project folder."""
+    from ..ingest import load_dataset
+    from ..io.ply import read_ply
+
+    project = Path(project)
+    ply, meta = project / "splat.ply", project / "train.json"
+    for p in (ply, meta):
+        if not p.is_file():
+            raise SpirulaError(f"{p}: not found (run `spirula train <dataset> -o {project}` first)")
+    try:
+        train = json.loads(meta.read_text(encoding="utf-8"))
+        dataset_path = Path(train["dataset"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise SpirulaError(f"{meta}: no dataset path in it ({e})") from e
+    max_size = cfg.max_size or train.get("config", {}).get("dataset", {}).get("max_size") or 1600
+    return load_dataset(dataset_path, max_size), read_ply(ply), train
+
+
+def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore) -> dict:
+    """Mesh the trained project; returns the report also written to <project>/mesh.json."""
+    from ..device import get_gpu
+    from ..splat.camera_table import View, camera_table
+    from ..splat.layout import pack
+    from ..splat.render import Rasterizer
+    from .atlas import unwrap
+    from .bake import BakeOptions, bake
+    from .clean import decimate, remove_small_components, vertex_normals
+    from .depth import DepthRenderer
+    from .export import export_meshes
+    from .extract import extract_mesh
+    from .grid import grid_for_bounds, splat_bounds
+    from .tsdf import fuse_depth_maps
+
+    cfg = cfg or MeshConfig()
+    if cfg.depth not in ("expected", "median"):
+        raise SpirulaError(f"unknown depth '{cfg.depth}': choose expected or median")
+    project = Path(project)
+    meter = MemoryMeter()
+    rep = _Reporter(emit, meter)
+    t0 = time.perf_counter()
+    emit(StageStarted("mesh", len(STEPS), str(project)))
+
+    rep.step("load")
+    dataset, g, _ = load_project(project, cfg)
+    gpu = get_gpu(cfg.device)
+    deg = g.sh_degree
+    rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, deg)
+    params = gpu.upload(rows, "mesh.params")
+    cams = gpu.upload(camera_table(dataset.cameras), "mesh.cameras")
+    meter.gpu("splats", params.size + cams.size)
+    if cfg.bounds is not None:
+        lo, hi = np.asarray(cfg.bounds[:3], float), np.asarray(cfg.bounds[3:], float)
+    else:
+        lo, hi = splat_bounds(g.means, g.opacities)
+    spec = grid_for_bounds(lo, hi, cfg.resolution, voxel=cfg.voxel, trunc_voxels=cfg.trunc_voxels)
+
+    rep.step("depth")
+    raster = Rasterizer(gpu, deg)
+    renderer = DepthRenderer(gpu, raster)
+    maps = []
+    for i, cam in enumerate(dataset.cameras):
+        dm = renderer.render(params, len(rows), cams, View(i, cam.width, cam.height), deg)
+        maps.append(((dm.median if cfg.depth == "median" else dm.depth), dm.alpha))
+        meter.gpu("depth", renderer.nbytes())
+        rep.sub(i + 1, len(dataset.cameras), "view ")
+    raster.bufs.release()
+    meter.gpu("depth", 0)
+
+    rep.step("fuse")
+    sizes = [(c.width, c.height) for c in dataset.cameras]
+    vol = fuse_depth_maps(gpu, spec, cams, sizes, lambda i: maps[i], cfg.max_voxels,
+                          on_progress=lambda phase, d, n: rep.sub(d, n, f"{phase} "),
+                          alpha_min=cfg.alpha_min, alpha_empty=cfg.alpha_empty,
+                          carve_weight=1.0 if cfg.carve else 0.0)
+    meter.gpu("tsdf", vol.tsdf.nbytes * 3 + vol.table.nbytes)
+    spec = vol.spec
+
+    rep.step("extract")
+    verts, faces = extract_mesh(vol, cfg.min_support)
+    meter.gpu("tsdf", 0)
+    del vol
+    raw_faces = len(faces)
+    if raw_faces == 0:
+        raise SpirulaError("no surface found: the fused depth maps hold no zero crossing "
+                           "(check the bounds, or lower --min-support)")
+
+    rep.step("clean")
+    verts, faces, dropped = remove_small_components(verts, faces, cfg.min_component)
+    rep.step("decimate")
+    verts, faces = decimate(verts, faces, cfg.faces)
+    normals = vertex_normals(verts, faces)
+
+    rep.step("atlas")
+    uv = unwrap(verts, faces, cfg.texture_size)
+
+    rep.step("bake")
+    size = int(cfg.texture_size)
+    meter.gpu("bake", 20 * size * size + 64 * len(uv.vertices) + 16 * len(faces))
+    opts = BakeOptions(alpha_min=cfg.alpha_min, tol_abs=cfg.vis_tol_voxels * spec.voxel, power=cfg.bake_power)
+    baked = bake(gpu, cams, dataset.cameras, lambda i: maps[i], uv, normals, size, opts,
+                 on_progress=lambda d, n: rep.sub(d, n, "view "))
+    meter.gpu("bake", 0)
+
+    rep.step("export")
+    paths = export_meshes(project / "exports", uv, baked.texture, verts, faces, baked.vertex_colors,
+                          formats=cfg.formats)
+    rep.end()
+    report = {
+        "project": str(project), "device": gpu.adapter, "config": asdict(cfg),
+        "grid": {"origin": spec.origin, "voxel": spec.voxel, "bricks": spec.bricks, "trunc": spec.trunc,
+                 "dims": spec.dims},
+        "views": len(dataset.cameras), "gaussians": len(rows), "faces_marching_cubes": raw_faces,
+        "components_removed": dropped, "faces": int(len(faces)), "vertices": int(len(verts)),
+        "uv_vertices": int(len(uv.vertices)), "charts": uv.charts, "texture_size": size,
+        "texel_coverage": baked.texel_coverage, "vertex_coverage": baked.vertex_coverage,
+        "seconds": {**rep.times, "total": time.perf_counter() - t0},
+        "memory": meter.report(), "files": {k: str(v) for k, v in paths.items()},
+    }
+    write_json_atomic(project / "mesh.json", report)
+    emit(StageFinished("mesh", report["seconds"]["total"],
+                       {"faces": report["faces"], "files": report["files"], "memory": report["memory"]}))
+    return report

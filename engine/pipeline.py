@@ -1,0 +1,260 @@
+"""The main job as resumable stages: video or photos or dataset -> trained splat -> PLY.
+
+    video:   decode -> select -> sfm -> undistort -> train -> export
+    photos:  import -> sfm -> undistort -> train -> export
+    dataset: train -> export            (a COLMAP folder or transforms.json)
+
+Each stage writes into ``<project>/.staging/<stage>/`` and, once it has finished, its
+output entries (:data:`engine.stages.STAGE_OUTPUTS`) replace the project's by rename;
+a failed or cancelled stage leaves the earlier outputs as they were.
+
+Caching: every stage has a key, the SHA-256 of its name, its settings, the key of the
+stage before it (so a change upstream invalidates everything downstream) and, for the
+first stage, a fingerprint of the input (path, size and mtime of the video or of every
+photo / dataset file). ``<project>/run.json`` records each finished stage with its key;
+a rerun skips a stage whose key and outputs are still there. ``from_stage`` redoes that
+stage and every later one; ``until_stage`` stops after that stage (records of later
+stages are kept for a later run). ``run.json`` also keeps the settings, per-stage seconds
+and summaries, and the error of a failed run.
+
+Progress goes out as typed messages (:mod:`engine.messages`) through ``emit``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import messages as msg
+from .config import RunConfig
+from .errors import SpirulaError
+from .fileio import write_json_atomic
+from .ingest.frames import FramesConfig
+from .ingest.photos import PhotosConfig, is_photo_folder
+from .sfm.config import SfmConfig
+from .stages import STAGE_FUNCTIONS, STAGE_OUTPUTS, StageContext
+
+PIPELINE_VERSION = 1
+STAGES = {
+    "video": ["decode", "select", "sfm", "undistort", "train", "export"],
+    "photos": ["import", "sfm", "undistort", "train", "export"],
+    "dataset": ["train", "export"],
+}
+RUN_FILE = "run.json"
+
+
+@dataclass
+class PipelineConfig:
+    """All settings of `spirula run`, by stage."""
+
+    frames: FramesConfig = field(default_factory=FramesConfig)
+    photos: PhotosConfig = field(default_factory=PhotosConfig)
+    sfm: SfmConfig = field(default_factory=SfmConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def stage_settings(self, stage: str) -> dict:
+        """The settings a stage's output depends on (part of its cache key)."""
+        f = asdict(self.frames)
+        if stage == "decode":
+            return {k: f[k] for k in ("analysis_size", "start_s", "end_s")}
+        if stage == "select":
+            return f
+        if stage == "import":
+            return asdict(self.photos)
+        if stage == "sfm":
+            return {k: v for k, v in asdict(self.sfm).items() if k != "num_threads"}
+        if stage == "train":
+            return {"dataset": asdict(self.run.dataset), "train": asdict(self.run.train)}
+        return {}
+
+
+class PipelineError(SpirulaError):
+    """Bad pipeline arguments (input kind, stage name, project folder)."""
+
+
+def detect_input(source: Path) -> str:
+    """'video', 'photos' or 'dataset' for ``source``; PipelineError naming it otherwise.
+    A folder with a COLMAP model or transforms.json is a dataset even though it also
+    holds photos; any other file is tried as a video (its decoder decides)."""
+    from .ingest.load import read_scene
+
+    source = Path(source)
+    if not source.exists():
+        raise PipelineError(f"{source}: does not exist")
+    if source.is_file():
+        return "dataset" if source.suffix.lower() == ".json" else "video"
+    try:
+        read_scene(source)
+        return "dataset"
+    except SpirulaError:
+        pass
+    if is_photo_folder(source):
+        return "photos"
+    raise PipelineError(f"{source}: neither a video file, a folder of photos (JPEG, PNG, TIFF, ...) "
+                        "nor a dataset folder (COLMAP model or transforms.json)")
+
+
+def fingerprint(source: Path) -> str:
+    """SHA-256 over (relative path, size, mtime) of ``source`` or of every file under it."""
+    source = Path(source).resolve()
+    h = hashlib.sha256(str(source).encode())
+    files = [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
+    for p in files:
+        st = p.stat()
+        h.update(f"{p.relative_to(source) if p != source else ''}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def stage_key(stage: str, settings: dict, upstream: str) -> str:
+    blob = json.dumps({"v": PIPELINE_VERSION, "stage": stage, "settings": settings, "upstream": upstream},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _versions() -> dict:
+    out = {}
+    for mod in ("pycolmap", "av"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - informational only
+            out[mod] = None
+    return out
+
+
+def _load_run(project: Path) -> dict:
+    try:
+        return json.loads((project / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _install(staging: Path, project: Path, outputs: list[str]) -> None:
+    """Move each staged output over the project's (old one renamed away first)."""
+    trash = project / ".trash"
+    trash.mkdir(exist_ok=True)
+    for rel in outputs:
+        src, dst = staging / rel, project / rel
+        if not src.exists():
+            raise RuntimeError(f"stage output {rel} missing from {staging}")
+        if dst.exists():
+            old = trash / f"{rel}.{os.getpid()}.{time.monotonic_ns()}"
+            os.replace(dst, old)
+        os.replace(src, dst)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def run_pipeline(source: Path, project: Path, cfg: PipelineConfig | None = None,
+                 emit: msg.Emit = msg.ignore, from_stage: str | None = None,
+                 should_stop: Callable[[], bool] | None = None, until_stage: str | None = None) -> dict:
+    """Run (or resume) the main job; returns the run record (also in ``run.json``).
+
+    Raises the stage's SpirulaError (after emitting :class:`engine.messages.Error` and
+    recording it) when a stage fails; KeyboardInterrupt when ``should_stop`` says so or
+    on Ctrl-C. Outputs of finished stages are kept in both cases.
+    """
+    cfg = cfg or PipelineConfig()
+    source = Path(os.path.abspath(source))
+    project = Path(os.path.abspath(project))
+    should_stop = should_stop or (lambda: False)
+    kind = detect_input(source)
+    stages = all_stages = STAGES[kind]
+    for opt, st in (("--from", from_stage), ("--until", until_stage)):
+        if st is not None and st not in stages:
+            raise PipelineError(f"{opt} {st}: not a stage of a {kind} run (stages: {', '.join(stages)})")
+    if until_stage is not None:
+        stages = stages[: stages.index(until_stage) + 1]
+    _check_layout(source, project)
+    try:
+        project.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PipelineError(f"cannot create the project folder {project}: {e.strerror}") from e
+
+    previous = {s["name"]: s for s in _load_run(project).get("stages", [])}
+    record = {"input": str(source), "kind": kind, "project": str(project), "from_stage": from_stage,
+              "until_stage": until_stage,
+              "config": asdict(cfg), "versions": _versions(), "stages": [], "error": None,
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    upstream = fingerprint(source)
+    forced = False
+    t_run = time.perf_counter()
+    for name in stages:
+        forced = forced or name == from_stage
+        key = stage_key(name, cfg.stage_settings(name), upstream)
+        upstream = key
+        prev = previous.get(name)
+        outputs = STAGE_OUTPUTS[name]
+        if (not forced and prev and prev.get("key") == key and prev.get("status") in ("done", "cached")
+                and all((project / o).exists() for o in outputs)):
+            entry = dict(prev, status="cached")
+            record["stages"].append(entry)
+            emit(msg.StageFinished(name, 0.0, prev.get("summary", {}), cached=True))
+            continue
+        forced = True   # everything after a stage that runs is rerun (its input changed)
+        entry = {"name": name, "key": key, "status": "running", "seconds": None, "summary": {}}
+        record["stages"].append(entry)
+        write_json_atomic(project / RUN_FILE, record | {"stages": record["stages"] + _pending(stages, name)})
+        staging = project / ".staging" / name
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        emit(msg.StageStarted(name))
+        t0 = time.perf_counter()
+        ctx = StageContext(name, kind, source, project, staging, cfg, emit, should_stop)
+        try:
+            summary = STAGE_FUNCTIONS[name](ctx)
+            _install(staging, project, outputs)
+        except BaseException as e:
+            entry.update(status="cancelled" if isinstance(e, KeyboardInterrupt) else "failed",
+                         seconds=time.perf_counter() - t0)
+            text = "cancelled" if isinstance(e, KeyboardInterrupt) else str(e)
+            if not isinstance(e, SpirulaError | KeyboardInterrupt):
+                text = f"{name} stage failed: {type(e).__name__}: {e}"
+            record["error"] = {"stage": name, "message": text}
+            record["total_seconds"] = time.perf_counter() - t_run
+            write_json_atomic(project / RUN_FILE, record)
+            if not isinstance(e, KeyboardInterrupt):
+                emit(msg.Error(text))
+            raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            _rmdir_quiet(project / ".staging")
+        entry.update(status="done", seconds=time.perf_counter() - t0, summary=summary,
+                     finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        write_json_atomic(project / RUN_FILE, record)
+        emit(msg.StageFinished(name, entry["seconds"], summary))
+    record["stages"] += [previous[s] for s in all_stages[len(stages):] if s in previous]
+    record["total_seconds"] = time.perf_counter() - t_run
+    record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    write_json_atomic(project / RUN_FILE, record)
+    emit(msg.Done(record))
+    return record
+
+
+def _check_layout(source: Path, project: Path) -> None:
+    """The project must not lie inside an input folder (the input would change as the
+    run writes), nor the input inside a project entry a stage replaces."""
+    if source.is_dir() and (project == source or source in project.parents):
+        raise PipelineError(f"{project}: the project folder must not be inside the input folder {source}")
+    for outs in STAGE_OUTPUTS.values():
+        for rel in outs + [".staging"]:
+            p = project / rel
+            if source == p or p in source.parents:
+                raise PipelineError(f"{source}: the input lies in {p}, which the run replaces; "
+                                    "use another project folder")
+
+
+def _pending(stages: list[str], current: str) -> list[dict]:
+    rest = stages[stages.index(current) + 1:]
+    return [{"name": s, "status": "pending"} for s in rest]
+
+
+def _rmdir_quiet(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass

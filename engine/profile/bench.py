@@ -1,0 +1,248 @@
+"""`spirula bench raster` and `spirula bench train`: fixed workloads with JSON output.
+
+raster: a fixed-seed synthetic scene (default 2,000,000 Gaussians, SH degree 3, one
+1237 x 822 camera) and one full training iteration per repeat (projection, depth sort,
+binning, tile sort, rasterize forward, L1 + D-SSIM loss, rasterize backward, projection
+backward, Adam), recorded exactly as the trainer records it. Per-dispatch GPU timestamps
+(the profiler, switched on for the run) are grouped into the stages below; a memset or
+copy counts toward the stage of the kernel that follows it. Each stage's number is the
+median over the timed iterations of that stage's summed GPU time in one iteration (gaps
+between dispatches are not included; ``iteration_gpu_ms`` is the command buffers' span).
+
+train: a short training run on the embedded sample (resources/sample/fox) with fixed
+settings; reports seconds per 1,000 steps, the last loss, the Gaussian count and the VRAM
+pool's high-water mark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+STAGES = ("projection", "binning_sort", "rasterize_fwd", "loss", "rasterize_bwd", "projection_bwd_adam")
+_STAGE_OF = {
+    "project_forward": "projection",
+    "radix_hist": "binning_sort", "radix_scatter": "binning_sort", "scan_reduce": "binning_sort",
+    "scan_tiles": "binning_sort", "gather_counts": "binning_sort", "emit_intersections": "binning_sort",
+    "tile_ranges": "binning_sort",
+    "rasterize_forward": "rasterize_fwd",
+    "ssim_fwd": "loss", "ssim_bwd": "loss",
+    "rasterize_backward": "rasterize_bwd",
+    "project_backward": "projection_bwd_adam", "adam_step": "projection_bwd_adam",
+}
+REPO = Path(__file__).resolve().parents[2]
+
+
+# --- the synthetic scene ------------------------------------------------------------------------
+def synthetic_scene(n: int, width: int, height: int, sh_degree: int = 3, seed: int = 0) -> dict:
+    """Fixed-seed Gaussians in front of one pinhole camera (OpenCV axes, camera at the
+    origin looking down +z, focal 0.9 x width). Returns ``rows`` (packed [N, D] float32,
+    engine/splat/layout.py), ``w2c`` [4, 4], ``fx, fy, cx, cy``, ``width``, ``height``
+    and ``gt`` [H, W, 3] uint8. Depths 2..12, 10% of the centres outside the view, screen
+    footprint of a few pixels (log-normal), random rotations, opacities and SH."""
+    from ..splat.layout import pack, sh_coeffs
+
+    rng = np.random.default_rng(seed)
+    f = 0.9 * width
+    z = rng.uniform(2.0, 12.0, n)
+    x = rng.uniform(-0.55, 0.55, n) * (width / f) * z
+    y = rng.uniform(-0.55, 0.55, n) * (height / f) * z
+    means = np.stack([x, y, z], axis=1)
+    log_scales = np.log(0.0025 * z)[:, None] + rng.normal(0.0, 0.5, (n, 3))
+    quats = rng.normal(0.0, 1.0, (n, 4))
+    quats /= np.linalg.norm(quats, axis=1, keepdims=True)
+    logits = rng.normal(0.0, 1.5, n)
+    k = sh_coeffs(sh_degree)
+    sh = rng.normal(0.0, 0.25, (n, k, 3))
+    rows = pack(means, log_scales, quats, logits, sh[:, 0], sh[:, 1:], sh_degree)
+    gt = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    return {"rows": rows, "w2c": np.eye(4), "fx": f, "fy": f, "cx": width / 2.0, "cy": height / 2.0,
+            "width": width, "height": height, "gt": gt}
+
+
+def _stage_times(trace) -> dict[str, float]:
+    """Trace of one iteration (kind, label, bytes, seconds) -> {stage: ms}."""
+    from .profiler import KERNEL, SPAN
+
+    out = dict.fromkeys(STAGES, 0.0)
+    out["other"] = 0.0
+    pending = 0.0  # memsets / copies: charged to the next kernel's stage
+    for kind, label, _, dt in trace:
+        if kind == SPAN:
+            continue
+        if kind != KERNEL:
+            pending += dt
+            continue
+        st = _STAGE_OF.get(label.rpartition(":")[2], "other")
+        out[st] += (dt + pending) * 1e3
+        pending = 0.0
+    out["other"] += pending * 1e3
+    return out
+
+
+def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int = 822, sh_degree: int = 3,
+                 iters: int = 20, warmup: int = 3, seed: int = 0, progress=None) -> dict:
+    """Run the raster benchmark on ``gpu``; returns the JSON-ready result."""
+    from .. import profile
+    from ..splat.camera_table import View, camera_row
+    from ..splat.loss import PhotometricLoss
+    from ..splat.model import GaussianModel
+    from ..splat.render import Rasterizer
+    from ..splat.trainer import pack_rgba8
+
+    t_setup = time.perf_counter()
+    sc = synthetic_scene(gaussians, width, height, sh_degree, seed)
+    was_on = profile.enabled()
+    profile.enable(text=False, at_exit=False)  # per-dispatch timestamps; prints nothing unless --profile
+    prof = gpu.prof
+    model = GaussianModel(gpu, sc["rows"], sh_degree)
+    model.set_learning_rates(1.6e-4, 5e-3, 1e-3, 5e-2, 2.5e-3, 2.5e-3 / 20)
+    raster = Rasterizer(gpu, sh_degree)
+    loss = PhotometricLoss(gpu, arena=raster.arena)
+    cams = gpu.upload(camera_row(sc["w2c"], sc["fx"], sc["fy"], sc["cx"], sc["cy"], width, height)[None], "bench.camera")
+    gt = gpu.upload(pack_rgba8(sc["gt"]), "gt.bench")
+    loss_sum = gpu.zeros(16, "loss_sum")
+    view = View(0, width, height)
+    setup_s = time.perf_counter() - t_setup
+    stages: dict[str, list[float]] = {k: [] for k in (*STAGES, "other")}
+    per_kernel: dict[str, list[float]] = {}
+    gpu_ms, wall_ms, isects = [], [], []
+    from .profiler import KERNEL, SPAN
+
+    for it in range(warmup + iters):
+        prof.trace = []
+        t0 = time.perf_counter()
+        m = raster.prepare(model.buf["params"], model.n, cams, view, sh_degree)
+        enc = gpu.encoder()
+        raster.record_forward(enc)
+        loss.record(enc, raster.image, gt, width, height, raster.image_grad(), loss_sum, 0.2)
+        raster.record_backward(enc, model.buf["grads"], model.buf["grad2d_sum"], model.buf["vis_count"], True)
+        model.record_adam(enc)
+        gpu.submit(enc)
+        gpu.wait_idle()
+        t1 = time.perf_counter()
+        trace, prof.trace = prof.trace, None
+        if it < warmup:
+            continue
+        wall_ms.append((t1 - t0) * 1e3)
+        isects.append(m)
+        gpu_ms.append(sum(dt for kind, _, _, dt in trace if kind == SPAN) * 1e3)
+        for k, v in _stage_times(trace).items():
+            stages[k].append(v)
+        it_k: dict[str, float] = {}
+        for kind, label, _, dt in trace:
+            if kind == KERNEL:
+                it_k[label] = it_k.get(label, 0.0) + dt * 1e3
+        for k, v in it_k.items():
+            per_kernel.setdefault(k, []).append(v)
+        if progress is not None:
+            progress(it + 1 - warmup, iters)
+    gpu.wait_idle()
+    raster.trim()
+    vram = gpu.pool.stats()
+    if not was_on:
+        profile.disable()
+    return {
+        "bench": "raster", "device": gpu.adapter, "backend": gpu.backend,
+        "gaussians": gaussians, "width": width, "height": height, "sh_degree": sh_degree,
+        "iters": iters, "warmup": warmup, "seed": seed, "intersections": int(np.median(isects)) if isects else None,
+        "stages_ms": {k: _median(v) for k, v in stages.items()},
+        "iteration_gpu_ms": _median(gpu_ms), "iteration_wall_ms": _median(wall_ms),
+        "kernels_ms_per_iteration": dict(sorted(((k.rpartition(":")[2], _median(v)) for k, v in per_kernel.items()),
+                                                key=lambda kv: -kv[1])),
+        "vram_high_water_mib": vram["total"]["high_water_mib"],
+        "aliasing_saved_mib": vram["aliasing_saved_mib"], "setup_s": setup_s,
+        "note": "stage = median over iterations of the summed per-dispatch GPU time (timestamps); "
+                "memsets/copies count toward the next kernel's stage",
+    }
+
+
+def bench_train(gpu, data: Path | None = None, steps: int = 1000, max_size: int = 0, init_points: int = 100_000,
+                seed: int = 0, progress=None) -> dict:
+    """Train ``steps`` steps on the sample (3DGS defaults otherwise); no evaluation or export."""
+    from ..config import TrainConfig
+    from ..ingest import load_dataset
+    from ..splat.trainer import Trainer
+
+    data = Path(data) if data is not None else REPO / "resources" / "sample" / "fox"
+    t0 = time.perf_counter()
+    ds = load_dataset(data, max_size if max_size > 0 else None)
+    train_idx, _ = ds.split(8)
+    cfg = TrainConfig(steps=steps, seed=seed, init_random_points=init_points, log_interval=25)
+    trainer = Trainer(gpu, ds, train_idx, cfg)
+    t1 = time.perf_counter()
+    state = trainer.train(on_progress=progress)
+    t2 = time.perf_counter()
+    cams = [ds.cameras[i] for i in train_idx]
+    return {
+        "bench": "train", "device": gpu.adapter, "backend": gpu.backend, "data": str(data),
+        "images": len(train_idx), "image_size": [int(cams[0].width), int(cams[0].height)],
+        "steps": state.step, "seed": seed, "init_points": init_points,
+        "train_s": t2 - t1, "sec_per_1k_steps": 1000.0 * (t2 - t1) / max(state.step, 1),
+        "setup_s": t1 - t0, "final_loss": state.history[-1]["loss"] if state.history else None,
+        "num_gaussians": trainer.model.n, "profiling": gpu.prof is not None,
+        "vram_high_water_mib": gpu.pool.stats()["total"]["high_water_mib"],
+        "loss_curve": [[h["step"], h["loss"]] for h in state.history],
+    }
+
+
+# --- command line ---------------------------------------------------------------------------------
+def add_parser(sub) -> None:
+    """``spirula bench raster|train`` (called by engine/cli.py)."""
+    p = sub.add_parser("bench", help="fixed-workload benchmarks (JSON output)")
+    bs = p.add_subparsers(dest="bench", required=True)
+    r = bs.add_parser("raster", help="synthetic scene: projection, binning+sort, rasterize fwd/bwd, projection bwd + Adam")
+    r.add_argument("--gaussians", type=int, default=2_000_000)
+    r.add_argument("--width", type=int, default=1237)
+    r.add_argument("--height", type=int, default=822)
+    r.add_argument("--sh-degree", type=int, default=3, choices=range(4))
+    r.add_argument("--iters", type=int, default=20, help="timed iterations after warm-up (default 20)")
+    r.add_argument("--warmup", type=int, default=3)
+    r.add_argument("--seed", type=int, default=0)
+    t = bs.add_parser("train", help="short fixed training run on the embedded sample (fox)")
+    t.add_argument("--data", type=Path, default=None, help="dataset folder (default resources/sample/fox)")
+    t.add_argument("--steps", type=int, default=1000)
+    t.add_argument("--max-size", type=int, default=0, help="longer image side in px (0 = as stored)")
+    t.add_argument("--init-points", type=int, default=100_000)
+    t.add_argument("--seed", type=int, default=0)
+    for q in (r, t):
+        q.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default="vulkan")
+        q.add_argument("--json", type=Path, default=None, help="also write the result to this file")
+
+
+def run(args) -> int:
+    from ..device import get_gpu
+    from ..fileio import write_json_atomic
+
+    gpu = get_gpu(args.device)
+    if args.bench == "raster":
+        res = bench_raster(gpu, args.gaussians, args.width, args.height, args.sh_degree, args.iters, args.warmup,
+                           args.seed, progress=lambda i, n: print(f"\r  iteration {i}/{n}", end="", file=sys.stderr))
+        print(file=sys.stderr)
+        lines = [f"bench raster on {res['device']}: {res['gaussians']:,} Gaussians, {res['width']}x{res['height']}, "
+                 f"SH {res['sh_degree']}, {res['intersections']:,} intersections; median of {res['iters']} iterations"]
+        lines += [f"  {k:22s}{v:10.3f} ms" for k, v in res["stages_ms"].items() if v is not None]
+        lines += [f"  {'iteration (GPU span)':22s}{res['iteration_gpu_ms']:10.3f} ms",
+                  f"  {'iteration (wall)':22s}{res['iteration_wall_ms']:10.3f} ms"]
+    else:
+        res = bench_train(gpu, args.data, args.steps, args.max_size, args.init_points, args.seed,
+                          progress=lambda p: print(f"\r  step {p.step}/{p.steps} loss {p.loss:.4f}", end="", file=sys.stderr))
+        print(file=sys.stderr)
+        lines = [f"bench train on {res['device']}: {res['steps']} steps, {res['images']} images "
+                 f"{res['image_size'][0]}x{res['image_size'][1]}: {res['sec_per_1k_steps']:.2f} s / 1k steps, "
+                 f"final loss {res['final_loss']:.4f}, {res['num_gaussians']:,} Gaussians, "
+                 f"pool high-water {res['vram_high_water_mib']:.1f} MiB"]
+    print("\n".join(lines), file=sys.stderr)
+    if args.json is not None:
+        write_json_atomic(args.json, res)
+    print(json.dumps(res))
+    return 0
+
+
+def _median(v):
+    return float(np.median(v)) if len(v) else None

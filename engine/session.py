@@ -1,0 +1,799 @@
+"""The studio's engine thread: owns the GPU device, runs training (and the pipeline),
+renders the viewport, and talks to the GUI only through messages.
+
+    session = Session().start()          # the engine thread creates the device, compiles
+    session.send(StartTraining(path))    # GUI -> engine: control queue (engine/messages.py)
+    for msg in session.poll(): ...       # engine -> GUI: typed messages, drained on a timer
+    frame = session.preview.take()       # latest-value slot: the newest PreviewFrame or None
+    session.close()                      # Shutdown (saves a checkpoint if training), join
+
+Nothing here imports Qt: the GUI (app/) and the tests drive a session the same way. The
+thread never blocks in a slangpy wait for long while holding the GIL (slangpy's waits do):
+before GPU calls that read back, it polls ``is_submit_finished`` and sleeps, so the GUI
+thread keeps running while the GPU (or the CPU doing software Vulkan) works.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue
+import re
+import threading
+import time
+import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from . import messages as M
+from .config import DatasetConfig, RunConfig, TrainConfig
+from .errors import SpirulaError
+from .fileio import write_json_atomic
+
+log = logging.getLogger("spirula.session")
+
+THUMB = 128           # longer side of dataset thumbnails, px
+STATS_INTERVAL = 0.5  # s between ViewerStats messages
+VRAM_INTERVAL = 1.0   # s between VRAM-only ProfilerSnapshots while profiling is off
+
+
+def projects_root() -> Path:
+    """Where new projects go: $SPIRULA_PROJECTS or ~/Spirula."""
+    return Path(os.environ.get("SPIRULA_PROJECTS") or (Path.home() / "Spirula"))
+
+
+def new_project_dir(name: str, root: Path | None = None) -> Path:
+    """A fresh folder ``<root>/<name>`` (``-2``, ``-3``, ... when taken)."""
+    root = Path(root) if root is not None else projects_root()
+    base = re.sub(r"[^\w.-]+", "_", name).strip("._") or "project"
+    path, k = root / base, 1
+    while path.exists():
+        k += 1
+        path = root / f"{base}-{k}"
+    return path
+
+
+class LatestValue:
+    """A one-slot mailbox that overwrites: the producer never waits, the consumer gets the
+    newest value (or None)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._value = None
+        self.count = 0
+
+    def put(self, value) -> None:
+        with self._lock:
+            self._value = value
+            self.count += 1
+
+    def take(self):
+        with self._lock:
+            v, self._value = self._value, None
+            return v
+
+
+class Session:
+    """The GUI's handle on the engine thread (see the module docstring)."""
+
+    def __init__(self, backend: str | None = None, projects: str | os.PathLike | None = None,
+                 warmup: bool = True, viewer: bool = True):
+        self.backend = backend
+        self.projects = Path(projects) if projects is not None else None
+        self.warmup = warmup
+        self.with_viewer = viewer
+        self.commands: queue.SimpleQueue = queue.SimpleQueue()
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.preview = LatestValue()
+        self.thread = threading.Thread(target=self._main, name="spirula-engine", daemon=True)
+
+    def start(self) -> "Session":
+        self.thread.start()
+        return self
+
+    def send(self, command) -> None:
+        """Queue a command for the engine thread (never blocks)."""
+        self.commands.put(command)
+
+    def poll(self, limit: int = 100_000) -> list:
+        """Messages the engine sent since the last call (never blocks)."""
+        out = []
+        while len(out) < limit:
+            try:
+                out.append(self.events.get_nowait())
+            except queue.Empty:
+                break
+        return out
+
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def close(self, save: bool = True, timeout: float = 60.0) -> bool:
+        """Ask the engine to stop (saving a checkpoint when ``save`` and training) and wait
+        for its thread; True if it ended."""
+        if self.thread.is_alive():
+            self.send(M.Shutdown(save=save))
+            self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def _main(self) -> None:
+        _Engine(self).run()
+
+
+# --------------------------------------------------------------------------------------------
+# everything below runs on the engine thread
+
+
+class _Scene:
+    """Something to look at: a training run or a PLY."""
+
+    kind = "none"
+    name = ""
+    path = ""
+    project: Path | None = None
+
+    def source(self):
+        return None
+
+    def export(self, path: Path) -> int:
+        raise SpirulaError("nothing to export: open a dataset or a PLY first")
+
+
+class _TrainingScene(_Scene):
+    kind = "dataset"
+
+    def __init__(self, gpu, dataset, cmd: M.StartTraining, project: Path):
+        from .splat.trainer import Trainer
+        from .viewer import pack_rgba8
+
+        self.gpu, self.dataset, self.cmd, self.project = gpu, dataset, cmd, project
+        self.name = Path(cmd.dataset).name
+        self.path = cmd.dataset
+        self.cfg = RunConfig(device=gpu.backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
+                             train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
+                                               init_random_points=cmd.init_points))
+        self.train_idx, self.test_idx = dataset.split(cmd.eval_every)
+        if not self.train_idx:
+            self.train_idx, self.test_idx = list(range(len(dataset.cameras))), []
+        self.trainer = Trainer(gpu, dataset, self.train_idx, self.cfg.train)
+        self._gt_extra: dict[int, Any] = {}
+        self._pack = pack_rgba8
+        self.evals: list[dict] = []
+        self.steps_done = 0
+        self.t_train = 0.0
+        self.finished = False
+        self.saved = False
+
+    def gt(self, i: int):
+        buf = self.trainer.gt.get(i)
+        if buf is None:
+            buf = self._gt_extra.get(i)
+            if buf is None:
+                buf = self._gt_extra[i] = self.gpu.upload(self._pack(self.dataset.cameras[i].image), f"viewer.gt.{i}")
+        return buf
+
+    def source(self):
+        from .viewer import ViewSource
+
+        t = self.trainer
+        return ViewSource(params=t.model.buf["params"], n=t.model.n, max_sh_degree=t.cfg.sh_degree,
+                          sh_degree=t.sh_degree_at(t.state.step), cams=t.cams, cameras=self.dataset.cameras, gt=self.gt)
+
+    def export(self, path: Path) -> int:
+        from .train_job import export_ply
+        from .viewer import wait_polling
+
+        wait_polling(self.gpu)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return export_ply(self.trainer, path)
+
+
+class _PlyScene(_Scene):
+    kind = "ply"
+
+    def __init__(self, gpu, path: Path, g):
+        from .splat.layout import pack
+
+        self.gpu, self.path, self.g = gpu, str(path), g
+        self.name = path.name
+        self.degree = g.sh_degree
+        rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, self.degree)
+        self.n = len(rows)
+        self.params = gpu.upload(rows, "splat.params") if self.n else None
+
+    def source(self):
+        from .viewer import ViewSource
+
+        return ViewSource(params=self.params, n=self.n, max_sh_degree=self.degree, sh_degree=self.degree)
+
+    def export(self, path: Path) -> int:
+        from .io.ply import write_ply
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_ply(path, self.g)
+        return self.n
+
+
+def _camera_info(cam, split: str) -> M.CameraInfo:
+    from PIL import Image
+
+    img = Image.fromarray(cam.image)
+    img.thumbnail((THUMB, THUMB))
+    thumb = np.ascontiguousarray(np.asarray(img.convert("RGB"), np.uint8))
+    return M.CameraInfo(name=cam.name, c2w=tuple(float(v) for v in np.linalg.inv(cam.w2c).reshape(-1)),
+                        fx=float(cam.fx), fy=float(cam.fy), cx=float(cam.cx), cy=float(cam.cy),
+                        width=int(cam.width), height=int(cam.height), split=split,
+                        thumbnail=thumb.tobytes(), thumb_w=thumb.shape[1], thumb_h=thumb.shape[0])
+
+
+def _up_vector(cameras) -> np.ndarray:
+    """World up from the cameras: the mean of their 'up' axes (OpenCV: -y of the camera)."""
+    ups = np.stack([-np.asarray(c.w2c)[1, :3] for c in cameras])
+    u = ups.mean(axis=0)
+    n = np.linalg.norm(u)
+    return u / n if n > 1e-6 else np.array([0.0, -1.0, 0.0])
+
+
+class _Engine:
+    def __init__(self, session: Session):
+        self.s = session
+        self.gpu = None
+        self.viewer = None
+        self.scene: _Scene | None = None
+        self.training: _TrainingScene | None = None
+        self.paused = False
+        self.quit = False
+        self.save_on_quit = True
+        self.loader: ThreadPoolExecutor | None = None
+        self.pending: tuple[str, Future, Any] | None = None
+        self.view_dirty = False
+        self.model_dirty = False
+        self.readback_requests = 0
+        self.last_frame = 0.0
+        self.last_stats = 0.0
+        self.last_vram = 0.0
+        self.rate_t = time.perf_counter()
+        self.rate_step = 0
+        self.last_log_step = 0
+        self.t_run_start = 0.0
+        self.reported_mode = None
+        self.surface_args = None
+        self.profiling = False
+        self.unsubscribe = None
+
+    # --- messages ----------------------------------------------------------------------------
+    def emit(self, msg) -> None:
+        self.s.events.put(msg)
+
+    def state(self, state: str, detail: str = "") -> None:
+        self.emit(M.JobState(state, detail))
+
+    # --- thread body -------------------------------------------------------------------------
+    def run(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            from .device import get_gpu
+
+            self.gpu = get_gpu(self.s.backend)
+            if self.s.with_viewer:
+                from .viewer import Viewer
+
+                self.viewer = Viewer(self.gpu)
+            if self.s.warmup:
+                self._warmup()
+        except Exception as exc:
+            self.emit(M.Error(str(exc) if isinstance(exc, SpirulaError) else f"engine start failed: {exc!r}"))
+            self.state("failed", "no GPU device")
+            log.exception("engine start failed")
+            return
+        import slangpy as spy
+
+        software = bool(self.gpu.device.has_feature(spy.Feature.software_device)) if hasattr(spy.Feature, "software_device") else False
+        self.emit(M.EngineReady(adapter=self.gpu.adapter, backend=self.gpu.backend, software=software,
+                                warmup_s=time.perf_counter() - t0))
+        self.loader = ThreadPoolExecutor(1, thread_name_prefix="spirula-load")
+        try:
+            while not self.quit:
+                try:
+                    self._iterate()
+                except Exception as exc:
+                    self._fail(exc)
+            self._shutdown()
+        finally:
+            self.loader.shutdown(wait=False, cancel_futures=True)
+            if self.viewer is not None:
+                try:
+                    self.viewer.detach()
+                except Exception:
+                    pass
+
+    def _iterate(self) -> None:
+        busy = self._training_active() or self.view_dirty or self.readback_requests or self._model_frame_due()
+        self._drain(timeout=0.0 if busy else (0.01 if self.pending is not None else 0.05))
+        if self.quit:
+            return
+        self._check_pending()
+        if self._training_active():
+            self._train_slice()
+        self._maybe_render()
+        self._vram_tick()
+
+    def _fail(self, exc: Exception) -> None:
+        text = str(exc) if isinstance(exc, SpirulaError) else f"{type(exc).__name__}: {exc}"
+        log.error("engine error: %s\n%s", text, traceback.format_exc())
+        self.emit(M.Error(text))
+        if self.training is not None and not self.training.finished:
+            self.training.finished = True
+            self.state("failed", text)
+
+    def _training_active(self) -> bool:
+        t = self.training
+        return t is not None and not t.finished and not self.paused
+
+    # --- commands ----------------------------------------------------------------------------
+    def _drain(self, timeout: float) -> None:
+        first = True
+        while True:
+            try:
+                cmd = self.s.commands.get(timeout=timeout) if (timeout > 0 and first) else self.s.commands.get_nowait()
+            except queue.Empty:
+                return
+            first = False
+            try:
+                self._handle(cmd)
+            except Exception as exc:
+                self._fail(exc)
+            if self.quit:
+                return
+
+    def _handle(self, cmd) -> None:
+        v = self.viewer
+        if isinstance(cmd, M.SetView):
+            if v is not None:
+                v.state.w2c = np.asarray(cmd.w2c, np.float64).reshape(4, 4)
+                v.state.fov_y_deg = float(cmd.fov_y_deg)
+                v.state.camera = cmd.camera
+                self._update_segments()
+            self.view_dirty = True
+        elif isinstance(cmd, M.SetViewMode):
+            if v is not None:
+                v.state.mode = cmd.mode if cmd.mode in ("splats", "gt", "error") else "splats"
+                v.state.frustums = cmd.frustums
+            self.view_dirty = True
+        elif isinstance(cmd, M.ResizeViewport):
+            if v is not None:
+                v.resize(cmd.width, cmd.height)
+            self.view_dirty = True
+        elif isinstance(cmd, M.RequestFrame):
+            self.view_dirty = True
+            self.readback_requests += int(cmd.readback)
+        elif isinstance(cmd, M.AttachSurface):
+            self._attach(cmd)
+        elif isinstance(cmd, M.DetachSurface):
+            if v is not None:
+                v.detach()
+                v.readback_reason = "the window surface was detached"
+            self.s_emit_mode()
+        elif isinstance(cmd, M.StartTraining):
+            self._start_training(cmd)
+        elif isinstance(cmd, M.OpenPly):
+            self._open_ply(cmd)
+        elif isinstance(cmd, M.StartPipeline):
+            self._start_pipeline(cmd)
+        elif isinstance(cmd, M.Pause):
+            if self.training is not None and not self.training.finished and not self.paused:
+                self.paused = True
+                self.state("paused", f"step {self.training.trainer.state.step}")
+        elif isinstance(cmd, M.Resume):
+            if self.training is not None and not self.training.finished and self.paused:
+                self.paused = False
+                self.rate_t, self.rate_step = time.perf_counter(), self.training.trainer.state.step
+                self.state("running", f"step {self.training.trainer.state.step}")
+        elif isinstance(cmd, M.Cancel):
+            self._cancel(cmd.save)
+        elif isinstance(cmd, M.ExportPly):
+            self._export(Path(cmd.path))
+        elif isinstance(cmd, M.SaveScreenshot):
+            self._screenshot(Path(cmd.path))
+        elif isinstance(cmd, M.SetProfiling):
+            self._set_profiling(cmd.on)
+        elif isinstance(cmd, M.Shutdown):
+            self.quit = True
+            self.save_on_quit = cmd.save
+        else:
+            self.emit(M.Warning(f"unknown command {type(cmd).__name__}"))
+
+    # --- viewer ------------------------------------------------------------------------------
+    def s_emit_mode(self) -> None:
+        v = self.viewer
+        if v is None:
+            return
+        mode = "swapchain" if v.presenting else "readback"
+        key = (mode, v.readback_reason)
+        if key != self.reported_mode:
+            self.reported_mode = key
+            if mode == "readback":
+                log.warning("viewport: readback to QImage (%s)", v.readback_reason)
+            else:
+                log.info("viewport: presenting into the window (Vulkan swapchain)")
+            self.emit(M.ViewerStatus(mode, "" if mode == "swapchain" else v.readback_reason))
+
+    def _attach(self, cmd: M.AttachSurface) -> None:
+        v = self.viewer
+        if v is None:
+            return
+        v.resize(cmd.width, cmd.height)
+        if os.environ.get("SPIRULA_VIEWER", "").lower() == "readback":
+            v.readback_reason = "SPIRULA_VIEWER=readback"
+        else:
+            reason = v.attach(cmd.platform, tuple(cmd.handle), cmd.width, cmd.height)
+            if reason:
+                v.readback_reason = reason
+        self.view_dirty = True
+        self.s_emit_mode()
+
+    def _update_segments(self) -> None:
+        from .viewer import frustum_segments
+
+        v = self.viewer
+        sc = self.scene
+        if v is None:
+            return
+        cams = sc.dataset.cameras if isinstance(sc, _TrainingScene) else []
+        if not cams:
+            v.set_segments(np.zeros((0, 6), np.float32), np.zeros(0, np.uint32))
+            return
+        key = (id(sc), v.state.camera)
+        if getattr(self, "_seg_key", None) == key:
+            return
+        self._seg_key = key
+        splits = ["test" if i in set(sc.test_idx) else "train" for i in range(len(cams))]
+        _, radius = sc.dataset.scene_extent()
+        v.set_segments(*frustum_segments(cams, 0.06 * radius, v.state.camera, splits))
+
+    def _model_frame_due(self) -> bool:
+        if not self.model_dirty or self.viewer is None:
+            return False
+        interval = max(1.0 / 30.0, 3.0 * self.viewer.last_frame_ms / 1000.0)
+        return time.perf_counter() - self.last_frame >= interval
+
+    def _maybe_render(self, force_readback: bool = False):
+        v = self.viewer
+        if v is None or v.state.width <= 0 or v.state.height <= 0:
+            return None
+        if not (self.view_dirty or self._model_frame_due() or force_readback or self.readback_requests):
+            return None
+        from .viewer import PresentError
+
+        readback = force_readback or self.readback_requests > 0
+        src = self.scene.source() if self.scene is not None else None
+        try:
+            pixels = v.render(src, readback=readback)
+        except PresentError:
+            self.s_emit_mode()
+            pixels = v.render(src, readback=True)
+        self.view_dirty = self.model_dirty = False
+        self.last_frame = time.perf_counter()
+        if pixels is not None and (readback or not v.presenting):
+            self.s.preview.put(M.PreviewFrame(v.frames, pixels.shape[1], pixels.shape[0], pixels.tobytes()))
+            self.readback_requests = 0
+        now = time.perf_counter()
+        if now - self.last_stats >= STATS_INTERVAL:
+            self.last_stats = now
+            self.emit(M.ViewerStats(v.frames, v.last_frame_ms, v.state.width, v.state.height, v.render_scale))
+        return pixels
+
+    def _screenshot(self, path: Path) -> None:
+        from PIL import Image
+
+        pixels = self._maybe_render(force_readback=True)
+        if pixels is None:
+            raise SpirulaError(f"cannot save {path}: the viewport has no size yet")
+        bgra = pixels.view(np.uint8).reshape(pixels.shape[0], pixels.shape[1], 4)
+        rgb = np.ascontiguousarray(bgra[..., 2::-1])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        Image.fromarray(rgb).save(tmp, format="PNG")
+        os.replace(tmp, path)
+        self.emit(M.Saved("screenshot", str(path), f"{rgb.shape[1]}x{rgb.shape[0]}"))
+
+    # --- warm-up: compile every kernel before the window shows -----------------------------
+    def _warmup(self) -> None:
+        from .ingest.dataset import Camera, Dataset
+        from .splat.trainer import Trainer
+        from .viewer import ViewSource, wait_polling
+
+        rng = np.random.default_rng(0)
+        cams = []
+        for k, x in enumerate((-0.3, 0.3)):
+            w2c = np.eye(4)
+            w2c[:3, 3] = (-x, 0.0, 3.0)
+            img = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+            cams.append(Camera(f"w{k}", Path(f"w{k}.png"), 32, 32, 30.0, 30.0, 16.0, 16.0, w2c, img))
+        pts = rng.normal(0, 0.3, (256, 3)).astype(np.float32)
+        ds = Dataset(Path("."), cams, pts, rng.integers(0, 256, (256, 3), dtype=np.uint8))
+        tr = Trainer(self.gpu, ds, [0, 1], TrainConfig(steps=4, log_interval=2))
+        for step in range(2):
+            tr.train_step(step)
+        tr.read_loss(2)
+        tr.model.densify(1e-9, 0.01, 0.005, 3.0e38, 10_000, seed=1)
+        tr.model.reset_opacity(0.01)
+        tr.render(0)
+        if self.viewer is not None:
+            from .viewer import frustum_segments
+
+            v = self.viewer
+            v.resize(64, 48)
+            v.set_segments(*frustum_segments(cams, 0.2))
+            src = ViewSource(tr.model.buf["params"], tr.model.n, 3, 3, tr.cams, cams,
+                             lambda i: tr.gt.get(i))
+            v.state.camera = 0
+            for mode in ("splats", "error"):
+                v.state.mode = mode
+                v.render(src, readback=True)
+            v.state = type(v.state)()
+            v.set_segments(np.zeros((0, 6), np.float32), np.zeros(0, np.uint32))
+        wait_polling(self.gpu)
+        del tr
+
+    # --- jobs --------------------------------------------------------------------------------
+    def _busy_reason(self) -> str | None:
+        if self.pending is not None:
+            return f"still loading {self.pending[2]}"
+        if self.training is not None and not self.training.finished:
+            return "training is under way: stop it first"
+        return None
+
+    def _start_training(self, cmd: M.StartTraining) -> None:
+        from .ingest import load_dataset
+
+        busy = self._busy_reason()
+        if busy:
+            self.emit(M.Warning(f"cannot start training on {cmd.dataset}: {busy}"))
+            return
+        self.state("loading", cmd.dataset)
+        self.emit(M.StageStarted("load", None, cmd.dataset))
+        fut = self.loader.submit(load_dataset, cmd.dataset, cmd.max_size)
+        self.pending = ("train", fut, cmd)
+
+    def _open_ply(self, cmd: M.OpenPly) -> None:
+        from .io.ply import read_ply
+
+        busy = self._busy_reason()
+        if busy:
+            self.emit(M.Warning(f"cannot open {cmd.path}: {busy}"))
+            return
+        self.state("loading", cmd.path)
+        self.pending = ("ply", self.loader.submit(read_ply, cmd.path), cmd)
+
+    def _start_pipeline(self, cmd: M.StartPipeline) -> None:
+        import importlib.util
+
+        if importlib.util.find_spec("engine.pipeline") is None:
+            self.emit(M.Warning(f"{cmd.source}: videos and photo folders need the reconstruction pipeline "
+                                "(engine/pipeline.py), which is coming; open a COLMAP or nerfstudio dataset folder "
+                                "or a .ply meanwhile"))
+            return
+        self.emit(M.Warning(f"{cmd.source}: the reconstruction pipeline is not wired into the studio yet; "
+                            f"run `spirula run {cmd.source}` and drop the resulting project folder"))
+
+    def _check_pending(self) -> None:
+        if self.pending is None:
+            return
+        kind, fut, cmd = self.pending
+        if not fut.done():
+            return
+        self.pending = None
+        exc = fut.exception()
+        if exc is not None:
+            self.state("failed", str(exc))
+            raise exc
+        if kind == "train":
+            self._begin_training(cmd, fut.result())
+        else:
+            self._begin_ply(cmd, fut.result())
+
+    def _set_scene(self, scene: _Scene) -> None:
+        self.scene = scene
+        self._seg_key = None
+        if self.viewer is not None:
+            self.viewer.state.camera = None
+        self._update_segments()
+        self.view_dirty = True
+
+    def _begin_training(self, cmd: M.StartTraining, dataset) -> None:
+        from .splat.init import scene_bounds
+        from .train_job import check_output_dir
+
+        project = Path(cmd.project) if cmd.project else new_project_dir(Path(cmd.dataset).name, self.s.projects)
+        check_output_dir(project)
+        t0 = time.perf_counter()
+        scene = _TrainingScene(self.gpu, dataset, cmd, project)
+        self.training = scene
+        self.paused = False
+        self._set_scene(scene)
+        center, _ = scene_bounds(dataset)
+        _, radius = dataset.scene_extent()
+        test = set(scene.test_idx)
+        infos = tuple(_camera_info(c, "test" if i in test else "train") for i, c in enumerate(dataset.cameras))
+        self.emit(M.SceneLoaded("dataset", scene.name, cmd.dataset, scene.trainer.model.n,
+                                tuple(float(x) for x in center), float(radius), tuple(float(x) for x in _up_vector(dataset.cameras)),
+                                infos, str(project), tuple(dataset.warnings)))
+        for w in dataset.warnings:
+            self.emit(M.Warning(w))
+        self.emit(M.StageFinished("load", time.perf_counter() - t0,
+                                  {"images": len(dataset.cameras), "train": len(scene.train_idx), "test": len(scene.test_idx)}))
+        self.emit(M.StageStarted("train", cmd.steps, f"{len(scene.train_idx)} training images, "
+                                                     f"{scene.trainer.model.n:,} initial Gaussians"))
+        self.state("running", f"{scene.name}: {cmd.steps} steps -> {project}")
+        self.rate_t, self.rate_step, self.last_log_step = time.perf_counter(), 0, 0
+        self.t_run_start = time.perf_counter()
+
+    def _begin_ply(self, cmd: M.OpenPly, g) -> None:
+        scene = _PlyScene(self.gpu, Path(cmd.path), g)
+        self._set_scene(scene)
+        means = np.asarray(g.means, np.float64)
+        if len(means):
+            center = np.median(means, axis=0)
+            radius = float(np.percentile(np.linalg.norm(means - center, axis=1), 90)) or 1.0
+        else:
+            center, radius = np.zeros(3), 1.0
+        self.emit(M.SceneLoaded("ply", scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
+                                (0.0, -1.0, 0.0)))
+        if g.dropped:
+            self.emit(M.Warning(f"{cmd.path}: {g.dropped} invalid Gaussians dropped"))
+        self.state("idle", f"viewing {scene.name} ({scene.n:,} Gaussians)")
+
+    def _train_slice(self, budget_s: float = 0.1) -> None:
+        """Training steps for about ``budget_s``; every wait polls (see the module docstring)."""
+        from .viewer import wait_polling
+
+        sc = self.training
+        tr = sc.trainer
+        cfg = tr.cfg
+        t_end = time.perf_counter() + budget_s
+        while tr.state.step < cfg.steps:
+            wait_polling(self.gpu)
+            t = time.perf_counter()
+            tr.train_step(tr.state.step)
+            tr.state.step += 1
+            s = tr.state.step
+            sc.t_train += time.perf_counter() - t
+            self.model_dirty = True
+            if s % cfg.log_interval == 0 or s == cfg.steps:
+                wait_polling(self.gpu)
+                self._log_metrics(s)
+            if cfg.eval_interval and s % cfg.eval_interval == 0 and s < cfg.steps and sc.test_idx:
+                self._evaluate(s)
+            if time.perf_counter() >= t_end or self.view_dirty or not self.s.commands.empty():
+                break
+        if tr.state.step >= cfg.steps:
+            self._finish(stopped=False)
+
+    def _log_metrics(self, s: int) -> None:
+        sc = self.training
+        tr = sc.trainer
+        loss = tr.read_loss(s - self.last_log_step)
+        now = time.perf_counter()
+        rate = (s - self.rate_step) / max(now - self.rate_t, 1e-9)
+        self.rate_t, self.rate_step, self.last_log_step = now, s, s
+        if not math.isfinite(loss):
+            raise SpirulaError(f"training diverged at step {s}: loss is {loss}")
+        tr.state.history.append({"step": s, "loss": loss, "num_gaussians": tr.model.n, "elapsed_s": now - self.t_run_start})
+        self.emit(M.TrainMetrics(s, loss, tr.model.n, rate))
+        self.emit(M.StageProgress("train", s, tr.cfg.steps, f"loss {loss:.4f}, {tr.model.n:,} Gaussians, {rate:.1f} steps/s"))
+
+    def _evaluate(self, step: int) -> dict | None:
+        from .splat.evaluate import evaluate
+        from .viewer import wait_polling
+
+        sc = self.training
+        if not sc.test_idx:
+            return None
+        wait_polling(self.gpu)
+        m = evaluate(sc.trainer, sc.test_idx)
+        sc.evals.append({"step": step, "psnr": m["psnr"], "ssim": m["ssim"]})
+        self.emit(M.TrainMetrics(step, float("nan"), sc.trainer.model.n, 0.0, psnr=m["psnr"]))
+        return m
+
+    def _finish(self, stopped: bool, save: bool = True) -> None:
+        sc = self.training
+        if sc is None or sc.finished:
+            return
+        sc.finished = True
+        self.paused = False
+        tr = sc.trainer
+        s = tr.state.step
+        tr.state.stopped_early = stopped
+        result: dict = {"step": s, "stopped_early": stopped, "project": str(sc.project)}
+        if save:
+            ply = sc.project / "splat.ply"
+            count = sc.export(ply)
+            sc.saved = True
+            result.update(ply=str(ply), num_gaussians=count)
+            self.emit(M.Saved("ply", str(ply), f"{count:,} Gaussians, step {s}"))
+            final = self._evaluate(s) if not stopped else None
+            metrics = {"step": s, "stopped_early": stopped, "num_gaussians": count,
+                       "psnr": final and final["psnr"], "ssim": final and final["ssim"], "evaluations": sc.evals,
+                       "train_seconds": sc.t_train}
+            write_json_atomic(sc.project / "metrics.json", metrics)
+            write_json_atomic(sc.project / "train.json", {
+                "dataset": sc.path, "device": self.gpu.adapter, "config": asdict(sc.cfg),
+                "warnings": sc.dataset.warnings, "history": tr.state.history, "source": "studio"})
+            result["psnr"] = metrics["psnr"]
+        self.emit(M.StageFinished("train", sc.t_train, result))
+        self.emit(M.Done(result))
+        self.state("finished", f"stopped at step {s}" if stopped else f"done: {s} steps")
+        self.view_dirty = True
+
+    def _cancel(self, save: bool) -> None:
+        if self.pending is not None:
+            self.pending[1].cancel()
+            self.pending = None
+            self.state("idle", "loading cancelled")
+            return
+        if self.training is not None and not self.training.finished:
+            self.state("stopping", "saving" if save else "")
+            self._finish(stopped=True, save=save)
+
+    def _export(self, path: Path) -> None:
+        if self.scene is None:
+            raise SpirulaError(f"cannot export {path}: open a dataset or a PLY first")
+        count = self.scene.export(path)
+        self.emit(M.Saved("ply", str(path), f"{count:,} Gaussians"))
+
+    # --- profiler ----------------------------------------------------------------------------
+    def _set_profiling(self, on: bool) -> None:
+        try:
+            from . import profile
+        except Exception as exc:  # the profiler is optional for the studio
+            self.emit(M.Warning(f"profiler unavailable: {exc}"))
+            return
+        if on and not self.profiling:
+            profile.enable(text=False, at_exit=False)
+            self.unsubscribe = profile.subscribe(self.emit, 1.0)
+            self.profiling = True
+        elif not on and self.profiling:
+            if self.unsubscribe:
+                self.unsubscribe()
+            profile.disable()
+            self.profiling = False
+
+    def _vram_tick(self) -> None:
+        """A VRAM-only ProfilerSnapshot about once a second while the GPU is busy and the
+        per-kernel profiler is off (the profiler sends full snapshots itself)."""
+        now = time.perf_counter()
+        if self.profiling or now - self.last_vram < VRAM_INTERVAL or self.gpu is None:
+            return
+        if not (self._training_active() or self.view_dirty or self.last_vram == 0.0):
+            return
+        self.last_vram = now
+        try:
+            from . import profile
+
+            data = profile.snapshot(self.gpu)
+        except Exception:
+            return
+        self.emit(M.ProfilerSnapshot(data))
+
+    # --- shutdown ----------------------------------------------------------------------------
+    def _shutdown(self) -> None:
+        if self.training is not None and not self.training.finished:
+            self._finish(stopped=True, save=self.save_on_quit)
+        if self.profiling:
+            self._set_profiling(False)
+        if self.viewer is not None:
+            self.viewer.detach()
+        try:
+            from .viewer import wait_polling
+
+            wait_polling(self.gpu)
+        except Exception:
+            pass
+        self.state("closed")

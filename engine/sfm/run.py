@@ -1,0 +1,85 @@
+"""The SfM stage: features -> matches -> mapping -> the largest model, in one folder.
+
+Output in ``out_dir``: ``database.db`` (COLMAP database: cameras, keypoints, matches),
+``sparse/0`` (the kept model, binary, distorted cameras as estimated) and the mapper
+work folders. Undistortion is a separate step (:mod:`engine.sfm.undistort`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from .config import SfmConfig
+from .features import SfmError, extract
+from .mapping import reconstruct
+from .matching import choose_matching, match
+
+Report = Callable[[str, int, "int | None"], None]   # (what, done, total)
+
+
+def quiet_colmap() -> None:
+    """Keep COLMAP's glog lines off the console unless debug logging is on."""
+    import pycolmap
+
+    pycolmap.logging.minloglevel = 0 if logging.getLogger().isEnabledFor(logging.DEBUG) else 2
+
+
+def camera_model(cfg: SfmConfig, kind: str) -> str:
+    if cfg.camera_model != "auto":
+        return cfg.camera_model
+    return "OPENCV" if kind == "video" else "SIMPLE_RADIAL"
+
+
+def run_sfm(image_dir: Path, names: list[str], groups: dict[str, list[str]], sizes: dict[str, tuple[int, int]],
+            kind: str, out_dir: Path, cfg: SfmConfig, report: Report | None = None,
+            on_warning: Callable[[str], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> dict:
+    """Reconstruct ``names`` (relative to ``image_dir``; capture order for a video) into
+    ``out_dir``. ``groups``/``sizes``: images sharing one camera (see
+    :func:`engine.sfm.features.extract`). ``kind``: 'video' or 'photos'. Returns the
+    summary; raises SfmError (naming ``image_dir``, with the count and a suggestion) when
+    too few images register."""
+    import pycolmap
+
+    quiet_colmap()
+    pycolmap.set_random_seed(cfg.seed)
+    report = report or (lambda *_: None)
+    n = len(names)
+    if n < 3:
+        raise SfmError(f"{image_dir}: {n} images; SfM needs at least 3 (more than 20 for a usable splat)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    db = out_dir / "database.db"
+    db.unlink(missing_ok=True)
+    model = camera_model(cfg, kind)
+    cams = extract(db, image_dir, groups, sizes, model, cfg,
+                   progress=lambda d, t: report("features", d, t), should_stop=should_stop)
+    method = choose_matching(cfg, kind, n)
+    m = match(db, out_dir, names, method, cfg, progress=lambda d, t: report(f"matching ({method})", d, t),
+              should_stop=should_stop)
+    if should_stop is not None and should_stop():
+        raise KeyboardInterrupt
+    rec, summary = reconstruct(db, image_dir, out_dir / "mappers", n, cfg,
+                               progress=lambda mapper, d, t: report(f"{mapper} mapping", d, t),
+                               on_warning=on_warning)
+    registered = summary["registered"]
+    need = max(3, math.ceil(cfg.min_registered_fraction * n))
+    if registered < need:
+        raise SfmError(
+            f"{image_dir}: only {registered} of {n} images could be placed in one 3D model "
+            f"(at least {need} needed). Try: a capture with slower camera motion and more overlap, "
+            "more texture and light in the scene, more frames (--frames), or the other mapper "
+            f"(--mapper {'incremental' if summary['mapper'] == 'global' else 'global'})")
+    if registered < 0.9 * n and on_warning:
+        on_warning(f"{image_dir}: {registered} of {n} images registered; the others are left out")
+    model_dir = out_dir / "sparse" / "0"
+    shutil.rmtree(model_dir, ignore_errors=True)
+    model_dir.mkdir(parents=True)
+    rec.write(model_dir)
+    unregistered = sorted(set(names) - {im.name for im in rec.images.values() if im.has_pose})
+    summary.update({"camera_model": model, "cameras": len(cams), "matching": m,
+                    "unregistered": unregistered[:200], "registration_rate": registered / n})
+    return summary

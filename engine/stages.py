@@ -1,0 +1,259 @@
+"""The bodies of the pipeline stages (see :mod:`engine.pipeline` for ordering, caching
+and atomic output). Each stage reads finished outputs of earlier stages from the
+project folder and writes only into its staging folder ``ctx.staging``; it returns a
+JSON-able summary (counts, names, figures) that goes into ``run.json``.
+
+Project layout (the stage that writes each entry):
+
+    decode/     stats.npz (per-frame time, sharpness, thumbnail), video.json   [decode]
+    frames/     the selected or imported frames (JPEG), frames.json            [select | import]
+    sfm/        database.db, sparse/0 (distorted model), summary.json          [sfm]
+    images/, sparse/0   undistorted pinhole images and model (a COLMAP dataset) [undistort]
+    train/      splat.ply, metrics.json, eval/, train.json                      [train]
+    exports/    splat.ply                                                       [export]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import messages as msg
+from .fileio import write_json_atomic
+
+
+@dataclass
+class StageContext:
+    """What a stage gets: where to read and write, its settings, and how to report."""
+
+    name: str
+    kind: str                    # "video", "photos" or "dataset"
+    source: Path                 # the run's input (video file, photo folder or dataset folder)
+    project: Path
+    staging: Path                # empty folder; the stage's outputs go here, mirroring the project
+    cfg: object                  # engine.pipeline.PipelineConfig
+    emit: msg.Emit
+    should_stop: Callable[[], bool]
+
+    def progress(self, done: int, total: int | None = None, detail: str = "") -> None:
+        self.emit(msg.StageProgress(self.name, done, total, detail))
+
+    def warn(self, text: str) -> None:
+        self.emit(msg.Warning(text))
+
+    def check_stop(self) -> None:
+        if self.should_stop():
+            raise KeyboardInterrupt
+
+
+class Throttle:
+    """Calls ``fn(done, total)`` at most every ``interval`` seconds, and always for the
+    last unit (``done == total``)."""
+
+    def __init__(self, fn: Callable[[int, int | None], None], interval: float = 0.2):
+        self.fn, self.interval, self.last = fn, interval, 0.0
+
+    def __call__(self, done: int, total: int | None = None) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.interval or (total is not None and done >= total):
+            self.last = now
+            self.fn(done, total)
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------------------- video
+
+
+def stage_decode(ctx: StageContext) -> dict:
+    """Decode the whole video once: per-frame time, sharpness and thumbnail."""
+    from .ingest.frames import analyze
+    from .ingest.video import iter_frames, probe
+
+    info = probe(ctx.source)
+    for w in info.warnings:
+        ctx.warn(w)
+    if info.bit_depth > 8 or info.hdr:
+        kind = f"{info.bit_depth}-bit" + (f" HDR ({info.hdr.upper()})" if info.hdr else "")
+        how = "tone-mapped to 8-bit sRGB (approximate colours)" if info.hdr else "reduced to 8-bit"
+        ctx.warn(f"{ctx.source}: video is {kind} ({info.pix_fmt}); frames are {how}")
+    total = info.frame_count or None
+    f = ctx.cfg.frames
+    if total and info.duration_s > 0 and (f.start_s > 0 or f.end_s > 0):
+        span = (min(f.end_s, info.duration_s) if f.end_s > 0 else info.duration_s) - f.start_s
+        total = max(1, min(total, round(total * max(span, 0.0) / info.duration_s) + 1))
+    tick = Throttle(lambda d, t: ctx.progress(d, t, "decoding"))
+    frames = iter_frames(ctx.source, info, on_warning=ctx.warn)
+
+    def progress(n: int) -> None:
+        tick(n, total)
+        if n % 64 == 0:
+            ctx.check_stop()
+
+    stats = analyze(frames, info.width, info.height, ctx.cfg.frames, progress)
+    if len(stats.time) == 0:
+        from .ingest.video import VideoError
+
+        raise VideoError(f"{ctx.source}: no frame in the chosen time range "
+                         f"({ctx.cfg.frames.start_s} s to {ctx.cfg.frames.end_s or 'end'})")
+    out = ctx.staging / "decode"
+    out.mkdir(parents=True)
+    stats.save(out / "stats.npz")
+    summary = info.summary() | {"frames_decoded": int(len(stats.time)),
+                                "seconds_decoded": float(stats.time[-1] - stats.time[0])}
+    write_json_atomic(out / "video.json", summary)
+    return summary
+
+
+def stage_select(ctx: StageContext) -> dict:
+    """Pick the frames (sharpest per window, near-duplicates dropped) and write them."""
+    from .ingest.frames import FrameStats, select, write_frames
+    from .ingest.video import iter_frames, probe
+
+    stats = FrameStats.load(ctx.project / "decode" / "stats.npz")
+    sel = select(stats, ctx.cfg.frames)
+    if not sel.kept:
+        raise RuntimeError("frame selection kept no frame")
+    out = ctx.staging / "frames"
+    tick = Throttle(lambda d, t: ctx.progress(d, t, "writing frames"))
+
+    def progress(k: int) -> None:
+        tick(k, len(sel.kept))
+        ctx.check_stop()
+
+    info = probe(ctx.source)
+    names = write_frames(iter_frames(ctx.source, info, on_warning=ctx.warn), sel.kept, out, ctx.cfg.frames, progress)
+    if len(names) < len(sel.kept):
+        ctx.warn(f"{ctx.source}: {len(sel.kept) - len(names)} selected frames could not be decoded again")
+    from PIL import Image
+
+    with Image.open(out / names[0]) as im:
+        size = im.size
+    by_index = {r["index"]: r for r in sel.records}
+    for name, idx in zip(names, sel.kept):
+        by_index[idx]["file"] = name
+    write_json_atomic(out / "frames.json", {
+        "kind": "video", "source": str(ctx.source), "frames": names, "groups": {"video": names},
+        "sizes": {"video": list(size)}, "selection": sel.summary(),
+        "kept": [r for r in sel.records if r["kept"]], "rejected": [r for r in sel.records if not r["kept"]]})
+    return sel.summary() | {"written": len(names), "size": list(size)}
+
+
+# ---------------------------------------------------------------------------- photos
+
+
+def stage_import(ctx: StageContext) -> dict:
+    """Copy or convert the photos into frames/ (upright, 8-bit, safe names)."""
+    from .ingest.photos import import_photos
+
+    out = ctx.staging / "frames"
+    tick = Throttle(lambda d, t: ctx.progress(d, t, "importing photos"))
+
+    def progress(k: int, n: int) -> None:
+        tick(k, n)
+        ctx.check_stop()
+
+    records = import_photos(ctx.source, out, ctx.cfg.photos, progress, on_warning=ctx.warn)
+    groups: dict[str, list[str]] = {}
+    sizes: dict[str, list[int]] = {}
+    for r in records:
+        groups.setdefault(r["group"], []).append(r["name"])
+        sizes[r["group"]] = [r["width"], r["height"]]
+    write_json_atomic(out / "frames.json", {
+        "kind": "photos", "source": str(ctx.source), "frames": [r["name"] for r in records],
+        "groups": groups, "sizes": sizes, "photos": records})
+    return {"photos": len(records), "converted": sum(r["converted"] for r in records), "camera_groups": len(groups)}
+
+
+# ---------------------------------------------------------------------------- SfM
+
+
+def stage_sfm(ctx: StageContext) -> dict:
+    """Features, matching, mapping with pycolmap; the largest model in sfm/sparse/0."""
+    from .sfm import run_sfm
+
+    frames = ctx.project / "frames"
+    meta = _read_json(frames / "frames.json")
+    out = ctx.staging / "sfm"
+
+    def report(what: str, done: int, total: int | None) -> None:
+        ctx.progress(done, total, what)
+
+    summary = run_sfm(frames, meta["frames"], meta["groups"], {k: tuple(v) for k, v in meta["sizes"].items()},
+                      meta["kind"], out, ctx.cfg.sfm, report=report, on_warning=ctx.warn,
+                      should_stop=ctx.should_stop)
+    write_json_atomic(out / "summary.json", summary)
+    return summary
+
+
+def stage_undistort(ctx: StageContext) -> dict:
+    """Pinhole images/ and sparse/0 in the project root (a COLMAP dataset folder)."""
+    from .sfm import undistort
+
+    ctx.progress(0, 1, "undistorting")
+    summary = undistort(ctx.project / "sfm" / "sparse" / "0", ctx.project / "frames", ctx.staging,
+                        num_threads=ctx.cfg.sfm.num_threads)
+    ctx.progress(1, 1, "undistorting")
+    return summary
+
+
+# ---------------------------------------------------------------------------- train, export
+
+
+def dataset_path(ctx: StageContext) -> Path:
+    """The dataset the train stage reads: the project root after SfM, else the input."""
+    return ctx.project if ctx.kind in ("video", "photos") else ctx.source
+
+
+def stage_train(ctx: StageContext) -> dict:
+    """3DGS training (engine.train_job.run_training) into train/."""
+    from .train_job import run_training
+
+    cfg = ctx.cfg.run
+    total = cfg.train.steps
+    last = [0]
+
+    def on_progress(p) -> None:
+        last[0] = p.step
+        ctx.emit(msg.TrainMetrics(p.step, p.loss, p.num_gaussians, p.steps_per_sec))
+        ctx.progress(p.step, total, f"loss {p.loss:.4f}, {p.num_gaussians:,} Gaussians, {p.steps_per_sec:.1f} steps/s")
+
+    def on_message(text: str) -> None:
+        text = text.replace(str(ctx.staging), str(ctx.project))
+        if text.startswith("warning: "):
+            ctx.warn(text[len("warning: "):])
+        else:
+            ctx.progress(last[0], total, text)
+
+    m = run_training(dataset_path(ctx), ctx.staging / "train", cfg, on_progress=on_progress, on_message=on_message)
+    return {k: m.get(k) for k in ("step", "stopped_early", "num_gaussians", "psnr", "ssim", "initial_psnr",
+                                  "views", "train_seconds", "sec_per_1k_steps")}
+
+
+def stage_export(ctx: StageContext) -> dict:
+    """exports/splat.ply (the trained Gaussians, standard 3DGS PLY)."""
+    src = ctx.project / "train" / "splat.ply"
+    out = ctx.staging / "exports"
+    out.mkdir(parents=True)
+    shutil.copyfile(src, out / "splat.ply")
+    metrics = _read_json(ctx.project / "train" / "metrics.json")
+    return {"ply": "exports/splat.ply", "bytes": (out / "splat.ply").stat().st_size,
+            "num_gaussians": metrics.get("num_gaussians")}
+
+
+STAGE_FUNCTIONS = {
+    "decode": stage_decode, "select": stage_select, "import": stage_import, "sfm": stage_sfm,
+    "undistort": stage_undistort, "train": stage_train, "export": stage_export,
+}
+
+# Project entries each stage owns (replaced as a whole when the stage finishes).
+STAGE_OUTPUTS = {
+    "decode": ["decode"], "select": ["frames"], "import": ["frames"], "sfm": ["sfm"],
+    "undistort": ["images", "sparse"], "train": ["train"], "export": ["exports"],
+}

@@ -1,0 +1,365 @@
+"""The studio viewport, rendered on the engine thread.
+
+A frame is the training rasterizer's forward pass (:class:`engine.splat.render.Rasterizer`,
+its own scratch buffers) for the viewport camera, composed over a background gradient by
+``shaders/view/viewer.slang`` (or the ground truth, or the error image, of a dataset
+camera), with the dataset cameras drawn as line frustums. The packed BGRA8 result is
+either copied into a swapchain image of the window's surface and presented, or read back
+for the GUI to show as a QImage (automatic fallback when presenting is impossible).
+
+Nothing here blocks in a GPU wait while holding the GIL longer than the projection and
+depth sort of one view: waits poll ``is_submit_finished`` and sleep, so the Qt thread keeps
+running (slangpy's blocking waits hold the GIL).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import slangpy as spy
+
+from .device import Gpu
+from .splat.buffers import BufferSet
+from .splat.camera_table import CAM_FLOATS, View, camera_row
+from .splat.render import Rasterizer
+
+log = logging.getLogger("spirula.viewer")
+
+MODES = ("splats", "gt", "error")
+_MODE_ID = {"splats": 0, "gt": 1, "error": 2}
+BG_TOP = (0.16, 0.17, 0.20)
+BG_BOTTOM = (0.05, 0.05, 0.06)
+COLOR_TRAIN = (255, 170, 60)
+COLOR_TEST = (90, 200, 255)
+COLOR_SELECTED = (255, 255, 255)
+
+
+def wait_polling(gpu: Gpu, submit_id: int | None = None, timeout_s: float = 600.0) -> None:
+    """Wait until the GPU queue has finished ``submit_id`` (default: everything submitted so
+    far) without holding the GIL: poll and sleep instead of slangpy's blocking wait."""
+    dev = gpu.device
+    if submit_id is None:
+        submit_id = gpu.submit(gpu.encoder())  # an empty submission after all earlier work
+    t0 = time.perf_counter()
+    polls = 0
+    while not dev.is_submit_finished(submit_id):
+        if time.perf_counter() - t0 > timeout_s:
+            raise TimeoutError(f"GPU work did not finish within {timeout_s:.0f} s")
+        polls += 1
+        time.sleep(0 if polls < 20 else min(0.0001 * 1.3 ** (polls - 20), 0.002))
+
+
+def pack_rgba8(image: np.ndarray) -> np.ndarray:
+    """[H, W, 3] uint8 -> [H, W] uint32 (r in the low byte, alpha 255), the GT layout."""
+    h, w, _ = image.shape
+    rgba = np.empty((h, w, 4), np.uint8)
+    rgba[..., :3] = image
+    rgba[..., 3] = 255
+    return rgba.view(np.uint32)[..., 0]
+
+
+def _bgra(rgb) -> int:
+    r, g, b = rgb
+    return int(b) | (int(g) << 8) | (int(r) << 16) | (0xFF << 24)
+
+
+@dataclass
+class ViewSource:
+    """What the viewport shows: packed Gaussians on the GPU (see engine/splat/layout.py) and,
+    for a dataset, its cameras (table on the GPU, host records, ground-truth images)."""
+
+    params: spy.Buffer | None
+    n: int
+    max_sh_degree: int
+    sh_degree: int
+    cams: spy.Buffer | None = None            # camera table of the dataset (camera_table)
+    cameras: list = field(default_factory=list)  # engine.ingest.Camera records
+    gt: Callable[[int], spy.Buffer | None] | None = None  # packed RGBA8 image of a camera
+
+
+@dataclass
+class ViewState:
+    width: int = 0
+    height: int = 0
+    w2c: np.ndarray = field(default_factory=lambda: np.eye(4))
+    fov_y_deg: float = 50.0
+    camera: int | None = None
+    mode: str = "splats"
+    frustums: bool = True
+
+
+def frustum_segments(cameras, size: float, selected: int | None = None,
+                     splits: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Line segments of camera frustums: ([S, 6] float32 world endpoints, [S] uint32 BGRA).
+
+    Each camera: 4 edges from the centre to the image corners at depth ``size``, the image
+    rectangle, and a small triangle over the top edge showing which way is up."""
+    if not cameras:
+        return np.zeros((0, 6), np.float32), np.zeros(0, np.uint32)
+    segs, cols = [], []
+    for i, c in enumerate(cameras):
+        c2w = np.linalg.inv(np.asarray(c.w2c, np.float64))
+        # image corners in camera coordinates (OpenCV: x right, y down, z forward) at depth 1
+        u = np.array([0.0, c.width, c.width, 0.0])
+        v = np.array([0.0, 0.0, c.height, c.height])
+        pts = np.stack([(u - c.cx) / c.fx, (v - c.cy) / c.fy, np.ones(4)], axis=1)
+        pts *= size / np.linalg.norm(pts, axis=1).max()
+        tl, tr = pts[0] * 0.75 + pts[1] * 0.25, pts[0] * 0.25 + pts[1] * 0.75
+        apex = (pts[0] + pts[1]) / 2 - np.array([0.0, 0.3 * (pts[3, 1] - pts[0, 1]), 0.0])
+        local = np.vstack([np.zeros((1, 3)), pts, tl, apex, tr])
+        world = local @ c2w[:3, :3].T + c2w[:3, 3]
+        o, k, t0, up, t1 = world[0], world[1:5], world[5], world[6], world[7]
+        lines = [(o, k[j]) for j in range(4)] + [(k[j], k[(j + 1) % 4]) for j in range(4)]
+        lines += [(t0, up), (up, t1)]
+        if splits is not None and i < len(splits) and splits[i] == "test":
+            color = COLOR_TEST
+        else:
+            color = COLOR_TRAIN
+        if i == selected:
+            color = COLOR_SELECTED
+        segs += [np.concatenate([a, b]) for a, b in lines]
+        cols += [_bgra(color)] * len(lines)
+    return np.asarray(segs, np.float32), np.asarray(cols, np.uint32)
+
+
+class PresentError(RuntimeError):
+    """Presenting into the window's surface failed; the viewer switched to readback."""
+
+
+class Viewer:
+    def __init__(self, gpu: Gpu):
+        self.gpu = gpu
+        self.k_compose = gpu.kernel("view/viewer", "compose")
+        self.k_segments = gpu.kernel("view/viewer", "draw_segments")
+        self.bufs = BufferSet(gpu, "viewer")
+        self.cam = gpu.zeros(2 * 4 * CAM_FLOATS, "viewer.camera")  # rows: viewport, render
+        self.dummy = gpu.zeros(64, "viewer.dummy")
+        self.rasters: dict[int, Rasterizer] = {}
+        self.state = ViewState()
+        self.surface: spy.Surface | None = None
+        self.surface_size = (0, 0)
+        self.readback_reason = "no window surface attached"
+        self.segments: tuple[np.ndarray, np.ndarray] | None = None
+        self._seg_bufs: tuple[spy.Buffer, spy.Buffer, int] | None = None
+        self.frames = 0
+        self.last_frame_ms = 0.0
+        self.last_render_size = (0, 0)
+        # dynamic resolution of the splat render (1 = viewport resolution)
+        software = bool(gpu.device.has_feature(spy.Feature.software_device)) if hasattr(spy.Feature, "software_device") else False
+        self.target_ms = 120.0 if software else 12.0
+        self.max_scale = 8.0
+        self.render_scale = 2.0 if software else 1.0
+        self.adaptive = True
+        fixed = os.environ.get("SPIRULA_VIEWER_SCALE")
+        if fixed:  # a fixed render scale (benchmarks): 1 = full viewport resolution
+            self.render_scale, self.adaptive = max(1.0, float(fixed)), False
+
+    # --- rasterizers ------------------------------------------------------------------------
+    def rasterizer(self, max_sh_degree: int) -> Rasterizer:
+        r = self.rasters.get(max_sh_degree)
+        if r is None:
+            r = self.rasters[max_sh_degree] = Rasterizer(self.gpu, max_sh_degree, (0.0, 0.0, 0.0))
+        return r
+
+    # --- surface ----------------------------------------------------------------------------
+    @property
+    def presenting(self) -> bool:
+        return self.surface is not None
+
+    def attach(self, platform: str, handle: tuple, width: int, height: int) -> str | None:
+        """Create a swapchain on a native window. Returns None, or why it is not possible
+        (the viewer then stays in readback mode)."""
+        self.detach()
+        try:
+            if platform == "xcb":
+                wh = spy.WindowHandle(int(handle[0]), int(handle[1]))
+            elif platform == "windows":
+                wh = spy.WindowHandle(int(handle[0]))  # type: ignore[call-arg]
+            elif platform == "cocoa":
+                wh = spy.WindowHandle(int(handle[0]))  # type: ignore[call-arg]
+            else:
+                return f"no Vulkan surface for the Qt platform '{platform}' in slangpy {spy.__version__}"
+            surface = self.gpu.device.create_surface(wh)
+            info = surface.info
+            if spy.Format.bgra8_unorm not in list(info.formats):
+                return f"the window surface offers {list(info.formats)}, not bgra8_unorm"
+            if not (int(info.supported_usage) & int(spy.TextureUsage.copy_destination)):
+                return "the window surface does not accept copies (copy_destination)"
+        except Exception as exc:  # driver or platform refuses: readback
+            return f"creating a Vulkan surface failed: {exc}".strip()
+        self.surface = surface
+        self.surface_size = (0, 0)
+        try:
+            self._configure(width, height)
+        except Exception as exc:
+            self.surface = None
+            return f"configuring the swapchain failed: {exc}".strip()
+        self.readback_reason = ""
+        return None
+
+    def detach(self) -> None:
+        if self.surface is not None:
+            wait_polling(self.gpu)
+            try:
+                self.surface.unconfigure()
+            except Exception:  # the window may already be gone
+                pass
+            self.surface = None
+            self.surface_size = (0, 0)
+
+    def _configure(self, width: int, height: int) -> None:
+        if self.surface is None or width <= 0 or height <= 0:
+            return
+        if self.surface_size != (width, height):
+            wait_polling(self.gpu)
+            self.surface.configure(width=width, height=height, format=spy.Format.bgra8_unorm,
+                                   usage=spy.TextureUsage.copy_destination, desired_image_count=3, vsync=False)
+            self.surface_size = (width, height)
+
+    def resize(self, width: int, height: int) -> None:
+        self.state.width, self.state.height = max(0, int(width)), max(0, int(height))
+
+    # --- cameras ----------------------------------------------------------------------------
+    def set_segments(self, segs: np.ndarray, colors: np.ndarray) -> None:
+        self.segments = (segs, colors)
+        self._seg_bufs = None
+
+    def view_row(self, src: ViewSource | None, w: int, h: int) -> np.ndarray:
+        """Camera row of the viewport at ``w`` x ``h`` pixels: the free camera (w2c, fov), or
+        a dataset camera's pose and intrinsics with its image fitted (letterboxed) inside."""
+        st = self.state
+        ci = st.camera
+        if src is not None and ci is not None and 0 <= ci < len(src.cameras):
+            c = src.cameras[ci]
+            s = min(w / c.width, h / c.height)
+            ox, oy = (w - c.width * s) / 2, (h - c.height * s) / 2
+            return camera_row(c.w2c, c.fx * s, c.fy * s, c.cx * s + ox, c.cy * s + oy, w, h)
+        f = 0.5 * h / math.tan(math.radians(st.fov_y_deg) / 2)
+        return camera_row(st.w2c, f, f, w / 2, h / 2, w, h)
+
+    def _adapt(self, render_ms: float, pixels: int) -> None:
+        """Dynamic resolution: keep the splat render near ``target_ms`` (cost ~ pixels)."""
+        if not self.adaptive or render_ms <= 0 or pixels <= 0:
+            return
+        ratio = render_ms / self.target_ms
+        if ratio > 1.25 or (ratio < 0.5 and self.render_scale > 1.0):
+            scale = self.render_scale * min(max(math.sqrt(ratio), 1 / 1.5), 1.5)
+            self.render_scale = min(max(scale, 1.0), self.max_scale)
+
+    # --- a frame ----------------------------------------------------------------------------
+    def render(self, src: ViewSource | None, readback: bool = False) -> np.ndarray | None:
+        """Render, compose and present (or read back) one frame. Returns the [H, W] uint32
+        BGRA pixels when ``readback`` or when not presenting, else None. Raises PresentError
+        when the swapchain failed (the viewer has switched to readback)."""
+        st = self.state
+        w, h = st.width, st.height
+        if w <= 0 or h <= 0:
+            return None
+        gpu = self.gpu
+        wait_polling(gpu)  # training work queued earlier: wait for it without the GIL
+        t0 = time.perf_counter()
+        self.bufs.trim()
+        for r in self.rasters.values():
+            r.trim()
+        ci = st.camera
+        dataset_view = (src is not None and ci is not None and 0 <= ci < len(src.cameras) and src.cams is not None)
+        mode = st.mode if dataset_view else "splats"
+        has_splats = src is not None and src.params is not None and src.n > 0
+        gt_buf = src.gt(ci) if (mode != "splats" and src.gt is not None) else None
+        if mode != "splats" and gt_buf is None:
+            mode = "splats"
+        has_render = has_splats and mode != "gt"
+        if mode == "splats":  # the viewport camera at 1 / render_scale of the viewport size
+            rw, rh = max(1, round(w / self.render_scale)), max(1, round(h / self.render_scale))
+            scale, offset = (w / rw, h / rh), (0.0, 0.0)
+        else:  # a dataset camera at its own resolution, fitted into the viewport
+            c = src.cameras[ci]
+            rw, rh = c.width, c.height
+            f = min(w / rw, h / rh)
+            scale, offset = (f, f), ((w - rw * f) / 2, (h - rh * f) / 2)
+        rows = np.stack([self.view_row(src, w, h), self.view_row(src, rw, rh)])
+        enc = gpu.encoder()
+        enc.upload_buffer_data(self.cam, 0, rows.reshape(-1))
+        gpu.submit(enc)
+        image = final_t = None
+        t_render = time.perf_counter()
+        if has_render:
+            r = self.rasterizer(src.max_sh_degree)
+            if mode == "splats":
+                r.prepare(src.params, src.n, self.cam, View(1, rw, rh), src.sh_degree)
+            else:
+                r.prepare(src.params, src.n, src.cams, View(ci, rw, rh), src.sh_degree)
+        enc = gpu.encoder()
+        if has_render:
+            r.record_forward(enc)
+            image = r.image
+            try:
+                final_t = r.bufs["final_T"]
+            except (KeyError, AttributeError, TypeError):  # no transmittance: the splats over black
+                final_t = None
+        out = self.bufs.get("out", 4 * w * h)
+        self.k_compose.dispatch(
+            thread_count=[w, h, 1], command_encoder=enc, image=image if image is not None else self.dummy,
+            final_T=final_t if final_t is not None else self.dummy, has_final_t=int(final_t is not None),
+            gt=gt_buf if gt_buf is not None else self.dummy, out_image=out, out_w=w, out_h=h, src_w=rw, src_h=rh,
+            scale=spy.float2(*scale), offset=spy.float2(*offset), mode=_MODE_ID[mode],
+            has_render=int(has_render), has_gt=int(gt_buf is not None), error_gain=4.0,
+            bg_top=spy.float3(*BG_TOP), bg_bottom=spy.float3(*BG_BOTTOM))
+        if st.frustums and self.segments is not None and len(self.segments[0]):
+            if self._seg_bufs is None:
+                segs, cols = self.segments
+                self._seg_bufs = (gpu.upload(segs, "viewer.segments"), gpu.upload(cols, "viewer.colors"), len(segs))
+            sbuf, cbuf, count = self._seg_bufs
+            samples = int(math.hypot(w, h)) + 2
+            self.k_segments.dispatch(thread_count=[count * samples, 1, 1], command_encoder=enc, segs=sbuf,
+                                     colors=cbuf, cams=self.cam, out_image=out, cam_index=0, num_segs=count,
+                                     samples=samples, out_w=w, out_h=h)
+        tex = None
+        if self.surface is not None:
+            try:
+                self._configure(w, h)
+                tex = self.surface.acquire_next_image()
+                if tex is None or (tex.width, tex.height) != (w, h):
+                    raise RuntimeError(f"swapchain image is {None if tex is None else (tex.width, tex.height)}, "
+                                       f"expected {(w, h)}")
+                enc.copy_buffer_to_texture(tex, 0, 0, spy.uint3(0, 0, 0), out, 0, 4 * w * h, 4 * w, spy.uint3(w, h, 1))
+                enc.set_texture_state(tex, spy.ResourceState.present)
+            except Exception as exc:
+                self._fail_present(enc, exc)
+        sid = gpu.submit(enc)
+        wait_polling(gpu, sid)
+        if has_render and mode == "splats":
+            self._adapt(1000.0 * (time.perf_counter() - t_render), rw * rh)
+        if tex is not None:
+            try:
+                self.surface.present()
+            except Exception as exc:
+                self._fail_present(None, exc)
+        pixels = None
+        if readback or self.surface is None:
+            pixels = gpu.read(out, np.uint32, count=w * h).reshape(h, w)
+        self.frames += 1
+        self.last_frame_ms = 1000.0 * (time.perf_counter() - t0)
+        self.last_render_size = (rw, rh)
+        return pixels
+
+    def _fail_present(self, enc, exc: Exception) -> None:
+        reason = f"presenting to the window failed: {exc}".strip()
+        log.warning("%s; switching the viewport to readback", reason)
+        if enc is not None:
+            self.gpu.submit(enc)
+        wait_polling(self.gpu)
+        try:
+            if self.surface is not None:
+                self.surface.unconfigure()
+        except Exception:
+            pass
+        self.surface = None
+        self.readback_reason = reason
+        raise PresentError(reason)

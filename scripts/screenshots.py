@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Screenshots of the studio window for docs/screenshots/: during training on the
+embedded fox sample (studio.png), after training (studio-done.png), and the error view
+(studio-error.png). Runs on a private Xvfb display unless --display is given, so the
+picture is the real window with its Vulkan-presented viewport (software Vulkan works).
+
+    .venv/bin/python scripts/screenshots.py [--steps 400] [--at 150] [--out docs/screenshots]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", default=str(REPO / "resources" / "sample" / "fox"))
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--at", type=int, default=150, help="step of the during-training screenshot")
+    ap.add_argument("--max-size", type=int, default=240)
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "screenshots")
+    ap.add_argument("--display", action="store_true", help="use $DISPLAY instead of a private Xvfb")
+    ap.add_argument("--size", default="1440x900")
+    args = ap.parse_args()
+    width, height = (int(v) for v in args.size.split("x"))
+
+    xvfb = None
+    if not args.display:
+        from app.headless import Xvfb
+
+        xvfb = Xvfb(width + 40, height + 40).start()
+    os.environ.setdefault("QT_QPA_PLATFORM", "xcb")
+    from PySide6 import QtCore, QtWidgets
+
+    from app.main import create_studio
+    from engine import messages as M
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    projects = tempfile.mkdtemp(prefix="spirula-shots-")
+    app, win, session = create_studio(None, dialogs=False, projects=projects, splash=False, size=(width, height))
+    win.move(0, 0)
+    win.training.steps.setValue(args.steps)
+    win.training.max_size.setValue(args.max_size)
+    win.training.eval_interval.setValue(max(args.steps // 4, 1))
+
+    def spin(seconds: float, until=None) -> bool:
+        t_end = time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 20)
+            if until is not None and until():
+                return True
+            time.sleep(0.005)
+        return until is None
+
+    def step() -> int:
+        return max((m.step for m in win.messages if isinstance(m, M.TrainMetrics)), default=0)
+
+    def grab(name: str) -> None:
+        spin(1.5)  # let the next frames present
+        g = win.frameGeometry()
+        shot = app.primaryScreen().grabWindow(0, g.x(), g.y(), g.width(), g.height())
+        path = args.out / name
+        shot.save(str(path))
+        print(f"wrote {path} ({shot.width()}x{shot.height()}), viewport: "
+              f"{win.viewer_mode.mode if win.viewer_mode else '?'}")
+
+    win.open_paths([args.dataset])
+    if not spin(900, lambda: step() >= args.at or win.errors):
+        print("training did not reach the screenshot step", file=sys.stderr)
+    if win.errors:
+        print("errors:", win.errors, file=sys.stderr)
+        return 1
+    # a view from a little behind the cameras, frustums visible
+    grab("studio.png")
+    spin(3600, lambda: any(isinstance(m, M.Done) for m in win.messages))
+    win.docks["Training"].raise_()
+    grab("studio-done.png")
+    win.controller.look_through_camera(next(i for i, c in enumerate(win.scene.cameras) if c.split == "test"))
+    win.set_view_mode("error")
+    win.docks["Dataset"].raise_()
+    grab("studio-error.png")
+    win.shutdown(save=False)
+    win.close()
+    if xvfb is not None:
+        xvfb.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
