@@ -65,8 +65,11 @@ class GaussianModel:
     # --- optimizer ----------------------------------------------------------------------------
     def set_learning_rates(self, means: float, scales: float, quats: float, opacities: float,
                            sh0: float, shN: float) -> None:
+        """Per-column learning rates. The means' rate changes every step (exponential decay),
+        so it travels as a kernel argument; the table of the others is uploaded only when it
+        changes."""
+        self._lr_means = float(means)
         lrs = np.zeros(self.stride, np.float32)
-        lrs[OFF_MEAN:OFF_MEAN + 3] = means
         lrs[OFF_SCALE:OFF_SCALE + 3] = scales
         lrs[OFF_QUAT:OFF_QUAT + 4] = quats
         lrs[OFF_OPACITY] = opacities
@@ -82,7 +85,7 @@ class GaussianModel:
         count = self.n * self.stride
         self.k_adam.dispatch(
             thread_count=[count, 1, 1], command_encoder=enc, params=self.buf["params"], grads=self.buf["grads"],
-            exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"], lrs=self._lrs, count=count,
+            exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"], lrs=self._lrs, lr_means=self._lr_means, count=count,
             stride=self.stride, beta1=beta1, beta2=beta2, eps=eps,
             bias1=1.0 - beta1 ** self.step, bias2=1.0 - beta2 ** self.step)
 
