@@ -25,6 +25,26 @@ def prepare_environment() -> None:
             os.environ["QT_QPA_PLATFORM"] = "xcb"
 
 
+def check_pyside() -> None:
+    """Refuse a PySide6 that releases None on every void call (6.12.0 on Python < 3.12):
+    it would crash the app a few seconds in with 'none_dealloc'."""
+    if sys.version_info >= (3, 12):
+        return
+    import PySide6
+    from PySide6 import QtCore
+
+    pt = QtCore.QPoint()
+    before = sys.getrefcount(None)
+    for _ in range(64):
+        pt.setX(1)
+    lost = before - sys.getrefcount(None)
+    if lost >= 32:
+        check_pyside.compensation = [None] * lost  # hand back the references the probe took
+        raise RuntimeError(f"PySide6 {PySide6.__version__} has a reference-count bug on Python "
+                           f"{sys.version_info.major}.{sys.version_info.minor} that crashes the studio; "
+                           "install another version: pip install 'PySide6-Essentials>=6.6,!=6.12.*'")
+
+
 def wait_ready(session, app, timeout: float = 600.0, on_wait=None):
     """Process Qt events until the engine says EngineReady (returned) or Error (raised as
     RuntimeError with its text)."""
@@ -61,6 +81,7 @@ def create_studio(path: str | os.PathLike | None = None, device: str | None = No
 
     from .window import StudioWindow, load_style
 
+    check_pyside()
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
     app.setApplicationName("Spirula Studio")
     app.setOrganizationName("Spirula")

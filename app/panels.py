@@ -15,7 +15,7 @@ from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
 from engine import messages as M  # noqa: E402
 
-pg.setConfigOptions(antialias=True, background=(24, 25, 29), foreground=(200, 200, 205))
+pg.setConfigOptions(antialias=False, background=(24, 25, 29), foreground=(200, 200, 205))
 
 ACCENT = (255, 170, 60)
 BLUE = (90, 200, 255)
@@ -29,6 +29,8 @@ def _plot(title: str, left: str, log_y: bool = False) -> pg.PlotWidget:
     w.setLabel("left", left)
     w.showGrid(x=True, y=True, alpha=0.2)
     w.setLogMode(y=log_y)
+    w.getAxis("left").enableAutoSIPrefix(False)
+    w.getAxis("bottom").enableAutoSIPrefix(False)
     w.setMinimumHeight(110)
     w.setMouseEnabled(x=False, y=False)
     w.hideButtons()
@@ -104,7 +106,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.status.setWordWrap(True)
         lay.addWidget(self.status)
 
-        self.loss_plot = _plot("Training loss (L1 + D-SSIM)", "loss", log_y=True)
+        self.loss_plot = _plot("Training loss (L1 + D-SSIM)", "loss")
         self.count_plot = _plot("Gaussians", "count")
         self.psnr_plot = _plot("Held-out PSNR", "dB")
         self.loss_curve = self.loss_plot.plot(pen=pg.mkPen(ACCENT, width=2))
@@ -119,6 +121,8 @@ class TrainingPanel(QtWidgets.QWidget):
         self.psnr_x: list[int] = []
         self.psnr_y: list[float] = []
         self.state = "idle"
+        self.stale: set[int] = set()
+        self._next_plot = 0
         self.total = 0
         self.rate = None
         self._apply_preset(self.preset.currentText())
@@ -166,6 +170,9 @@ class TrainingPanel(QtWidgets.QWidget):
         self.rate = None
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(0)
+        for p in (self.loss_plot, self.count_plot, self.psnr_plot):  # a fixed x axis: no re-layout per point
+            p.enableAutoRange(x=False)
+            p.setXRange(0, max(total, 1), padding=0.02)
         self._redraw()
 
     def on_metrics(self, m: M.TrainMetrics) -> None:
@@ -182,12 +189,36 @@ class TrainingPanel(QtWidgets.QWidget):
             eta = (self.total - m.step) / self.rate if self.rate else None
             self.status.setText(f"step {m.step:,} / {self.total:,} · loss {m.loss:.4f} · {m.num_gaussians:,} Gaussians · "
                                 f"{m.steps_per_sec:.1f} steps/s · ETA {format_eta(eta)}")
-        self._redraw()
+            self.stale |= {0, 1}
+        if m.psnr is not None:
+            self.stale.add(2)
+
+    def refresh(self) -> None:
+        """Redraw one plot whose data changed (the window calls this several times a
+        second, round robin: plotting on every message, or all plots in one paint, would
+        cost the GUI thread more than it shows)."""
+        if not self.stale or not self.isVisible():
+            return
+        for _ in range(3):
+            k = self._next_plot
+            self._next_plot = (k + 1) % 3
+            if k in self.stale:
+                self.stale.discard(k)
+                self._set_data(k)
+                return
+
+    def _set_data(self, k: int) -> None:
+        if k == 0:
+            self.loss_curve.setData(self.steps_x, self.loss_y)
+        elif k == 1:
+            self.count_curve.setData(self.steps_x, self.count_y)
+        else:
+            self.psnr_curve.setData(self.psnr_x, self.psnr_y)
 
     def _redraw(self) -> None:
-        self.loss_curve.setData(self.steps_x, self.loss_y)
-        self.count_curve.setData(self.steps_x, self.count_y)
-        self.psnr_curve.setData(self.psnr_x, self.psnr_y)
+        self.stale = set()
+        for k in range(3):
+            self._set_data(k)
 
 
 class DatasetPanel(QtWidgets.QWidget):
@@ -291,21 +322,31 @@ class ProfilerPanel(QtWidgets.QWidget):
         self.vram: dict[str, list[float]] = {}
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.fills: list = []
+        self.base_curve = None
         self.high_line = None
         self.kernels: list[dict] = []
         self.snapshots = 0
+        self.latest: dict | None = None
 
     def on_snapshot(self, msg: M.ProfilerSnapshot) -> None:
         data = msg.data if isinstance(msg.data, dict) else {}
         if "devices" in data and data["devices"]:
             data = data["devices"][0]
         self.snapshots += 1
-        self._kernels(data.get("kernels") or [])
+        self.kernels = [k for k in (data.get("kernels") or []) if isinstance(k, dict) and "name" in k]
+        self._record_vram(data.get("vram") or {})
+        self.latest = data
+
+    def refresh(self) -> None:
+        """Draw the newest snapshot (called by the window's refresh timer when visible)."""
+        if self.latest is None or not self.isVisible():
+            return
+        data, self.latest = self.latest, None
+        self._kernels(self.kernels)
         self._vram(data.get("vram") or {})
         self._timing(data)
 
     def _kernels(self, ks: list) -> None:
-        self.kernels = [k for k in ks if isinstance(k, dict) and "name" in k]
         self.kernel_plot.clear()
         if not self.kernels:
             return
@@ -317,7 +358,7 @@ class ProfilerPanel(QtWidgets.QWidget):
         ax.setTicks([[(i, k["name"][:24]) for i, k in enumerate(top)]])
         self.kernel_plot.getViewBox().invertY(True)
 
-    def _vram(self, v: dict) -> None:
+    def _record_vram(self, v: dict) -> None:
         cats = v.get("categories") or {}
         if not cats:
             return
@@ -329,27 +370,37 @@ class ProfilerPanel(QtWidgets.QWidget):
         for name, series in self.vram.items():
             if len(series) < len(self.vram_t):
                 series.append(series[-1] if series else 0.0)
-        # stacked area: cumulative sums, filled between consecutive curves
-        for item in self.fills:
-            self.vram_plot.removeItem(item)
-        self.fills = []
-        base = np.zeros(len(self.vram_t))
-        palette = [ACCENT, BLUE, GREEN, (220, 120, 220), (240, 220, 90), (160, 160, 170), (255, 110, 110)]
-        prev = None
-        for i, (name, series) in enumerate(sorted(self.vram.items())):
-            top = base + np.asarray(series)
-            color = palette[i % len(palette)]
-            curve = self.curves.get(name)
-            if curve is None:
+        if len(self.vram_t) > 3600:  # an hour at 1 Hz
+            del self.vram_t[:-3600]
+            for series in self.vram.values():
+                del series[:-3600]
+
+    def _vram(self, v: dict) -> None:
+        if not self.vram_t:
+            return
+        # stacked area: cumulative sums, filled between consecutive curves (items made once
+        # per set of categories; FillBetweenItem follows its curves' data)
+        names = sorted(self.vram)
+        if names != sorted(self.curves):
+            for item in self.fills + list(self.curves.values()):
+                self.vram_plot.removeItem(item)
+            self.fills, self.curves = [], {}
+            palette = [ACCENT, BLUE, GREEN, (220, 120, 220), (240, 220, 90), (160, 160, 170), (255, 110, 110)]
+            self.base_curve = self.vram_plot.plot([0.0], [0.0], pen=None)
+            self.fills.append(self.base_curve)
+            prev = self.base_curve
+            for i, name in enumerate(names):
+                color = palette[i % len(palette)]
                 curve = self.curves[name] = self.vram_plot.plot(pen=pg.mkPen(color, width=1.5), name=name)
-            curve.setData(self.vram_t, top)
-            lower = prev if prev is not None else self.vram_plot.plot(self.vram_t, base, pen=None)
-            if prev is None:
-                self.fills.append(lower)
-            fill = pg.FillBetweenItem(curve, lower, brush=pg.mkBrush(*color, 80))
-            self.vram_plot.addItem(fill)
-            self.fills.append(fill)
-            prev, base = curve, top
+                fill = pg.FillBetweenItem(curve, prev, brush=pg.mkBrush(*color, 80))
+                self.vram_plot.addItem(fill)
+                self.fills.append(fill)
+                prev = curve
+        base = np.zeros(len(self.vram_t))
+        self.base_curve.setData(self.vram_t, base)
+        for name in names:
+            base = base + np.asarray(self.vram[name])
+            self.curves[name].setData(self.vram_t, base)
         hw = (v.get("total") or {}).get("high_water_mib")
         if hw is not None:
             if self.high_line is None:

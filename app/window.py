@@ -100,6 +100,10 @@ class StudioWindow(QtWidgets.QMainWindow):
         self.timer.setInterval(15)
         self.timer.timeout.connect(self.pump)
         self.timer.start()
+        self.plot_timer = QtCore.QTimer(self)  # plots redraw a few times a second, when visible
+        self.plot_timer.setInterval(150)
+        self.plot_timer.timeout.connect(self.refresh_plots)
+        self.plot_timer.start()
 
     # --- actions -------------------------------------------------------------------------------
     def _build_actions(self) -> None:
@@ -264,18 +268,22 @@ class StudioWindow(QtWidgets.QMainWindow):
         w, h = self.viewport.physical_size()
         self.session.send(M.ResizeViewport(w, h))
         if os.environ.get("SPIRULA_VIEWER", "").lower() == "readback":
-            self.viewport.use_readback("SPIRULA_VIEWER=readback")
-            self.session.send(M.RequestFrame())
+            self._readback("SPIRULA_VIEWER=readback")
             return
         platform, handle = self.viewport.native_handle()
         if platform is None:
-            self.viewport.use_readback(handle)
-            self.session.send(M.RequestFrame())
+            self._readback(handle)
             return
         self.viewport.use_swapchain()
         QtWidgets.QApplication.processEvents()  # map the native window before the swapchain
         w, h = self.viewport.physical_size()
         self.session.send(M.AttachSurface(platform, handle, w, h))
+
+    def _readback(self, reason: str) -> None:
+        self.viewport.use_readback(reason)
+        self.viewer_mode = M.ViewerStatus("readback", reason)
+        self._update_viewer_label()
+        self.session.send(M.RequestFrame())
 
     # --- engine messages -----------------------------------------------------------------------
     def pump(self) -> None:
@@ -289,6 +297,14 @@ class StudioWindow(QtWidgets.QMainWindow):
         if frame is not None and self.viewport.mode == "readback":
             self.viewport.show_frame(frame)
             self.frames_shown += 1
+
+    def refresh_plots(self) -> None:
+        """One plot per tick (see TrainingPanel.refresh)."""
+        self._plot_turn = (getattr(self, "_plot_turn", 0) + 1) % 4
+        if self._plot_turn == 3:
+            self.profiler.refresh()
+        else:
+            self.training.refresh()
 
     def handle(self, msg) -> None:
         if isinstance(msg, M.TrainMetrics):
@@ -411,6 +427,7 @@ class StudioWindow(QtWidgets.QMainWindow):
         """Stop the engine (it saves a checkpoint when asked) before the native window goes:
         the swapchain must not outlive it. The only place the Qt thread waits for the engine."""
         self.timer.stop()
+        self.plot_timer.stop()
         s = self.session
         if not s.alive:
             return True

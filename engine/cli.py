@@ -1,4 +1,5 @@
-"""The `spirula` command (no Qt): `spirula train <dataset> -o <project>`."""
+"""The `spirula` command (no Qt at import): `spirula train <dataset> -o <project>`, and
+`spirula` / `spirula gui [path]`, which import the PySide6 studio (app/) lazily."""
 
 from __future__ import annotations
 
@@ -58,6 +59,32 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _gui_parser(sub) -> None:
+    p = sub.add_parser("gui", help="open the studio window (also: `spirula` with no arguments)")
+    p.add_argument("path", nargs="?", type=Path,
+                   help="open this at start: a dataset folder (trains), a .ply (views), a video or photo folder")
+    p.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default=None, help="GPU backend (default vulkan)")
+
+
+def cmd_gui(args) -> int:
+    """The PySide6 window, imported lazily: the engine itself never imports Qt."""
+    import importlib
+    import os
+
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+                                                  or os.environ.get("QT_QPA_PLATFORM")):
+        print("error: no display for the studio window ($DISPLAY / $WAYLAND_DISPLAY unset); "
+              "use `spirula train` / `spirula run` headless, or run under Xvfb (xvfb-run spirula gui)", file=sys.stderr)
+        return 2
+    try:
+        gui = importlib.import_module("app.main")
+    except ImportError as e:
+        print(f"error: the studio window needs PySide6 and pyqtgraph: pip install 'spirula-studio[gui]' ({e})",
+              file=sys.stderr)
+        return 1
+    return gui.main(getattr(args, "path", None), getattr(args, "device", None))
+
+
 def _hoist_profile_options(argv: list[str]) -> list[str]:
     """Accept --profile / --profile-json FILE anywhere on the line (they are global)."""
     front, rest, i = [], [], 0
@@ -80,6 +107,7 @@ def _hoist_profile_options(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     from .profile.bench import add_parser as _bench_parser, run as cmd_bench
     from .cli_run import add_parser as _run_parser, run as cmd_run
+    from .mesh.cli import add_parser as _mesh_parser, cmd_mesh
 
     parser = argparse.ArgumentParser(prog="spirula", description="Spirula Studio: 3D Gaussian Splatting on any GPU")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -90,17 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     _train_parser(sub)
     _run_parser(sub)
     _bench_parser(sub)
+    _mesh_parser(sub)
+    _gui_parser(sub)
     args = parser.parse_args(_hoist_profile_options(list(sys.argv[1:] if argv is None else argv)))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.ERROR, format="%(levelname)s %(message)s")
     if args.profile or args.profile_json:
         from . import profile
 
         profile.enable(text=args.profile, json_path=args.profile_json)
-    if args.command is None:
-        parser.print_help()
-        return 2
+    if args.command is None:  # `spirula` alone opens the studio
+        return cmd_gui(args)
     try:
-        return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run}[args.command](args)
+        return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "gui": cmd_gui}[args.command](args)
     except SpirulaError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -72,10 +72,10 @@ def config_from_args(args):
 class TqdmView:
     """Engine messages -> one tqdm bar per stage, warnings and notes printed above."""
 
-    def __init__(self, stream=sys.stderr):
+    def __init__(self, stream=None):
         self.bar = None
         self.stage = None
-        self.stream = stream
+        self.stream = stream or sys.stderr
 
     def _close(self) -> None:
         if self.bar is not None:

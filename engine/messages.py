@@ -142,6 +142,7 @@ class PreviewFrame:
     width: int
     height: int
     data: bytes
+    tag: int = 0               # the RequestFrame this answers (0: an ordinary frame)
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,7 @@ class SetViewMode:
 @dataclass(frozen=True)
 class RequestFrame:
     readback: bool = False     # also send the frame as a PreviewFrame
+    tag: int = 0               # echoed in that PreviewFrame: which request it answers
 
 
 @dataclass(frozen=True)

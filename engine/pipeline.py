@@ -12,7 +12,8 @@ Caching: every stage has a key, the SHA-256 of its name, its settings, the key o
 stage before it (so a change upstream invalidates everything downstream) and, for the
 first stage, a fingerprint of the input (path, size and mtime of the video or of every
 photo / dataset file). ``<project>/run.json`` records each finished stage with its key;
-a rerun skips a stage whose key and outputs are still there. ``from_stage`` redoes that
+a rerun skips a stage whose key and outputs are still there (a stage stopped early, such
+as an interrupted training, is recorded as "partial" and redone). ``from_stage`` redoes that
 stage and every later one; ``until_stage`` stops after that stage (records of later
 stages are kept for a later run). ``run.json`` also keeps the settings, per-stage seconds
 and summaries, and the error of a failed run.
@@ -223,7 +224,9 @@ def run_pipeline(source: Path, project: Path, cfg: PipelineConfig | None = None,
         finally:
             shutil.rmtree(staging, ignore_errors=True)
             _rmdir_quiet(project / ".staging")
-        entry.update(status="done", seconds=time.perf_counter() - t0, summary=summary,
+        # a stage stopped early (training interrupted) keeps its outputs but is redone next time
+        status = "partial" if summary.get("stopped_early") else "done"
+        entry.update(status=status, seconds=time.perf_counter() - t0, summary=summary,
                      finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         write_json_atomic(project / RUN_FILE, record)
         emit(msg.StageFinished(name, entry["seconds"], summary))

@@ -77,6 +77,15 @@ class LatestValue:
             v, self._value = self._value, None
             return v
 
+    def put_unless(self, value, keep) -> bool:
+        """Put ``value`` unless ``keep(current)`` says the unread current value must stay."""
+        with self._lock:
+            if self._value is not None and keep(self._value):
+                return False
+            self._value = value
+            self.count += 1
+            return True
+
 
 class Session:
     """The GUI's handle on the engine thread (see the module docstring)."""
@@ -123,7 +132,22 @@ class Session:
         return not self.thread.is_alive()
 
     def _main(self) -> None:
+        _lower_priority()
         _Engine(self).run()
+
+
+def _lower_priority(nice: int = 5) -> None:
+    """Let the GUI thread win the CPU over the engine thread and the threads it starts
+    (software Vulkan's workers inherit it): only the calling thread's nice value changes."""
+    if os.environ.get("SPIRULA_ENGINE_NICE") is not None:
+        nice = int(os.environ["SPIRULA_ENGINE_NICE"])
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+    except (OSError, AttributeError):
+        pass
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,6 +288,8 @@ class _Engine:
         self.t_run_start = 0.0
         self.reported_mode = None
         self.surface_args = None
+        self.refine_at: float | None = None
+        self.readback_tag = 0
         self.profiling = False
         self.unsubscribe = None
 
@@ -280,7 +306,10 @@ class _Engine:
         try:
             from .device import get_gpu
 
+            from .viewer import install_polling_waits
+
             self.gpu = get_gpu(self.s.backend)
+            install_polling_waits(self.gpu)
             if self.s.with_viewer:
                 from .viewer import Viewer
 
@@ -314,8 +343,10 @@ class _Engine:
                     pass
 
     def _iterate(self) -> None:
-        busy = self._training_active() or self.view_dirty or self.readback_requests or self._model_frame_due()
-        self._drain(timeout=0.0 if busy else (0.01 if self.pending is not None else 0.05))
+        busy = (self._training_active() or self.view_dirty or self.readback_requests or self._model_frame_due()
+                or self._refine_due())
+        idle_wait = 0.01 if (self.pending is not None or self.refine_at is not None) else 0.05
+        self._drain(timeout=0.0 if busy else idle_wait)
         if self.quit:
             return
         self._check_pending()
@@ -373,6 +404,8 @@ class _Engine:
         elif isinstance(cmd, M.RequestFrame):
             self.view_dirty = True
             self.readback_requests += int(cmd.readback)
+            if cmd.readback:
+                self.readback_tag = max(self.readback_tag, cmd.tag)
         elif isinstance(cmd, M.AttachSurface):
             self._attach(cmd)
         elif isinstance(cmd, M.DetachSurface):
@@ -463,26 +496,39 @@ class _Engine:
         interval = max(1.0 / 30.0, 3.0 * self.viewer.last_frame_ms / 1000.0)
         return time.perf_counter() - self.last_frame >= interval
 
+    def _refine_due(self) -> bool:
+        """A full-resolution frame once the view has been still for a moment (the adaptive
+        resolution only applies while things move)."""
+        return (self.refine_at is not None and time.perf_counter() >= self.refine_at
+                and not self._training_active())
+
     def _maybe_render(self, force_readback: bool = False):
         v = self.viewer
         if v is None or v.state.width <= 0 or v.state.height <= 0:
             return None
-        if not (self.view_dirty or self._model_frame_due() or force_readback or self.readback_requests):
+        refine = self._refine_due() and not self.view_dirty
+        if not (self.view_dirty or self._model_frame_due() or force_readback or self.readback_requests or refine):
             return None
         from .viewer import PresentError
 
         readback = force_readback or self.readback_requests > 0
+        full = refine or force_readback  # screenshots at full resolution
         src = self.scene.source() if self.scene is not None else None
         try:
-            pixels = v.render(src, readback=readback)
+            pixels = v.render(src, readback=readback, full_res=full)
         except PresentError:
             self.s_emit_mode()
-            pixels = v.render(src, readback=True)
+            pixels = v.render(src, readback=True, full_res=full)
         self.view_dirty = self.model_dirty = False
         self.last_frame = time.perf_counter()
+        self.refine_at = None if v.last_full_res else self.last_frame + 0.4
         if pixels is not None and (readback or not v.presenting):
-            self.s.preview.put(M.PreviewFrame(v.frames, pixels.shape[1], pixels.shape[0], pixels.tobytes()))
-            self.readback_requests = 0
+            tag = self.readback_tag if readback else 0
+            # an unread answer to a tagged request is not overwritten by an ordinary frame
+            self.s.preview.put_unless(M.PreviewFrame(v.frames, pixels.shape[1], pixels.shape[0], pixels.tobytes(), tag),
+                                      lambda old: old.tag != 0 and tag == 0)
+            if readback:
+                self.readback_requests, self.readback_tag = 0, 0
         now = time.perf_counter()
         if now - self.last_stats >= STATS_INTERVAL:
             self.last_stats = now

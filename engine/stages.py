@@ -187,7 +187,7 @@ def stage_sfm(ctx: StageContext) -> dict:
 
     summary = run_sfm(frames, meta["frames"], meta["groups"], {k: tuple(v) for k, v in meta["sizes"].items()},
                       meta["kind"], out, ctx.cfg.sfm, report=report, on_warning=ctx.warn,
-                      should_stop=ctx.should_stop)
+                      should_stop=ctx.should_stop, label=ctx.source)
     write_json_atomic(out / "summary.json", summary)
     return summary
 

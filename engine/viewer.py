@@ -44,8 +44,8 @@ def wait_polling(gpu: Gpu, submit_id: int | None = None, timeout_s: float = 600.
     """Wait until the GPU queue has finished ``submit_id`` (default: everything submitted so
     far) without holding the GIL: poll and sleep instead of slangpy's blocking wait."""
     dev = gpu.device
-    if submit_id is None:
-        submit_id = gpu.submit(gpu.encoder())  # an empty submission after all earlier work
+    if submit_id is None:  # an empty submission after all earlier work (not via the profiler)
+        submit_id = dev.submit_command_buffer(dev.create_command_encoder().finish())
     t0 = time.perf_counter()
     polls = 0
     while not dev.is_submit_finished(submit_id):
@@ -53,6 +53,31 @@ def wait_polling(gpu: Gpu, submit_id: int | None = None, timeout_s: float = 600.
             raise TimeoutError(f"GPU work did not finish within {timeout_s:.0f} s")
         polls += 1
         time.sleep(0 if polls < 20 else min(0.0001 * 1.3 ** (polls - 20), 0.002))
+
+
+def install_polling_waits(gpu: Gpu) -> None:
+    """Make the device helpers that wait for the GPU (read, wait_idle, upload, write) wait by
+    polling first, on this ``gpu`` instance: slangpy's own waits hold the GIL, which would
+    freeze the GUI thread for as long as the GPU (or software Vulkan) works. The helpers'
+    behaviour is otherwise unchanged; their blocking wait then finds the queue idle."""
+    if getattr(gpu, "_polling_waits", False):
+        return
+
+    def wrap(name: str) -> None:
+        inner = getattr(gpu, name, None)
+        if inner is None:
+            return
+
+        def polled(*args, **kwargs):
+            wait_polling(gpu)
+            return inner(*args, **kwargs)
+
+        polled.__doc__ = inner.__doc__
+        setattr(gpu, name, polled)
+
+    for name in ("read", "wait_idle", "upload", "write"):
+        wrap(name)
+    gpu._polling_waits = True
 
 
 def pack_rgba8(image: np.ndarray) -> np.ndarray:
@@ -144,18 +169,24 @@ class Viewer:
         self.state = ViewState()
         self.surface: spy.Surface | None = None
         self.surface_size = (0, 0)
+        self._present_failures = 0
         self.readback_reason = "no window surface attached"
         self.segments: tuple[np.ndarray, np.ndarray] | None = None
         self._seg_bufs: tuple[spy.Buffer, spy.Buffer, int] | None = None
         self.frames = 0
         self.last_frame_ms = 0.0
         self.last_render_size = (0, 0)
+        self.last_full_res = True
         # dynamic resolution of the splat render (1 = viewport resolution)
         software = bool(gpu.device.has_feature(spy.Feature.software_device)) if hasattr(spy.Feature, "software_device") else False
         self.target_ms = 120.0 if software else 12.0
         self.max_scale = 8.0
         self.render_scale = 2.0 if software else 1.0
         self.adaptive = True
+        self.readback_when_headless = True  # benchmarks turn it off: render + compose only
+        self._samples: list[tuple[float, float]] = []
+        self._model: tuple[float, float] | None = None  # frame ms ~ a + b * pixels
+        self.refine_ms = 1500.0  # a still view is re-rendered sharper, within this time
         fixed = os.environ.get("SPIRULA_VIEWER_SCALE")
         if fixed:  # a fixed render scale (benchmarks): 1 = full viewport resolution
             self.render_scale, self.adaptive = max(1.0, float(fixed)), False
@@ -244,16 +275,50 @@ class Viewer:
         return camera_row(st.w2c, f, f, w / 2, h / 2, w, h)
 
     def _adapt(self, render_ms: float, pixels: int) -> None:
-        """Dynamic resolution: keep the splat render near ``target_ms`` (cost ~ pixels)."""
+        """Dynamic resolution of the splat render. Cost is modelled as a + b * pixels from
+        the last frames (a: projection, sorts and dispatch overhead; b: per pixel); the next
+        scale fits ``target_ms``, or, when the fixed part alone exceeds it, spends no more
+        on pixels than on the fixed part (a lower resolution would not be faster)."""
         if not self.adaptive or render_ms <= 0 or pixels <= 0:
             return
-        ratio = render_ms / self.target_ms
-        if ratio > 1.25 or (ratio < 0.5 and self.render_scale > 1.0):
-            scale = self.render_scale * min(max(math.sqrt(ratio), 1 / 1.5), 1.5)
-            self.render_scale = min(max(scale, 1.0), self.max_scale)
+        self._samples.append((float(pixels), float(render_ms)))
+        del self._samples[:-8]
+        p = np.array([q for q, _ in self._samples])
+        t = np.array([m for _, m in self._samples])
+        if np.ptp(p) > 0.1 * p.max():
+            b, a = np.polyfit(p, t, 1)
+            if b <= 0:
+                a, b = float(t.mean()), 1e-12
+        else:
+            a, b = 0.0, float(t.mean() / p.mean())
+        a, b = max(a, 0.0), max(b, 1e-12)
+        self._model = (a, b)
+        full = self.state.width * self.state.height
+        if a + b * full <= self.target_ms:
+            want = 1.0
+        else:
+            budget = self.target_ms - a if a < 0.5 * self.target_ms else a
+            want = math.sqrt(full / max(budget / b, 1.0))
+        want = min(max(want, 1.0), self.max_scale)
+        # move half way (in log scale) so noisy frames do not make it jump
+        self.render_scale = min(max(math.sqrt(self.render_scale * want), 1.0), self.max_scale)
+        if abs(self.render_scale - want) < 0.05:
+            self.render_scale = want
+
+    def refine_scale(self) -> float:
+        """Scale of the sharper frame made once the view is still: full resolution, or as
+        close as ``refine_ms`` allows by the cost model."""
+        if self._model is None:
+            return 1.0
+        a, b = self._model
+        full = self.state.width * self.state.height
+        if a + b * full <= self.refine_ms:
+            return 1.0
+        pixels = max((self.refine_ms - a) / b, full / self.render_scale ** 2)
+        return min(max(math.sqrt(full / max(pixels, 1.0)), 1.0), self.render_scale)
 
     # --- a frame ----------------------------------------------------------------------------
-    def render(self, src: ViewSource | None, readback: bool = False) -> np.ndarray | None:
+    def render(self, src: ViewSource | None, readback: bool = False, full_res: bool = False) -> np.ndarray | None:
         """Render, compose and present (or read back) one frame. Returns the [H, W] uint32
         BGRA pixels when ``readback`` or when not presenting, else None. Raises PresentError
         when the swapchain failed (the viewer has switched to readback)."""
@@ -276,7 +341,8 @@ class Viewer:
             mode = "splats"
         has_render = has_splats and mode != "gt"
         if mode == "splats":  # the viewport camera at 1 / render_scale of the viewport size
-            rw, rh = max(1, round(w / self.render_scale)), max(1, round(h / self.render_scale))
+            k = (1.0 if readback else self.refine_scale()) if full_res else self.render_scale
+            rw, rh = max(1, round(w / k)), max(1, round(h / k))
             scale, offset = (w / rw, h / rh), (0.0, 0.0)
         else:  # a dataset camera at its own resolution, fitted into the viewport
             c = src.cameras[ci]
@@ -309,9 +375,9 @@ class Viewer:
             final_T=final_t if final_t is not None else self.dummy, has_final_t=int(final_t is not None),
             gt=gt_buf if gt_buf is not None else self.dummy, out_image=out, out_w=w, out_h=h, src_w=rw, src_h=rh,
             scale=spy.float2(*scale), offset=spy.float2(*offset), mode=_MODE_ID[mode],
-            has_render=int(has_render), has_gt=int(gt_buf is not None), error_gain=4.0,
+            has_render=int(has_render), has_gt=int(gt_buf is not None), error_gain=2.0,
             bg_top=spy.float3(*BG_TOP), bg_bottom=spy.float3(*BG_BOTTOM))
-        if st.frustums and self.segments is not None and len(self.segments[0]):
+        if st.frustums and mode == "splats" and self.segments is not None and len(self.segments[0]):
             if self._seg_bufs is None:
                 segs, cols = self.segments
                 self._seg_bufs = (gpu.upload(segs, "viewer.segments"), gpu.upload(cols, "viewer.colors"), len(segs))
@@ -323,31 +389,50 @@ class Viewer:
         tex = None
         if self.surface is not None:
             try:
-                self._configure(w, h)
-                tex = self.surface.acquire_next_image()
-                if tex is None or (tex.width, tex.height) != (w, h):
-                    raise RuntimeError(f"swapchain image is {None if tex is None else (tex.width, tex.height)}, "
-                                       f"expected {(w, h)}")
+                tex = self._acquire(w, h)
                 enc.copy_buffer_to_texture(tex, 0, 0, spy.uint3(0, 0, 0), out, 0, 4 * w * h, 4 * w, spy.uint3(w, h, 1))
                 enc.set_texture_state(tex, spy.ResourceState.present)
             except Exception as exc:
                 self._fail_present(enc, exc)
         sid = gpu.submit(enc)
         wait_polling(gpu, sid)
-        if has_render and mode == "splats":
+        self.last_full_res = full_res or self.render_scale <= 1.0 or mode != "splats" or not has_render
+        if has_render and mode == "splats" and not full_res:
             self._adapt(1000.0 * (time.perf_counter() - t_render), rw * rh)
         if tex is not None:
             try:
                 self.surface.present()
-            except Exception as exc:
-                self._fail_present(None, exc)
+                self._present_failures = 0
+            except Exception as exc:  # e.g. out of date after a resize: reconfigure next frame
+                self._present_failures += 1
+                self.surface_size = (0, 0)
+                if self._present_failures >= 3:
+                    self._fail_present(None, exc)
         pixels = None
-        if readback or self.surface is None:
+        if readback or (self.surface is None and self.readback_when_headless):
             pixels = gpu.read(out, np.uint32, count=w * h).reshape(h, w)
         self.frames += 1
         self.last_frame_ms = 1000.0 * (time.perf_counter() - t0)
         self.last_render_size = (rw, rh)
         return pixels
+
+    def _acquire(self, w: int, h: int):
+        """The next swapchain image at w x h; one retry with a fresh swapchain (a window
+        resized under us makes the old one out of date)."""
+        for attempt in range(2):
+            try:
+                if attempt:
+                    self.surface_size = (0, 0)
+                self._configure(w, h)
+                tex = self.surface.acquire_next_image()
+                if tex is None or (tex.width, tex.height) != (w, h):
+                    raise RuntimeError(f"swapchain image is {None if tex is None else (tex.width, tex.height)}, "
+                                       f"expected {(w, h)}")
+                return tex
+            except Exception:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     def _fail_present(self, enc, exc: Exception) -> None:
         reason = f"presenting to the window failed: {exc}".strip()

@@ -46,4 +46,22 @@ SRC
   apt-get install -y -qq -t "${codename}-backports" mesa-vulkan-drivers libvulkan1 >/dev/null
   vulkan_ok || { echo "[setup] Vulkan still unavailable after installing Mesa" >&2; exit 1; }
 fi
+# The studio window's tests run Qt on a private Xvfb display (the Vulkan viewport presents
+# into it): Xvfb and the X11 libraries Qt's xcb platform loads. Root only; a no-op once there.
+qt_x11_pkgs=(xvfb xauth libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0
+             libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 libegl1 libgl1 libfontconfig1
+             libdbus-1-3)
+if as_root; then
+  missing=()
+  for pkg in "${qt_x11_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "[setup] installing X11 libraries for the studio window tests: ${missing[*]}"
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+elif ! command -v Xvfb >/dev/null; then
+  echo "[setup] note: Xvfb is missing, so the studio window tests will be skipped (apt-get install xvfb)"
+fi
 echo "[setup] ready: $(.venv/bin/python -c 'import slangpy as s; d=s.Device(type=s.DeviceType.vulkan, enable_hot_reload=False); print(d.info.adapter_name)' 2>/dev/null)"

@@ -1,5 +1,5 @@
-"""A folder of photos -> upright 8-bit JPEG/PNG-free frames for SfM, one camera group per
-source sub-folder and image size.
+"""A folder of photos -> upright 8-bit JPEG frames for SfM, one camera group per source
+sub-folder and image size.
 
 Accepted: JPEG, PNG, TIFF, WebP, BMP, and HEIC/HEIF when ``pillow-heif`` is installed.
 Each photo is written into the frames folder:

@@ -13,7 +13,7 @@ class MeshConfig:
     voxel: float | None = None        # voxel edge in world units (overrides resolution)
     trunc_voxels: float = 4.0         # TSDF truncation distance, in voxels
     max_voxels: int = 48_000_000      # GPU budget of allocated voxels (12 B each); coarsens beyond
-    depth: str = "expected"           # "expected" (alpha-normalised mean) or "median" splat depth
+    depth: str = "median"             # "median" (opacity level set 0.5) or "expected" (alpha-weighted mean)
     alpha_min: float = 0.5            # splat opacity above which a pixel's depth is fused
     alpha_empty: float = 0.1          # opacity below which a pixel carves free space
     carve: bool = True                # fuse free space seen through empty pixels

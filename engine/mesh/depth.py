@@ -3,8 +3,9 @@
 The rasterizer (engine/splat/render.py) projects, depth-sorts, bins and tile-sorts the
 splats and composites the colour image; ``render_depth`` then reads its sorted tile
 intersections in the same command buffer and writes, per pixel [H, W] float32:
-expected depth (camera z, world units, normalised by accumulated opacity; 0 where the
-opacity is ~0), accumulated opacity in [0, 1], and median depth (z where transmittance
+expected depth (camera z, world units, of each splat's maximum-density point on the
+pixel's ray, alpha-weighted and normalised by accumulated opacity; 0 where the opacity
+is ~0), accumulated opacity in [0, 1], and median depth (z where transmittance
 crosses 0.5; 0 where it never does).
 """
 
@@ -33,7 +34,8 @@ class DepthMap:
 class DepthRenderer:
     def __init__(self, gpu: Gpu, raster: Rasterizer):
         self.gpu, self.raster = gpu, raster
-        self.k_depth = gpu.kernel("mesh/depth", "render_depth")
+        self.k_depth = gpu.kernel("mesh/depth", "render_depth", MAX_SH_DEGREE=raster.max_sh_degree)
+        self.k_coeffs = gpu.kernel("mesh/depth", "ray_coeffs", MAX_SH_DEGREE=raster.max_sh_degree)
         self._out: dict[str, spy.Buffer] = {}
 
     def _buf(self, name: str, nbytes: int) -> spy.Buffer:
@@ -52,13 +54,17 @@ class DepthRenderer:
         r.prepare(params, n, cams, view, sh_degree)
         npix = view.width * view.height
         out = {k: self._buf(k, 4 * npix) for k in ("depth", "alpha", "median")}
+        coeffs = self._buf("coeffs", 48 * max(n, 1))
         enc = self.gpu.encoder()
         r.record_forward(enc)
+        self.k_coeffs.dispatch(thread_count=[max(n, 1), 1, 1], command_encoder=enc, params=params, cams=cams,
+                               coeffs=coeffs, n=n, cam_index=view.cam_index)
         self.k_depth.dispatch(
             thread_count=[view.tiles_x * TILE, view.tiles_y * TILE, 1], command_encoder=enc,
             ranges=r.bufs["ranges"], isect_ids=r.bufs["isect_ids"], means2d=r.bufs["means2d"],
-            conic_opac=r.bufs["conic_opac"], depths=r.bufs["depths"], out_depth=out["depth"],
-            out_alpha=out["alpha"], out_median=out["median"], width=view.width, height=view.height,
+            conic_opac=r.bufs["conic_opac"], coeffs=coeffs, cams=cams, out_depth=out["depth"],
+            out_alpha=out["alpha"], out_median=out["median"], cam_index=view.cam_index,
+            width=view.width, height=view.height,
             tiles_x=view.tiles_x)
         self.gpu.submit(enc)
         shape = (view.height, view.width)

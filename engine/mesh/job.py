@@ -114,7 +114,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore) 
         maps.append(((dm.median if cfg.depth == "median" else dm.depth), dm.alpha))
         meter.gpu("depth", renderer.nbytes())
         rep.sub(i + 1, len(dataset.cameras), "view ")
-    raster.bufs.release()
+    del renderer, raster  # the rasterizer's scratch goes with it
     meter.gpu("depth", 0)
 
     rep.step("fuse")

@@ -9,7 +9,10 @@ least-squares Sim(3) (Umeyama, via :func:`pycolmap.estimate_sim3d`), then per im
   estimated camera in the reference world);
 * centre error: |s R_s c_est + t_s - c_ref|, reported in reference units and as a
   percentage of the trajectory extent (the diagonal of the axis-aligned box of the
-  reference camera centres).
+  reference camera centres);
+* relative rotation error (frame free, so not affected by a weakly determined alignment
+  of a short camera path): for every pair (i, j) the angle between R_i R_j^T of the
+  estimate and of the reference.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class PoseAccuracy:
     rot_err_deg: np.ndarray      # [N] float64
     center_err: np.ndarray       # [N] float64, reference units
     extent: float                # reference trajectory extent (box diagonal)
+    rel_rot_err_deg: np.ndarray  # [N (N - 1) / 2] float64, all pairs
 
     @property
     def median_rot_err_deg(self) -> float:
@@ -46,6 +50,7 @@ class PoseAccuracy:
             "max_rot_err_deg": float(self.rot_err_deg.max()),
             "median_center_err_pct_extent": self.median_center_err_pct,
             "max_center_err_pct_extent": float(100.0 * self.center_err.max() / self.extent),
+            "median_relative_rot_err_deg": float(np.median(self.rel_rot_err_deg)),
         }
 
 
@@ -83,7 +88,16 @@ def compare_poses(estimate: dict, reference: dict) -> PoseAccuracy:
     c_aligned = c_est @ m[:, :3].T + m[:, 3]
     r_est = np.stack([estimate[n][0] for n in names]) @ r_s.T   # [N, 3, 3] in the reference world
     r_ref = np.stack([reference[n][0] for n in names])
-    rel = np.einsum("nij,nkj->nik", r_ref, r_est)                # R_ref R_est'^T
-    cos = np.clip((np.trace(rel, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
     extent = float(np.linalg.norm(c_ref.max(axis=0) - c_ref.min(axis=0)))
-    return PoseAccuracy(names, np.degrees(np.arccos(cos)), np.linalg.norm(c_aligned - c_ref, axis=1), max(extent, 1e-12))
+    i, j = np.triu_indices(len(names), k=1)
+    rel_est = np.einsum("nab,ncb->nac", r_est[i], r_est[j])      # R_i R_j^T
+    rel_ref = np.einsum("nab,ncb->nac", r_ref[i], r_ref[j])
+    return PoseAccuracy(names, _angle_deg(r_ref, r_est), np.linalg.norm(c_aligned - c_ref, axis=1),
+                        max(extent, 1e-12), _angle_deg(rel_ref, rel_est))
+
+
+def _angle_deg(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[N] angles in degrees of a_n b_n^T for [N, 3, 3] rotations a, b."""
+    rel = np.einsum("nij,nkj->nik", a, b)
+    cos = np.clip((np.trace(rel, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
+    return np.degrees(np.arccos(cos))

@@ -21,6 +21,10 @@ class SfmError(SpirulaError):
     """Structure from motion failed; the message names the input and suggests a fix."""
 
 
+CAPTURE_ADVICE = ("Try: a capture with slower camera motion and more overlap between views, more texture and "
+                  "light in the scene, more frames (--frames), or the other mapper (--mapper)")
+
+
 def device(cfg: SfmConfig):
     import pycolmap
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .config import SfmConfig
-from .features import SfmError
+from .features import CAPTURE_ADVICE, SfmError
 
 FALLBACK_BELOW = 0.9
 
@@ -30,8 +30,8 @@ def _run(mapper: str, database: Path, image_dir: Path, out_dir: Path, cfg: SfmCo
     import pycolmap
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    calibrate_if_needed(database, cfg)
     if mapper == "global":
-        calibrate_if_needed(database, cfg)
         o = pycolmap.GlobalPipelineOptions()
         o.num_threads = cfg.num_threads
         o.random_seed = cfg.seed
@@ -68,7 +68,7 @@ def _largest(recs) -> tuple[object | None, int]:
 
 def reconstruct(database: Path, image_dir: Path, work_dir: Path, n_images: int, cfg: SfmConfig,
                 progress: Callable[[str, int, int], None] | None = None,
-                on_warning: Callable[[str], None] | None = None):
+                on_warning: Callable[[str], None] | None = None, label: object = None):
     """Run the mapper(s); returns (reconstruction, summary dict). Raises SfmError when
     no model could be built. ``progress(mapper, registered, n_images)`` as images are
     registered (incremental) or once per mapper (global)."""
@@ -107,7 +107,8 @@ def reconstruct(database: Path, image_dir: Path, work_dir: Path, n_images: int, 
                 on_warning(f"{mapper} mapping registered {best_n} of {n_images} images; trying {other} mapping")
             order.append(other)
     if best is None:
-        raise SfmError(f"no 3D model could be built from the {n_images} images (mappers tried: {', '.join(tried)})")
+        raise SfmError(f"{label or image_dir}: no 3D model could be built from the {n_images} images (mappers tried: "
+                       f"{', '.join(tried)}); the views do not overlap enough. {CAPTURE_ADVICE}")
     summary = {"mapper": best_mapper, "tried": tried, "registered": best_n, "images": n_images,
                "models": tried[best_mapper]["models"], "points": int(best.num_points3D()),
                "mean_reprojection_error_px": float(best.compute_mean_reprojection_error()),

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .config import SfmConfig
-from .features import SfmError, device
+from .features import CAPTURE_ADVICE, SfmError, device
 from .pairs import exhaustive_pairs, loop_pairs, sequential_pairs
 
 
@@ -40,9 +40,9 @@ def plan_pairs(names: list[str], method: str, cfg: SfmConfig) -> list[tuple[str,
 
 def match(database: Path, work_dir: Path, names: list[str], method: str, cfg: SfmConfig,
           progress: Callable[[int, int], None] | None = None,
-          should_stop: Callable[[], bool] | None = None) -> dict:
+          should_stop: Callable[[], bool] | None = None, label: object = None) -> dict:
     """Match and verify the planned pairs of ``names``; returns a summary dict
-    (method, pairs, verified_pairs)."""
+    (method, pairs, verified_pairs). ``label`` names the input in errors."""
     import pycolmap
 
     bad = [n for n in names if any(c.isspace() for c in n)]
@@ -84,8 +84,8 @@ def match(database: Path, work_dir: Path, names: list[str], method: str, cfg: Sf
     with pycolmap.Database.open(database) as db:
         verified = db.num_verified_image_pairs()
     if verified == 0:
-        raise SfmError("no two images share enough matched features (no overlap between views): "
-                       "capture with more overlap between consecutive views and more texture in the scene")
+        raise SfmError(f"{label or database.parent}: no two images share enough matched features (no overlap between "
+                       f"views). {CAPTURE_ADVICE}")
     return {"method": method, "pairs": planned, "verified_pairs": int(verified),
             "loop_detection": "vocab tree" if (method == "sequential" and cfg.vocab_tree)
             else ("keyframes" if method == "sequential" and cfg.loop_every > 0 else None)}

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import math
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from .config import SfmConfig
-from .features import SfmError, extract
+from .features import CAPTURE_ADVICE, SfmError, extract
 from .mapping import reconstruct
 from .matching import choose_matching, match
 
@@ -37,44 +38,47 @@ def camera_model(cfg: SfmConfig, kind: str) -> str:
 def run_sfm(image_dir: Path, names: list[str], groups: dict[str, list[str]], sizes: dict[str, tuple[int, int]],
             kind: str, out_dir: Path, cfg: SfmConfig, report: Report | None = None,
             on_warning: Callable[[str], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> dict:
+            should_stop: Callable[[], bool] | None = None, label: object = None) -> dict:
     """Reconstruct ``names`` (relative to ``image_dir``; capture order for a video) into
     ``out_dir``. ``groups``/``sizes``: images sharing one camera (see
     :func:`engine.sfm.features.extract`). ``kind``: 'video' or 'photos'. Returns the
-    summary; raises SfmError (naming ``image_dir``, with the count and a suggestion) when
-    too few images register."""
+    summary; raises SfmError (naming ``label`` -- the user's input -- or ``image_dir``,
+    with the count and a suggestion) when too few images register."""
     import pycolmap
 
     quiet_colmap()
     pycolmap.set_random_seed(cfg.seed)
     report = report or (lambda *_: None)
+    where = label or image_dir
     n = len(names)
     if n < 3:
-        raise SfmError(f"{image_dir}: {n} images; SfM needs at least 3 (more than 20 for a usable splat)")
+        raise SfmError(f"{where}: {n} images; SfM needs at least 3 (more than 20 for a usable splat)")
     out_dir.mkdir(parents=True, exist_ok=True)
     db = out_dir / "database.db"
     db.unlink(missing_ok=True)
     model = camera_model(cfg, kind)
+    t0 = time.perf_counter()
     cams = extract(db, image_dir, groups, sizes, model, cfg,
                    progress=lambda d, t: report("features", d, t), should_stop=should_stop)
+    t1 = time.perf_counter()
     method = choose_matching(cfg, kind, n)
     m = match(db, out_dir, names, method, cfg, progress=lambda d, t: report(f"matching ({method})", d, t),
-              should_stop=should_stop)
+              should_stop=should_stop, label=where)
     if should_stop is not None and should_stop():
         raise KeyboardInterrupt
+    t2 = time.perf_counter()
     rec, summary = reconstruct(db, image_dir, out_dir / "mappers", n, cfg,
                                progress=lambda mapper, d, t: report(f"{mapper} mapping", d, t),
-                               on_warning=on_warning)
+                               on_warning=on_warning, label=where)
+    summary["phase_seconds"] = {"features": t1 - t0, "matching": t2 - t1, "mapping": time.perf_counter() - t2}
     registered = summary["registered"]
     need = max(3, math.ceil(cfg.min_registered_fraction * n))
     if registered < need:
         raise SfmError(
-            f"{image_dir}: only {registered} of {n} images could be placed in one 3D model "
-            f"(at least {need} needed). Try: a capture with slower camera motion and more overlap, "
-            "more texture and light in the scene, more frames (--frames), or the other mapper "
-            f"(--mapper {'incremental' if summary['mapper'] == 'global' else 'global'})")
+            f"{where}: only {registered} of {n} images could be placed in one 3D model "
+            f"(at least {need} needed). {CAPTURE_ADVICE}")
     if registered < 0.9 * n and on_warning:
-        on_warning(f"{image_dir}: {registered} of {n} images registered; the others are left out")
+        on_warning(f"{where}: {registered} of {n} images registered; the others are left out")
     model_dir = out_dir / "sparse" / "0"
     shutil.rmtree(model_dir, ignore_errors=True)
     model_dir.mkdir(parents=True)

@@ -1,5 +1,6 @@
-"""The GPU depth/opacity render against a per-pixel NumPy compositor on fresh random
-splats, and the colour image it shares with the rasterizer."""
+"""The GPU depth/opacity render (ray / max-density depths of the splats) against a
+per-pixel NumPy compositor on fresh random splats, and the colour image it shares with
+the rasterizer."""
 
 import numpy as np
 
@@ -10,10 +11,29 @@ from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene
 
 
-def composite_depth(r, width, height):
+def ray_depths(f, w2c, fx, fy, cx, cy, xs, ys):
+    """([N, H, W] camera z of each Gaussian's maximum-density point on each pixel's ray,
+    clamped to the mean depth +- 3 max scale; [N, H, W] lambda = d . Sigma^-1 . d), float64
+    with direct 3x3 inverses."""
+    R = w2c[:3, :3]
+    rot = R @ ref.quat_to_rotmat(f["quats"])                       # [N, 3, 3] camera-space axes
+    s = np.exp(f["log_scales"])
+    sigma = np.einsum("nij,nj,nkj->nik", rot, s * s, rot)
+    A = np.linalg.inv(sigma)
+    m = f["means"] @ R.T + w2c[:3, 3]
+    d = np.stack([(xs + 0.5 - cx) / fx, (ys + 0.5 - cy) / fy, np.ones(xs.shape)], -1)  # [H, W, 3]
+    lam = np.einsum("hwi,nij,hwj->nhw", d, A, d)
+    t = np.einsum("hwi,nij,nj->nhw", d, A, m) / lam
+    r = 3 * s.max(1)[:, None, None]
+    return np.clip(t, m[:, 2, None, None] - r, m[:, 2, None, None] + r), lam
+
+
+def composite_depth(r, zray, lam, width, height):
     """(expected depth normalised by opacity, opacity, median depth) [H, W] in float64,
     with the rasterizer's rules: alpha = min(0.999, o exp(power)), skip < 1/255, stop
-    before T < 1e-4, splats confined to the 16 px tiles of their rectangle."""
+    before T < 1e-4, splats confined to the 16 px tiles of their rectangle; ``zray``,
+    ``lam`` [N, H, W] per-splat depth and density precision along each pixel's ray. The
+    median is where T (1 - a exp(-lam (t - t*)^2 / 2)) = 0.5 inside the crossing splat."""
     ys, xs = np.mgrid[0:height, 0:width]
     px, py = xs + 0.5, ys + 0.5
     T = np.ones((height, width))
@@ -35,8 +55,11 @@ def composite_depth(r, width, height):
         stop = use & (nxt < 1e-4)
         done |= stop
         use &= ~stop
-        D += np.where(use, r["depths"][g] * alpha * T, 0)
-        med = np.where(use & (T >= 0.5) & (nxt < 0.5), r["depths"][g], med)
+        D += np.where(use, zray[g] * alpha * T, 0)
+        need = 1 - 0.5 / T
+        with np.errstate(divide="ignore", invalid="ignore"):  # only used where T crosses 0.5
+            cross = zray[g] - np.sqrt(2 * np.log(alpha / np.maximum(need, 1e-12)) / lam[g])
+        med = np.where(use & (T >= 0.5) & (nxt < 0.5), cross, med)
         T = np.where(use, nxt, T)
     A = 1 - T
     return np.where(A > 1e-6, D / np.maximum(A, 1e-12), 0), A, med
@@ -58,7 +81,11 @@ def test_depth_matches_numpy_compositor(gpu):
     co = raster.read("conic_opac", shape=(len(rows), 4)).astype(np.float64)
     r["conics"], r["opacities"] = co[:, :3], co[:, 3]
     r["depths"] = raster.read("depths", shape=(len(rows),)).astype(np.float64)
-    D, A, M = composite_depth(r, width, height)
+    ys, xs = np.mgrid[0:height, 0:width]
+    zray, lam = ray_depths(f, w2c, fx, fy, cx, cy, xs, ys)
+    centre = (f["means"] @ w2c[2, :3] + w2c[2, 3])[:, None, None]
+    assert np.abs(zray - centre).max() > 0.05, "ray depths should differ from the mean depths"
+    D, A, M = composite_depth(r, zray, lam, width, height)
     assert A.max() > 0.9 and (A < 0.01).any(), "scene should have opaque and empty pixels"
     np.testing.assert_allclose(out.alpha, A, atol=2e-4)
     covered = A > 0.05

@@ -1,0 +1,77 @@
+"""`spirula mesh <project>`: the mesh stage from the command line (registered by
+engine/cli.py). Progress goes to stderr, one line per step and a bar per camera loop."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .config import MeshConfig
+
+
+def add_parser(sub) -> None:
+    d = MeshConfig()
+    p = sub.add_parser("mesh", help="textured mesh (GLB, OBJ+MTL+PNG, PLY) from a trained project",
+                       description="Render depth from every camera, fuse a TSDF on the GPU, marching cubes, "
+                                   "clean, decimate, UV atlas, bake the texture from the training images. "
+                                   "Writes <project>/exports/mesh.{glb,obj,mtl,png,ply} and <project>/mesh.json.")
+    p.add_argument("project", type=Path, help="project folder of `spirula train` (splat.ply, train.json)")
+    p.add_argument("--faces", type=int, default=d.faces, help=f"target face count (default {d.faces:,}; 0 = keep all)")
+    p.add_argument("--texture-size", type=int, default=d.texture_size, help=f"texture edge in texels (default {d.texture_size})")
+    p.add_argument("--resolution", type=int, default=d.resolution,
+                   help=f"voxels along the longest side of the bounds (default {d.resolution})")
+    p.add_argument("--voxel", type=float, default=None, help="voxel size in world units (overrides --resolution)")
+    p.add_argument("--trunc", type=float, default=d.trunc_voxels, help=f"TSDF truncation in voxels (default {d.trunc_voxels:g})")
+    p.add_argument("--max-voxels", type=int, default=d.max_voxels,
+                   help=f"budget of allocated voxels, 12 bytes each on the GPU (default {d.max_voxels:,}); "
+                        "the voxel size doubles until the surface band fits")
+    p.add_argument("--depth", choices=["median", "expected"], default=d.depth,
+                   help="splat depth to fuse: median (opacity reaches 0.5; default) or expected (alpha-weighted mean)")
+    p.add_argument("--min-support", type=int, default=d.min_support,
+                   help=f"views that must see a surface cell (default {d.min_support})")
+    p.add_argument("--no-carve", action="store_true", help="do not carve free space seen through empty pixels")
+    p.add_argument("--bounds", type=float, nargs=6, metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
+                   help="region to mesh (default: where the opaque splats are)")
+    p.add_argument("--max-size", type=int, default=None, help="image size for depth and texture (default: the training size)")
+    p.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default="vulkan", help="GPU backend (default vulkan)")
+
+
+def config_from_args(args: argparse.Namespace) -> MeshConfig:
+    return MeshConfig(faces=args.faces, texture_size=args.texture_size, resolution=args.resolution, voxel=args.voxel,
+                      trunc_voxels=args.trunc, max_voxels=args.max_voxels, depth=args.depth,
+                      min_support=args.min_support, carve=not args.no_carve,
+                      bounds=tuple(args.bounds) if args.bounds else None, max_size=args.max_size, device=args.device)
+
+
+class _Printer:
+    """Messages -> stderr lines: a line when a step starts, an updating line in loops."""
+
+    def __init__(self, stream=None):
+        self.stream, self.last = stream or sys.stderr, None
+
+    def __call__(self, msg) -> None:
+        from ..messages import StageFinished, StageProgress
+
+        if isinstance(msg, StageProgress):
+            step = msg.detail.split(" ")[0]
+            if step != self.last and self.last is not None:
+                self.stream.write("\n")
+            self.last = step
+            self.stream.write(f"\r[mesh {msg.done + 1}/{msg.total}] {msg.detail:<40}")
+            self.stream.flush()
+        elif isinstance(msg, StageFinished):
+            self.stream.write(f"\n[mesh] done in {msg.seconds:.1f} s\n")
+
+
+def cmd_mesh(args) -> int:
+    from .job import run_mesh
+
+    report = run_mesh(args.project, config_from_args(args), emit=_Printer())
+    files = report["files"]
+    print(f"{report['faces']:,} faces, {report['vertices']:,} vertices, texture {report['texture_size']}², "
+          f"peak host memory {report['memory']['host_peak_mb']:.0f} MB")
+    for kind in ("glb", "obj", "ply"):
+        if kind in files:
+            print(f"  {files[kind]}")
+    return 0

@@ -1,0 +1,63 @@
+"""Fixtures of the studio tests: a private Xvfb display, one QApplication, a tiny dataset.
+
+Tests that need Qt skip when PySide6 / pyqtgraph are not installed; tests that need a real
+X11 window (the Vulkan swapchain) skip when Xvfb is missing."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from .scene import write_scene
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory):
+    return write_scene(tmp_path_factory.mktemp("tiny") / "ring")
+
+
+@pytest.fixture(scope="session")
+def xvfb():
+    from app.headless import Xvfb
+
+    if not Xvfb.available():
+        pytest.skip("Xvfb is not installed (Debian: apt-get install xvfb)")
+    x = Xvfb(1400, 1000).start()
+    yield x
+    x.stop()
+
+
+@pytest.fixture(scope="session")
+def qapp(xvfb):
+    pytest.importorskip("PySide6", reason="PySide6 is not installed (pip install '.[gui]')")
+    pytest.importorskip("pyqtgraph", reason="pyqtgraph is not installed (pip install '.[gui]')")
+    os.environ["QT_QPA_PLATFORM"] = "xcb"
+    from app.main import check_pyside, prepare_environment
+
+    prepare_environment()
+    try:
+        check_pyside()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    from PySide6 import QtWidgets
+
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(["spirula-tests"])
+    yield app
+    # the X connection must close before the private X server stops (Qt exits on a lost display)
+    app.processEvents()
+    app.shutdown()
+
+
+def spin(app, seconds: float, until=None, step_ms: int = 10) -> bool:
+    """Run the Qt event loop for up to ``seconds`` or until ``until()`` is true."""
+    from PySide6 import QtCore
+
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, step_ms)
+        if until is not None and until():
+            return True
+        time.sleep(0.002)
+    return until is None or bool(until())

@@ -1,0 +1,36 @@
+"""What a dropped path means (no Qt)."""
+
+from app.drops import classify, classify_many
+
+
+def test_dataset_folders(tiny_dataset, tmp_path):
+    assert classify(tiny_dataset).action == "train"
+    assert classify(tiny_dataset / "transforms.json").action == "train"
+    colmap = tmp_path / "colmap"
+    (colmap / "sparse" / "0").mkdir(parents=True)
+    (colmap / "sparse" / "0" / "cameras.bin").write_bytes(b"")
+    assert classify(colmap).action == "train"
+
+
+def test_ply_video_photos(tiny_dataset, tmp_path):
+    (tmp_path / "g.ply").write_bytes(b"ply\n")
+    assert classify(tmp_path / "g.ply").action == "ply"
+    (tmp_path / "clip.MOV").write_bytes(b"")
+    assert classify(tmp_path / "clip.MOV").action == "video"
+    assert classify(tiny_dataset / "images").action == "photos"
+    photos = sorted((tiny_dataset / "images").iterdir())[:3]
+    assert [d.action for d in classify_many(photos)] == ["photos"]
+
+
+def test_unsupported_drops_say_why(tiny_dataset, tmp_path):
+    (tmp_path / "notes.txt").write_text("hi")
+    d = classify(tmp_path / "notes.txt")
+    assert d.action == "unsupported" and "'.txt'" in d.reason and ".ply" in d.reason
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    d = classify(empty)
+    assert d.action == "unsupported" and "transforms.json" in d.reason and "COLMAP" in d.reason
+    d = classify(tmp_path / "missing")
+    assert d.action == "unsupported" and "does not exist" in d.reason
+    one = next((tiny_dataset / "images").iterdir())
+    assert "single photo" in classify(one).reason

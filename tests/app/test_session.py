@@ -1,0 +1,155 @@
+"""The engine thread without Qt: training with pause / resume / stop, the viewport frames
+(readback), ground-truth and error views, PLY export and viewing, screenshots, errors."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from engine import messages as M
+from engine.io.ply import read_ply
+from engine.session import Session
+from engine.viewer import BG_BOTTOM, BG_TOP
+
+
+class Driver:
+    def __init__(self, session: Session):
+        self.s = session
+        self.seen: list = []
+        self.tag = 0
+
+    def wait(self, pred, timeout: float = 120.0, what: str = ""):
+        t_end = time.perf_counter() + timeout
+        while time.perf_counter() < t_end:
+            for m in self.s.poll():
+                self.seen.append(m)
+                if isinstance(m, M.Error) and not what.startswith("error"):
+                    raise AssertionError(f"engine error while waiting for {what}: {m.text}")
+                if pred(m):
+                    return m
+            time.sleep(0.005)
+        raise AssertionError(f"timed out waiting for {what or pred}")
+
+    def frame(self, timeout: float = 60.0) -> np.ndarray:
+        """The first frame rendered after every command sent so far."""
+        self.tag += 1
+        self.s.send(M.RequestFrame(readback=True, tag=self.tag))
+        t_end = time.perf_counter() + timeout
+        while time.perf_counter() < t_end:
+            f = self.s.preview.take()
+            if f is not None and f.tag == self.tag:
+                return np.frombuffer(f.data, np.uint8).reshape(f.height, f.width, 4)[..., 2::-1]
+            time.sleep(0.005)
+        raise AssertionError("no frame")
+
+
+def _background(h: int) -> np.ndarray:
+    t = (np.arange(h) + 0.5) / h
+    return ((np.outer(1 - t, BG_TOP) + np.outer(t, BG_BOTTOM)) * 255 + 0.5).astype(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    s = Session(projects=tmp_path_factory.mktemp("projects")).start()
+    d = Driver(s)
+    ready = d.wait(lambda m: isinstance(m, M.EngineReady), 300, "EngineReady")
+    assert ready.adapter
+    s.send(M.ResizeViewport(96, 72))
+    yield d
+    assert s.close(save=False, timeout=120)
+
+
+def test_train_pause_resume_finish(driver, tiny_dataset, tmp_path):
+    s = driver.s
+    s.send(M.StartTraining(str(tiny_dataset), project=str(tmp_path / "proj"), steps=40, max_size=64,
+                           eval_every=5, eval_interval=20, init_points=400))
+    scene = driver.wait(lambda m: isinstance(m, M.SceneLoaded), 120, "SceneLoaded")
+    assert scene.kind == "dataset" and len(scene.cameras) == 10
+    assert {c.split for c in scene.cameras} == {"train", "test"} and scene.cameras[0].thumbnail
+    c2w = np.array(scene.cameras[1].c2w).reshape(4, 4)
+    s.send(M.SetView(tuple(np.linalg.inv(c2w).reshape(-1)), 60.0, None))
+    img = driver.frame()
+    assert img.shape == (72, 96, 3)
+    assert np.abs(img.astype(int) - _background(72)[:, None, :]).max() > 30  # splats or frustums drawn
+    driver.wait(lambda m: isinstance(m, M.TrainMetrics), 120, "first metrics")
+    s.send(M.Pause())
+    paused = driver.wait(lambda m: isinstance(m, M.JobState) and m.state == "paused", 60, "paused")
+    step = int(paused.detail.split()[-1])
+    time.sleep(0.5)
+    s.send(M.RequestFrame())
+    time.sleep(0.3)
+    assert not any(isinstance(m, M.TrainMetrics) and m.step > step and np.isfinite(m.loss) for m in s.poll())
+    s.send(M.Resume())
+    done = driver.wait(lambda m: isinstance(m, M.Done), 300, "Done")
+    assert done.result["step"] == 40 and not done.result["stopped_early"]
+    g = read_ply(done.result["ply"])
+    assert len(g.means) == done.result["num_gaussians"] > 0
+    metrics = json.loads((tmp_path / "proj" / "metrics.json").read_text())
+    assert metrics["psnr"] is not None and [e["step"] for e in metrics["evaluations"]] == [20, 40]
+    psnrs = [m for m in driver.seen if isinstance(m, M.TrainMetrics) and m.psnr is not None]
+    assert len(psnrs) == 2
+
+
+def test_views_ground_truth_error_and_screenshot(driver, tiny_dataset, tmp_path):
+    s = driver.s
+    s.send(M.SetView(tuple(np.eye(4).reshape(-1)), 50.0, 2))
+    s.send(M.SetViewMode("splats"))
+    splats = driver.frame()
+    s.send(M.SetViewMode("gt"))
+    gt = driver.frame()
+    s.send(M.SetViewMode("error"))
+    err = driver.frame()
+    assert not np.array_equal(splats, gt) and not np.array_equal(gt, err)
+    # camera 2 is 64 x 48 in a 96 x 72 viewport: the ground truth fills it exactly (x 1.5)
+    ref = np.asarray(Image.open(sorted((tiny_dataset / "images").iterdir())[2]).convert("RGB"))
+    up = np.asarray(Image.fromarray(ref).resize((96, 72), Image.BILINEAR)).astype(int)
+    assert np.abs(gt.astype(int) - up).mean() < 12
+    s.send(M.SetViewMode("splats"))
+    shot = tmp_path / "shot.png"
+    s.send(M.SaveScreenshot(str(shot)))
+    saved = driver.wait(lambda m: isinstance(m, M.Saved) and m.kind == "screenshot", 60, "screenshot")
+    assert saved.path == str(shot) and Image.open(shot).size == (96, 72)
+
+
+def test_export_then_view_ply_and_orbit(driver, tmp_path):
+    s = driver.s
+    out = tmp_path / "export.ply"
+    s.send(M.ExportPly(str(out)))
+    driver.wait(lambda m: isinstance(m, M.Saved) and m.path == str(out), 60, "export")
+    s.send(M.OpenPly(str(out)))
+    scene = driver.wait(lambda m: isinstance(m, M.SceneLoaded) and m.kind == "ply", 60, "ply scene")
+    assert scene.num_gaussians == len(read_ply(out).means) and not scene.cameras
+    from app.camera import OrbitCamera
+
+    cam = OrbitCamera(target=scene.center, distance=3 * scene.radius + 1.0, up=(0, 0, 1))
+    cam.look_at(np.asarray(scene.center) + np.array([3.0, 0.5, 1.0]), scene.center)
+    s.send(M.SetView(tuple(cam.w2c().reshape(-1)), 50.0, None))
+    a = driver.frame()
+    cam.orbit(150, 0)
+    s.send(M.SetView(tuple(cam.w2c().reshape(-1)), 50.0, None))
+    b = driver.frame()
+    assert np.abs(a.astype(int) - _background(72)[:, None, :]).max() > 30
+    assert np.abs(a.astype(int) - b.astype(int)).mean() > 0.5  # the view moved
+
+
+def test_stop_saves_and_errors_name_the_file(driver, tiny_dataset, tmp_path):
+    s = driver.s
+    s.send(M.StartTraining(str(tmp_path / "nowhere"), steps=10))
+    err = driver.wait(lambda m: isinstance(m, M.Error), 60, "error for a missing dataset")
+    assert "nowhere" in err.text
+    s.send(M.StartTraining(str(tiny_dataset), project=str(tmp_path / "p2"), steps=5000, max_size=48, init_points=300))
+    driver.wait(lambda m: isinstance(m, M.TrainMetrics), 120, "metrics")
+    s.send(M.StartTraining(str(tiny_dataset), steps=10))  # refused while training
+    warn = driver.wait(lambda m: isinstance(m, M.Warning), 30, "busy warning")
+    assert "stop it first" in warn.text
+    s.send(M.Cancel(save=True))
+    done = driver.wait(lambda m: isinstance(m, M.Done), 120, "stopped")
+    assert done.result["stopped_early"] and 0 < done.result["step"] < 5000
+    assert (tmp_path / "p2" / "splat.ply").is_file()
+    s.send(M.OpenPly(str(tiny_dataset / "transforms.json")))
+    err = driver.wait(lambda m: isinstance(m, M.Error), 60, "error for a bad ply")
+    assert "transforms.json" in err.text
