@@ -9,6 +9,18 @@ import subprocess
 import time
 
 
+def _die_with_parent() -> None:
+    """In the child (Linux): get SIGTERM when the process that started it dies, so a crashed
+    test run leaves no X server behind."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
 class Xvfb:
     def __init__(self, width: int = 1600, height: int = 1000, depth: int = 24):
         self.size = (width, height, depth)
@@ -27,7 +39,7 @@ class Xvfb:
         w_, h_, d_ = self.size
         self.proc = subprocess.Popen(
             ["Xvfb", "-displayfd", str(w), "-screen", "0", f"{w_}x{h_}x{d_}", "-nolisten", "tcp", "-noreset"],
-            pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         os.close(w)
         buf = b""
         t_end = time.time() + 20

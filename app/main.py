@@ -134,6 +134,17 @@ def main(path: str | os.PathLike | None = None, device: str | None = None) -> in
         QtWidgets.QMessageBox.critical(None, "Spirula Studio", f"The GPU engine could not start:\n\n{exc}")
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    import signal
+
+    def close_window(*_):  # Ctrl-C / kill: close like the window's close button (saves a checkpoint)
+        win.dialogs = False
+        win.close()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, close_window)
+        except (ValueError, OSError):  # not the main thread, or not on this platform
+            pass
     rc = app.exec()
     if session.alive:
         win.shutdown(save=True)

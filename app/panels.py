@@ -307,7 +307,7 @@ class ProfilerPanel(QtWidgets.QWidget):
         self.vram_plot = pg.PlotWidget()
         self.vram_plot.setTitle("VRAM by category (MiB)", size="9pt")
         self.vram_plot.setLabel("bottom", "s")
-        self.vram_plot.addLegend(offset=(5, 5), labelTextSize="8pt")
+        self.vram_plot.addLegend(offset=(5, 5), labelTextSize="8pt", brush=pg.mkBrush(24, 25, 29, 210))
         self.vram_plot.setMouseEnabled(x=False, y=False)
         self.vram_plot.hideButtons()
         self.vram_plot.setMinimumHeight(140)
@@ -406,7 +406,7 @@ class ProfilerPanel(QtWidgets.QWidget):
             if self.high_line is None:
                 self.high_line = pg.InfiniteLine(angle=0, pen=pg.mkPen((255, 80, 80), style=QtCore.Qt.PenStyle.DashLine),
                                                  label="high-water {value:.1f} MiB",
-                                                 labelOpts={"color": (255, 120, 120), "position": 0.15})
+                                                 labelOpts={"color": (255, 120, 120), "position": 0.85, "anchors": [(1, 1), (1, 1)]})
                 self.vram_plot.addItem(self.high_line)
             self.high_line.setValue(float(hw))
 

@@ -101,7 +101,7 @@ class StudioWindow(QtWidgets.QMainWindow):
         self.timer.timeout.connect(self.pump)
         self.timer.start()
         self.plot_timer = QtCore.QTimer(self)  # plots redraw a few times a second, when visible
-        self.plot_timer.setInterval(150)
+        self.plot_timer.setInterval(300)
         self.plot_timer.timeout.connect(self.refresh_plots)
         self.plot_timer.start()
 
@@ -213,8 +213,12 @@ class StudioWindow(QtWidgets.QMainWindow):
             elif d.action in ("video", "photos"):
                 what = "video" if d.action == "video" else "photo folder"
                 if pipeline_available():
-                    self.session.send(M.StartPipeline(str(d.path)))
-                    self.note(f"Starting the reconstruction pipeline on the {what} {d.path.name}…")
+                    st = self.training.settings()
+                    self.training.set_dataset(str(d.path))
+                    self.training.reset_curves(st["steps"])
+                    self.session.send(M.StartPipeline(str(d.path), steps=st["steps"], max_size=st["max_size"],
+                                                      eval_interval=st["eval_interval"], init_points=st["init_points"]))
+                    self.note(f"Reconstructing the {what} {d.path.name} (frames, SfM, undistortion), then training…")
                 else:
                     self.refuse(f"{d.path.name}: reconstruction from a {what} is coming (engine/pipeline.py is not "
                                 "there yet); drop a COLMAP or nerfstudio dataset folder, or a .ply, meanwhile")
@@ -310,7 +314,9 @@ class StudioWindow(QtWidgets.QMainWindow):
         if isinstance(msg, M.TrainMetrics):
             self.training.on_metrics(msg)
         elif isinstance(msg, M.StageProgress):
-            pass  # TrainMetrics carries the same numbers
+            if msg.stage != "train":  # reconstruction stages (training has TrainMetrics)
+                total = f"/{msg.total}" if msg.total else ""
+                self.training.status.setText(f"{msg.stage}: {msg.done}{total} {msg.detail}".strip())
         elif isinstance(msg, M.ViewerStats):
             self.viewer_stats = msg
             self._update_viewer_label()
@@ -328,8 +334,7 @@ class StudioWindow(QtWidgets.QMainWindow):
             self.dataset.set_scene(msg)
             self.export.set_project(msg.project)
             self.export.set_can_export(True)
-            if msg.kind == "ply":
-                self.training.set_dataset(None)
+            self.training.set_dataset(msg.path if msg.kind == "dataset" else None)
             self.setWindowTitle(f"Spirula Studio — {msg.name}")
             self.set_view_mode("splats")
         elif isinstance(msg, M.JobState):
@@ -346,6 +351,9 @@ class StudioWindow(QtWidgets.QMainWindow):
         elif isinstance(msg, M.Saved):
             self.export.on_saved(msg)
             self.statusBar().showMessage(f"Saved {msg.path}", 8000)
+        elif isinstance(msg, M.Done) and "stages" in msg.result:  # engine.pipeline's run record
+            self.statusBar().showMessage(f"Reconstruction done ({msg.result.get('kind')}): training starts on "
+                                         f"{msg.result.get('project')}", 0)
         elif isinstance(msg, M.Done):
             ply = msg.result.get("ply")
             psnr = msg.result.get("psnr")
@@ -394,8 +402,13 @@ class StudioWindow(QtWidgets.QMainWindow):
             box.open()
 
     # --- input the viewport's native window does not get ----------------------------------------
+    def _viewport_has_focus(self) -> bool:
+        fw = QtWidgets.QApplication.focusWidget()
+        return fw is None or fw is self.viewport or self.viewport.isAncestorOf(fw)
+
     def keyPressEvent(self, ev) -> None:  # noqa: N802
-        if not self.controller.key_press(ev):
+        # keys a panel widget did not use fly the camera only when the viewport has focus
+        if not (self._viewport_has_focus() and self.controller.key_press(ev)):
             super().keyPressEvent(ev)
 
     def keyReleaseEvent(self, ev) -> None:  # noqa: N802

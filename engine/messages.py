@@ -171,8 +171,15 @@ class StartTraining:
 
 @dataclass(frozen=True)
 class StartPipeline:
+    """Reconstruct a video or a photo folder (engine/pipeline.py stages up to undistort, on
+    a worker thread: no GPU there), then train on the result like StartTraining."""
     source: str                # a video file or a folder of photos
     project: str = ""
+    steps: int = 30_000
+    max_size: int = 1600
+    eval_every: int = 8
+    eval_interval: int = 0
+    init_points: int = 100_000
 
 
 @dataclass(frozen=True)

@@ -290,6 +290,7 @@ class _Engine:
         self.surface_args = None
         self.refine_at: float | None = None
         self.readback_tag = 0
+        self.pipeline_stop = threading.Event()
         self.profiling = False
         self.unsubscribe = None
 
@@ -343,7 +344,7 @@ class _Engine:
                     pass
 
     def _iterate(self) -> None:
-        busy = (self._training_active() or self.view_dirty or self.readback_requests or self._model_frame_due()
+        busy = (self._training_active() or self._view_frame_due() or self._model_frame_due()
                 or self._refine_due())
         idle_wait = 0.01 if (self.pending is not None or self.refine_at is not None) else 0.05
         self._drain(timeout=0.0 if busy else idle_wait)
@@ -496,6 +497,16 @@ class _Engine:
         interval = max(1.0 / 30.0, 3.0 * self.viewer.last_frame_ms / 1000.0)
         return time.perf_counter() - self.last_frame >= interval
 
+    def _view_frame_due(self) -> bool:
+        """A frame the user asked for (camera, mode, size). While training, frames take at
+        most about half the engine's time: the next one waits as long as the last took."""
+        if not (self.view_dirty or self.readback_requests) or self.viewer is None:
+            return False
+        if not self._training_active():
+            return True
+        interval = max(1.0 / 60.0, self.viewer.last_frame_ms / 1000.0)
+        return time.perf_counter() - self.last_frame >= interval
+
     def _refine_due(self) -> bool:
         """A full-resolution frame once the view has been still for a moment (the adaptive
         resolution only applies while things move)."""
@@ -507,7 +518,7 @@ class _Engine:
         if v is None or v.state.width <= 0 or v.state.height <= 0:
             return None
         refine = self._refine_due() and not self.view_dirty
-        if not (self.view_dirty or self._model_frame_due() or force_readback or self.readback_requests or refine):
+        if not (self._view_frame_due() or self._model_frame_due() or force_readback or refine):
             return None
         from .viewer import PresentError
 
@@ -619,6 +630,9 @@ class _Engine:
         self.pending = ("ply", self.loader.submit(read_ply, cmd.path), cmd)
 
     def _start_pipeline(self, cmd: M.StartPipeline) -> None:
+        """Decode / select or import, SfM and undistortion through engine.pipeline on the
+        loader thread (CPU only: the engine thread keeps drawing and listening), then the
+        studio's own training on the reconstructed dataset, with the live viewport."""
         import importlib.util
 
         if importlib.util.find_spec("engine.pipeline") is None:
@@ -626,8 +640,25 @@ class _Engine:
                                 "(engine/pipeline.py), which is coming; open a COLMAP or nerfstudio dataset folder "
                                 "or a .ply meanwhile"))
             return
-        self.emit(M.Warning(f"{cmd.source}: the reconstruction pipeline is not wired into the studio yet; "
-                            f"run `spirula run {cmd.source}` and drop the resulting project folder"))
+        busy = self._busy_reason()
+        if busy:
+            self.emit(M.Warning(f"cannot start on {cmd.source}: {busy}"))
+            return
+        from .pipeline import PipelineConfig, run_pipeline
+
+        src = Path(cmd.source)
+        project = Path(cmd.project) if cmd.project else new_project_dir(src.stem if src.is_file() else src.name,
+                                                                        self.s.projects)
+        stop = threading.Event()
+        self.pipeline_stop = stop
+        cfg = PipelineConfig(run=RunConfig(device=self.gpu.backend,
+                                           dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every)))
+
+        def reconstruct():
+            return run_pipeline(src, project, cfg, emit=self.emit, should_stop=stop.is_set, until_stage="undistort")
+
+        self.state("loading", f"reconstructing {src.name} -> {project}")
+        self.pending = ("pipeline", self.loader.submit(reconstruct), (cmd, project))
 
     def _check_pending(self) -> None:
         if self.pending is None:
@@ -637,9 +668,21 @@ class _Engine:
             return
         self.pending = None
         exc = fut.exception()
+        if kind == "pipeline" and exc is not None:
+            # run_pipeline has reported a stage's error itself (and records it in run.json)
+            cancelled = isinstance(exc, KeyboardInterrupt)
+            if not isinstance(exc, SpirulaError) and not cancelled:
+                self.emit(M.Error(f"reconstruction failed: {type(exc).__name__}: {exc}"))
+            self.state("idle" if cancelled else "failed", "reconstruction cancelled" if cancelled else str(exc))
+            return
         if exc is not None:
             self.state("failed", str(exc))
             raise exc
+        if kind == "pipeline":
+            pcmd, project = cmd
+            self._start_training(M.StartTraining(str(project), str(project / "train"), pcmd.steps, pcmd.max_size,
+                                                 pcmd.eval_every, pcmd.eval_interval, pcmd.init_points))
+            return
         if kind == "train":
             self._begin_training(cmd, fut.result())
         else:
@@ -704,21 +747,22 @@ class _Engine:
         tr = sc.trainer
         cfg = tr.cfg
         t_end = time.perf_counter() + budget_s
+        t_slice = time.perf_counter()
         while tr.state.step < cfg.steps:
             wait_polling(self.gpu)
-            t = time.perf_counter()
             tr.train_step(tr.state.step)
             tr.state.step += 1
             s = tr.state.step
-            sc.t_train += time.perf_counter() - t
             self.model_dirty = True
             if s % cfg.log_interval == 0 or s == cfg.steps:
                 wait_polling(self.gpu)
                 self._log_metrics(s)
             if cfg.eval_interval and s % cfg.eval_interval == 0 and s < cfg.steps and sc.test_idx:
                 self._evaluate(s)
-            if time.perf_counter() >= t_end or self.view_dirty or not self.s.commands.empty():
+            if time.perf_counter() >= t_end or self._view_frame_due() or not self.s.commands.empty():
                 break
+        wait_polling(self.gpu)
+        sc.t_train += time.perf_counter() - t_slice  # wall time of the steps (viewer frames excluded)
         if tr.state.step >= cfg.steps:
             self._finish(stopped=False)
 
@@ -780,6 +824,10 @@ class _Engine:
 
     def _cancel(self, save: bool) -> None:
         if self.pending is not None:
+            if self.pending[0] == "pipeline":
+                self.pipeline_stop.set()  # run_pipeline stops at its next check; _check_pending reports
+                self.state("stopping", "cancelling the reconstruction")
+                return
             self.pending[1].cancel()
             self.pending = None
             self.state("idle", "loading cancelled")
@@ -830,6 +878,7 @@ class _Engine:
 
     # --- shutdown ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
+        self.pipeline_stop.set()
         if self.training is not None and not self.training.finished:
             self._finish(stopped=True, save=self.save_on_quit)
         if self.profiling:

@@ -82,7 +82,8 @@ def match(database: Path, work_dir: Path, names: list[str], method: str, cfg: Sf
             if progress is not None:
                 progress(start + len(part), len(pairs))
     with pycolmap.Database.open(database) as db:
-        verified = db.num_verified_image_pairs()
+        _, inliers = db.read_two_view_geometry_num_inliers()   # pairs with a verified geometry only
+    verified = sum(1 for k in inliers if k > 0)
     if verified == 0:
         raise SfmError(f"{label or database.parent}: no two images share enough matched features (no overlap between "
                        f"views). {CAPTURE_ADVICE}")
