@@ -224,6 +224,7 @@ def test_close_while_training_saves_a_checkpoint(studio, tiny_dataset, tmp_path)
 
 def test_offscreen_platform_falls_back_to_readback(tmp_path, tiny_dataset):
     pytest.importorskip("PySide6")
+    pytest.importorskip("pyqtgraph")
     code = f"""
 import sys
 from app.main import create_studio
