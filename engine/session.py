@@ -174,7 +174,7 @@ class _TrainingScene(_Scene):
 
     def __init__(self, gpu, dataset, cmd: M.StartTraining, project: Path):
         from .splat.trainer import Trainer
-        from .viewer import pack_rgba8
+        from .splat.trainer import pack_rgba8
 
         self.gpu, self.dataset, self.cmd, self.project = gpu, dataset, cmd, project
         self.name = Path(cmd.dataset).name

@@ -80,15 +80,6 @@ def install_polling_waits(gpu: Gpu) -> None:
     gpu._polling_waits = True
 
 
-def pack_rgba8(image: np.ndarray) -> np.ndarray:
-    """[H, W, 3] uint8 -> [H, W] uint32 (r in the low byte, alpha 255), the GT layout."""
-    h, w, _ = image.shape
-    rgba = np.empty((h, w, 4), np.uint8)
-    rgba[..., :3] = image
-    rgba[..., 3] = 255
-    return rgba.view(np.uint32)[..., 0]
-
-
 def _bgra(rgb) -> int:
     r, g, b = rgb
     return int(b) | (int(g) << 8) | (int(r) << 16) | (0xFF << 24)
