@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Quality runs side by side (GPU shared: PSNR/SSIM only), then timed runs one at a time.
-#   PAR="fox:1:gsplat fox:1:ours-vulkan ..." SEQ="office_chair:0:gsplat ..." STEPS=7000 bash benchmarks/h200_mixed.sh
+#   PARITY="office_chair fox" PAR="fox:1:gsplat fox:1:ours-vulkan ..." SEQ="office_chair:0:gsplat ..." STEPS=7000 \
+#     bash benchmarks/h200_mixed.sh
+# PARITY first compares our renderer with gsplat's on the same random scene (benchmarks/parity_gsplat.py).
 set -u
 source .gpu/gpu-env.sh
 export TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
@@ -10,6 +12,9 @@ if [ -f .gpu/torch_ext.tar.xz ]; then mkdir -p ~/.cache && tar -xJf .gpu/torch_e
 t=$(date +%s); python3 -c "import gsplat.cuda._backend as b; print('gsplat backend', b._C is not None)" 2>&1 | tail -1
 echo "gsplat build/load: $(( $(date +%s) - t )) s"
 [ -f .gpu/torch_ext.tar.xz ] || tar -C ~/.cache -cJf $OUT/torch_ext.tar.xz torch_extensions 2>/dev/null
+for d in ${PARITY:-}; do
+  timeout 120 python3 benchmarks/parity_gsplat.py --data ".gpu/data/$d" 2>>"$errs" | tee -a "$OUT/parity.txt" || echo "FAILED parity $d"
+done
 one() { # dataset seed trainer extra...
   local d=$1 s=$2 tr=$3; shift 3
   local left=$(( deadline - $(date +%s) ))
