@@ -208,10 +208,12 @@ def main() -> None:
         r = run_gsplat(args, cams, images, pts, cols)
     else:
         r = run_ours(args, args.trainer.split("-")[1], cams, images, pts, cols)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = os.environ.get("SPIRULA_COMMIT", "")
+    commit = os.environ.get("SPIRULA_COMMIT", "")  # the carried tree may have no (or a stale) .git
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        except OSError:
+            pass
     out = {"dataset": args.data.name, "trainer": args.trainer, "seed": args.seed, "steps": args.steps,
            "psnr": r["psnr"], "ssim": r["ssim"], "sec_per_1k_steps": 1000 * r["seconds"] / args.steps,
            "peak_vram_mib": r["peak_vram_mib"], "num_gaussians": r["num_gaussians"], "gpu": r["adapter"],

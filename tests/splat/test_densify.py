@@ -28,11 +28,14 @@ def test_densify_clone_split_prune(gpu):
     grow = avg > thr
     clone = grow & (smax <= clone_scale)
     split = grow & (smax > clone_scale)
-    prune = (op < prune_op) | (smax > prune_scale)
+    # 3DGS prunes after growing: split children (scales / 1.6) are judged, not the parent
+    prune = (op < prune_op) | (np.where(split, smax / 1.6, smax) > prune_scale)
     keep = ~prune
     copies = np.where(prune, 0, np.where(clone | split, 2, 1))
     assert before == n and after == copies.sum()
     assert clone[keep].sum() > 50 and split[keep].sum() > 50 and prune.sum() > 50, "test scene must exercise all cases"
+    rescued = split & (smax > prune_scale) & (smax / 1.6 <= prune_scale) & (op >= prune_op)
+    assert rescued.sum() > 10, "test scene must have too-large parents whose split children survive"
 
     out = model.rows()
     D = row_stride(3)
