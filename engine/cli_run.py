@@ -50,6 +50,9 @@ def add_parser(sub) -> None:
     g.add_argument("--seed", type=int, default=t.seed)
     g.add_argument("--max-gaussians", type=int, default=t.max_gaussians)
     g.add_argument("--init-points", type=int, default=t.init_random_points)
+    g.add_argument("--checkpoint-every", type=int, default=t.checkpoint_every,
+                   help="checkpoint the training every K steps into <project>/checkpoints/ (0 = never); "
+                        "a rerun continues from it")
     g.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default="vulkan", help="GPU backend")
 
 
@@ -66,7 +69,8 @@ def config_from_args(args):
         run=RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
                       train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                         seed=args.seed, max_gaussians=args.max_gaussians,
-                                        init_random_points=args.init_points)))
+                                        init_random_points=args.init_points,
+                                        checkpoint_every=args.checkpoint_every)))
 
 
 class TqdmView:
@@ -149,8 +153,10 @@ def _short(stage: str, s: dict) -> str:
 
 
 def run(args) -> int:
+    from .fileio import check_writable
     from .pipeline import RUN_FILE, run_pipeline
 
+    check_writable(args.output, "project folder")  # fail before decoding or matching anything
     view = TqdmView()
     try:
         record = run_pipeline(args.source, args.output, config_from_args(args), emit=view,

@@ -43,6 +43,7 @@ class TrainConfig:
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
     log_interval: int = 25            # read the loss back every k steps
+    checkpoint_every: int = 2000      # write <project>/checkpoint.npz every k steps (0 = never)
 
 
 @dataclass

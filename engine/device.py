@@ -23,7 +23,7 @@ import numpy as np
 import slangpy as spy
 
 from . import profile as _profile
-from .errors import DeviceError
+from .errors import DeviceError, DeviceMemoryError
 from .profile.pool import VramPool
 
 BACKENDS = ("vulkan", "cuda", "cpu")
@@ -58,6 +58,9 @@ class Gpu:
         self._kernels: dict[tuple, Kernel] = {}
         self._lock = threading.Lock()
         self.pool = VramPool()
+        # testing aid: allocations beyond this many bytes in the pool fail as if the device
+        # were out of memory ($SPIRULA_VRAM_LIMIT, bytes, K/M/G suffixes allowed)
+        self.vram_limit: int | None = _parse_bytes(os.environ.get("SPIRULA_VRAM_LIMIT"))
         self.prof = None  # engine.profile.profiler.Profiler while profiling is on
         _profile.gpu_created(self)
 
@@ -109,7 +112,18 @@ class Gpu:
         registered in the VRAM pool under ``category`` (default: from the label prefix,
         see engine/profile/pool.py)."""
         size = max(16, (int(nbytes) + 15) // 16 * 16)
-        return self.pool.add(self.device.create_buffer(size=size, usage=_RW_COPY, label=label), label, category)
+        if self.vram_limit is not None and self.pool.total + size > self.vram_limit:
+            self.pool.collect()
+            if self.pool.total + size > self.vram_limit:
+                raise DeviceMemoryError(f"out of device memory: allocating {size / 2**20:.2f} MiB for "
+                                        f"'{label or '?'}' would pass the limit of {self.vram_limit / 2**20:.2f} MiB "
+                                        f"($SPIRULA_VRAM_LIMIT)")
+        try:
+            buf = self.device.create_buffer(size=size, usage=_RW_COPY, label=label)
+        except RuntimeError as exc:  # slangpy: "createBuffer(...) failed with error: ... (SLANG_FAIL)"
+            raise DeviceMemoryError(f"out of device memory: allocating {size / 2**20:.2f} MiB for "
+                                    f"'{label or '?'}' failed ({str(exc).splitlines()[0]})") from exc
+        return self.pool.add(buf, label, category)
 
     def upload(self, array: np.ndarray, label: str = "", category: str | None = None) -> spy.Buffer:
         """Device buffer holding a copy of ``array`` (C-contiguous, any dtype)."""
@@ -208,6 +222,18 @@ def _slang_value(v) -> str:
     if isinstance(v, float):
         return repr(float(v)) + "f" if np.isfinite(v) else "0.0f"
     return str(int(v))
+
+
+def _parse_bytes(text: str | None) -> int | None:
+    """'123', '64K', '1.5M', '2G' -> bytes; None or '' -> None."""
+    if not text:
+        return None
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    try:
+        return int(float(t.rstrip("KMG")) * mult)
+    except ValueError:
+        raise DeviceError(f"SPIRULA_VRAM_LIMIT={text!r}: not a byte count (e.g. 64M)") from None
 
 
 def _device_help(backend: str, exc: Exception) -> str:

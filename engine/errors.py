@@ -15,3 +15,20 @@ class DeviceError(SpirulaError):
 
 class PlyError(SpirulaError):
     """A PLY file is malformed or does not hold 3D Gaussians."""
+
+
+class DeviceMemoryError(DeviceError):
+    """A device buffer could not be allocated (out of VRAM, or over the buffer size limit)."""
+
+
+class TrainingError(SpirulaError):
+    """Training cannot go on (non-finite values, out of device memory); the last good
+    checkpoint is kept."""
+
+
+class NonFiniteError(TrainingError, FloatingPointError):
+    """NaN or Inf in the loss, the gradients or the parameters."""
+
+
+class OutputError(SpirulaError):
+    """An output folder cannot be created or written (checked before any work starts)."""

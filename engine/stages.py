@@ -231,7 +231,10 @@ def stage_train(ctx: StageContext) -> dict:
         else:
             ctx.progress(last[0], total, text)
 
-    m = run_training(dataset_path(ctx), ctx.staging / "train", cfg, on_progress=on_progress, on_message=on_message)
+    # the checkpoint lives outside the staging folder (which a failed stage loses): a rerun
+    # continues from it when it fits, and it goes once the training has finished
+    m = run_training(dataset_path(ctx), ctx.staging / "train", cfg, on_progress=on_progress, on_message=on_message,
+                     resume="auto", checkpoint_path=ctx.project / "checkpoints" / "train.npz", keep_checkpoint=False)
     return {k: m.get(k) for k in ("step", "stopped_early", "num_gaussians", "psnr", "ssim", "initial_psnr",
                                   "views", "train_seconds", "sec_per_1k_steps")}
 

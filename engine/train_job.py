@@ -5,6 +5,12 @@ project folder:
     <project>/metrics.json     held-out PSNR / SSIM (final and every --eval-interval steps)
     <project>/eval/            held-out renders beside their ground truth (PNG)
     <project>/train.json       settings, dataset notes, loss curve, timings
+    <project>/checkpoint.npz   the training state every --checkpoint-every steps (engine/checkpoint.py);
+                               --resume continues from it
+
+Nothing is lost on the way: a NaN/Inf gradient (engine/splat/guard.py) or running out of
+device memory stops the run with an error that says which checkpoint is kept; no PLY with
+non-finite values is ever written (such rows are dropped, with a count).
 """
 
 from __future__ import annotations
@@ -16,9 +22,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
+from . import checkpoint
 from .config import RunConfig
-from .device import get_gpu
-from .errors import SpirulaError
+from .device import Gpu, get_gpu
+from .errors import DeviceMemoryError, NonFiniteError, SpirulaError
 from .fileio import write_json_atomic
 from .ingest import load_dataset
 from .io.ply import write_ply
@@ -39,32 +48,60 @@ def check_output_dir(out_dir: Path) -> None:
         raise SpirulaError(f"the output folder {out_dir} is not writable")
 
 
-def export_ply(trainer: Trainer, path: Path) -> int:
-    """Write the current Gaussians as a 3DGS PLY (atomic); returns the count."""
-    fields = unpack(trainer.model.rows(), trainer.cfg.sh_degree)
-    write_ply(path, fields)
-    return trainer.model.n
+def export_ply(trainer: Trainer, path: Path, on_message: Callable[[str], None] | None = None) -> int:
+    """Write the current Gaussians as a 3DGS PLY (atomic); returns the count written.
+    Rows with a NaN/Inf value are dropped (said through ``on_message``); NonFiniteError
+    when no row is finite."""
+    rows = trainer.model.rows()
+    finite = np.isfinite(rows).all(axis=1)
+    dropped = int(len(rows) - finite.sum())
+    if dropped:
+        if dropped == len(rows):
+            raise NonFiniteError(f"every one of the {dropped} Gaussians has NaN/Inf values: {path} not written")
+        rows = rows[finite]
+        (on_message or log.warning)(f"warning: {dropped} Gaussians with NaN/Inf values dropped from {path}")
+    write_ply(path, unpack(rows, trainer.cfg.sh_degree))
+    return len(rows)
+
+
+RESUME = ("never", "auto", "require")
 
 
 def run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig,
                  on_progress: Callable[[Progress], None] | None = None,
                  on_message: Callable[[str], None] = log.info,
-                 on_profile: Callable | None = None) -> dict:
+                 on_profile: Callable | None = None, should_stop: Callable[[], bool] | None = None,
+                 resume: str = "never", checkpoint_path: Path | None = None, keep_checkpoint: bool = True) -> dict:
     """``on_profile`` receives engine.messages.ProfilerSnapshot about once a second while
-    training, when profiling is on (SPIRULA_PROFILE=1, --profile, engine.profile.enable)."""
+    training, when profiling is on (SPIRULA_PROFILE=1, --profile, engine.profile.enable).
+
+    Checkpoints go to ``checkpoint_path`` (default ``<out_dir>/checkpoint.npz``) every
+    ``cfg.train.checkpoint_every`` steps, and when ``should_stop`` stops the run.
+    ``resume``: "never" starts over (an earlier checkpoint is replaced at the first save),
+    "require" continues from the checkpoint or raises CheckpointError, "auto" continues
+    when the checkpoint fits this run and starts over (saying why) otherwise.
+    ``keep_checkpoint=False`` deletes it once the run has finished all its steps."""
     from . import profile
 
+    if resume not in RESUME:
+        raise ValueError(f"resume must be one of {RESUME}, got {resume!r}")
     unsubscribe = profile.subscribe(on_profile) if on_profile is not None else None
     try:
-        return _run_training(dataset_path, out_dir, cfg, on_progress, on_message)
+        return _run_training(dataset_path, out_dir, cfg, on_progress, on_message, should_stop, resume,
+                             checkpoint_path, keep_checkpoint)
     finally:
         if unsubscribe is not None:
             unsubscribe()
 
 
-def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress, on_message) -> dict:
+def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress, on_message, should_stop,
+                  resume: str, checkpoint_path: Path | None, keep_checkpoint: bool) -> dict:
     out_dir = Path(out_dir)
     check_output_dir(out_dir)
+    ckpt_path = Path(checkpoint_path) if checkpoint_path is not None else out_dir / checkpoint.NAME
+    if resume == "require" and not ckpt_path.is_file():
+        raise checkpoint.CheckpointError(f"--resume: no checkpoint at {ckpt_path} (one is written every "
+                                         "--checkpoint-every steps)")
     t0 = time.perf_counter()
     gpu = get_gpu(cfg.device)
     on_message(f"device: {gpu.adapter}")
@@ -75,34 +112,136 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
     on_message(f"dataset: {len(dataset.cameras)} images ({len(train_idx)} train, {len(test_idx)} held out), "
                f"{0 if dataset.points is None else len(dataset.points)} SfM points")
     t_load = time.perf_counter() - t0
-    trainer = Trainer(gpu, dataset, train_idx, cfg.train)
-    on_message(f"initial Gaussians: {trainer.model.n}")
-    evals = []
+    ckpt = _load_checkpoint(ckpt_path, resume, on_message)
+    job = _Job(gpu, cfg, ckpt_path)
+    try:
+        return job.run(dataset_path, out_dir, dataset, train_idx, test_idx, ckpt, resume, on_progress,
+                       on_message, should_stop, t_load, keep_checkpoint)
+    except NonFiniteError as e:
+        raise NonFiniteError(f"{e}. {job.kept()}") from e
+    except DeviceMemoryError as e:
+        raise DeviceMemoryError(job.out_of_memory(e)) from e
 
-    def on_eval(step: int) -> None:
-        m = evaluate(trainer, test_idx)
-        evals.append({"step": step, "psnr": m["psnr"], "ssim": m["ssim"]})
-        on_message(f"step {step}: held-out PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.4f}")
-        write_json_atomic(out_dir / "metrics.json", {"evaluations": evals})
 
-    first = evaluate(trainer, test_idx) if test_idx else None
-    t1 = time.perf_counter()
-    state = trainer.train(on_progress=on_progress, on_eval=on_eval if test_idx else None)
-    t_train = time.perf_counter() - t1
-    count = export_ply(trainer, out_dir / "splat.ply")
-    on_message(f"wrote {out_dir / 'splat.ply'} ({count} Gaussians, step {state.step})")
-    final = evaluate(trainer, test_idx, out_dir / "eval") if test_idx else None
-    metrics = {
-        "step": state.step, "stopped_early": state.stopped_early, "num_gaussians": count,
-        "psnr": final and final["psnr"], "ssim": final and final["ssim"],
-        "initial_psnr": first and first["psnr"], "views": final and final["views"],
-        "evaluations": evals + ([{"step": state.step, "psnr": final["psnr"], "ssim": final["ssim"]}] if final else []),
-        "train_seconds": t_train, "sec_per_1k_steps": 1000 * t_train / max(state.step, 1),
-    }
-    write_json_atomic(out_dir / "metrics.json", metrics)
-    write_json_atomic(out_dir / "train.json", {
-        "dataset": str(dataset_path), "device": gpu.adapter, "config": asdict(cfg),
-        "warnings": dataset.warnings, "load_seconds": t_load, "history": state.history})
-    if final:
-        on_message(f"held-out PSNR {final['psnr']:.2f} dB (first render {first['psnr']:.2f} dB), SSIM {final['ssim']:.4f}")
-    return metrics
+def _load_checkpoint(path: Path, resume: str, on_message) -> checkpoint.Checkpoint | None:
+    if resume == "never":
+        if path.is_file():
+            on_message(f"note: the checkpoint {path} of an earlier run will be replaced (--resume continues from it)")
+        return None
+    if not path.is_file():
+        return None
+    try:
+        return checkpoint.load(path)
+    except checkpoint.CheckpointError as e:
+        if resume == "require":
+            raise
+        on_message(f"warning: {e}; starting over")
+        return None
+
+
+class _Job:
+    """One training run: the trainer, its checkpoints, and what the errors say."""
+
+    def __init__(self, gpu: Gpu, cfg: RunConfig, ckpt_path: Path):
+        self.gpu, self.cfg, self.ckpt_path = gpu, cfg, ckpt_path
+        self.trainer: Trainer | None = None
+        self.saved_step: int | None = None  # step of the checkpoint on disk from this run (or resumed from)
+
+    def kept(self) -> str:
+        if self.saved_step is not None:
+            return f"The last good checkpoint (step {self.saved_step}) is kept in {self.ckpt_path}; no PLY was written"
+        every = self.cfg.train.checkpoint_every
+        return ("No checkpoint had been written yet" + (f" (the first comes at step {every})" if every else
+                " (--checkpoint-every 0)") + "; no PLY was written")
+
+    def out_of_memory(self, e: DeviceMemoryError) -> str:
+        from .profile.report import build_report, format_report
+
+        t = self.trainer
+        where = (f"at step {t.state.step + 1} with {t.model.n:,} Gaussians" if t is not None
+                 else "while setting up the training")
+        table = format_report(build_report(self.gpu, None, driver=False)).split("\n", 2)[-1]
+        return (f"{e} {where}.\n{table}\n{self.kept().replace('; no PLY was written', '')}.\n"
+                f"Fix: lower --max-size (now {self.cfg.dataset.max_size} px) or --max-gaussians (now "
+                f"{self.cfg.train.max_gaussians:,}), then continue from the checkpoint (spirula train ... --resume; "
+                "spirula run continues by itself)")
+
+    def run(self, dataset_path, out_dir, dataset, train_idx, test_idx, ckpt, resume, on_progress, on_message,
+            should_stop, t_load, keep_checkpoint) -> dict:
+        cfg, gpu = self.cfg, self.gpu
+        trainer = self.trainer = Trainer(gpu, dataset, train_idx, cfg.train)
+        for w in trainer.warnings:
+            on_message(f"warning: {w}")
+        ident = checkpoint.dataset_identity(dataset, train_idx)
+        evals, initial_psnr, seconds_before = [], None, 0.0
+        if ckpt is not None:
+            blocking, changed = checkpoint.compare(ckpt, cfg, ident, gpu.adapter)
+            if blocking:
+                text = f"the checkpoint {ckpt.path} (step {ckpt.step}) does not fit this run: {'; '.join(blocking)}"
+                if resume == "require":
+                    raise checkpoint.CheckpointError(text)
+                on_message(f"warning: {text}; starting over")
+                ckpt = None
+        if ckpt is not None:
+            checkpoint.restore(trainer, ckpt)
+            self.saved_step = ckpt.step
+            for c in changed:
+                on_message(f"warning: resuming with a changed setting, {c}: from step {ckpt.step} the run differs "
+                           "from one without the break")
+            evals = list(ckpt.extra.get("evaluations", []))
+            initial_psnr = ckpt.extra.get("initial_psnr")
+            seconds_before = float(ckpt.extra.get("train_seconds", 0.0))
+            on_message(f"resumed from {ckpt.path} at step {ckpt.step} ({trainer.model.n} Gaussians)")
+        else:
+            on_message(f"initial Gaussians: {trainer.model.n}")
+            if test_idx:
+                initial_psnr = evaluate(trainer, test_idx)["psnr"]
+        start_step = trainer.state.step
+
+        def on_eval(step: int) -> None:
+            m = evaluate(trainer, test_idx)
+            evals.append({"step": step, "psnr": m["psnr"], "ssim": m["ssim"]})
+            on_message(f"step {step}: held-out PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.4f}")
+            write_json_atomic(out_dir / "metrics.json", {"evaluations": evals})
+
+        t1 = time.perf_counter()
+
+        def on_checkpoint(step: int) -> None:
+            extra = {"evaluations": evals, "initial_psnr": initial_psnr,
+                     "train_seconds": seconds_before + time.perf_counter() - t1}
+            try:
+                checkpoint.save(self.ckpt_path, trainer, cfg, ident, gpu.adapter, extra)
+            except OSError as e:  # a full disk must not end the run
+                on_message(f"warning: checkpoint at step {step} not written: {e}")
+                return
+            self.saved_step = step
+            on_message(f"checkpoint: step {step} -> {self.ckpt_path}")
+
+        every = cfg.train.checkpoint_every
+        state = trainer.train(on_progress=on_progress, on_eval=on_eval if test_idx else None, should_stop=should_stop,
+                              on_checkpoint=on_checkpoint if every else None)
+        if state.stopped_early and every and not state.in_step and state.step != self.saved_step:
+            on_checkpoint(state.step)  # stopped between two steps: keep exactly this state
+        t_train = time.perf_counter() - t1
+        count = export_ply(trainer, out_dir / "splat.ply", on_message)
+        on_message(f"wrote {out_dir / 'splat.ply'} ({count} Gaussians, step {state.step})")
+        final = evaluate(trainer, test_idx, out_dir / "eval") if test_idx else None
+        metrics = {
+            "step": state.step, "stopped_early": state.stopped_early, "num_gaussians": count,
+            "psnr": final and final["psnr"], "ssim": final and final["ssim"],
+            "initial_psnr": initial_psnr, "views": final and final["views"],
+            "evaluations": evals + ([{"step": state.step, "psnr": final["psnr"], "ssim": final["ssim"]}] if final else []),
+            "train_seconds": seconds_before + t_train,
+            "sec_per_1k_steps": 1000 * t_train / max(state.step - start_step, 1),
+            "resumed_from_step": ckpt.step if ckpt is not None else None,
+        }
+        write_json_atomic(out_dir / "metrics.json", metrics)
+        write_json_atomic(out_dir / "train.json", {
+            "dataset": str(dataset_path), "device": gpu.adapter, "config": asdict(cfg),
+            "warnings": dataset.warnings + trainer.warnings, "load_seconds": t_load, "history": state.history})
+        if final:
+            first = "-" if initial_psnr is None else f"{initial_psnr:.2f}"
+            on_message(f"held-out PSNR {final['psnr']:.2f} dB (first render {first} dB), SSIM {final['ssim']:.4f}")
+        if not keep_checkpoint and not state.stopped_early:
+            self.ckpt_path.unlink(missing_ok=True)
+        return metrics

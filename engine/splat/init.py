@@ -11,8 +11,9 @@ from .layout import SH_C0, pack
 
 def scene_bounds(dataset: Dataset) -> tuple[np.ndarray, float]:
     """(centre [3], half size) of the region the cameras look at: the least-squares point
-    closest to all optical axes (falls back to the camera centroid when the axes are near
-    parallel) and half the median camera distance to it."""
+    closest to all optical axes (when the axes are near parallel: the point ahead of the
+    camera centroid along the mean axis by the cameras' spread) and half the median camera
+    distance to it."""
     centers = np.stack([c.center for c in dataset.cameras])
     dirs = np.stack([c.w2c[2, :3] for c in dataset.cameras])  # optical axis (camera +z) in world
     a = np.zeros((3, 3))
@@ -23,8 +24,11 @@ def scene_bounds(dataset: Dataset) -> tuple[np.ndarray, float]:
         b += p @ o
     if np.linalg.cond(a) < 1e6:
         mid = np.linalg.solve(a, b)
-    else:
-        mid = centers.mean(axis=0)
+    else:  # axes (nearly) parallel, e.g. a sideways sweep: look ahead of the cameras by their spread
+        spread = float(np.linalg.norm(centers - centers.mean(axis=0), axis=1).max())
+        axis = dirs.mean(axis=0)
+        norm = float(np.linalg.norm(axis))
+        mid = centers.mean(axis=0) + (axis / norm * spread if norm > 1e-6 else 0.0)
     dist = np.linalg.norm(centers - mid, axis=1)
     return mid, float(np.median(dist)) * 0.5
 

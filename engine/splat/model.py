@@ -62,6 +62,42 @@ class GaussianModel:
         """Host copy of the packed parameters [N, D] (waits for the GPU)."""
         return self.gpu.read(self.buf["params"], np.float32, shape=(self.n, self.stride))
 
+    # --- checkpoints (engine/checkpoint.py) ------------------------------------------------
+    def state_dict(self) -> dict:
+        """Everything the optimisation depends on, as host arrays (waits for the GPU):
+        params, exp_avg, exp_avg_sq [N, D], grad2d_sum, vis_count [N] (float32) and the
+        Adam step count."""
+        out = {name: self.gpu.read(self.buf[name], np.float32, shape=(self.n, self.stride)) for name in _STATE}
+        for name in ("grad2d_sum", "vis_count"):
+            out[name] = self.gpu.read(self.buf[name], np.float32, self.n)
+        out["adam_step"] = self.step
+        return out
+
+    def load_state_dict(self, state: dict) -> None:
+        """Replace the Gaussians and their optimizer state with ``state`` (from
+        :meth:`state_dict`, possibly of another process)."""
+        rows = np.asarray(state["params"], np.float32)
+        if rows.ndim != 2 or rows.shape[1] != self.stride:
+            raise ValueError(f"checkpoint rows have shape {rows.shape}, expected [N, {self.stride}]")
+        n = len(rows)
+        for name in _STATE[1:]:
+            if np.shape(state[name]) != rows.shape:
+                raise ValueError(f"checkpoint {name} has shape {np.shape(state[name])}, expected {rows.shape}")
+        for name in ("grad2d_sum", "vis_count"):
+            if np.shape(state[name]) != (n,):
+                raise ValueError(f"checkpoint {name} has shape {np.shape(state[name])}, expected ({n},)")
+        self.gpu.wait_idle()
+        if n > self.capacity:
+            self._alloc(max(n, 1024))
+            self._spare = None
+        self.clear(("grad2d_sum", "vis_count"))
+        for name in _STATE:
+            self.gpu.write(self.buf[name], _padded(np.asarray(state[name], np.float32), self.capacity))
+        for name in ("grad2d_sum", "vis_count"):
+            self.gpu.write(self.buf[name], np.asarray(state[name], np.float32))
+        self.n = n
+        self.step = int(state["adam_step"])
+
     # --- optimizer ----------------------------------------------------------------------------
     def set_learning_rates(self, means: float, scales: float, quats: float, opacities: float,
                            sh0: float, shN: float) -> None:

@@ -17,12 +17,15 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..device import Gpu
+from ..errors import NonFiniteError
 from ..ingest.dataset import Dataset
 from .camera_table import View, camera_table
+from .guard import FiniteGuard, raise_if_flagged
 from .init import gaussians_from_points, initial_points
 from .loss import PhotometricLoss
 from .model import GaussianModel
 from .render import Rasterizer
+from .scene_scale import training_extent
 
 
 @dataclass
@@ -41,6 +44,8 @@ class TrainState:
     step: int = 0
     history: list[dict] = field(default_factory=list)
     stopped_early: bool = False
+    logged_step: int = 0      # step of the last loss read (the accumulator holds the steps since)
+    in_step: bool = False     # True while a step is half done (an interrupt there leaves no checkpointable state)
 
 
 def pack_rgba8(image: np.ndarray) -> np.ndarray:
@@ -59,7 +64,7 @@ class Trainer:
         self.gpu, self.dataset, self.cfg = gpu, dataset, cfg
         self.train_idx = list(train_idx)
         self.rng = np.random.default_rng(cfg.seed)
-        _, self.extent = dataset.scene_extent()
+        self.extent, self.warnings = training_extent(dataset)  # refuses degenerate camera sets
         pts, cols = initial_points(dataset, cfg.init_random_points, self.rng)
         rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.init_opacity)
         self.model = GaussianModel(gpu, rows, cfg.sh_degree)
@@ -67,7 +72,8 @@ class Trainer:
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
-        self.loss_sum = gpu.zeros(16, "loss_sum")
+        self.loss_sum = gpu.zeros(16, "loss_sum")  # word 0: loss sum; words 1..3: the NaN/Inf guard's flags
+        self.guard = FiniteGuard(gpu)
         self.state = TrainState()
         self._order: list[int] = []
 
@@ -100,6 +106,7 @@ class Trainer:
                          self.loss_sum, cfg.lambda_dssim)
         self.raster.record_backward(enc, m.buf["grads"], m.buf["grad2d_sum"], m.buf["vis_count"],
                                     accumulate_stats=step < cfg.densify_until)
+        self.guard.record(enc, m.buf["grads"], m.n * m.stride, self.loss_sum, step)
         m.record_adam(enc)
         self.gpu.submit(enc)
         done = step + 1
@@ -115,42 +122,76 @@ class Trainer:
 
     def read_loss(self, steps: int) -> float:
         """Mean loss over the last ``steps`` steps; resets the accumulator (waits for the GPU)."""
-        total = float(self.gpu.read(self.loss_sum, np.float32, 1)[0])
+        block = self.gpu.read(self.loss_sum, np.float32, 4)
+        raise_if_flagged(block)  # the guard's flags come back with the loss: no extra read
+        total = float(block[0])
         enc = self.gpu.encoder()
         self.gpu.clear(enc, self.loss_sum)
         self.gpu.submit(enc)
         return total / max(steps, 1)
 
     def train(self, on_progress: Callable[[Progress], None] | None = None,
-              on_eval: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None) -> TrainState:
+              on_eval: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
+              on_checkpoint: Callable[[int], None] | None = None) -> TrainState:
+        """Steps until ``cfg.steps``. ``on_checkpoint(step)`` is called every
+        ``cfg.checkpoint_every`` steps (not at the last one), between two steps."""
         cfg = self.cfg
         t0 = time.perf_counter()
-        last_t, last_step = t0, self.state.step
+        last_t, last_step = t0, self.state.logged_step
         try:
             while self.state.step < cfg.steps:
                 if should_stop is not None and should_stop():
                     self.state.stopped_early = True
                     break
+                self.state.in_step = True
                 self.train_step(self.state.step)
                 self.state.step += 1
+                self.state.in_step = False
                 s = self.state.step
                 if s % cfg.log_interval == 0 or s == cfg.steps:
                     loss = self.read_loss(s - last_step)
                     now = time.perf_counter()
                     rate = (s - last_step) / max(now - last_t, 1e-9)
                     last_t, last_step = now, s
+                    self.state.logged_step = s
                     if not math.isfinite(loss):
-                        raise FloatingPointError(f"training diverged at step {s}: loss is {loss}")
+                        raise NonFiniteError(f"training diverged at step {s}: loss is {loss}")
                     self.state.history.append({"step": s, "loss": loss, "num_gaussians": self.model.n,
                                                "elapsed_s": now - t0})
                     if on_progress is not None:
                         on_progress(Progress(s, cfg.steps, loss, self.model.n, rate))
                 if on_eval is not None and cfg.eval_interval and s % cfg.eval_interval == 0 and s < cfg.steps:
                     on_eval(s)
+                if on_checkpoint is not None and cfg.checkpoint_every and s % cfg.checkpoint_every == 0 and s < cfg.steps:
+                    on_checkpoint(s)
         except KeyboardInterrupt:
             self.state.stopped_early = True
         self.gpu.wait_idle()
         return self.state
+
+    # --- checkpoints (engine/checkpoint.py) ------------------------------------------------
+    def state_dict(self) -> dict:
+        """The whole training state between two steps, as host data (waits for the GPU):
+        the model and Adam (:meth:`GaussianModel.state_dict`), the step, the RNG and the
+        camera-order queue, the loss accumulator and the loss history. Raises
+        NonFiniteError when the guard saw a NaN/Inf gradient since the last loss read."""
+        if self.state.in_step:
+            raise RuntimeError("state_dict() in the middle of a step")
+        self.gpu.wait_idle()
+        block = self.gpu.read(self.loss_sum, np.uint32, 4)
+        raise_if_flagged(block)
+        return {"step": self.state.step, "logged_step": self.state.logged_step, "model": self.model.state_dict(),
+                "rng": self.rng.bit_generator.state, "order": [int(i) for i in self._order],
+                "loss_sum": block, "history": list(self.state.history)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from ``state`` (:meth:`state_dict`, possibly of another process)."""
+        self.model.load_state_dict(state["model"])
+        self.rng.bit_generator.state = state["rng"]
+        self._order = [int(i) for i in state["order"]]
+        self.gpu.write(self.loss_sum, np.asarray(state["loss_sum"], np.uint32))
+        self.state = TrainState(step=int(state["step"]), history=list(state["history"]),
+                                logged_step=int(state["logged_step"]))
 
     def render(self, index: int) -> np.ndarray:
         """Render camera ``index`` of the dataset: [H, W, 3] float32 (waits for the GPU)."""

@@ -1,0 +1,44 @@
+"""A short training run with the whole densification schedule squeezed into a few
+hundred steps, for the robustness tests to start as a subprocess (and kill):
+
+    python -m tests.robustness.train_small DATASET OUT [--resume] [--steps N] [--checkpoint-every K]
+
+It is `spirula train` (engine.train_job.run_training) with another TrainConfig.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.config import DatasetConfig, RunConfig, TrainConfig
+
+
+def small_config(steps: int = 240, checkpoint_every: int = 100, max_size: int = 64, **train) -> RunConfig:
+    base = dict(steps=steps, checkpoint_every=checkpoint_every, log_interval=20, sh_degree=1, sh_degree_interval=60,
+                densify_from=40, densify_interval=40, densify_until=200, opacity_reset_interval=120, seed=7)
+    base.update(train)
+    return RunConfig(dataset=DatasetConfig(max_size=max_size, eval_every=4), train=TrainConfig(**base))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from engine.train_job import run_training
+
+    p = argparse.ArgumentParser()
+    p.add_argument("dataset", type=Path)
+    p.add_argument("out", type=Path)
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--steps", type=int, default=240)
+    p.add_argument("--checkpoint-every", type=int, default=100)
+    a = p.parse_args(argv)
+    cfg = small_config(a.steps, a.checkpoint_every)
+    m = run_training(a.dataset, a.out, cfg, on_message=lambda t: print(t, flush=True),
+                     resume="require" if a.resume else "never")
+    print(json.dumps({k: m[k] for k in ("step", "num_gaussians", "psnr", "resumed_from_step")}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
