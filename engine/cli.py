@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from .config import DatasetConfig, RunConfig, TrainConfig
@@ -27,6 +30,10 @@ def _train_parser(sub) -> None:
     p.add_argument("--init-points", type=int, default=t.init_random_points,
                    help=f"random initial points when the dataset has none (default {t.init_random_points:,})")
     p.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default="vulkan", help="GPU backend (default vulkan)")
+    p.add_argument("--checkpoint-every", type=int, default=t.checkpoint_every, metavar="K",
+                   help=f"write <output>/checkpoint.npz every K steps (0 = never; default {t.checkpoint_every})")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from <output>/checkpoint.npz (same dataset; same settings give the same result)")
 
 
 def _progress_bar(total: int):
@@ -47,16 +54,40 @@ def cmd_train(args) -> int:
     cfg = RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
                     train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                       seed=args.seed, max_gaussians=args.max_gaussians,
-                                      init_random_points=args.init_points))
+                                      init_random_points=args.init_points, checkpoint_every=args.checkpoint_every))
     bar, update = _progress_bar(cfg.train.steps)
     try:
-        metrics = run_training(args.dataset, args.output, cfg, on_progress=update,
-                               on_message=lambda m: bar.write(m))
+        with _clean_stop_on_ctrl_c(bar.write) as should_stop:
+            metrics = run_training(args.dataset, args.output, cfg, on_progress=update,
+                                   on_message=lambda m: bar.write(m), should_stop=should_stop,
+                                   resume="require" if args.resume else "never")
     finally:
         bar.close()
     if metrics["stopped_early"]:
         print(f"stopped at step {metrics['step']}: the model reached so far is in {args.output / 'splat.ply'}")
     return 0
+
+
+@contextlib.contextmanager
+def _clean_stop_on_ctrl_c(say):
+    """The first Ctrl-C asks the training to stop after the current step (the state is
+    checkpointed and the PLY written); a second one interrupts at once."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop.is_set
+        return
+
+    def handler(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        say("stopping after this step (Ctrl-C again to interrupt at once)")
+
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield stop.is_set
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _gui_parser(sub) -> None:
