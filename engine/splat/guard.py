@@ -45,5 +45,6 @@ def raise_if_flagged(block: np.ndarray, where: str = "") -> None:
         return
     count, first, last = bad
     steps = f"step {first + 1}" if first == last else f"steps {first + 1} to {last + 1}"
-    raise NonFiniteError(f"NaN/Inf in the gradients at {steps} ({count} values{where}); the training stopped "
+    raise NonFiniteError(f"NaN/Inf in the gradients at {steps} ({count} value{'s' if count != 1 else ''}{where}); "
+                         "the training stopped "
                          "before they reached the parameters of a checkpoint")

@@ -13,14 +13,34 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from engine.config import DatasetConfig, RunConfig, TrainConfig
 
 
-def small_config(steps: int = 240, checkpoint_every: int = 100, max_size: int = 64, **train) -> RunConfig:
-    base = dict(steps=steps, checkpoint_every=checkpoint_every, log_interval=20, sh_degree=1, sh_degree_interval=60,
-                densify_from=40, densify_interval=40, densify_until=200, opacity_reset_interval=120, seed=7)
+def small_config(steps: int = 160, checkpoint_every: int = 80, max_size: int = 64, **train) -> RunConfig:
+    base = dict(steps=steps, checkpoint_every=checkpoint_every, log_interval=20, sh_degree=1, sh_degree_interval=50,
+                densify_from=30, densify_interval=30, densify_until=150, opacity_reset_interval=90, seed=7)
     base.update(train)
     return RunConfig(dataset=DatasetConfig(max_size=max_size, eval_every=4), train=TrainConfig(**base))
+
+
+def inject_nan_at(monkeypatch, step_index: int, offset_floats: int = 7, count: int = 3) -> None:
+    """Make step ``step_index`` (from 0) produce ``count`` NaN gradients: recorded into the
+    step's command buffer after the backward pass, right before the guard runs."""
+    from engine.splat.guard import FiniteGuard
+
+    original = FiniteGuard.record
+    keep = []
+
+    def record(self, enc, grads, n, flags, step):
+        if step == step_index:
+            nan = self.gpu.upload(np.array([np.nan, np.inf, -np.nan, 0.0], np.float32)[:count], "test.nan")
+            keep.append(nan)  # alive until the command buffer has run
+            self.gpu.copy(enc, grads, 4 * offset_floats, nan, 0, 4 * count)
+        original(self, enc, grads, n, flags, step)
+
+    monkeypatch.setattr(FiniteGuard, "record", record)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dataset", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--resume", action="store_true")
-    p.add_argument("--steps", type=int, default=240)
-    p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--steps", type=int, default=160)
+    p.add_argument("--checkpoint-every", type=int, default=80)
     a = p.parse_args(argv)
     cfg = small_config(a.steps, a.checkpoint_every)
     m = run_training(a.dataset, a.out, cfg, on_message=lambda t: print(t, flush=True),
