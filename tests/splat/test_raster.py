@@ -10,8 +10,8 @@ from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene
 
 
-def _splats(rng, n, width, height):
-    f, _ = random_scene(rng, n, degree=1, scale=(-2.5, -1.2))
+def _splats(rng, n, width, height, scale=(-2.5, -1.2)):
+    f, _ = random_scene(rng, n, degree=1, scale=scale)
     w2c, fx, fy, cx, cy = random_camera(rng, width, height)
     r = ref.project(f["means"], f["log_scales"], f["quats"], f["logits"], f["sh"], w2c, fx, fy, cx, cy,
                     width, height, 1)
@@ -57,7 +57,12 @@ def _run(gpu, r, vis, view, background, g_image=None):
     image, final_T, last = gpu.buffer(12 * npix), gpu.buffer(4 * npix), gpu.buffer(4 * npix)
     gpu.kernel("raster/raster", "rasterize_forward").dispatch(
         thread_count=[view.tiles_x * 16, view.tiles_y * 16, 1], image=image, final_T=final_T, last_index=last, **common)
-    out = {"image": gpu.read(image, np.float32, shape=(view.height, view.width, 3))}
+    out = {"image": gpu.read(image, np.float32, shape=(view.height, view.width, 3)),
+           "last_index": gpu.read(last, np.uint32, shape=(view.height, view.width))}
+    ys, xs = np.mgrid[0:view.height, 0:view.width]
+    tile = (ys // 16) * view.tiles_x + xs // 16
+    out["range_len"] = (ranges[:, 1] - ranges[:, 0])[tile]
+    out["tile"] = tile
     if g_image is not None:
         grads = {k: gpu.zeros(4 * c * n) for k, c in (("g_means2d", 2), ("g_conic", 3), ("g_opacity", 1), ("g_rgb", 3))}
         gpu.kernel("raster/raster", "rasterize_backward").dispatch(
@@ -85,13 +90,28 @@ def test_rasterize_forward_matches_compositor(gpu, seed):
     assert want.std() > 0.05, "scene renders nearly flat"
 
 
-def test_rasterize_backward_matches_finite_differences(gpu):
+@pytest.mark.parametrize("opaque", [False, True], ids=["translucent", "saturating"])
+def test_rasterize_backward_matches_finite_differences(gpu, opaque):
+    """``saturating``: near-opaque splats stacked deep, so pixels stop (T < 1e-4) long before
+    the end of their tile's list and the backward starts from the tile's last contributor."""
     rng = np.random.default_rng(7)
     view = View(0, 40, 36)
-    r, vis = _splats(rng, 60, view.width, view.height)
-    r["opacities"] = np.clip(r["opacities"], 0.05, 0.9)  # keep away from the 0.999 clamp
+    r, vis = _splats(rng, 150 if opaque else 60, view.width, view.height, (-1.5, -0.8) if opaque else (-2.5, -1.2))
+    if opaque:
+        r["opacities"] = rng.uniform(0.9, 0.98, len(r["opacities"]))  # below the 0.999 clamp
+    else:
+        r["opacities"] = np.clip(r["opacities"], 0.05, 0.9)  # keep away from the 0.999 clamp
     w = rng.normal(0, 1, (view.height, view.width, 3))
     out = _run(gpu, r, vis, view, (0.2, 0.3, 0.4), g_image=w)
+    if opaque:  # pixels stop before the end of their tile's list, whole tiles too
+        stopped = out["last_index"] < out["range_len"]
+        tile_max = np.zeros(view.tiles_x * view.tiles_y, np.int64)
+        np.maximum.at(tile_max, out["tile"].ravel(), out["last_index"].ravel().astype(np.int64))
+        tile_len = np.zeros_like(tile_max)
+        tile_len[out["tile"].ravel()] = out["range_len"].ravel()
+        print(f"saturating scene: {stopped.mean():.0%} of pixels stop early, "
+              f"tiles replayed from {tile_max.sum()} of {tile_len.sum()} entries")
+        assert stopped.mean() > 0.5 and tile_max.sum() < tile_len.sum(), "scene must saturate early"
 
     def loss(rr):
         img = ref.composite(rr["means2d"], rr["conics"], rr["opacities"], rr["rgb"], rr["depths"], vis,
@@ -104,7 +124,8 @@ def test_rasterize_backward_matches_finite_differences(gpu):
     picked = rng.choice(gs, size=min(12, len(gs)), replace=False)
     for key, gname in checks.items():
         num, ana = [], []
-        for g in picked:
+        # saturating: every splat's opacity, so a contributor the replay skipped cannot hide
+        for g in (gs if opaque and key == "opacities" else picked):
             arr = r[key]
             for c in range(arr.shape[1] if arr.ndim > 1 else 1):
                 idx = (g, c) if arr.ndim > 1 else (g,)
