@@ -1,5 +1,6 @@
-"""The `spirula` command (no Qt at import): `spirula train <dataset> -o <project>`, and
-`spirula` / `spirula gui [path]`, which import the PySide6 studio (app/) lazily."""
+"""The `spirula` command (no Qt at import): `spirula train <dataset> -o <project>`,
+`spirula --selftest` (engine/selftest.py), and `spirula` / `spirula gui [path]`, which
+import the PySide6 studio (app/) lazily."""
 
 from __future__ import annotations
 
@@ -145,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="profile (same as SPIRULA_PROFILE=1): timing, GPU time per kernel and VRAM on stderr at exit")
     parser.add_argument("--profile-json", metavar="FILE", type=Path, help="profile and write the report as JSON to FILE")
+    parser.add_argument("--selftest", action="store_true",
+                        help="check this installation: create the GPU device, train a few hundred steps on the "
+                             "embedded sample, render, export a PLY; prints PASS or FAIL with the reason "
+                             "(exit code 0 / 1; the backend follows $SPIRULA_DEVICE, default vulkan)")
     sub = parser.add_subparsers(dest="command")
     _train_parser(sub)
     _run_parser(sub)
@@ -157,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import profile
 
         profile.enable(text=args.profile, json_path=args.profile_json)
+    if args.selftest:
+        from .selftest import main as selftest
+
+        return selftest(verbose=args.verbose)
     if args.command is None:  # `spirula` alone opens the studio
         return cmd_gui(args)
     try:
