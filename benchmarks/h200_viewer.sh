@@ -13,11 +13,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 for dev in vulkan cuda; do
   for n in 1000000 3000000; do
     timeout 240 python3 benchmarks/viewer_bench.py --device $dev --gaussians $n --width 1920 --height 1080 \
-      --frames 60 --warmup 5 >> "$out/viewer.jsonl" 2>> "$out/errors.log" || echo "FAILED viewer $dev $n"
+      --frames 60 --warmup 5 2>> "$out/errors.log" | grep "^{" >> "$out/viewer.jsonl" || echo "FAILED viewer $dev $n"
   done
 done
 timeout 240 python3 benchmarks/viewer_bench.py --device vulkan --gaussians 1000000 --readback --frames 30 \
-  >> "$out/viewer.jsonl" 2>> "$out/errors.log" || echo "FAILED viewer readback"
+  2>> "$out/errors.log" | grep "^{" >> "$out/viewer.jsonl" || echo "FAILED viewer readback"
 python3 - "$out/viewer.jsonl" <<'PY'
 import json, sys
 print(f"{'device':8s}{'gaussians':>11s}{'readback':>9s}{'isects':>12s}{'median ms':>11s}{'p90 ms':>9s}{'fps':>8s}")
