@@ -70,8 +70,9 @@ class PipelineConfig:
             return asdict(self.photos)
         if stage == "sfm":
             return {k: v for k, v in asdict(self.sfm).items() if k != "num_threads"}
-        if stage == "train":
-            return {"dataset": asdict(self.run.dataset), "train": asdict(self.run.train)}
+        if stage == "train":  # how often it checkpoints does not change the result
+            train = {k: v for k, v in asdict(self.run.train).items() if k != "checkpoint_every"}
+            return {"dataset": asdict(self.run.dataset), "train": train}
         return {}
 
 

@@ -103,3 +103,29 @@ def test_spirula_run_continues_from_the_training_checkpoint(shared_data, tmp_pat
     notes = [m.detail for m in seen if isinstance(m, msg.StageProgress) and m.detail]
     assert any(f"resumed from {ckpt} at step 40" in d for d in notes), notes
     assert not ckpt.exists() and (proj / "exports" / "splat.ply").is_file()
+
+
+def test_ctrl_c_stops_after_the_step_and_checkpoints_it(shared_data, tmp_path):
+    """`spirula train`: the first SIGINT stops between two steps; that exact state is
+    checkpointed and the PLY written (exit code 0)."""
+    out = tmp_path / "p"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "train", str(shared_data / "book"), "-o", str(out),
+                             "--max-size", "64", "--eval-every", "0", "--sh-degree", "1", "--steps", "5000",
+                             "--checkpoint-every", "4000"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:  # wait until the training has started
+        lines.append(line)
+        if line.startswith("initial Gaussians"):
+            break
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    text = "".join(lines) + rest
+    assert proc.returncode == 0, text
+    assert "stopping after this step" in text
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["stopped_early"] and 0 < metrics["step"] < 4000
+    assert checkpoint.load(out / checkpoint.NAME).step == metrics["step"]
+    assert len(read_ply(out / "splat.ply").means) == metrics["num_gaussians"]
