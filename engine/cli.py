@@ -50,8 +50,10 @@ def _progress_bar(total: int):
 
 
 def cmd_train(args) -> int:
+    from .fileio import check_writable
     from .train_job import run_training
 
+    check_writable(args.output)  # fail before loading anything
     cfg = RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
                     train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                       seed=args.seed, max_gaussians=args.max_gaussians,

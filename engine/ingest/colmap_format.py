@@ -3,7 +3,12 @@
 Only ``cameras``, ``images`` and ``points3D`` are read; COLMAP >= 3.12 also writes
 ``rigs`` and ``frames``, which are not needed because ``images`` still holds each
 registered image's own cam_from_world pose. Every malformed input raises DatasetError
-naming the file (and the line or byte offset).
+naming the file (and the line or byte offset). Images with a non-finite or zero
+quaternion or translation, and points not finite in float32, are left out.
+
+Text files are read as other tools write them too: comment lines anywhere, blank lines,
+a UTF-8 byte-order mark, CRLF or CR line ends, tabs, integers written as "640.0", image
+names with spaces, an empty or missing POINTS2D line after an image line.
 
 Binary layout (little endian), as documented by COLMAP:
   cameras.bin  u64 n; n x (i32 id, i32 model_id, u64 width, u64 height, f64 params[k])
@@ -15,6 +20,7 @@ Binary layout (little endian), as documented by COLMAP:
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +119,13 @@ def count_images(folder: Path) -> int:
     return len((_read_images_bin if kind == "bin" else _read_images_txt)(ims_p))
 
 
+def _valid_pose(q: np.ndarray, t: np.ndarray) -> bool:
+    """A usable pose: finite translation and a finite quaternion of finite, non-zero norm."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        n = float(np.linalg.norm(q))
+    return bool(np.all(np.isfinite(q)) and np.all(np.isfinite(t)) and np.isfinite(n) and n > 1e-12)
+
+
 # ----------------------------------------------------------------------------- binary
 
 
@@ -177,7 +190,7 @@ def _read_images_bin(path: Path) -> dict[int, ColmapImage]:
         (n2d,) = r.take("<Q")
         r.skip(24 * n2d)
         q, t = np.array([qw, qx, qy, qz]), np.array([tx, ty, tz])
-        if np.all(np.isfinite(q)) and np.all(np.isfinite(t)) and np.linalg.norm(q) > 0:
+        if _valid_pose(q, t):
             images[iid] = ColmapImage(iid, q, t, cid, name)
     return images
 
@@ -192,7 +205,7 @@ def _read_points_bin(path: Path) -> tuple[np.ndarray, np.ndarray]:
         r.skip(8 * tlen)
         xyz[i] = (x, y, z)
         rgb[i] = (cr, cg, cb)
-    return xyz.astype(np.float32), rgb
+    return _finite_points(xyz, rgb)
 
 
 # ------------------------------------------------------------------------------- text
@@ -200,12 +213,25 @@ def _read_points_bin(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def _data_lines(path: Path) -> list[tuple[int, str]]:
     """(1-based line number, line) of ``path`` without comment lines; blank lines kept
-    (an image with no 2D points has an empty second line in images.txt)."""
+    (an image with no 2D points has an empty second line in images.txt). Accepts what
+    other tools write: a UTF-8 byte-order mark, CRLF or lone CR line ends, tabs."""
     try:
-        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        text = path.read_bytes().decode("utf-8-sig", errors="surrogateescape")
     except OSError as e:
         raise DatasetError(f"{path}: cannot read ({e.strerror or e})") from e
-    return [(i + 1, ln.rstrip("\r\n")) for i, ln in enumerate(text.split("\n")) if not ln.lstrip().startswith("#")]
+    lines = re.split(r"\r\n|\r|\n", text)
+    return [(i + 1, ln) for i, ln in enumerate(lines) if not ln.lstrip().startswith("#")]
+
+
+def _int(tok: str) -> int:
+    """An integer written as such or as a float with no fraction ('640.0')."""
+    try:
+        return int(tok)
+    except ValueError:
+        v = float(tok)
+        if not v.is_integer():
+            raise ValueError(f"{tok!r} is not an integer") from None
+        return int(v)
 
 
 def _fail(path: Path, line: int, what: str, e: Exception | None = None) -> DatasetError:
@@ -224,9 +250,9 @@ def _read_cameras_txt(path: Path) -> dict[int, ColmapCamera]:
         if model not in COLMAP_MODELS:
             raise _fail(path, ln, f"unknown camera model {model}")
         try:
-            cid, w, h = int(tok[0]), int(tok[2]), int(tok[3])
+            cid, w, h = _int(tok[0]), _int(tok[2]), _int(tok[3])
             params = tuple(float(v) for v in tok[4:])
-        except ValueError as e:
+        except (ValueError, OverflowError) as e:
             raise _fail(path, ln, "bad number", e) from e
         if len(params) != COLMAP_MODELS[model][1]:
             raise _fail(path, ln, f"camera model {model} needs {COLMAP_MODELS[model][1]} params, got {len(params)}")
@@ -235,6 +261,8 @@ def _read_cameras_txt(path: Path) -> dict[int, ColmapCamera]:
 
 
 def _read_images_txt(path: Path) -> dict[int, ColmapImage]:
+    """Two lines per image (header, POINTS2D); a tool that leaves the POINTS2D line out
+    is detected: a line that parses as an image header is never taken as points."""
     images = {}
     lines = _data_lines(path)
     i = 0
@@ -247,15 +275,35 @@ def _read_images_txt(path: Path) -> dict[int, ColmapImage]:
         if len(tok) < 10:
             raise _fail(path, ln, "expected IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME")
         try:
-            iid, cid = int(tok[0]), int(tok[8])
+            iid, cid = _int(tok[0]), _int(tok[8])
             q = np.array([float(v) for v in tok[1:5]])
             t = np.array([float(v) for v in tok[5:8]])
-        except ValueError as e:
+        except (ValueError, OverflowError) as e:
             raise _fail(path, ln, "bad number", e) from e
-        if np.all(np.isfinite(q)) and np.all(np.isfinite(t)) and np.linalg.norm(q) > 0:
+        if _valid_pose(q, t):
             images[iid] = ColmapImage(iid, q, t, cid, tok[9].strip())
-        i += 2  # skip the POINTS2D line
+        i += 1
+        if i < len(lines) and not _is_image_header(lines[i][1]):
+            i += 1  # skip the POINTS2D line
     return images
+
+
+def _is_image_header(line: str) -> bool:
+    """True when ``line`` reads as IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME with a
+    name that is not a number (a POINTS2D line is numbers only)."""
+    tok = line.split(maxsplit=9)
+    if len(tok) < 10:
+        return False
+    try:
+        _int(tok[0]), _int(tok[8])
+        [float(v) for v in tok[1:8]]
+    except (ValueError, OverflowError):
+        return False
+    try:
+        float(tok[9].split()[0])
+    except ValueError:
+        return True
+    return False
 
 
 def _read_points_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -266,9 +314,17 @@ def _read_points_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:
             continue
         try:
             xyz.append((float(tok[1]), float(tok[2]), float(tok[3])))
-            rgb.append((int(tok[4]), int(tok[5]), int(tok[6])))
-        except (ValueError, IndexError) as e:
+            rgb.append(tuple(min(max(_int(v), 0), 255) for v in tok[4:7]))
+        except (ValueError, IndexError, OverflowError) as e:
             raise _fail(path, ln, "expected POINT3D_ID X Y Z R G B ERROR TRACK...", e) from e
-    pts = np.asarray(xyz, np.float32).reshape(-1, 3)
-    col = np.clip(np.asarray(rgb, np.int64).reshape(-1, 3), 0, 255).astype(np.uint8)
-    return pts, col
+        if len(rgb[-1]) != 3:
+            raise _fail(path, ln, "expected POINT3D_ID X Y Z R G B ERROR TRACK...")
+    return _finite_points(np.asarray(xyz, np.float64).reshape(-1, 3), np.asarray(rgb, np.uint8).reshape(-1, 3))
+
+
+def _finite_points(xyz: np.ndarray, rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float32 points and their colours, without points that are not finite in float32."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        pts = xyz.astype(np.float32)
+    keep = np.isfinite(pts).all(axis=1)
+    return np.ascontiguousarray(pts[keep]), np.ascontiguousarray(rgb[keep])

@@ -3,6 +3,30 @@
 Conventions: arrays are [H, W, 3] uint8 RGB. Resizing maps the image extent onto the new
 extent (pixel centres at integer + 0.5), so intrinsics scale exactly by new/old size per
 axis: fx, cx by W'/W and fy, cy by H'/H.
+
+Pixel formats (every Pillow mode), as values in [0, 1] (:func:`to_rgb_float`; the uint8
+arrays are these x 255, rounded):
+
+* ``RGB``, ``RGBX``, ``L``, ``1``, ``P``, ``CMYK``, ``YCbCr``, ``LAB``, ``HSV``: Pillow's
+  conversion to RGB, / 255 (grey replicated; ``1`` gives 0 or 1; CMYK with an embedded
+  ICC profile goes through that profile to sRGB).
+* 16-bit grey ``I;16`` / ``I;16L`` / ``I;16B`` / ``I;16N``: / 65535 (Pillow's own
+  conversion would clip everything above 255).
+* 32-bit integer ``I``: / 65535 when every value fits in 16 bits (16-bit data, the
+  usual case), else / (2^31 - 1); negative values become 0.
+* float ``F``: taken as is when the largest value is at most 1. Above that, whole
+  numbers up to 255 or 65535 are 8- or 16-bit data stored as float and are divided by
+  255 or 65535; anything else (HDR radiance) is divided by its largest value, so that
+  nothing clips. Negative and non-finite values become 0.
+* Alpha (``RGBA``, ``LA``, ``PA``, ``P`` or ``L``/``RGB`` with a transparency key, and the
+  premultiplied ``RGBa`` / ``La``): **composited over black**, i.e. colour x alpha, which
+  is what the trainer renders against with its default black background; transparent
+  pixels therefore teach "nothing here" rather than being left out of the loss.
+
+EXIF orientation: :func:`read_image` applies it by default (photos to be shown or to be
+matched by SfM). Dataset readers do not: COLMAP never re-orients pixels (it opens images
+with OpenImageIO's ``oiio:reorient`` = 0), so a COLMAP model, and the transforms.json
+files made from one, describe the pixels as stored; see :mod:`engine.ingest.load`.
 """
 
 from __future__ import annotations
@@ -10,12 +34,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageOps
+from PIL import Image
 
 from ..errors import DatasetError
 
 _EXIF_ORIENTATION = 0x0112
 _TRANSPOSING_ORIENTATIONS = {5, 6, 7, 8}  # these swap width and height
+_ALPHA_MODES = ("RGBA", "LA", "PA")
+_PREMULTIPLIED_MODES = ("RGBa", "La")
 
 
 class ImageDecodeError(DatasetError):
@@ -23,21 +49,25 @@ class ImageDecodeError(DatasetError):
 
 
 def read_image(path: Path, apply_exif: bool = True) -> np.ndarray:
-    """Decode ``path`` to a [H, W, 3] uint8 RGB array.
+    """Decode ``path`` to a [H, W, 3] uint8 RGB array (module docstring for the pixel
+    formats and alpha).
 
-    EXIF orientation is applied unless ``apply_exif`` is False. Grayscale, palette, CMYK
-    and 16-bit / float images are converted (integer modes scaled by 255/65535, float taken
-    as 0..1); images with alpha are composited over black (premultiplied, as 3DGS does with
-    its default black background). A missing file raises DatasetError naming it; a
-    truncated or undecodable one raises its subclass ImageDecodeError (Pillow's
-    truncated-image tolerance is left off).
+    EXIF orientation is applied unless ``apply_exif`` is False. A missing file raises
+    DatasetError naming it; a truncated or undecodable one raises its subclass
+    ImageDecodeError naming it (Pillow's truncated-image tolerance is left off).
     """
+    image, orientation = read_image_raw(path)
+    return apply_orientation(image, orientation) if apply_exif else image
+
+
+def read_image_raw(path: Path) -> tuple[np.ndarray, int]:
+    """([H, W, 3] uint8 RGB as stored, EXIF orientation 1..8; 1 when absent or invalid).
+    Errors as :func:`read_image`."""
     try:
         with Image.open(path) as im:
             im.load()
-            if apply_exif:
-                im = ImageOps.exif_transpose(im)
-            return _to_rgb8(im)
+            orientation = exif_orientation(im)
+            return to_rgb8(im), orientation
     except DatasetError:
         raise
     except FileNotFoundError as e:
@@ -46,13 +76,46 @@ def read_image(path: Path, apply_exif: bool = True) -> np.ndarray:
         raise ImageDecodeError(f"{path}: cannot decode image ({e})") from e
 
 
-def image_size(path: Path) -> tuple[int, int]:
-    """(width, height) of ``path`` after EXIF orientation, from the header only.
-    Raises DatasetError if missing, ImageDecodeError if not a readable image."""
+def exif_orientation(im: Image.Image) -> int:
+    """The EXIF orientation tag of an open image, 1..8 (1 when absent or invalid)."""
+    try:
+        value = int(im.getexif().get(_EXIF_ORIENTATION, 1))
+    except (TypeError, ValueError, OSError, SyntaxError):
+        return 1
+    return value if 1 <= value <= 8 else 1
+
+
+def apply_orientation(image: np.ndarray, orientation: int) -> np.ndarray:
+    """[H, W, ...] stored pixels -> upright pixels for EXIF ``orientation`` 1..8 (the
+    same transposition as Pillow's ``ImageOps.exif_transpose``)."""
+    o = orientation
+    if o == 2:
+        out = image[:, ::-1]
+    elif o == 3:
+        out = image[::-1, ::-1]
+    elif o == 4:
+        out = image[::-1]
+    elif o == 5:
+        out = image.swapaxes(0, 1)
+    elif o == 6:
+        out = np.rot90(image, -1)
+    elif o == 7:
+        out = image.swapaxes(0, 1)[::-1, ::-1]
+    elif o == 8:
+        out = np.rot90(image, 1)
+    else:
+        return image
+    return np.ascontiguousarray(out)
+
+
+def image_size(path: Path, apply_exif: bool = True) -> tuple[int, int]:
+    """(width, height) of ``path`` (after EXIF orientation unless ``apply_exif`` is
+    False), from the header only. Raises DatasetError if missing, ImageDecodeError if
+    not a readable image."""
     try:
         with Image.open(path) as im:
             w, h = im.size
-            if im.getexif().get(_EXIF_ORIENTATION) in _TRANSPOSING_ORIENTATIONS:
+            if apply_exif and exif_orientation(im) in _TRANSPOSING_ORIENTATIONS:
                 w, h = h, w
             return w, h
     except FileNotFoundError as e:
@@ -85,17 +148,61 @@ def resize(image: np.ndarray, width: int, height: int) -> np.ndarray:
     return np.asarray(out)
 
 
-def _to_rgb8(im: Image.Image) -> np.ndarray:
-    if im.mode.startswith("I") or im.mode == "F":  # 16/32-bit integer gray, or float gray
-        a = np.asarray(im, np.float64)
-        a = a * 255.0 if im.mode == "F" else a / 257.0
-        g = np.clip(np.rint(a), 0, 255).astype(np.uint8)
-        return np.repeat(g[:, :, None], 3, axis=2)
-    has_alpha = im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
-    if has_alpha:
+def to_rgb8(im: Image.Image) -> np.ndarray:
+    """[H, W, 3] uint8 RGB of an open image (module docstring); the 8-bit modes take a
+    fast path, the others go through :func:`to_rgb_float`."""
+    mode = im.mode
+    if mode.startswith("I") or mode == "F":
+        return np.rint(to_rgb_float(im) * np.float32(255.0)).astype(np.uint8)
+    if mode in _PREMULTIPLIED_MODES:  # colour already multiplied by alpha: over black
+        a = np.asarray(im)
+        return np.ascontiguousarray(a[:, :, [0, 1, 2]] if mode == "RGBa" else np.repeat(a[:, :, :1], 3, axis=2))
+    if mode in _ALPHA_MODES or "transparency" in im.info:
         a = np.asarray(im.convert("RGBA"), np.float32)
-        rgb = a[:, :, :3] * (a[:, :, 3:4] / 255.0)
+        rgb = a[:, :, :3] * (a[:, :, 3:4] * np.float32(1.0 / 255.0))
         return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
-    if im.mode != "RGB":
+    if mode == "CMYK" and im.info.get("icc_profile"):
+        converted = _cmyk_with_profile(im)
+        if converted is not None:
+            return converted
+    if mode != "RGB":
         im = im.convert("RGB")
     return np.ascontiguousarray(np.asarray(im, np.uint8))
+
+
+def to_rgb_float(im: Image.Image) -> np.ndarray:
+    """[H, W, 3] float32 RGB in [0, 1] of an open image in any Pillow mode, scaled as
+    the module docstring says (no clipping of in-range values, no wrong scale)."""
+    mode = im.mode
+    if mode.startswith("I;16"):
+        g = np.asarray(im).astype(np.float32) / np.float32(65535.0)
+    elif mode == "I":
+        a = np.asarray(im).astype(np.float64)
+        top = a.max(initial=0.0)
+        g = (np.maximum(a, 0.0) / (65535.0 if top <= 65535.0 else 2147483647.0)).astype(np.float32)
+    elif mode == "F":
+        a = np.asarray(im).astype(np.float64)
+        a = np.where(np.isfinite(a), a, 0.0)
+        top = a.max(initial=0.0)
+        whole = bool(np.all(a == np.round(a)))
+        scale = (1.0 if top <= 1.0 else 255.0 if whole and top <= 255.0 else 65535.0 if whole and top <= 65535.0
+                 else top)
+        g = (np.maximum(a, 0.0) / scale).astype(np.float32)
+    else:
+        return to_rgb8(im).astype(np.float32) / np.float32(255.0)
+    return np.repeat(g[:, :, None], 3, axis=2)
+
+
+def _cmyk_with_profile(im: Image.Image) -> np.ndarray | None:
+    """CMYK -> sRGB through the image's embedded ICC profile; None when LittleCMS is
+    unavailable or the profile is unusable (the caller falls back to Pillow's formula)."""
+    try:
+        import io
+
+        from PIL import ImageCms
+
+        src = ImageCms.ImageCmsProfile(io.BytesIO(im.info["icc_profile"]))
+        out = ImageCms.profileToProfile(im, src, ImageCms.createProfile("sRGB"), outputMode="RGB")
+    except Exception:  # noqa: BLE001 - any LittleCMS failure: use the plain conversion
+        return None
+    return np.ascontiguousarray(np.asarray(out, np.uint8)) if out is not None else None

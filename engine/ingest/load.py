@@ -1,10 +1,21 @@
 """Dataset folder -> :class:`Dataset`: detect the format, then load images in parallel.
 
-Per image: read (EXIF applied) -> undistort at native resolution -> crop to the valid
-rectangle -> downscale so the longer side is at most ``max_size``. Images sharing a
+Per image: read -> match to its camera -> undistort at native resolution -> crop to the
+valid rectangle -> downscale so the longer side is at most ``max_size``. Images sharing a
 camera share one undistortion map. A truncated or undecodable image is skipped with a
-warning (the dataset stays usable); an image whose size contradicts its camera in a
-way that cannot be a plain resize raises DatasetError naming it.
+warning naming it (the dataset stays usable).
+
+Matching an image to its camera:
+
+* EXIF orientation: COLMAP never re-orients pixels (OpenImageIO with ``oiio:reorient``
+  0), so a model describes the pixels as stored and images are used as stored; those
+  carrying an EXIF orientation other than 1 are listed in a warning. Only when the
+  stored size contradicts the camera and the EXIF-oriented size fits it (a model made
+  from upright copies) is the orientation applied, with a warning.
+* Resolution: an image whose size is the camera's at another scale (the same aspect
+  within 1 %, or within a pixel of rounding) gets the camera rescaled per axis, with a
+  warning giving the scale; any other size mismatch raises DatasetError naming the file
+  and both sizes.
 """
 
 from __future__ import annotations
@@ -19,8 +30,8 @@ from ..errors import DatasetError
 from .camera_model import CameraModel
 from .colmap import is_colmap_dataset, read_colmap
 from .dataset import Camera, Dataset
-from .images import ImageDecodeError, fit_size, read_image, resize
-from .nerfstudio import TRANSFORMS, read_transforms
+from .images import ImageDecodeError, apply_orientation, fit_size, read_image_raw, resize
+from .nerfstudio import SPLIT_FILES, TRANSFORMS, is_transforms_dataset, read_transforms
 from .scene import SceneSpec, ViewSpec, name_list
 from .undistort import Undistorter, make_undistorter
 
@@ -38,12 +49,12 @@ def read_scene(path: Path) -> SceneSpec:
         return read_transforms(path)
     if not path.is_dir():
         raise DatasetError(f"{path}: not a dataset folder (expected a folder or a transforms.json)")
-    if (path / TRANSFORMS).is_file():
+    if is_transforms_dataset(path):
         return read_transforms(path)
     if is_colmap_dataset(path):
         return read_colmap(path)
     raise DatasetError(
-        f"{path}: no dataset found: neither {TRANSFORMS} nor a COLMAP model "
+        f"{path}: no dataset found: neither {TRANSFORMS} ({', '.join(SPLIT_FILES)}) nor a COLMAP model "
         "(cameras/images .bin or .txt in sparse/0, sparse or the folder itself)"
     )
 
@@ -67,7 +78,7 @@ def load_dataset(
     maps = _MapCache(views)
     lock = threading.Lock()
     done = [0]
-    notes: dict[str, list[str]] = {"resized": [], "exif": []}
+    notes: dict[str, list] = {"resized": [], "exif_applied": [], "exif_ignored": []}
 
     def load_one(view: ViewSpec) -> Camera | ImageDecodeError:
         try:
@@ -89,16 +100,8 @@ def load_dataset(
 
     cameras = [r for r in results if isinstance(r, Camera)]
     failed = [r for r in results if isinstance(r, ImageDecodeError)]
-    if notes["resized"]:
-        scene.warn(
-            f"{len(notes['resized'])} images differ in size from their camera; intrinsics rescaled: "
-            f"{name_list(notes['resized'])}"
-        )
-    if notes["exif"]:
-        scene.warn(
-            f"{len(notes['exif'])} images have an EXIF rotation their camera does not have; loaded unrotated: "
-            f"{name_list(notes['exif'])}"
-        )
+    for note in _size_notes(notes):
+        scene.warn(note)
     for err in failed:
         scene.warn(f"{err}; skipped")
     if not cameras:
@@ -109,24 +112,18 @@ def load_dataset(
 
 
 def _load_camera(
-    view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list[str]], lock: threading.Lock
+    view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list], lock: threading.Lock
 ) -> Camera:
-    """Read, undistort, crop and downscale one view (see the module docstring)."""
-    image = read_image(view.image_path)
-    cam = view.camera
-    h, w = image.shape[:2]
-    if (w, h) != (cam.width, cam.height):
-        note = None
-        if (h, w) == (cam.width, cam.height):  # the model may be made from the un-rotated pixels
-            image = read_image(view.image_path, apply_exif=False)
-            note = "exif"
-        elif abs((w / cam.width) / (h / cam.height) - 1.0) < 0.01:
-            cam = cam.scaled(w, h)
-            note = "resized"
-        if (image.shape[1], image.shape[0]) != (cam.width, cam.height):
-            raise DatasetError(f"{view.image_path}: image is {w}x{h} but its camera is {cam.width}x{cam.height}")
-        with lock:
-            notes[note].append(view.name)
+    """Read, match, undistort, crop and downscale one view (see the module docstring)."""
+    stored, orientation = read_image_raw(view.image_path)
+    image, cam, how = match_camera(stored, orientation, view.camera, view.image_path)
+    with lock:
+        if how["exif"] == "applied":
+            notes["exif_applied"].append(view.name)
+        elif how["exif"] == "ignored":
+            notes["exif_ignored"].append(view.name)
+        if how["scale"] is not None:
+            notes["resized"].append((view.name, how["scale"]))
     undistorter = maps.get(view.camera, cam, view.image_path)
     image = undistorter(image)
     pin = undistorter.dst
@@ -145,6 +142,67 @@ def _load_camera(
         w2c=view.w2c,
         image=image,
     )
+
+
+def match_camera(stored, orientation: int, camera: CameraModel, path: Path):
+    """(pixels, camera, how) for an image read as ``stored`` ([H, W, 3]) with EXIF
+    ``orientation``, against its ``camera`` (module docstring for the rules).
+
+    how: {"exif": None | "ignored" | "applied", "scale": None | (sx, sy, (w, h), (cw, ch))}.
+    Raises DatasetError naming ``path`` when neither the stored nor the oriented pixels
+    are the camera's picture at some scale.
+    """
+    candidates = [(stored, "ignored" if orientation != 1 else None)]
+    if orientation != 1:
+        candidates.append((apply_orientation(stored, orientation), "applied"))
+    cw, ch = camera.width, camera.height
+    for image, exif in candidates:
+        if image.shape[1] == cw and image.shape[0] == ch:
+            return image, camera, {"exif": exif, "scale": None}
+    for image, exif in candidates:
+        h, w = image.shape[:2]
+        if same_picture_scaled(w, h, cw, ch):
+            return image, camera.scaled(w, h), {"exif": exif, "scale": (w / cw, h / ch, (w, h), (cw, ch))}
+    h, w = stored.shape[:2]
+    rotated = f" (EXIF orientation {orientation}: {h}x{w} upright)" if orientation in (5, 6, 7, 8) else ""
+    raise DatasetError(
+        f"{path}: image is {w}x{h}{rotated} but its camera is {cw}x{ch}, "
+        f"which is not the same picture at another scale (aspect {w / h:.4f} vs {cw / ch:.4f})"
+    )
+
+
+def same_picture_scaled(w: int, h: int, cw: int, ch: int) -> bool:
+    """True when a w x h image can be a cw x ch one resized: the same aspect within 1 %,
+    or each side within a pixel of the other side's scale (rounding of small images)."""
+    sx, sy = w / cw, h / ch
+    return abs(sx / sy - 1.0) < 0.01 or (abs(cw * sy - w) <= 1.0 and abs(ch * sx - h) <= 1.0)
+
+
+def _size_notes(notes: dict[str, list]) -> list[str]:
+    out = []
+    if notes["resized"]:
+        scales = sorted({(round(sx, 4), round(sy, 4)) for _, (sx, sy, _, _) in notes["resized"]})
+        _, (_, _, (w, h), (cw, ch)) = min(notes["resized"])
+        if len(scales) == 1:
+            sx, sy = scales[0]
+            how = f"by {sx:g}" if abs(sx - sy) < 1e-3 else f"by {sx:g} x {sy:g}"
+        else:
+            how = f"by {scales[0][0]:g} to {scales[-1][0]:g} (scales differ between images)"
+        out.append(
+            f"{len(notes['resized'])} images differ in size from their camera (e.g. {w}x{h} for {cw}x{ch}); "
+            f"intrinsics rescaled {how}: {name_list([n for n, _ in notes['resized']])}"
+        )
+    if notes["exif_ignored"]:
+        out.append(
+            f"{len(notes['exif_ignored'])} images carry an EXIF orientation; used as stored, as COLMAP does "
+            f"(the model describes the stored pixels): {name_list(notes['exif_ignored'])}"
+        )
+    if notes["exif_applied"]:
+        out.append(
+            f"{len(notes['exif_applied'])} images are stored turned against their camera; their EXIF orientation "
+            f"was applied to match it: {name_list(notes['exif_applied'])}"
+        )
+    return out
 
 
 class _MapCache:

@@ -1,14 +1,43 @@
-"""nerfstudio / instant-ngp ``transforms.json`` reader.
+"""nerfstudio / instant-ngp / NeRF-synthetic ``transforms.json`` reader.
 
-Intrinsics may be top-level (shared) or per frame (a frame's keys win): focal length from
-``fl_x``/``fl_y`` or ``camera_angle_x``/``camera_angle_y`` (radians, full field of view;
-``fl_y`` defaults to ``fl_x``), principal point ``cx``/``cy`` (default: image centre),
-size ``w``/``h`` (default: read from the image header), OpenCV distortion ``k1 k2 p1 p2``.
+Files: ``transforms.json`` in the folder; without it the NeRF-synthetic split files
+``transforms_train.json``, ``transforms_val.json`` and ``transforms_test.json`` that are
+present are read together (an image listed in several is used once).
+
+Intrinsics may be top-level (shared) or per frame (a frame's keys win), given as
+``fl_x``/``fl_y`` (pixels), ``camera_angle_x``/``camera_angle_y`` (radians, full field of
+view; ``fl_y`` defaults to ``fl_x`` and the other way round) or an ``intrinsic_matrix``
+(3x3 or 4x4, NeuS2 and others); principal point ``cx``/``cy`` (default: image centre);
+size ``w``/``h`` (default: the stored size of the image, read from its header).
+Numbers written as strings are accepted.
+
+Camera models (``camera_model``, or instant-ngp's ``is_fisheye``), distortion keys
+``k1 k2 k3 k4 p1 p2``:
+
+* ``OPENCV`` (the default), ``PINHOLE``, ``SIMPLE_PINHOLE``, ``PERSPECTIVE``: nerfstudio's
+  polynomial radial (k1, k2, k3) and tangential (p1, p2) distortion -> COLMAP ``PINHOLE``
+  (none), ``OPENCV`` (k3 = 0) or ``FULL_OPENCV`` (k3 != 0); k4 != 0 (an r^8 term no COLMAP
+  model has) is refused.
+* ``OPENCV_FISHEYE`` / ``FISHEYE`` / ``is_fisheye``: k1..k4 -> COLMAP ``OPENCV_FISHEYE``;
+  p1, p2 != 0 are refused.
+* Anything else (``EQUIRECTANGULAR``, ``FISHEYE624``, ...) is refused by name.
+
 ``transform_matrix`` is camera-to-world in OpenGL/NeRF axes (x right, y up, z backward);
 it is converted to an OpenCV world-to-camera by flipping the camera y and z axes.
 instant-ngp's ``scale``/``offset``/``aabb_scale`` and nerfstudio's ``applied_transform``
-and ``ply_file_path`` are ignored (poses stay in the file's world frame, points None).
-Frames whose image file is missing are skipped with a warning.
+are ignored (poses stay in the file's world frame). nerfstudio's ``ply_file_path`` (the
+SfM points, in the same frame as the poses) gives the initial points when it can be read.
+
+Paths (``file_path``) are tried as written (relative to the json's folder, or absolute),
+with ``\\`` read as ``/`` (files written on Windows), with an image extension added
+(NeRF-synthetic writes none), and in both Unicode normal forms (macOS writes NFD). A path
+that still does not exist, such as an absolute path from another machine, is looked up
+by its trailing components under the json's folder (``images/0001.jpg``, then
+``0001.jpg``); such guesses are listed in a warning. Frames whose image is missing are
+skipped with a warning naming them.
+
+Images are used as stored (EXIF orientation not applied), as nerfstudio and
+instant-ngp load them; see :mod:`engine.ingest.load`.
 """
 
 from __future__ import annotations
@@ -16,6 +45,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -26,23 +57,96 @@ from .images import ImageDecodeError, image_size
 from .scene import SceneSpec, ViewSpec, name_list, rigid_w2c_from_c2w
 
 TRANSFORMS = "transforms.json"
-_TRY_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG")
+SPLIT_FILES = ("transforms_train.json", "transforms_val.json", "transforms_test.json")
+_TRY_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG", ".exr", ".webp", ".tif", ".tiff")
 _GL_TO_CV = np.diag([1.0, -1.0, -1.0, 1.0])  # flips camera y and z (right-multiplied on c2w)
+_PERSPECTIVE = ("OPENCV", "PINHOLE", "SIMPLE_PINHOLE", "PERSPECTIVE")
+_FISHEYE = ("OPENCV_FISHEYE", "FISHEYE")
+
+
+def transforms_files(path: Path) -> list[Path]:
+    """The json files a dataset at ``path`` consists of ([] when none): ``path`` itself
+    when it is a file, else ``transforms.json``, else the split files present."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if (path / TRANSFORMS).is_file():
+        return [path / TRANSFORMS]
+    return [path / n for n in SPLIT_FILES if (path / n).is_file()]
+
+
+def is_transforms_dataset(path: Path) -> bool:
+    return bool(transforms_files(path))
 
 
 def read_transforms(root: Path) -> SceneSpec:
-    """Read ``root/transforms.json`` (or ``root`` itself when it is the json file).
+    """Read the transforms file(s) of ``root`` (a folder or a json file).
 
     Raises DatasetError naming the file for invalid JSON, a missing ``frames`` list, an
-    unsupported ``camera_model``, non-zero k3/k4, missing focal length or a bad pose, and
+    unsupported camera model or distortion, a missing focal length or a bad pose, and
     when no listed image exists.
     """
-    path = Path(root)
-    if path.is_dir():
-        path = path / TRANSFORMS
-    base = path.parent
+    files = transforms_files(Path(root))
+    if not files:
+        raise DatasetError(f"{root}: no {TRANSFORMS} (nor {', '.join(SPLIT_FILES)})")
+    base = files[0].parent
+    scene = SceneSpec(root=base, views=[])
+    found: list[tuple[Path, dict, dict, np.ndarray, str]] = []
+    seen: set[Path] = set()
+    missing: list[str] = []
+    guessed: list[str] = []
+    n_frames = 0
+    ply = None
+    for path in files:
+        meta, frames = _load_json(path)
+        n_frames += len(frames)
+        ply = ply or meta.get("ply_file_path")
+        for i, frame in enumerate(frames):
+            where = f"{path} frame {i}"
+            if not isinstance(frame, dict) or "file_path" not in frame or "transform_matrix" not in frame:
+                raise DatasetError(f"{where}: needs 'file_path' and 'transform_matrix'")
+            file_path = frame["file_path"]
+            if not isinstance(file_path, str):
+                raise DatasetError(f"{where}: file_path is not a string ({file_path!r})")
+            image_path, guess = resolve_image(path.parent, file_path)
+            if image_path is None:
+                missing.append(file_path)
+                continue
+            if guess:
+                guessed.append(f"{file_path} -> {image_path.relative_to(path.parent).as_posix()}")
+            w2c = rigid_w2c_from_c2w(_as_4x4(frame["transform_matrix"], where) @ _GL_TO_CV, where)
+            if image_path in seen:
+                continue
+            seen.add(image_path)
+            found.append((image_path, frame, meta, w2c, f"{path} ({image_path.name})"))
+
+    listing = " and ".join(str(p) for p in files)
+    if missing:
+        scene.warn(f"{len(missing)} of {n_frames} frames in {listing} have no image file, skipped: {name_list(missing)}")
+    if guessed:
+        scene.warn(f"{len(guessed)} image paths in {listing} do not exist as written; found by their trailing "
+                   f"components: {name_list(guessed, limit=5)}")
+    if not found:
+        raise DatasetError(f"{listing}: none of the {n_frames} listed images exists")
+
+    common = Path(os.path.commonpath([str(p.parent) for p, *_ in found]))
+    for image_path, frame, meta, w2c, where in found:
+        try:
+            camera = _intrinsics(meta, frame, image_path, where)
+        except ImageDecodeError as e:  # size needed from an image that cannot be read
+            scene.warn(f"{e}; skipped")
+            continue
+        scene.views.append(ViewSpec(image_path.relative_to(common).as_posix(), image_path, camera, w2c))
+    if not scene.views:
+        raise DatasetError(f"{listing}: none of the listed images can be read")
+    if ply:
+        _read_points(scene, base, str(ply))
+    return scene
+
+
+def _load_json(path: Path) -> tuple[dict, list]:
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as e:
         raise DatasetError(f"{path}: cannot read ({e.strerror or e})") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -50,51 +154,67 @@ def read_transforms(root: Path) -> SceneSpec:
     frames = meta.get("frames") if isinstance(meta, dict) else None
     if not isinstance(frames, list):
         raise DatasetError(f"{path}: no 'frames' list")
-
-    scene = SceneSpec(root=base, views=[])
-    missing: list[str] = []
-    found: list[tuple[Path, dict, np.ndarray]] = []
-    for i, frame in enumerate(frames):
-        where = f"{path} frame {i}"
-        if not isinstance(frame, dict) or "file_path" not in frame or "transform_matrix" not in frame:
-            raise DatasetError(f"{where}: needs 'file_path' and 'transform_matrix'")
-        image_path = _resolve(base, str(frame["file_path"]))
-        if image_path is None:
-            missing.append(str(frame["file_path"]))
-            continue
-        w2c = rigid_w2c_from_c2w(_as_4x4(frame["transform_matrix"], where) @ _GL_TO_CV, where)
-        found.append((image_path, frame, w2c))
-
-    if missing:
-        scene.warn(f"{len(missing)} of {len(frames)} frames in {path} have no image file, skipped: {name_list(missing)}")
-    if not found:
-        raise DatasetError(f"{path}: none of the {len(frames)} listed images exists")
-
-    common = Path(os.path.commonpath([str(p.parent) for p, _, _ in found]))
-    for image_path, frame, w2c in found:
-        try:
-            camera = _intrinsics(meta, frame, image_path, f"{path} ({image_path.name})")
-        except ImageDecodeError as e:  # size needed from an image that cannot be read
-            scene.warn(f"{e}; skipped")
-            continue
-        scene.views.append(ViewSpec(image_path.relative_to(common).as_posix(), image_path, camera, w2c))
-    if not scene.views:
-        raise DatasetError(f"{path}: none of the listed images can be read")
-    return scene
+    return meta, frames
 
 
-def _resolve(base: Path, file_path: str) -> Path | None:
-    """The existing image for ``file_path`` (as written, else with an image extension)."""
-    p = Path(file_path)
-    p = p if p.is_absolute() else base / p
-    p = Path(os.path.abspath(p))  # normalise "." and ".." without resolving links
-    if p.is_file():
-        return p
-    for ext in _TRY_EXTENSIONS:
-        q = p.with_name(p.name + ext)
-        if q.is_file():
-            return q
+def _read_points(scene: SceneSpec, base: Path, ply_path: str) -> None:
+    from ..errors import PlyError
+    from ..io.ply import read_point_cloud
+
+    path, _ = resolve_image(base, ply_path, extensions=())
+    if path is None:
+        scene.warn(f"{base}: ply_file_path {ply_path} does not exist; no initial points")
+        return
+    try:
+        scene.points, scene.colors = read_point_cloud(path)
+    except PlyError as e:
+        scene.warn(f"{e}; no initial points")
+
+
+# ------------------------------------------------------------------------------ paths
+
+
+def resolve_image(base: Path, file_path: str, extensions=_TRY_EXTENSIONS) -> tuple[Path | None, bool]:
+    """(existing file for ``file_path`` or None, whether it was found only by its trailing
+    components); the module docstring lists what is tried."""
+    raw = file_path.strip()
+    variants = [raw]
+    if "\\" in raw:
+        variants.append(raw.replace("\\", "/"))
+    if raw.startswith("file://"):
+        from urllib.parse import unquote
+
+        variants.append(unquote(raw[len("file://"):]))
+    for v in variants:
+        p = Path(v)
+        hit = _existing(Path(os.path.abspath(p if p.is_absolute() else base / p)), extensions)
+        if hit is not None:
+            return hit, False
+    parts = [q for q in re.split(r"[\\/]+", raw) if q not in ("", ".", "..") and not re.fullmatch(r"[A-Za-z]:", q)]
+    for k in range(len(parts) - 1, 0, -1):
+        hit = _existing(base.joinpath(*parts[-k:]), extensions)
+        if hit is not None:
+            return hit, True
+    return None, False
+
+
+def _existing(p: Path, extensions) -> Path | None:
+    forms = [str(p)]
+    for form in ("NFC", "NFD"):
+        q = unicodedata.normalize(form, str(p))
+        if q not in forms:
+            forms.append(q)
+    for f in forms:
+        for cand in (f, *(f + ext for ext in extensions)):
+            try:
+                if os.path.isfile(cand):
+                    return Path(cand)
+            except (ValueError, OSError):  # NUL byte, name too long
+                return None
     return None
+
+
+# ------------------------------------------------------------------------- intrinsics
 
 
 def _as_4x4(value, where: str) -> np.ndarray:
@@ -110,10 +230,20 @@ def _as_4x4(value, where: str) -> np.ndarray:
     return m
 
 
-def _lookup(levels: list[dict], key: str):
+def _number(value, key: str, where: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise DatasetError(f"{where}: {key} is not a number ({value!r})") from None
+    if not math.isfinite(v):
+        raise DatasetError(f"{where}: {key} is not finite ({value!r})")
+    return v
+
+
+def _lookup(levels: list[dict], key: str, where: str) -> float | None:
     for level in levels:
-        if key in level and level[key] is not None:
-            return level[key]
+        if level.get(key) is not None:
+            return _number(level[key], key, where)
     return None
 
 
@@ -121,42 +251,72 @@ def _focal(levels: list[dict], fl_key: str, angle_key: str, size: int, where: st
     """Focal length in pixels from the first level (frame, then top) giving either key."""
     for level in levels:
         if level.get(fl_key) is not None:
-            return float(level[fl_key])
+            return _number(level[fl_key], fl_key, where)
         if level.get(angle_key) is not None:
-            angle = float(level[angle_key])
+            angle = _number(level[angle_key], angle_key, where)
             if not 0.0 < angle < math.pi:
                 raise DatasetError(f"{where}: {angle_key}={angle} is not in (0, pi)")
             return 0.5 * size / math.tan(0.5 * angle)
     return None
 
 
+def _matrix_intrinsics(levels: list[dict], where: str) -> tuple[float, float, float, float] | None:
+    for level in levels:
+        k = level.get("intrinsic_matrix")
+        if k is None:
+            continue
+        try:
+            m = np.asarray(k, np.float64)
+        except (TypeError, ValueError):
+            m = np.zeros(0)
+        if m.shape not in ((3, 3), (4, 4)) or not np.all(np.isfinite(m)):
+            raise DatasetError(f"{where}: intrinsic_matrix must be a finite 3x3 or 4x4 matrix")
+        return m[0, 0], m[1, 1], m[0, 2], m[1, 2]
+    return None
+
+
 def _intrinsics(meta: dict, frame: dict, image_path: Path, where: str) -> CameraModel:
     levels = [frame, meta]
-    model = str(_lookup(levels, "camera_model") or "OPENCV")
-    if _lookup(levels, "is_fisheye"):
-        model = "fisheye (is_fisheye)"
-    if model not in ("OPENCV", "PINHOLE"):
-        raise DatasetError(f"{where}: camera model {model} is not supported (supported: OPENCV, PINHOLE)")
-    for key in ("k3", "k4"):
-        if float(_lookup(levels, key) or 0.0) != 0.0:
-            raise DatasetError(f"{where}: distortion coefficient {key} is not supported (only k1 k2 p1 p2)")
-    w, h = _lookup(levels, "w"), _lookup(levels, "h")
+    name = next((str(lv["camera_model"]) for lv in levels if lv.get("camera_model") is not None), "OPENCV")
+    if any(lv.get("is_fisheye") for lv in levels):
+        name = "OPENCV_FISHEYE"
+    w, h = _lookup(levels, "w", where), _lookup(levels, "h", where)
     if w is None or h is None:
-        w, h = image_size(image_path)
-    w, h = int(round(float(w))), int(round(float(h)))
+        w, h = image_size(image_path, apply_exif=False)
+    w, h = int(round(w)), int(round(h))
     fx = _focal(levels, "fl_x", "camera_angle_x", w, where)
     fy = _focal(levels, "fl_y", "camera_angle_y", h, where)
+    cx, cy = _lookup(levels, "cx", where), _lookup(levels, "cy", where)
+    k_matrix = _matrix_intrinsics(levels, where)
+    if k_matrix is not None:
+        fx = k_matrix[0] if fx is None else fx
+        fy = k_matrix[1] if fy is None else fy
+        cx = k_matrix[2] if cx is None else cx
+        cy = k_matrix[3] if cy is None else cy
     if fx is None and fy is None:
-        raise DatasetError(f"{where}: no focal length (fl_x/fl_y or camera_angle_x/camera_angle_y)")
+        raise DatasetError(f"{where}: no focal length (fl_x/fl_y, camera_angle_x/camera_angle_y or intrinsic_matrix)")
     fx = fy if fx is None else fx
     fy = fx if fy is None else fy
-    cx, cy = _lookup(levels, "cx"), _lookup(levels, "cy")
-    dist = [float(_lookup(levels, k) or 0.0) for k in ("k1", "k2", "p1", "p2")]
-    camera = CameraModel(
-        model, w, h, fx, fy,
-        w / 2.0 if cx is None else float(cx),
-        h / 2.0 if cy is None else float(cy),
-        *dist,
-    )
+    cx = w / 2.0 if cx is None else cx
+    cy = h / 2.0 if cy is None else cy
+    k1, k2, k3, k4, p1, p2 = (_lookup(levels, key, where) or 0.0 for key in ("k1", "k2", "k3", "k4", "p1", "p2"))
+    upper = name.upper()
+    if upper in _PERSPECTIVE:
+        if k4 != 0.0:
+            raise DatasetError(f"{where}: distortion coefficient k4 of camera model {name} is not supported "
+                               "(an r^8 radial term; only k1 k2 k3 p1 p2)")
+        if k3 != 0.0:
+            camera = CameraModel("FULL_OPENCV", w, h, fx, fy, cx, cy, (k1, k2, p1, p2, k3, 0.0, 0.0, 0.0))
+        elif any((k1, k2, p1, p2)):
+            camera = CameraModel("OPENCV", w, h, fx, fy, cx, cy, (k1, k2, p1, p2))
+        else:
+            camera = CameraModel("PINHOLE", w, h, fx, fy, cx, cy)
+    elif upper in _FISHEYE:
+        if p1 != 0.0 or p2 != 0.0:
+            raise DatasetError(f"{where}: camera model {name} has no tangential distortion (p1, p2 must be 0)")
+        camera = CameraModel("OPENCV_FISHEYE", w, h, fx, fy, cx, cy, (k1, k2, k3, k4))
+    else:
+        raise DatasetError(f"{where}: camera model {name} is not supported "
+                           f"(supported: {', '.join(_PERSPECTIVE + _FISHEYE)})")
     camera.check(where)
     return camera

@@ -1,11 +1,18 @@
 """Undistort images of a distorted camera to a pinhole camera, cropped to valid pixels.
 
+Works for every camera model of :mod:`engine.ingest.camera_model` (fisheye included).
 The output keeps fx and fy. Its rectangle is chosen in the undistorted image plane so
 that every output pixel centre maps (through the distortion) inside the source image,
 i.e. its bilinear sample lies between source pixel centres: no black or smeared border.
 The rectangle is bounded by the undistorted image border (each side limited by the
 innermost point of the corresponding border edge), then shrunk a row or column at a
 time in the rare case where a curved border still leaves invalid pixels inside it.
+
+A fisheye image can reach 90 degrees from the axis and beyond, which a pinhole image
+cannot hold (it would be infinitely large): each side of the rectangle is therefore also
+limited to ``MAX_SCALE`` times the source image's own extent on that side (measured
+from the principal point), like COLMAP's undistorter (``max_scale`` 2); the periphery
+beyond it is cut off.
 
 Conventions as in :mod:`engine.ingest.camera_model` (pixel centres at integer + 0.5).
 Resampling is bilinear, vectorised over all pixels (no Python loop over pixels).
@@ -18,9 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DatasetError
-from .camera_model import CameraModel
+from .camera_model import CameraModel, normal_from_fisheye
 
 _EPS_PX = 1e-6  # tolerance on "inside the source image" for float round-off
+MAX_SCALE = 2.0  # a side of the output extends at most this many times the source's
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,7 +78,7 @@ def make_undistorter(camera: CameraModel) -> Undistorter:
         return Undistorter(camera, _pinhole(camera, camera.width, camera.height, camera.cx, camera.cy), None, None)
     w, h = camera.width, camera.height
     if w < 2 or h < 2:
-        raise DatasetError(f"{camera.model} camera {w}x{h}: image too small to undistort")
+        raise DatasetError(f"{camera.describe()}: image too small to undistort")
     xl, xr, yt, yb = _undistorted_bounds(camera)
     out_w, cx = _fit_axis(xl, xr, camera.fx)
     out_h, cy = _fit_axis(yt, yb, camera.fy)
@@ -101,28 +109,44 @@ def _pinhole(camera: CameraModel, width: int, height: int, cx: float, cy: float)
 
 def _undistorted_bounds(camera: CameraModel) -> tuple[float, float, float, float]:
     """(x_left, x_right, y_top, y_bottom) normalised: the innermost undistorted position
-    of each border edge, sampled at every border pixel centre."""
+    of each border edge, sampled at every border pixel centre, each limited to
+    MAX_SCALE times the source's extent on its side (fisheye border points with no
+    pinhole image count as infinitely far out)."""
     w, h = camera.width, camera.height
     us = np.arange(w) + 0.5
     vs = np.arange(h) + 0.5
     edges = {
-        "left": (np.full(h, 0.5), vs),
-        "right": (np.full(h, w - 0.5), vs),
-        "top": (us, np.full(w, 0.5)),
-        "bottom": (us, np.full(w, h - 0.5)),
+        "left": (np.full(h, 0.5), vs, -1.0),
+        "right": (np.full(h, w - 0.5), vs, 1.0),
+        "top": (us, np.full(w, 0.5), -1.0),
+        "bottom": (us, np.full(w, h - 0.5), 1.0),
     }
     out = {}
-    for side, (u, v) in edges.items():
-        x, y, ok = camera.undistort_normalized((u - camera.cx) / camera.fx, (v - camera.cy) / camera.fy)
-        if not ok.all():
-            raise DatasetError(
-                f"{camera.model} camera (fx={camera.fx:.2f}, k1={camera.k1}, k2={camera.k2}, p1={camera.p1}, p2={camera.p2}): "
-                f"distortion cannot be inverted at the {side} image border"
-            )
-        out[side] = x if side in ("left", "right") else y
-    bounds = (out["left"].max(), out["right"].min(), out["top"].max(), out["bottom"].min())
+    for side, (u, v, sign) in edges.items():
+        a, b, converged = camera.undistort_plane((u - camera.cx) / camera.fx, (v - camera.cy) / camera.fy)
+        if not converged.all():
+            raise DatasetError(f"{camera.describe()}: distortion cannot be inverted at the {side} image border")
+        if camera.is_fisheye:
+            x, y, _ = normal_from_fisheye(a, b)  # inf beyond 90 degrees: no limit from there
+        else:
+            x, y = a, b
+        vals = x if side in ("left", "right") else y
+        vals = np.where(np.isfinite(vals), vals, sign * np.inf)
+        out[side] = vals.min() if sign > 0 else vals.max()
+    limit = {
+        "left": MAX_SCALE * (0.0 - camera.cx) / camera.fx,
+        "right": MAX_SCALE * (w - camera.cx) / camera.fx,
+        "top": MAX_SCALE * (0.0 - camera.cy) / camera.fy,
+        "bottom": MAX_SCALE * (h - camera.cy) / camera.fy,
+    }
+    bounds = (
+        max(out["left"], limit["left"]),
+        min(out["right"], limit["right"]),
+        max(out["top"], limit["top"]),
+        min(out["bottom"], limit["bottom"]),
+    )
     if not (bounds[0] < bounds[1] and bounds[2] < bounds[3]):
-        raise DatasetError(f"{camera.model} camera: undistorted image border encloses no rectangle")
+        raise DatasetError(f"{camera.describe()}: undistorted image border encloses no rectangle")
     return bounds
 
 
@@ -162,4 +186,4 @@ def _shrink_to_valid(valid: np.ndarray, camera: CameraModel) -> tuple[int, int, 
         bottom -= side == 1
         left += side == 2
         right -= side == 3
-    raise DatasetError(f"{camera.model} camera: no valid undistorted rectangle")
+    raise DatasetError(f"{camera.describe()}: no valid undistorted rectangle")

@@ -20,6 +20,7 @@ Conventions:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,7 +122,8 @@ def _open(path: Path):
     try:
         container = av.open(str(path), mode="r", metadata_errors="ignore")
     except av.error.FFmpegError as e:
-        raise VideoError(f"{path}: cannot open as a video ({_reason(e)})") from e
+        hint = _mp4_index_problem(path)
+        raise VideoError(f"{path}: cannot open as a video ({_reason(e)}){'; ' + hint if hint else ''}") from e
     except OSError as e:
         raise VideoError(f"{path}: cannot read ({e.strerror or e})") from e
     if not container.streams.video:
@@ -129,6 +131,40 @@ def _open(path: Path):
         container.close()
         raise VideoError(f"{path}: no video stream (streams found: {kinds})")
     return container
+
+
+def _mp4_index_problem(path: Path) -> str | None:
+    """Why an MP4 / MOV (ISO base media) file cannot be opened, from its top-level boxes:
+    a recording that was interrupted has its media data but not the 'moov' index, which
+    is written last. None when the file is not of that kind or has its index."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            pos, kinds, cut = 0, [], None
+            while pos + 8 <= size and len(kinds) < 1000:
+                f.seek(pos)
+                head = f.read(16)
+                box_size, kind = int.from_bytes(head[:4], "big"), head[4:8]
+                if box_size == 1 and len(head) >= 16:
+                    box_size = int.from_bytes(head[8:16], "big")
+                elif box_size == 0:
+                    box_size = size - pos
+                if box_size < 8 or not kind.isalnum() and kind != b"uuid":
+                    break
+                kinds.append(kind)
+                if pos + box_size > size:
+                    cut = (kind.decode("latin-1"), box_size, size - pos)
+                    break
+                pos += box_size
+    except OSError:
+        return None
+    if not kinds or kinds[0] != b"ftyp" or b"moov" in kinds:
+        return None
+    if cut is not None:
+        return (f"the file is cut short: its '{cut[0]}' box declares {cut[1]} bytes but only {cut[2]} are there, "
+                "and the 'moov' index an MP4/MOV writes last is missing (a recording that was interrupted); "
+                "the frames cannot be located without it")
+    return "the file has no 'moov' index (an MP4/MOV recording that was not finished)"
 
 
 def _reason(e: Exception) -> str:
@@ -156,14 +192,11 @@ def probe(path: Path) -> VideoInfo:
     try:
         stream = container.streams.video[0]
         cc = stream.codec_context
-        first = None
-        try:
-            for first in container.decode(stream):
-                break
-        except _av().error.FFmpegError as e:
-            raise VideoError(f"{path}: cannot decode the video stream ({cc.name}: {_reason(e)})") from e
+        problems: list[tuple[str, str]] = []
+        first = next(_decode_tolerant(container, stream, problems), None)
         if first is None:
-            raise VideoError(f"{path}: the video stream ({cc.name}) has no decodable frame")
+            why = f": {problems[0][1]}" if problems else ""
+            raise VideoError(f"{path}: the video stream ({cc.name}) has no decodable frame{why}")
         warnings = []
         raw_rot = float(first.rotation or 0)
         rotation = _snap_rotation(raw_rot)
@@ -188,36 +221,67 @@ def probe(path: Path) -> VideoInfo:
         container.close()
 
 
+_MAX_BAD_PACKETS = 100  # consecutive packets the decoder rejects before decoding gives up
+
+
+def _decode_tolerant(container, stream, problems: list[tuple[str, str]]):
+    """Frames of ``stream`` as ffmpeg itself would give them: a packet the decoder
+    rejects (a damaged or cut-off packet) is skipped; a demuxer error (the file ends
+    mid-packet, unreadable bytes) ends the stream after the decoder has given back the
+    frames it holds. ``problems`` receives ("decode" | "demux", reason) for each."""
+    av = _av()
+    demux = container.demux(stream)
+    bad = 0
+    damaged: set[int] = set()
+    while True:
+        try:
+            packet = next(demux)
+        except StopIteration:
+            return
+        except av.error.FFmpegError as e:
+            problems.append(("demux", _reason(e)))
+            try:
+                yield from stream.codec_context.decode(None)  # drain what the decoder holds
+            except av.error.FFmpegError:
+                pass
+            return
+        if packet.is_corrupt and packet.pts is not None:
+            damaged.add(packet.pts)  # e.g. the packet a cut runs through: its frame is concealment
+        try:
+            frames = packet.decode()
+        except av.error.FFmpegError as e:
+            problems.append(("decode", _reason(e)))
+            bad += 1
+            if bad > _MAX_BAD_PACKETS:
+                return
+            continue
+        bad = 0
+        for frame in frames:
+            if frame.pts is not None and frame.pts in damaged:
+                problems.append(("damaged", "packet flagged corrupt by the demuxer"))
+                continue
+            yield frame
+
+
 def iter_frames(path: Path, info: VideoInfo | None = None,
                 on_warning: Callable[[str], None] | None = None) -> Iterator[DecodedFrame]:
     """Decode the first video stream of ``path`` frame by frame (bounded memory).
 
-    Corrupt frames (flagged by the decoder) are skipped; a decode error after some
-    frames ends the stream early with a warning (the frames so far stay usable); an
-    error before any frame raises VideoError naming the file.
+    Corrupt frames (flagged by the decoder) and packets the decoder rejects are skipped
+    with a warning; a file cut short mid-stream gives the frames before the cut, with a
+    warning (also when the stream simply ends well before the duration the container
+    announces); no frame at all raises VideoError naming the file.
     """
-    av = _av()
     info = info or probe(path)
     container = _open(path)
+    problems: list[tuple[str, str]] = []
     try:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         tb = stream.time_base
         step = 1.0 / info.fps if info.fps > 0 else 1.0 / 30.0
         index, t0, last_t, corrupt = 0, None, None, 0
-        gen = container.decode(stream)
-        while True:
-            try:
-                frame = next(gen)
-            except StopIteration:
-                break
-            except av.error.FFmpegError as e:
-                if index == 0:
-                    raise VideoError(f"{path}: cannot decode the video stream ({info.codec}: {_reason(e)})") from e
-                if on_warning:
-                    on_warning(f"{path}: decoding stopped after {index} frames "
-                               f"(t = {last_t:.2f} s): {_reason(e)}; using the frames decoded so far")
-                break
+        for frame in _decode_tolerant(container, stream, problems):
             if frame.is_corrupt:
                 corrupt += 1
                 continue
@@ -233,12 +297,33 @@ def iter_frames(path: Path, info: VideoInfo | None = None,
             last_t = t
             yield DecodedFrame(index, t, frame, info.rotation, info.hdr)
             index += 1
-        if corrupt and on_warning:
-            on_warning(f"{path}: {corrupt} corrupt frames skipped")
         if index == 0:
-            raise VideoError(f"{path}: the video stream ({info.codec}) has no decodable frame")
+            why = f": {problems[0][1]}" if problems else ""
+            raise VideoError(f"{path}: the video stream ({info.codec}) has no decodable frame{why}")
+        if on_warning:
+            for line in _decode_report(path, index, last_t, corrupt, problems, info, step):
+                on_warning(line)
     finally:
         container.close()
+
+
+def _decode_report(path: Path, n: int, last_t: float, corrupt: int, problems: list[tuple[str, str]],
+                   info: VideoInfo, step: float) -> list[str]:
+    out = []
+    rejected = [why for kind, why in problems if kind == "decode"]
+    if rejected:
+        out.append(f"{path}: {len(rejected)} damaged packets skipped ({rejected[0]})")
+    corrupt += sum(kind == "damaged" for kind, _ in problems)
+    if corrupt:
+        out.append(f"{path}: {corrupt} corrupt frames skipped")
+    demux = [why for kind, why in problems if kind == "demux"]
+    if demux:
+        out.append(f"{path}: reading stopped after {n} frames (t = {last_t:.2f} s): {demux[0]}; "
+                   "the file looks cut short; using the frames decoded so far")
+    elif info.duration_s > 0 and last_t + 2 * step < 0.95 * info.duration_s:
+        out.append(f"{path}: the video stream ends at {last_t:.2f} s but the container says it lasts "
+                   f"{info.duration_s:.2f} s; the file looks cut short; using the {n} frames decoded")
+    return out
 
 
 def is_video_file(path: Path) -> bool:

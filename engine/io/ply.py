@@ -60,6 +60,7 @@ __all__ = [
     "GaussianPly",
     "PlyWarning",
     "read_ply",
+    "read_point_cloud",
     "write_ply",
     "sh_degree_for_rest_count",
     "gaussian_property_names",
@@ -338,6 +339,19 @@ def _parse_header(f: BinaryIO, where: str) -> tuple[str, list[_Element]]:
     return fmt, elements
 
 
+def _open(path: str | os.PathLike) -> BinaryIO:
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise PlyError(f"{path}: cannot read ({e.strerror or e})") from e
+
+
+def _read_vertices(f: BinaryIO, where: str, fmt: str, elements: list[_Element], vertex: _Element) -> np.ndarray:
+    if fmt == "ascii":
+        return _read_ascii(f, where, elements, vertex)
+    return _read_binary(f, where, fmt, elements, vertex)
+
+
 def _check_gaussian_properties(where: str, elements: list[_Element]) -> tuple[_Element, int]:
     """Find the vertex element, check it holds Gaussians; return (vertex element, f_rest count)."""
     vertex = next((e for e in elements if e.name == "vertex"), None)
@@ -345,6 +359,12 @@ def _check_gaussian_properties(where: str, elements: list[_Element]) -> tuple[_E
         names = ", ".join(e.name for e in elements) or "none"
         raise PlyError(f"{where}: has no 'vertex' element (elements: {names}), not 3D Gaussians")
     types = dict(vertex.props)
+    if "packed_position" in types and any(e.name == "chunk" for e in elements):
+        raise PlyError(
+            f"{where}: is a compressed splat PLY (PlayCanvas/SuperSplat 'chunk' + packed_* layout), which is "
+            "not supported; export or convert it to a standard 3DGS PLY first (e.g. with SuperSplat or "
+            "splat-transform)"
+        )
     required = gaussian_property_names(0)
     required = [p for p in required if p not in ("nx", "ny", "nz")]
     missing = [p for p in required if p not in types]
@@ -389,6 +409,8 @@ def _read_binary(f: BinaryIO, where: str, fmt: str, elements: list[_Element], ve
             )
         offset += el.count * np.dtype([(n, order + t) for n, t in el.props]).itemsize
     dtype = np.dtype([(n, order + t) for n, t in vertex.props])
+    if vertex.count == 0:
+        return np.zeros(0, dtype=dtype)
     need = vertex.count * dtype.itemsize
     have = max(0, file_size - offset)
     if need > have:
@@ -420,6 +442,8 @@ def _read_ascii(f: BinaryIO, where: str, elements: list[_Element], vertex: _Elem
             break
         skip += el.count
     body = f.read()
+    if skip + vertex.count > body.count(b"\n") + 1:
+        raise PlyError(f"{where}: truncated body: fewer than {skip + vertex.count} element lines")
     lines = body.split(b"\n", skip + vertex.count)
     if len(lines) < skip + vertex.count or (vertex.count and not lines[skip + vertex.count - 1].strip()):
         raise PlyError(f"{where}: truncated body: fewer than {vertex.count} vertex lines")
@@ -475,18 +499,15 @@ def read_ply(path: str | os.PathLike) -> GaussianPly:
     are dropped; the count is stored in ``result.dropped`` and reported with a
     :class:`PlyWarning`.
 
-    Raises PlyError (naming the file and the problem) if the file is not a PLY, is
-    truncated, is a point cloud or mesh rather than Gaussians, or has an unsupported
-    f_rest count; OSError if it cannot be opened.
+    Raises PlyError (naming the file and the problem) if the file cannot be opened, is
+    not a PLY, is truncated, is a point cloud or mesh rather than Gaussians, is a
+    compressed splat PLY, or has an unsupported f_rest count.
     """
     where = str(path)
-    with open(path, "rb") as f:
+    with _open(path) as f:
         fmt, elements = _parse_header(f, where)
         vertex, k = _check_gaussian_properties(where, elements)
-        if fmt == "ascii":
-            data = _read_ascii(f, where, elements, vertex)
-        else:
-            data = _read_binary(f, where, fmt, elements, vertex)
+        data = _read_vertices(f, where, fmt, elements, vertex)
 
     n = data.shape[0]
     m = k // 3
@@ -526,3 +547,36 @@ def read_ply(path: str | os.PathLike) -> GaussianPly:
         )
     g.dropped = dropped
     return g
+
+
+def read_point_cloud(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray | None]:
+    """Positions and colours of the ``vertex`` element of any PLY point cloud (SfM
+    points such as nerfstudio's ``sparse_pc.ply`` or an Open3D / COLMAP export).
+
+    Returns ([N, 3] float32 x, y, z; [N, 3] uint8 RGB from ``red green blue``, ``r g b``
+    or ``diffuse_red ...`` -- floats in [0, 1] are scaled by 255 -- or None without
+    colours). Points with a non-finite coordinate are dropped. Same formats as
+    :func:`read_ply`; PlyError naming the file for anything it cannot read.
+    """
+    where = str(path)
+    with _open(path) as f:
+        fmt, elements = _parse_header(f, where)
+        vertex = next((e for e in elements if e.name == "vertex"), None)
+        types = dict(vertex.props) if vertex is not None else {}
+        if not all(k in types for k in ("x", "y", "z")):
+            raise PlyError(f"{where}: has no 'vertex' element with x, y, z properties")
+        if vertex.has_list:
+            raise PlyError(f"{where}: the 'vertex' element has list properties, unsupported for a point cloud")
+        data = _read_vertices(f, where, fmt, elements, vertex)
+    xyz = np.stack([np.asarray(data[k], np.float64) for k in ("x", "y", "z")], 1)
+    colors = None
+    for names in (("red", "green", "blue"), ("r", "g", "b"), ("diffuse_red", "diffuse_green", "diffuse_blue")):
+        if all(n in types for n in names):
+            c = np.stack([np.asarray(data[n], np.float64) for n in names], 1)
+            c = np.where(np.isfinite(c), c, 0.0)
+            if all(types[n] in ("f4", "f8") for n in names) and c.size and c.max() <= 1.0:
+                c = c * 255.0
+            colors = np.clip(np.rint(c), 0, 255).astype(np.uint8)
+            break
+    keep = np.isfinite(xyz).all(axis=1)
+    return xyz[keep].astype(np.float32), None if colors is None else colors[keep]

@@ -65,8 +65,11 @@ class _Printer:
 
 
 def cmd_mesh(args) -> int:
+    from ..fileio import check_writable
     from .job import run_mesh
 
+    if args.project.is_dir():
+        check_writable(args.project, "project folder")  # exports/ and mesh.json go there
     report = run_mesh(args.project, config_from_args(args), emit=_Printer())
     files = report["files"]
     print(f"{report['faces']:,} faces, {report['vertices']:,} vertices, texture {report['texture_size']}², "

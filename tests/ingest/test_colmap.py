@@ -68,7 +68,7 @@ def test_office_chair_ids_are_not_names(shared_data):
     cam = scene.views[0].camera
     assert (cam.width, cam.height) == (478, 850)
     np.testing.assert_allclose([cam.fx, cam.fy, cam.cx, cam.cy], [501.7, 499.4, 245.6, 431.6], atol=0.1)
-    np.testing.assert_allclose([cam.k1, cam.k2, cam.p1, cam.p2], [0.0061, -0.0047, 0.0096, 0.0025], atol=1e-4)
+    np.testing.assert_allclose(cam.extra, [0.0061, -0.0047, 0.0096, 0.0025], atol=1e-4)
     assert sorted(v.name for v in scene.views) == [f"{i:04d}.jpg" for i in range(1, 122)]
 
 
@@ -211,7 +211,7 @@ def test_missing_and_unregistered_images(tmp_path):
     assert any("not registered" in w and "extra.png" in w for w in ds.warnings)
 
 
-@pytest.mark.parametrize("model, nparams", [("OPENCV_FISHEYE", 8), ("FULL_OPENCV", 12), ("FOV", 5)])
+@pytest.mark.parametrize("model, nparams", [("DIVISION", 5), ("EUCM", 6), ("EQUIRECTANGULAR", 2)])
 def test_unsupported_model_refused(tmp_path, model, nparams):
     rng = np.random.default_rng(6)
     _text_scene(tmp_path, rng)

@@ -115,8 +115,8 @@ def test_size_mismatch_rescales_or_fails(tmp_path):
 
 
 def test_exif_rotation_not_in_model(tmp_path):
-    """A model made from the stored (unrotated) pixels of an image with an EXIF rotation:
-    the image is loaded unrotated to match its camera, with a warning."""
+    """A model made from the stored (unrotated) pixels of an image with an EXIF rotation
+    (what COLMAP does): the image is loaded as stored, with a warning."""
     rng = np.random.default_rng(4)
     cams = [(1, "PINHOLE", 32, 24, [30.0, 30.0, 16.0, 12.0])]
     write_colmap_text(tmp_path / "sparse/0", cams, [(1, random_pose(rng), 1, "a.jpg", 0)], np.zeros((1, 3)), np.zeros((1, 3)))
@@ -126,4 +126,4 @@ def test_exif_rotation_not_in_model(tmp_path):
     Image.fromarray(rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)).save(tmp_path / "images/a.jpg", exif=exif)
     ds = load_dataset(tmp_path, max_size=None)
     assert ds.cameras[0].image.shape == (24, 32, 3)
-    assert any("EXIF rotation" in w and "a.jpg" in w for w in ds.warnings)
+    assert any("carry an EXIF orientation" in w and "a.jpg" in w for w in ds.warnings)

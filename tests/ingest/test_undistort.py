@@ -33,17 +33,22 @@ def distort_ref(x, y, k1, k2, p1, p2):
 
 
 CAMERAS = [
-    CameraModel("SIMPLE_RADIAL", 320, 240, 300.0, 300.0, 165.3, 118.7, k1=0.12),
-    CameraModel("RADIAL", 320, 240, 280.0, 280.0, 158.0, 123.2, k1=-0.18, k2=0.03),
-    CameraModel("OPENCV", 240, 320, 260.0, 255.0, 118.2, 162.6, k1=0.0578, k2=-0.0805, p1=-0.00098, p2=0.00016),
-    CameraModel("OPENCV", 320, 240, 250.0, 262.0, 163.0, 117.0, k1=-0.25, k2=0.06, p1=0.004, p2=-0.003),
+    CameraModel("SIMPLE_RADIAL", 320, 240, 300.0, 300.0, 165.3, 118.7, (0.12,)),
+    CameraModel("RADIAL", 320, 240, 280.0, 280.0, 158.0, 123.2, (-0.18, 0.03)),
+    CameraModel("OPENCV", 240, 320, 260.0, 255.0, 118.2, 162.6, (0.0578, -0.0805, -0.00098, 0.00016)),
+    CameraModel("OPENCV", 320, 240, 250.0, 262.0, 163.0, 117.0, (-0.25, 0.06, 0.004, -0.003)),
 ]
 
 
-@pytest.mark.parametrize("cam", CAMERAS, ids=lambda c: f"{c.model}-k1={c.k1}")
+def opencv_coeffs(cam):
+    """(k1, k2, p1, p2) of a SIMPLE_RADIAL / RADIAL / OPENCV camera."""
+    return (*cam.extra, 0.0, 0.0, 0.0)[:4]
+
+
+@pytest.mark.parametrize("cam", CAMERAS, ids=lambda c: f"{c.model}-k1={c.extra[0]}")
 def test_blobs_land_on_pinhole_projection(cam):
     rng = np.random.default_rng(7)
-    k = (cam.k1, cam.k2, cam.p1, cam.p2)
+    k = opencv_coeffs(cam)
     # 3D points: a grid of directions (spacing ~25 px) at random depths.
     gx, gy = np.meshgrid(np.arange(-0.6, 0.61, 0.09), np.arange(-0.6, 0.61, 0.09))
     x, y = gx.ravel() + rng.uniform(-0.01, 0.01, gx.size), gy.ravel() + rng.uniform(-0.01, 0.01, gx.size)
@@ -109,7 +114,7 @@ def test_pinhole_is_identity():
 
 
 def test_not_invertible_is_refused():
-    cam = CameraModel("RADIAL", 320, 240, 150.0, 150.0, 160.0, 120.0, k1=-0.9, k2=0.0)
+    cam = CameraModel("RADIAL", 320, 240, 150.0, 150.0, 160.0, 120.0, (-0.9, 0.0))
     with pytest.raises(DatasetError, match="cannot be inverted"):
         make_undistorter(cam)
 
@@ -118,7 +123,7 @@ def test_undistort_normalized_roundtrip():
     cam = CAMERAS[3]
     rng = np.random.default_rng(1)
     x, y = rng.uniform(-0.6, 0.6, 1000), rng.uniform(-0.5, 0.5, 1000)
-    xd, yd = distort_ref(x, y, cam.k1, cam.k2, cam.p1, cam.p2)
+    xd, yd = distort_ref(x, y, *opencv_coeffs(cam))
     xu, yu, ok = cam.undistort_normalized(xd, yd)
     assert ok.all()
     np.testing.assert_allclose(xu, x, atol=1e-10)

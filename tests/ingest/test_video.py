@@ -6,7 +6,7 @@ import pytest
 from engine.ingest.color import hdr_to_srgb8, pq_to_nits
 from engine.ingest.video import VideoError, iter_frames, probe
 
-from .videos import textured, write_video
+from .videos import textured, write_audio_only, write_video
 
 
 def quadrant_frames(n=4, h=48, w=64):
@@ -99,20 +99,7 @@ def test_audio_track_is_ignored(tmp_path):
 
 
 def test_no_video_stream_is_a_clear_error(tmp_path):
-    import av
-
-    path = tmp_path / "sound.m4a"
-    c = av.open(str(path), "w")
-    a = c.add_stream("aac", rate=48000)
-    a.layout = "stereo"
-    for k in range(4):
-        f = av.AudioFrame.from_ndarray(np.zeros((2, 1024), np.float32), format="fltp", layout="stereo")
-        f.sample_rate, f.pts = 48000, k * 1024
-        for p in a.encode(f):
-            c.mux(p)
-    for p in a.encode():
-        c.mux(p)
-    c.close()
+    path = write_audio_only(tmp_path / "sound.m4a")
     with pytest.raises(VideoError, match="no video stream") as e:
         probe(path)
     assert "sound.m4a" in str(e.value)

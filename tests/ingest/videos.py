@@ -72,3 +72,21 @@ def textured(h: int, w: int, seed: int = 0) -> np.ndarray:
     base = np.asarray(Image.fromarray(noise).resize((w, h), Image.Resampling.NEAREST))
     img = Image.fromarray(base).filter(ImageFilter.GaussianBlur(0.6))
     return np.asarray(img).copy()
+
+
+def write_audio_only(path: Path, layout: str = "stereo") -> Path:
+    """An AAC file (no video stream) of four silent frames."""
+    import av
+
+    channels = 2 if layout == "stereo" else 1
+    with av.open(str(path), "w") as c:
+        a = c.add_stream("aac", rate=48000)
+        a.layout = layout
+        for k in range(4):
+            f = av.AudioFrame.from_ndarray(np.zeros((channels, 1024), np.float32), format="fltp", layout=layout)
+            f.sample_rate, f.pts = 48000, k * 1024
+            for p in a.encode(f):
+                c.mux(p)
+        for p in a.encode():
+            c.mux(p)
+    return path
