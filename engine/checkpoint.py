@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -82,6 +83,14 @@ def dataset_identity(dataset, train_idx: list[int]) -> dict:
 def save(path: Path, trainer, config, dataset_id: dict, device: str = "", extra: dict | None = None) -> int:
     """Write ``trainer``'s state to ``path`` atomically; returns the step saved. Raises
     NonFiniteError (and leaves the previous file) when the state is not finite."""
+    arrays = snapshot(trainer, config, dataset_id, device, extra)
+    _write_atomic(Path(path), arrays)
+    return int(json.loads(arrays["meta"].tobytes())["step"])
+
+
+def snapshot(trainer, config, dataset_id: dict, device: str = "", extra: dict | None = None) -> dict:
+    """The arrays of a checkpoint of ``trainer`` now (host copies; waits for the GPU).
+    NonFiniteError when the state is not finite."""
     state = trainer.state_dict()  # raises NonFiniteError on the guard's flags
     model = state["model"]
     bad = [name for name in _ARRAYS if not np.isfinite(model[name]).all()]
@@ -95,8 +104,44 @@ def save(path: Path, trainer, config, dataset_id: dict, device: str = "", extra:
     arrays = {name: np.ascontiguousarray(model[name], np.float32) for name in _ARRAYS}
     arrays["loss_sum"] = np.ascontiguousarray(state["loss_sum"]).view(np.uint32)
     arrays["meta"] = np.frombuffer(json.dumps(meta, default=json_default).encode("utf-8"), np.uint8)
-    _write_atomic(Path(path), arrays)
-    return int(state["step"])
+    return arrays
+
+
+class BackgroundWriter:
+    """Writes checkpoint files on a worker thread, one at a time, so that the training goes
+    on while gigabytes go to disk. ``saved_step`` is the step of the last file known to be
+    complete; :meth:`wait` blocks for the pending write and raises its error."""
+
+    def __init__(self, path: Path, saved_step: int | None = None):
+        self.path = Path(path)
+        self.saved_step = saved_step
+        self.last_step = saved_step  # the step of the last file asked for (maybe still being written)
+        self._thread: threading.Thread | None = None
+        self._step: int | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, step: int, arrays: dict) -> None:
+        self.wait()
+
+        def work() -> None:
+            try:
+                _write_atomic(self.path, arrays)
+            except BaseException as e:  # handed to wait()
+                self._error = e
+
+        self._step = self.last_step = step
+        self._thread = threading.Thread(target=work, name="checkpoint-writer")
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is None:
+            return
+        self._thread.join()
+        self._thread = None
+        err, self._error = self._error, None
+        if err is not None:
+            raise err
+        self.saved_step = self._step
 
 
 def load(path: Path) -> Checkpoint:

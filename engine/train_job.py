@@ -145,11 +145,20 @@ class _Job:
     def __init__(self, gpu: Gpu, cfg: RunConfig, ckpt_path: Path):
         self.gpu, self.cfg, self.ckpt_path = gpu, cfg, ckpt_path
         self.trainer: Trainer | None = None
-        self.saved_step: int | None = None  # step of the checkpoint on disk from this run (or resumed from)
+        self.writer = checkpoint.BackgroundWriter(ckpt_path)  # its saved_step: the checkpoint on disk
+
+    def flush(self, on_message) -> None:
+        """Wait for the checkpoint being written; a failed write is a warning (a full disk
+        must not end the run)."""
+        try:
+            self.writer.wait()
+        except OSError as e:
+            on_message(f"warning: checkpoint not written to {self.ckpt_path}: {e}")
 
     def kept(self) -> str:
-        if self.saved_step is not None:
-            return f"The last good checkpoint (step {self.saved_step}) is kept in {self.ckpt_path}; no PLY was written"
+        saved = self.writer.saved_step
+        if saved is not None:
+            return f"The last good checkpoint (step {saved}) is kept in {self.ckpt_path}; no PLY was written"
         every = self.cfg.train.checkpoint_every
         return ("No checkpoint had been written yet" + (f" (the first comes at step {every})" if every else
                 " (--checkpoint-every 0)") + "; no PLY was written")
@@ -168,6 +177,14 @@ class _Job:
 
     def run(self, dataset_path, out_dir, dataset, train_idx, test_idx, ckpt, resume, on_progress, on_message,
             should_stop, t_load, keep_checkpoint) -> dict:
+        try:
+            return self._run(dataset_path, out_dir, dataset, train_idx, test_idx, ckpt, resume, on_progress,
+                             on_message, should_stop, t_load, keep_checkpoint)
+        finally:
+            self.flush(on_message)  # an error's message names the checkpoint really on disk
+
+    def _run(self, dataset_path, out_dir, dataset, train_idx, test_idx, ckpt, resume, on_progress, on_message,
+             should_stop, t_load, keep_checkpoint) -> dict:
         cfg, gpu = self.cfg, self.gpu
         trainer = self.trainer = Trainer(gpu, dataset, train_idx, cfg.train)
         for w in trainer.warnings:
@@ -184,7 +201,7 @@ class _Job:
                 ckpt = None
         if ckpt is not None:
             checkpoint.restore(trainer, ckpt)
-            self.saved_step = ckpt.step
+            self.writer.saved_step = self.writer.last_step = ckpt.step
             for c in changed:
                 on_message(f"warning: resuming with a changed setting, {c}: from step {ckpt.step} the run differs "
                            "from one without the break")
@@ -207,20 +224,17 @@ class _Job:
         t1 = time.perf_counter()
 
         def on_checkpoint(step: int) -> None:
+            self.flush(on_message)
             extra = {"evaluations": evals, "initial_psnr": initial_psnr,
                      "train_seconds": seconds_before + time.perf_counter() - t1}
-            try:
-                checkpoint.save(self.ckpt_path, trainer, cfg, ident, gpu.adapter, extra)
-            except OSError as e:  # a full disk must not end the run
-                on_message(f"warning: checkpoint at step {step} not written: {e}")
-                return
-            self.saved_step = step
+            # the GPU state is copied now; the file is written while the training goes on
+            self.writer.submit(step, checkpoint.snapshot(trainer, cfg, ident, gpu.adapter, extra))
             on_message(f"checkpoint: step {step} -> {self.ckpt_path}")
 
         every = cfg.train.checkpoint_every
         state = trainer.train(on_progress=on_progress, on_eval=on_eval if test_idx else None, should_stop=should_stop,
                               on_checkpoint=on_checkpoint if every else None)
-        if state.stopped_early and every and not state.in_step and state.step != self.saved_step:
+        if state.stopped_early and every and not state.in_step and state.step != self.writer.last_step:
             on_checkpoint(state.step)  # stopped between two steps: keep exactly this state
         t_train = time.perf_counter() - t1
         count = export_ply(trainer, out_dir / "splat.ply", on_message)
@@ -243,5 +257,6 @@ class _Job:
             first = "-" if initial_psnr is None else f"{initial_psnr:.2f}"
             on_message(f"held-out PSNR {final['psnr']:.2f} dB (first render {first} dB), SSIM {final['ssim']:.4f}")
         if not keep_checkpoint and not state.stopped_early:
+            self.flush(on_message)
             self.ckpt_path.unlink(missing_ok=True)
         return metrics
