@@ -13,7 +13,9 @@
                                                   job's extras (evaluations so far, ...)
 
 It is written to a temporary file in the same folder, fsync'ed and renamed over the old
-one, so a crash (even SIGKILL) leaves either the previous checkpoint or the new one. A
+one, so a crash (even SIGKILL) leaves either the previous checkpoint or the new one; the
+training job copies the state off the GPU between two steps and writes the file on a
+worker thread (:class:`BackgroundWriter`) while the training goes on. A
 checkpoint is only written from a finite state: a NaN/Inf in the guard's flags or in the
 arrays refuses the write and the previous file stays.
 
