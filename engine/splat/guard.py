@@ -1,32 +1,18 @@
-"""NaN / Inf guard of the training step (shaders/optim/finite.slang).
+"""NaN / Inf guard of the training step: the host side.
 
-One dispatch per step, recorded between the backward pass and Adam into the step's
-command buffer: non-finite gradients are zeroed (the parameters and Adam's moments stay
-finite) and counted, with the first and last step they were seen at, into words 1..3 of
-a 16-byte flag block. The trainer keeps that block in its loss accumulator buffer, so the
-flags come back with the loss read it already does every ``log_interval`` steps: no extra
-host round trip per step.
+The check itself is folded into the Adam kernel (shaders/optim/adam.slang), which reads
+every gradient anyway: a non-finite gradient is used as 0 (the parameters and Adam's
+moments stay finite) and counted, with the first and last step it was seen at, into words
+1..3 of a 16-byte flag block. The trainer keeps that block in its loss accumulator buffer,
+so the flags come back with the loss read it already does every ``log_interval`` steps: no
+extra pass over the gradients and no extra host round trip per step.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..device import Gpu
 from ..errors import NonFiniteError
-
-
-class FiniteGuard:
-    def __init__(self, gpu: Gpu):
-        self.gpu = gpu
-        self.kernel = gpu.kernel("optim/finite", "check_finite")
-
-    def record(self, enc, grads, count: int, flags, step: int) -> None:
-        """Check (and zero) the non-finite values among the first ``count`` floats of
-        ``grads``; ``flags`` is a buffer of at least 4 uint32 (word 0 is left alone)."""
-        if count > 0:
-            self.kernel.dispatch(thread_count=[count, 1, 1], command_encoder=enc, grads=grads, flags=flags,
-                                 count=count, step=step)
 
 
 def decode(block: np.ndarray) -> tuple[int, int, int] | None:

@@ -39,6 +39,7 @@ class GaussianModel:
         self.k_reset = kern("densify/densify", "reset_opacity")
         self._lrs = None
         self._spare = None
+        self._flags = None
 
     # --- buffers ----------------------------------------------------------------------------
     def _alloc(self, capacity: int) -> dict[str, spy.Buffer]:
@@ -115,15 +116,23 @@ class GaussianModel:
             self._lrs = self.gpu.upload(lrs, "splat.lrs")
             self._lrs_host = lrs
 
-    def record_adam(self, enc, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-15) -> None:
-        """One Adam step on all parameters from ``grads`` (Kingma & Ba 2015)."""
+    def record_adam(self, enc, flags: spy.Buffer | None = None, step: int = 0, beta1: float = 0.9,
+                    beta2: float = 0.999, eps: float = 1e-15) -> None:
+        """One Adam step on all parameters from ``grads`` (Kingma & Ba 2015). Non-finite
+        gradients count as 0 and are recorded, with ``step`` (the training step, from 0),
+        into words 1..3 of ``flags`` (see shaders/optim/adam.slang and engine/splat/guard.py);
+        without ``flags`` they go to the model's own scratch block."""
         self.step += 1
         count = self.n * self.stride
+        if flags is None:
+            if self._flags is None:
+                self._flags = self.gpu.zeros(16, "splat.nonfinite_flags")
+            flags = self._flags
         self.k_adam.dispatch(
             thread_count=[count, 1, 1], command_encoder=enc, params=self.buf["params"], grads=self.buf["grads"],
-            exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"], lrs=self._lrs, lr_means=self._lr_means, count=count,
-            stride=self.stride, beta1=beta1, beta2=beta2, eps=eps,
-            bias1=1.0 - beta1 ** self.step, bias2=1.0 - beta2 ** self.step)
+            exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"], lrs=self._lrs, flags=flags,
+            lr_means=self._lr_means, count=count, stride=self.stride, beta1=beta1, beta2=beta2, eps=eps,
+            bias1=1.0 - beta1 ** self.step, bias2=1.0 - beta2 ** self.step, step=int(step) & 0xFFFFFFFF)
 
     # --- adaptive density control ------------------------------------------------------------
     def densify(self, grad_threshold: float, clone_scale: float, prune_opacity: float,

@@ -20,7 +20,7 @@ from ..device import Gpu
 from ..errors import NonFiniteError
 from ..ingest.dataset import Dataset
 from .camera_table import View, camera_table
-from .guard import FiniteGuard, raise_if_flagged
+from .guard import raise_if_flagged
 from .init import gaussians_from_points, initial_points
 from .loss import PhotometricLoss
 from .model import GaussianModel
@@ -72,8 +72,7 @@ class Trainer:
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
-        self.loss_sum = gpu.zeros(16, "loss_sum")  # word 0: loss sum; words 1..3: the NaN/Inf guard's flags
-        self.guard = FiniteGuard(gpu)
+        self.loss_sum = gpu.zeros(16, "loss_sum")  # word 0: loss sum; words 1..3: Adam's NaN/Inf flags
         self.state = TrainState()
         self._order: list[int] = []
 
@@ -106,8 +105,7 @@ class Trainer:
                          self.loss_sum, cfg.lambda_dssim)
         self.raster.record_backward(enc, m.buf["grads"], m.buf["grad2d_sum"], m.buf["vis_count"],
                                     accumulate_stats=step < cfg.densify_until)
-        self.guard.record(enc, m.buf["grads"], m.n * m.stride, self.loss_sum, step)
-        m.record_adam(enc)
+        m.record_adam(enc, flags=self.loss_sum, step=step)  # also the NaN/Inf guard
         self.gpu.submit(enc)
         done = step + 1
         if cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0:

@@ -27,20 +27,20 @@ def small_config(steps: int = 160, checkpoint_every: int = 80, max_size: int = 6
 
 def inject_nan_at(monkeypatch, step_index: int, offset_floats: int = 7, count: int = 3) -> None:
     """Make step ``step_index`` (from 0) produce ``count`` NaN gradients: recorded into the
-    step's command buffer after the backward pass, right before the guard runs."""
-    from engine.splat.guard import FiniteGuard
+    step's command buffer after the backward pass, right before Adam (which guards them)."""
+    from engine.splat.model import GaussianModel
 
-    original = FiniteGuard.record
+    original = GaussianModel.record_adam
     keep = []
 
-    def record(self, enc, grads, n, flags, step):
+    def record_adam(self, enc, flags=None, step=0, **kw):
         if step == step_index:
             nan = self.gpu.upload(np.array([np.nan, np.inf, -np.nan, 0.0], np.float32)[:count], "test.nan")
             keep.append(nan)  # alive until the command buffer has run
-            self.gpu.copy(enc, grads, 4 * offset_floats, nan, 0, 4 * count)
-        original(self, enc, grads, n, flags, step)
+            self.gpu.copy(enc, self.buf["grads"], 4 * offset_floats, nan, 0, 4 * count)
+        original(self, enc, flags=flags, step=step, **kw)
 
-    monkeypatch.setattr(FiniteGuard, "record", record)
+    monkeypatch.setattr(GaussianModel, "record_adam", record_adam)
 
 
 def main(argv: list[str] | None = None) -> int:
