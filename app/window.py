@@ -149,6 +149,7 @@ class StudioWindow(QtWidgets.QMainWindow):
         m_view.addAction(self.frustum_action)
         m_help = self.menuBar().addMenu("&Help")
         m_help.addAction("Controls", self._show_controls)
+        m_help.addAction("Run self-test…", self.run_selftest)
 
     def _show_controls(self) -> None:
         QtWidgets.QMessageBox.information(
@@ -157,6 +158,19 @@ class StudioWindow(QtWidgets.QMainWindow):
             "W A S D: fly · Q / E: down / up · F or Home: reset view\n"
             "Click a camera frustum (or double-click a thumbnail) to look through it;\n"
             "then 2 / 3 show its ground truth / error image.")
+
+    def run_selftest(self):
+        """Help > Run self-test: `spirula --selftest` in a child process, in a dialog (on this
+        window's backend). Returns the dialog."""
+        from .selftest_dialog import SelftestDialog
+
+        dlg = getattr(self, "selftest_dialog", None)
+        if dlg is None:
+            dlg = self.selftest_dialog = SelftestDialog(self, backend=self.ready.backend)
+        dlg.show()
+        dlg.raise_()
+        dlg.start()
+        return dlg
 
     def set_view_mode(self, mode: str) -> None:
         if mode != "splats" and self.controller.look_through is None:

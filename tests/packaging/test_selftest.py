@@ -14,7 +14,7 @@ BACKEND = os.environ.get("SPIRULA_TEST_DEVICE", "vulkan")
 
 def test_selftest_passes_on_the_embedded_sample(monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("SPIRULA_DEVICE", BACKEND)
-    monkeypatch.setenv("SPIRULA_SELFTEST_STEPS", "20")
+    monkeypatch.setenv("SPIRULA_SELFTEST_STEPS", "10")
     monkeypatch.setattr(selftest.tempfile, "tempdir", str(tmp_path))
     assert cli.main(["--selftest"]) == 0
     out = capsys.readouterr().out
