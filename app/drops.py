@@ -2,9 +2,11 @@
 
     classify(path) -> Drop(action, path, reason)
 
-actions: "train" (a COLMAP or nerfstudio / instant-ngp dataset folder), "ply" (3D
-Gaussians to view), "video" and "photos" (need the reconstruction pipeline), and
-"unsupported" with a reason that says what would work instead.
+actions: "resume" (a project folder whose training stopped: it has a checkpoint), "train"
+(a COLMAP or nerfstudio / instant-ngp dataset folder), "ply" (3D Gaussians to view; a
+project folder whose training finished opens its splat.ply), "video" and "photos" (need
+the reconstruction pipeline), and "unsupported" with a reason that says what would work
+instead.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+
+from engine.stages import train_checkpoint_path
 
 VIDEO_EXTS = {".mp4", ".mov", ".m4v", ".avi", ".mkv", ".webm", ".mts", ".3gp"}
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp", ".webp", ".heic"}
@@ -61,6 +65,10 @@ def classify(path: str | Path) -> Drop:
     if not p.exists():
         return Drop("unsupported", p, f"{p} does not exist")
     if p.is_dir():
+        if train_checkpoint_path(p).is_file():
+            return Drop("resume", p)
+        if (p / "splat.ply").is_file() and (p / "train.json").is_file():  # a finished studio project
+            return Drop("ply", p / "splat.ply")
         if _is_dataset(p):
             return Drop("train", p)
         if _count_images(p) >= 3 or _count_images(p / "images") >= 3:

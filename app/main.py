@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 log = logging.getLogger("spirula.app")
@@ -123,6 +124,25 @@ def create_studio(path: str | os.PathLike | None = None, device: str | None = No
     return app, win, session
 
 
+def install_excepthook(win) -> None:
+    """A Python error in a Qt slot or event handler (a GUI bug) becomes an error dialog and a
+    log record instead of ending the studio."""
+    default = sys.excepthook
+
+    def hook(kind, value, tb):
+        if issubclass(kind, (KeyboardInterrupt, SystemExit)):
+            return default(kind, value, tb)
+        log.error("unexpected error in the window", exc_info=(kind, value, tb))
+        frame = traceback.extract_tb(tb)[-1] if tb is not None else None
+        try:
+            win.error(f"Unexpected error: {kind.__name__}: {value}",
+                      f"{frame.filename}:{frame.lineno}" if frame is not None else "")
+        except Exception:  # the window itself is broken: the log has it
+            default(kind, value, tb)
+
+    sys.excepthook = hook
+
+
 def main(path: str | os.PathLike | None = None, device: str | None = None) -> int:
     logging.basicConfig(level=os.environ.get("SPIRULA_LOG", "WARNING").upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -135,6 +155,8 @@ def main(path: str | os.PathLike | None = None, device: str | None = None) -> in
         print(f"error: {exc}", file=sys.stderr)
         return 1
     import signal
+
+    install_excepthook(win)
 
     def close_window(*_):  # Ctrl-C / kill: close like the window's close button (saves a checkpoint)
         win.dialogs = False

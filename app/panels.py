@@ -175,6 +175,15 @@ class TrainingPanel(QtWidgets.QWidget):
             p.setXRange(0, max(total, 1), padding=0.02)
         self._redraw()
 
+    def show_resumed(self, m: M.TrainingResumed) -> None:
+        """A project's training continues: where it had stopped (the curves up to there
+        follow as TrainMetrics)."""
+        self.reset_curves(m.steps)
+        self.steps.setValue(m.steps)
+        self.progress.setValue(min(m.step, self.progress.maximum()))
+        self.source.setText(f"Dataset: {self.dataset}\nResumed at step {m.step:,} of {m.steps:,} "
+                            f"(checkpoint of {m.saved.replace('T', ' ')})")
+
     def on_metrics(self, m: M.TrainMetrics) -> None:
         if m.psnr is not None:
             self.psnr_x.append(m.step)

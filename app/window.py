@@ -1,5 +1,10 @@
 """The studio's main window: viewport in the middle, panels docked at the side, engine
-messages drained on a timer. The Qt thread only sends commands and shows results."""
+messages drained on a timer. The Qt thread only sends commands and shows results.
+
+Nothing is lost: engine errors show as dialogs (the message and the file); closing the
+window while training asks, and "Save and quit" has the engine stop after its step and
+write a checkpoint while the window shows that it is saving, closing when the engine says
+CheckpointSaved; opening a project folder whose training stopped continues it."""
 
 from __future__ import annotations
 
@@ -45,6 +50,10 @@ class StudioWindow(QtWidgets.QMainWindow):
         self.viewer_stats: M.ViewerStats | None = None
         self.frames_shown = 0
         self.closing = False
+        self.saving_to_close = False    # "Save and quit" asked: closes on CheckpointSaved(stopped=True)
+        self.save_progress: QtWidgets.QProgressDialog | None = None
+        self.close_box: QtWidgets.QMessageBox | None = None  # the close question while it is open
+        self.resumed: M.TrainingResumed | None = None
         self.setWindowTitle("Spirula Studio")
         self.resize(1440, 900)
         self.setAcceptDrops(True)
@@ -218,7 +227,10 @@ class StudioWindow(QtWidgets.QMainWindow):
         """What a drop (or File > Open, or `spirula gui PATH`) does; returns the decisions."""
         drops = classify_many(paths)
         for d in drops:
-            if d.action == "train":
+            if d.action == "resume":
+                self.session.send(M.OpenProject(str(d.path)))
+                self.note(f"Continuing the training of {d.path.name} from its checkpoint…")
+            elif d.action == "train":
                 self.training.set_dataset(str(d.path))
                 self.start_training()
             elif d.action == "ply":
@@ -305,6 +317,8 @@ class StudioWindow(QtWidgets.QMainWindow):
 
     # --- engine messages -----------------------------------------------------------------------
     def pump(self) -> None:
+        if self.saving_to_close and not self.session.alive:  # the engine ended: nothing to wait for
+            QtCore.QTimer.singleShot(0, self._close_after_save)
         for msg in self.session.poll(2000):
             self.messages.append(msg)
             try:
@@ -355,6 +369,17 @@ class StudioWindow(QtWidgets.QMainWindow):
             self.job_state = msg.state
             self.training.set_state(msg.state, msg.detail)
             self.status_job.setText(msg.state + (f": {msg.detail}" if msg.detail and len(msg.detail) < 60 else ""))
+            if self.saving_to_close and msg.state == "finished":  # it ended by itself meanwhile: all saved
+                QtCore.QTimer.singleShot(0, self._close_after_save)
+        elif isinstance(msg, M.CheckpointSaved):
+            self.statusBar().showMessage(f"Checkpoint: step {msg.step:,} of {msg.steps:,} -> {msg.path}", 8000)
+            if msg.stopped and self.saving_to_close:
+                QtCore.QTimer.singleShot(0, self._close_after_save)
+        elif isinstance(msg, M.TrainingResumed):
+            self.resumed = msg
+            self.training.show_resumed(msg)
+            self.statusBar().showMessage(f"Resumed at step {msg.step:,} of {msg.steps:,} from {msg.checkpoint} "
+                                         f"(saved {msg.saved.replace('T', ' ')})", 0)
         elif isinstance(msg, M.StageStarted):
             if msg.stage == "train" and msg.total:
                 self.training.progress.setRange(0, msg.total)
@@ -377,7 +402,9 @@ class StudioWindow(QtWidgets.QMainWindow):
         elif isinstance(msg, M.Warning):
             self.note(msg.text)
         elif isinstance(msg, M.Error):
-            self.error(msg.text)
+            if self.saving_to_close:  # the checkpoint was not written: stay open, say why
+                self._abort_close()
+            self.error(msg.text, msg.path)
 
     def _update_viewer_label(self) -> None:
         mode = self.viewer_mode.mode if self.viewer_mode else "–"
@@ -406,12 +433,17 @@ class StudioWindow(QtWidgets.QMainWindow):
             box.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
             box.open()
 
-    def error(self, text: str) -> None:
+    def error(self, text: str, path: str = "") -> None:
+        """An engine error: the status bar, and a dialog with the message and the file."""
         self.errors.append(text)
         self.statusBar().showMessage(f"Error: {text}", 0)
         if self.dialogs:
             box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Icon.Warning, "Spirula Studio — error", text,
                                         QtWidgets.QMessageBox.StandardButton.Ok, self)
+            box.setObjectName("engine-error")
+            if path:
+                box.setInformativeText(f"File: {path}")
+            box.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
             box.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
             box.open()
 
@@ -434,21 +466,85 @@ class StudioWindow(QtWidgets.QMainWindow):
         if self.closing:
             ev.accept()
             return
-        save = True
-        if self.job_state in ("running", "paused") and self.dialogs:
-            r = QtWidgets.QMessageBox.question(
-                self, "Spirula Studio", "Training is under way. Stop it and save a checkpoint (splat.ply) in the "
-                "project folder before closing?",
-                QtWidgets.QMessageBox.StandardButton.Save | QtWidgets.QMessageBox.StandardButton.Discard
-                | QtWidgets.QMessageBox.StandardButton.Cancel, QtWidgets.QMessageBox.StandardButton.Save)
-            if r == QtWidgets.QMessageBox.StandardButton.Cancel:
+        if self.saving_to_close:  # already saving: it closes once the checkpoint is on disk
+            ev.ignore()
+            return
+        answer = "save"
+        if self._training_under_way():
+            answer = self.ask_close() if self.dialogs else "save"
+            if answer == "cancel":
                 ev.ignore()
                 return
-            save = r == QtWidgets.QMessageBox.StandardButton.Save
+            if answer == "save" and self._training_under_way():
+                ev.ignore()
+                self._save_then_close()
+                return
         self.closing = True
-        self.statusBar().showMessage("Saving and closing…" if save else "Closing…")
-        self.shutdown(save)
+        self.statusBar().showMessage("Closing…")
+        self.shutdown(save=answer == "save")
         ev.accept()
+
+    def _training_under_way(self) -> bool:
+        return self.job_state in ("running", "paused")
+
+    def ask_close(self) -> str:
+        """'save', 'discard' or 'cancel'. A modal question; the engine messages keep coming
+        (the event loop runs while it is open)."""
+        B = QtWidgets.QMessageBox
+        step = self.training.progress.value()
+        box = B(B.Icon.Question, "Spirula Studio",
+                f"Training is under way (step {step:,} of {self.training.total:,}). Save a checkpoint in the "
+                "project folder before quitting? Opening the project again continues from it.", B.StandardButton.NoButton,
+                self)
+        box.setObjectName("close-question")
+        save = box.addButton("Save and quit", B.ButtonRole.AcceptRole)
+        discard = box.addButton("Quit without saving", B.ButtonRole.DestructiveRole)
+        box.addButton(B.StandardButton.Cancel)
+        box.setDefaultButton(save)
+        self.close_box = box
+        try:
+            box.exec()
+        finally:
+            self.close_box = None
+        clicked = box.clickedButton()
+        box.deleteLater()
+        return "save" if clicked is save else "discard" if clicked is discard else "cancel"
+
+    def _save_then_close(self) -> None:
+        """Stop after the current step and save (the engine thread does it); show that it is
+        saving; CheckpointSaved closes the window, an Error keeps it open."""
+        self.saving_to_close = True
+        self.session.send(M.Cancel(save=True))
+        p = QtWidgets.QProgressDialog("Saving a checkpoint of the training, then closing…", "", 0, 0, self)
+        p.setObjectName("saving")
+        p.setWindowTitle("Spirula Studio")
+        p.setCancelButton(None)
+        p.setWindowModality(QtCore.Qt.WindowModality.WindowModal)
+        p.setMinimumDuration(0)
+        p.setAutoClose(False)
+        p.setAutoReset(False)
+        p.show()
+        self.save_progress = p
+        self.statusBar().showMessage("Saving a checkpoint…")
+
+    def _hide_save_progress(self) -> None:
+        self.saving_to_close = False
+        if self.save_progress is not None:
+            self.save_progress.close()
+            self.save_progress.deleteLater()
+            self.save_progress = None
+
+    def _close_after_save(self) -> None:
+        if not self.saving_to_close:
+            return
+        self._hide_save_progress()
+        self.closing = True
+        self.shutdown(save=False)  # the training has stopped and saved: this is quick
+        self.close()
+
+    def _abort_close(self) -> None:
+        self._hide_save_progress()
+        self.statusBar().showMessage("Not closed: the checkpoint could not be saved", 0)
 
     def shutdown(self, save: bool = True, timeout: float = 120.0) -> bool:
         """Stop the engine (it saves a checkpoint when asked) before the native window goes:

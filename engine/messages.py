@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
+from .config import TrainConfig
+
 
 @dataclass(frozen=True)
 class StageStarted:
@@ -56,6 +58,7 @@ class Warning:
 @dataclass(frozen=True)
 class Error:
     text: str                  # names the file and the problem
+    path: str = ""             # the file or folder it is about, when known (the GUI shows it apart)
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,30 @@ class Saved:
     detail: str = ""
 
 
-StudioMessage = Union[Message, EngineReady, SceneLoaded, JobState, ViewerStatus, ViewerStats, PreviewFrame, Saved]
+@dataclass(frozen=True)
+class CheckpointSaved:
+    """The training state of ``step`` went to ``path`` (engine/checkpoint.py). ``stopped``:
+    the training stopped there (Cancel with save, Shutdown with save) and the file is
+    complete when this arrives; otherwise a scheduled checkpoint, written in the background."""
+    path: str
+    step: int
+    steps: int                 # the run's total
+    stopped: bool = False
+
+
+@dataclass(frozen=True)
+class TrainingResumed:
+    """A project's training continues from its checkpoint (after SceneLoaded, before the
+    loss history is replayed as TrainMetrics)."""
+    checkpoint: str
+    step: int                  # where it had stopped
+    steps: int                 # the run's total
+    project: str = ""
+    saved: str = ""            # when the checkpoint was written (local time, ISO 8601)
+
+
+StudioMessage = Union[Message, EngineReady, SceneLoaded, JobState, ViewerStatus, ViewerStats, PreviewFrame, Saved,
+                      CheckpointSaved, TrainingResumed]
 
 
 # GUI -> engine: the session's control queue. The engine drains it between GPU steps and
@@ -167,6 +193,14 @@ class StartTraining:
     eval_every: int = 8
     eval_interval: int = 0     # held-out PSNR every k steps (0 = at the end only)
     init_points: int = 100_000
+    checkpoint_every: int = TrainConfig.checkpoint_every  # 0 = only when stopped with save
+    checkpoint: str = ""       # checkpoint file; "" = <project>/checkpoints/train.npz (as `spirula run`)
+
+
+@dataclass(frozen=True)
+class OpenProject:
+    """A project folder whose training stopped: continue from its checkpoint."""
+    path: str
 
 
 @dataclass(frozen=True)
@@ -199,7 +233,7 @@ class Resume:
 
 @dataclass(frozen=True)
 class Cancel:
-    save: bool = True          # write the Gaussians reached so far to <project>/splat.ply
+    save: bool = True          # write the Gaussians reached so far to <project>/splat.ply, and a checkpoint
 
 
 @dataclass(frozen=True)
@@ -261,8 +295,8 @@ class SetProfiling:
 
 @dataclass(frozen=True)
 class Shutdown:
-    save: bool = True          # save a checkpoint PLY if training is under way
+    save: bool = True          # save a checkpoint and the PLY if training is under way
 
 
-Command = Union[StartTraining, StartPipeline, OpenPly, Pause, Resume, Cancel, AttachSurface, DetachSurface,
+Command = Union[StartTraining, OpenProject, StartPipeline, OpenPly, Pause, Resume, Cancel, AttachSurface, DetachSurface,
                 ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling, Shutdown]

@@ -7,6 +7,13 @@ renders the viewport, and talks to the GUI only through messages.
     frame = session.preview.take()       # latest-value slot: the newest PreviewFrame or None
     session.close()                      # Shutdown (saves a checkpoint if training), join
 
+Training checkpoints (engine/checkpoint.py) go where ``spirula run``'s train stage puts
+them, ``<project>/checkpoints/train.npz`` (engine.stages.train_checkpoint_path), every
+``checkpoint_every`` steps and whenever the training stops with save (Cancel(save=True),
+Shutdown(save=True)), which the engine answers with CheckpointSaved(stopped=True). Besides
+the training state, a studio checkpoint records the StartTraining that began the run, so
+OpenProject(<project>) continues it; a run that finishes all its steps deletes it.
+
 Nothing here imports Qt: the GUI (app/) and the tests drive a session the same way. The
 thread never blocks in a slangpy wait for long while holding the GIL (slangpy's waits do):
 before GPU calls that read back, it polls ``is_submit_finished`` and sleeps, so the GUI
@@ -24,16 +31,18 @@ import threading
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from . import checkpoint
 from . import messages as M
 from .config import DatasetConfig, RunConfig, TrainConfig
 from .errors import SpirulaError
 from .fileio import write_json_atomic
+from .stages import train_checkpoint_path
 
 log = logging.getLogger("spirula.session")
 
@@ -176,16 +185,22 @@ class _TrainingScene(_Scene):
         from .splat.trainer import Trainer
         from .splat.trainer import pack_rgba8
 
+        ckpt_path = Path(cmd.checkpoint) if cmd.checkpoint else train_checkpoint_path(project)
+        # absolute paths: the checkpoint records this command for OpenProject
+        cmd = replace(cmd, dataset=str(Path(cmd.dataset).resolve()), project=str(project.resolve()),
+                      checkpoint=str(ckpt_path.resolve()))
         self.gpu, self.dataset, self.cmd, self.project = gpu, dataset, cmd, project
         self.name = Path(cmd.dataset).name
         self.path = cmd.dataset
         self.cfg = RunConfig(device=gpu.backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
                              train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
-                                               init_random_points=cmd.init_points))
+                                               init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every))
         self.train_idx, self.test_idx = dataset.split(cmd.eval_every)
         if not self.train_idx:
             self.train_idx, self.test_idx = list(range(len(dataset.cameras))), []
         self.trainer = Trainer(gpu, dataset, self.train_idx, self.cfg.train)
+        self.ident = checkpoint.dataset_identity(dataset, self.train_idx)
+        self.writer = checkpoint.BackgroundWriter(ckpt_path)  # saved_step: the checkpoint known on disk
         self._gt_extra: dict[int, Any] = {}
         self._pack = pack_rgba8
         self.evals: list[dict] = []
@@ -193,6 +208,38 @@ class _TrainingScene(_Scene):
         self.t_train = 0.0
         self.finished = False
         self.saved = False
+
+    def checkpoint_extra(self) -> dict:
+        """The job's data in a checkpoint: engine.train_job's keys, and the command."""
+        return {"evaluations": self.evals, "train_seconds": self.t_train, "studio": asdict(self.cmd)}
+
+    def resume(self, ckpt: checkpoint.Checkpoint, adapter: str) -> list[str]:
+        """Continue from ``ckpt``; returns the allowed differences (CheckpointError when it
+        does not fit)."""
+        blocking, changed = checkpoint.compare(ckpt, self.cfg, self.ident, adapter)
+        if blocking:
+            raise checkpoint.CheckpointError(f"the checkpoint {ckpt.path} (step {ckpt.step}) does not fit "
+                                             f"{self.path}: {'; '.join(blocking)}")
+        checkpoint.restore(self.trainer, ckpt)
+        self.writer.saved_step = self.writer.last_step = ckpt.step
+        self.evals = list(ckpt.extra.get("evaluations", []))
+        self.t_train = float(ckpt.extra.get("train_seconds", 0.0))
+        return changed
+
+    def flush(self) -> str:
+        """Wait for the checkpoint being written; '' or a warning when that failed."""
+        try:
+            self.writer.wait()
+        except OSError as e:
+            return f"checkpoint not written to {self.writer.path}: {e}"
+        return ""
+
+    def kept(self) -> str:
+        """What is on disk, for an error message."""
+        saved = self.writer.saved_step
+        if saved is None:
+            return "no checkpoint had been written yet"
+        return f"the last good checkpoint (step {saved}) is kept in {self.writer.path}"
 
     def gt(self, i: int):
         buf = self.trainer.gt.get(i)
@@ -333,7 +380,7 @@ class _Engine:
                 try:
                     self._iterate()
                 except Exception as exc:
-                    self._fail(exc)
+                    self._fail(exc, ends=self._active_training())
             self._shutdown()
         finally:
             self.loader.shutdown(wait=False, cancel_futures=True)
@@ -356,13 +403,26 @@ class _Engine:
         self._maybe_render()
         self._vram_tick()
 
-    def _fail(self, exc: Exception) -> None:
+    def _fail(self, exc: Exception, path: str | os.PathLike | None = None, ends: "_TrainingScene | None" = None) -> None:
+        """Report ``exc`` as an Error naming ``path`` (else the file the exception names, else
+        the project of the training it ``ends``; a bad command ends no training). The
+        message of an ending training says which checkpoint is kept."""
         text = str(exc) if isinstance(exc, SpirulaError) else f"{type(exc).__name__}: {exc}"
         log.error("engine error: %s\n%s", text, traceback.format_exc())
-        self.emit(M.Error(text))
-        if self.training is not None and not self.training.finished:
-            self.training.finished = True
+        path = path or getattr(exc, "filename", None) or (ends.project if ends is not None else None)
+        if ends is not None:
+            ends.finished = True
+            self.paused = False
+            warning = ends.flush()
+            kept = ends.kept()
+            text = f"{text.rstrip('.')}. {kept[0].upper()}{kept[1:]}" + (f" ({warning})" if warning else "")
+        self.emit(M.Error(text, "" if path is None else str(path)))
+        if ends is not None:
             self.state("failed", text)
+
+    def _active_training(self) -> "_TrainingScene | None":
+        t = self.training
+        return t if t is not None and not t.finished else None
 
     def _training_active(self) -> bool:
         t = self.training
@@ -380,7 +440,7 @@ class _Engine:
             try:
                 self._handle(cmd)
             except Exception as exc:
-                self._fail(exc)
+                self._fail(exc, _command_path(cmd))
             if self.quit:
                 return
 
@@ -416,6 +476,8 @@ class _Engine:
             self.s_emit_mode()
         elif isinstance(cmd, M.StartTraining):
             self._start_training(cmd)
+        elif isinstance(cmd, M.OpenProject):
+            self._open_project(cmd)
         elif isinstance(cmd, M.OpenPly):
             self._open_ply(cmd)
         elif isinstance(cmd, M.StartPipeline):
@@ -619,6 +681,15 @@ class _Engine:
         fut = self.loader.submit(load_dataset, cmd.dataset, cmd.max_size)
         self.pending = ("train", fut, cmd)
 
+    def _open_project(self, cmd: M.OpenProject) -> None:
+        busy = self._busy_reason()
+        if busy:
+            self.emit(M.Warning(f"cannot open {cmd.path}: {busy}"))
+            return
+        self.state("loading", f"{cmd.path}: reading its checkpoint")
+        self.emit(M.StageStarted("load", None, cmd.path))
+        self.pending = ("resume", self.loader.submit(_read_project, Path(cmd.path)), cmd)
+
     def _open_ply(self, cmd: M.OpenPly) -> None:
         from .io.ply import read_ply
 
@@ -677,16 +748,27 @@ class _Engine:
             return
         if exc is not None:
             self.state("failed", str(exc))
-            raise exc
+            self._fail(exc, _command_path(cmd))
+            return
         if kind == "pipeline":
             pcmd, project = cmd
+            # the training checkpoints where `spirula run` would: either continues the other's
             self._start_training(M.StartTraining(str(project), str(project / "train"), pcmd.steps, pcmd.max_size,
-                                                 pcmd.eval_every, pcmd.eval_interval, pcmd.init_points))
+                                                 pcmd.eval_every, pcmd.eval_interval, pcmd.init_points,
+                                                 checkpoint=str(train_checkpoint_path(project))))
             return
-        if kind == "train":
-            self._begin_training(cmd, fut.result())
-        else:
-            self._begin_ply(cmd, fut.result())
+        try:
+            if kind == "train":
+                self._begin_training(cmd, fut.result())
+            elif kind == "resume":
+                self._begin_training(*fut.result())
+            else:
+                self._begin_ply(cmd, fut.result())
+        except Exception as e:
+            ends = self._active_training()
+            if ends is None:
+                self.state("failed", str(e))
+            self._fail(e, _command_path(cmd), ends=ends)
 
     def _set_scene(self, scene: _Scene) -> None:
         self.scene = scene
@@ -696,7 +778,7 @@ class _Engine:
         self._update_segments()
         self.view_dirty = True
 
-    def _begin_training(self, cmd: M.StartTraining, dataset) -> None:
+    def _begin_training(self, cmd: M.StartTraining, dataset, ckpt: checkpoint.Checkpoint | None = None) -> None:
         from .splat.init import scene_bounds
         from .train_job import check_output_dir
 
@@ -704,6 +786,7 @@ class _Engine:
         check_output_dir(project)
         t0 = time.perf_counter()
         scene = _TrainingScene(self.gpu, dataset, cmd, project)
+        changed = scene.resume(ckpt, self.gpu.adapter) if ckpt is not None else []
         self.training = scene
         self.paused = False
         self._set_scene(scene)
@@ -718,10 +801,26 @@ class _Engine:
             self.emit(M.Warning(w))
         self.emit(M.StageFinished("load", time.perf_counter() - t0,
                                   {"images": len(dataset.cameras), "train": len(scene.train_idx), "test": len(scene.test_idx)}))
-        self.emit(M.StageStarted("train", cmd.steps, f"{len(scene.train_idx)} training images, "
-                                                     f"{scene.trainer.model.n:,} initial Gaussians"))
-        self.state("running", f"{scene.name}: {cmd.steps} steps -> {project}")
-        self.rate_t, self.rate_step, self.last_log_step = time.perf_counter(), 0, 0
+        tr = scene.trainer
+        step = tr.state.step
+        if ckpt is None:
+            self.emit(M.StageStarted("train", cmd.steps, f"{len(scene.train_idx)} training images, "
+                                                         f"{tr.model.n:,} initial Gaussians"))
+            self.state("running", f"{scene.name}: {cmd.steps} steps -> {project}")
+        else:
+            saved = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ckpt.path.stat().st_mtime))
+            self.emit(M.TrainingResumed(str(ckpt.path), step, cmd.steps, str(project), saved))
+            for c in changed:
+                self.emit(M.Warning(f"resuming with a changed setting, {c}: from step {step} the run differs "
+                                    "from one without the break"))
+            self.emit(M.StageStarted("train", cmd.steps, f"resumed at step {step} from {ckpt.path}, "
+                                                         f"{tr.model.n:,} Gaussians"))
+            for h in tr.state.history:  # the curves up to the break
+                self.emit(M.TrainMetrics(int(h["step"]), float(h["loss"]), int(h["num_gaussians"]), 0.0))
+            for e in scene.evals:
+                self.emit(M.TrainMetrics(int(e["step"]), float("nan"), tr.model.n, 0.0, psnr=e["psnr"]))
+            self.state("running", f"{scene.name}: resumed at step {step} of {cmd.steps} -> {project}")
+        self.rate_t, self.rate_step, self.last_log_step = time.perf_counter(), step, tr.state.logged_step
         self.t_run_start = time.perf_counter()
 
     def _begin_ply(self, cmd: M.OpenPly, g) -> None:
@@ -759,6 +858,10 @@ class _Engine:
                 self._log_metrics(s)
             if cfg.eval_interval and s % cfg.eval_interval == 0 and s < cfg.steps and sc.test_idx:
                 self._evaluate(s)
+            if cfg.checkpoint_every and s % cfg.checkpoint_every == 0 and s < cfg.steps:
+                sc.t_train += time.perf_counter() - t_slice
+                t_slice = time.perf_counter()
+                self._checkpoint(stopped=False)
             if time.perf_counter() >= t_end or self._view_frame_due() or not self.s.commands.empty():
                 break
         wait_polling(self.gpu)
@@ -773,6 +876,7 @@ class _Engine:
         now = time.perf_counter()
         rate = (s - self.rate_step) / max(now - self.rate_t, 1e-9)
         self.rate_t, self.rate_step, self.last_log_step = now, s, s
+        tr.state.logged_step = s  # the accumulator now holds the steps since s (checkpoints record it)
         if not math.isfinite(loss):
             raise SpirulaError(f"training diverged at step {s}: loss is {loss}")
         tr.state.history.append({"step": s, "loss": loss, "num_gaussians": tr.model.n, "elapsed_s": now - self.t_run_start})
@@ -798,10 +902,22 @@ class _Engine:
             return
         sc.finished = True
         self.paused = False
+        try:
+            self._finish_training(sc, stopped, save)
+        except Exception as exc:
+            self._fail(exc, ends=sc)
+
+    def _finish_training(self, sc: "_TrainingScene", stopped: bool, save: bool) -> None:
         tr = sc.trainer
         s = tr.state.step
         tr.state.stopped_early = stopped
         result: dict = {"step": s, "stopped_early": stopped, "project": str(sc.project)}
+        saved_ckpt = None
+        if stopped and save:  # first: it is what a reopening continues from
+            saved_ckpt = self._checkpoint(stopped=True)
+            result["checkpoint"] = str(sc.writer.path)
+        elif stopped:
+            self._flush_checkpoint()  # an earlier checkpoint stays for a reopening
         if save:
             ply = sc.project / "splat.ply"
             count = sc.export(ply)
@@ -817,10 +933,39 @@ class _Engine:
                 "dataset": sc.path, "device": self.gpu.adapter, "config": asdict(sc.cfg),
                 "warnings": sc.dataset.warnings, "history": tr.state.history, "source": "studio"})
             result["psnr"] = metrics["psnr"]
+        if not stopped:  # all steps done: the checkpoint goes, as in `spirula run`
+            self._flush_checkpoint()
+            sc.writer.path.unlink(missing_ok=True)
         self.emit(M.StageFinished("train", sc.t_train, result))
         self.emit(M.Done(result))
+        if saved_ckpt is not None:  # last: everything is on disk when the GUI sees it
+            self.emit(M.CheckpointSaved(str(sc.writer.path), saved_ckpt, tr.cfg.steps, stopped=True))
         self.state("finished", f"stopped at step {s}" if stopped else f"done: {s} steps")
         self.view_dirty = True
+
+    def _checkpoint(self, stopped: bool) -> int:
+        """Checkpoint the training at its current step: the state is copied off the GPU now
+        and written on the writer's thread; ``stopped`` waits for the file (and raises its
+        error). Scheduled ones say so at once, stopped ones leave it to _finish."""
+        sc = self.training
+        tr = sc.trainer
+        self._flush_checkpoint()
+        sc.writer.submit(tr.state.step, checkpoint.snapshot(tr, sc.cfg, sc.ident, self.gpu.adapter,
+                                                            sc.checkpoint_extra()))
+        if stopped:
+            sc.writer.wait()
+        else:
+            self.emit(M.CheckpointSaved(str(sc.writer.path), tr.state.step, tr.cfg.steps))
+        return tr.state.step
+
+    def _flush_checkpoint(self) -> int | None:
+        """Wait for a scheduled checkpoint still being written; a failed write is a warning
+        (a full disk must not end the run). Returns the step known on disk."""
+        sc = self.training
+        warning = sc.flush()
+        if warning:
+            self.emit(M.Warning(warning))
+        return sc.writer.saved_step
 
     def _cancel(self, save: bool) -> None:
         if self.pending is not None:
@@ -879,8 +1024,9 @@ class _Engine:
     # --- shutdown ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
         self.pipeline_stop.set()
-        if self.training is not None and not self.training.finished:
-            self._finish(stopped=True, save=self.save_on_quit)
+        if self.training is not None:
+            self._finish(stopped=True, save=self.save_on_quit)  # reports its own errors
+            self._flush_checkpoint()
         if self.profiling:
             self._set_profiling(False)
         if self.viewer is not None:
@@ -892,3 +1038,40 @@ class _Engine:
         except Exception:
             pass
         self.state("closed")
+
+
+def _command_path(cmd) -> str | None:
+    """The file or folder a command names (for its errors)."""
+    if isinstance(cmd, tuple):  # a pending pipeline: (StartPipeline, project)
+        cmd = cmd[0]
+    for name in ("path", "dataset", "source"):
+        v = getattr(cmd, name, None)
+        if v:
+            return str(v)
+    return None
+
+
+def _read_project(project: Path):
+    """(StartTraining, dataset, checkpoint) to continue ``project``'s studio training (on
+    the loader thread: no GPU here)."""
+    from .ingest import load_dataset
+
+    path = train_checkpoint_path(project)
+    if not path.is_file():
+        raise checkpoint.CheckpointError(f"{project}: no training checkpoint to continue from (expected {path})")
+    ckpt = checkpoint.load(path)
+    studio = ckpt.extra.get("studio")
+    if not isinstance(studio, dict):
+        raise checkpoint.CheckpointError(f"{path}: written by `spirula run` or `spirula train`, not by the studio; "
+                                         f"continue it with `spirula run {project}`")
+    known = {f.name for f in fields(M.StartTraining)}
+    cmd = M.StartTraining(**{k: v for k, v in studio.items() if k in known})
+    # the project folder may have moved: what lay inside it is taken from where it is now
+    old_root, new_root = Path(cmd.checkpoint or path).parent.parent, Path(project)
+
+    def moved(p: str) -> str:
+        q = Path(p)
+        return str(new_root / q.relative_to(old_root)) if q == old_root or old_root in q.parents else p
+
+    cmd = replace(cmd, dataset=moved(cmd.dataset), project=moved(cmd.project), checkpoint=str(path))
+    return cmd, load_dataset(cmd.dataset, cmd.max_size), ckpt

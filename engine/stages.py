@@ -211,6 +211,12 @@ def dataset_path(ctx: StageContext) -> Path:
     return ctx.project if ctx.kind in ("video", "photos") else ctx.source
 
 
+def train_checkpoint_path(project: Path) -> Path:
+    """Where the training of ``project`` checkpoints (outside train/, which a failed stage
+    replaces); the studio's training uses it too, so either continues the other's run."""
+    return Path(project) / "checkpoints" / "train.npz"
+
+
 def stage_train(ctx: StageContext) -> dict:
     """3DGS training (engine.train_job.run_training) into train/."""
     from .train_job import run_training
@@ -234,7 +240,7 @@ def stage_train(ctx: StageContext) -> dict:
     # the checkpoint lives outside the staging folder (which a failed stage loses): a rerun
     # continues from it when it fits, and it goes once the training has finished
     m = run_training(dataset_path(ctx), ctx.staging / "train", cfg, on_progress=on_progress, on_message=on_message,
-                     resume="auto", checkpoint_path=ctx.project / "checkpoints" / "train.npz", keep_checkpoint=False)
+                     resume="auto", checkpoint_path=train_checkpoint_path(ctx.project), keep_checkpoint=False)
     return {k: m.get(k) for k in ("step", "stopped_early", "num_gaussians", "psnr", "ssim", "initial_psnr",
                                   "views", "train_seconds", "sec_per_1k_steps")}
 

@@ -1,6 +1,6 @@
 """What a dropped path means (no Qt)."""
 
-from app.drops import classify, classify_many
+from app.drops import Drop, classify, classify_many
 
 
 def test_dataset_folders(tiny_dataset, tmp_path):
@@ -34,3 +34,17 @@ def test_unsupported_drops_say_why(tiny_dataset, tmp_path):
     assert d.action == "unsupported" and "does not exist" in d.reason
     one = next((tiny_dataset / "images").iterdir())
     assert "single photo" in classify(one).reason
+
+
+def test_project_folders(tmp_path):
+    stopped = tmp_path / "stopped"
+    (stopped / "checkpoints").mkdir(parents=True)
+    (stopped / "checkpoints" / "train.npz").write_bytes(b"")
+    (stopped / "sparse" / "0").mkdir(parents=True)  # a `spirula run` project is a dataset too
+    (stopped / "sparse" / "0" / "cameras.bin").write_bytes(b"")
+    assert classify(stopped) == Drop("resume", stopped)
+    finished = tmp_path / "finished"
+    finished.mkdir()
+    (finished / "splat.ply").write_bytes(b"ply\n")
+    (finished / "train.json").write_text("{}")
+    assert classify(finished) == Drop("ply", finished / "splat.ply")

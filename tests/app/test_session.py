@@ -20,12 +20,15 @@ class Driver:
     def __init__(self, session: Session):
         self.s = session
         self.seen: list = []
+        self.backlog: list = []  # polled, not yet looked at (a wait returns at its match)
         self.tag = 0
 
     def wait(self, pred, timeout: float = 120.0, what: str = ""):
         t_end = time.perf_counter() + timeout
         while time.perf_counter() < t_end:
-            for m in self.s.poll():
+            self.backlog += self.s.poll()
+            while self.backlog:
+                m = self.backlog.pop(0)
                 self.seen.append(m)
                 if isinstance(m, M.Error) and not what.startswith("error"):
                     raise AssertionError(f"engine error while waiting for {what}: {m.text}")
@@ -153,3 +156,51 @@ def test_stop_saves_and_errors_name_the_file(driver, tiny_dataset, tmp_path):
     s.send(M.OpenPly(str(tiny_dataset / "transforms.json")))
     err = driver.wait(lambda m: isinstance(m, M.Error), 60, "error for a bad ply")
     assert "transforms.json" in err.text
+
+
+def test_checkpoints_on_schedule_where_spirula_run_puts_them(driver, tiny_dataset, tmp_path):
+    from engine.stages import train_checkpoint_path
+
+    s, project = driver.s, tmp_path / "p3"
+    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=30, max_size=48, init_points=300,
+                           checkpoint_every=10))
+    done = driver.wait(lambda m: isinstance(m, M.Done), 120, "Done")
+    saved = [m for m in driver.seen if isinstance(m, M.CheckpointSaved) and m.path == str(train_checkpoint_path(project))]
+    assert [(m.step, m.stopped) for m in saved] == [(10, False), (20, False)]
+    assert done.result["step"] == 30 and not train_checkpoint_path(project).exists()  # finished: it goes
+
+
+def test_stopped_training_continues_from_its_project(driver, tiny_dataset, tmp_path):
+    s, project = driver.s, tmp_path / "p4"
+    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=5000, max_size=48, init_points=300))
+    driver.wait(lambda m: isinstance(m, M.TrainMetrics), 120, "metrics")
+    s.send(M.Cancel(save=True))
+    saved = driver.wait(lambda m: isinstance(m, M.CheckpointSaved), 120, "checkpoint")
+    assert saved.stopped and isinstance(driver.seen[-2], M.Done) and driver.seen[-2].result["step"] == saved.step
+    n = len(driver.seen)
+    s.send(M.OpenProject(str(project)))
+    r = driver.wait(lambda m: isinstance(m, M.TrainingResumed), 120, "resumed")
+    assert (r.step, r.steps, r.project) == (saved.step, 5000, str(project))
+    after = driver.wait(lambda m: isinstance(m, M.TrainMetrics) and m.steps_per_sec > 0, 120, "a step after")
+    assert after.step > saved.step
+    replay = [m.step for m in driver.seen[n:] if isinstance(m, M.TrainMetrics) and m.steps_per_sec == 0]
+    assert replay and max(replay) <= saved.step  # the loss history up to the break
+    s.send(M.Cancel(save=False))
+    driver.wait(lambda m: isinstance(m, M.Done), 120, "stopped")
+
+
+def test_a_training_error_names_the_checkpoint_it_keeps(driver, tiny_dataset, tmp_path, monkeypatch):
+    from engine.splat.trainer import Trainer
+    from engine.stages import train_checkpoint_path
+
+    s, project = driver.s, tmp_path / "p5"
+    s.send(M.OpenProject(str(project)))
+    err = driver.wait(lambda m: isinstance(m, M.Error), 60, "error: no checkpoint")
+    assert err.path == str(project) and "no training checkpoint" in err.text
+    monkeypatch.setattr(Trainer, "read_loss", lambda self, steps: float("nan"))  # diverges at the first read
+    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=25, max_size=48, init_points=300,
+                           checkpoint_every=10))
+    err = driver.wait(lambda m: isinstance(m, M.Error), 120, "error: diverged")
+    assert "diverged at step 25" in err.text and err.path == str(project)
+    assert f"checkpoint (step 20) is kept in {train_checkpoint_path(project)}" in err.text
+    driver.wait(lambda m: isinstance(m, M.JobState) and m.state == "failed", 30, "failed")

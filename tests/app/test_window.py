@@ -217,9 +217,10 @@ def test_close_while_training_saves_a_checkpoint(studio, tiny_dataset, tmp_path)
     win.open_paths([str(tiny_dataset)])
     assert spin(app, 120, lambda: win.job_state == "running" and steps_done(win) > 0)
     project = Path(win.scene.project)
-    win.close()  # dialogs off: saves without asking
+    win.close()  # dialogs off (tests, Ctrl-C): saves without asking, then closes
+    assert spin(app, 120, lambda: not win.isVisible()), "the window did not close after saving"
     assert not win.session.alive
-    assert (project / "splat.ply").is_file()
+    assert (project / "splat.ply").is_file() and (project / "checkpoints" / "train.npz").is_file()
 
 
 def test_offscreen_platform_falls_back_to_readback(tmp_path, tiny_dataset):
