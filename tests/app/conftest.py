@@ -45,9 +45,13 @@ def qapp(xvfb):
 
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(["spirula-tests"])
     yield app
-    # the X connection must close before the private X server stops (Qt exits on a lost display)
-    app.processEvents()
-    app.shutdown()
+    # the X connection must close before the private X server stops (Qt exits on a lost display);
+    # in a full-suite run the C++ application may already be gone by the session's end
+    from shiboken6 import isValid
+
+    if isValid(app):
+        app.processEvents()
+        app.shutdown()
 
 
 def spin(app, seconds: float, until=None, step_ms: int = 10) -> bool:
