@@ -55,9 +55,11 @@ class SelftestDialog(QtWidgets.QDialog):
         buttons.addStretch(1)
         buttons.addWidget(close)
         lay = QtWidgets.QVBoxLayout(self)
-        lay.addWidget(QtWidgets.QLabel(
-            "Creates a GPU device, trains a few hundred steps on the embedded sample, renders and exports "
-            "a PLY, in a separate process (on software Vulkan: about a minute)."))
+        intro = QtWidgets.QLabel("Creates a GPU device, trains a few hundred steps on the embedded sample, "
+                                 "renders and exports a PLY, in a separate process (on software Vulkan: "
+                                 "about a minute).")
+        intro.setWordWrap(True)
+        lay.addWidget(intro)
         lay.addWidget(self.log, 1)
         lay.addWidget(self.status)
         lay.addLayout(buttons)
