@@ -4,7 +4,7 @@
 # with the profiler's JSON report. Carry .gpu (slangpy bundle + the gsplat wheel):
 #   ../shared/tools/gpu-bundle.sh gsplat-1.5.3-py3-none-any.whl   (then run with carry [".gpu"])
 #   bash benchmarks/h200_raster.sh
-# Writes JSON under $OUT and prints a table last. NOT RUN YET (no device time left when written).
+# Writes JSON under $OUT and prints a table last. Results: BENCHMARKS.md (2026-11-30).
 set -u
 source .gpu/gpu-env.sh
 export TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16

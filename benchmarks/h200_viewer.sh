@@ -5,7 +5,7 @@
 # swapchain copy would start (plus one run with --readback, the fallback path).
 #   ../shared/tools/gpu-bundle.sh   (then run with carry [".gpu"])
 #   bash benchmarks/h200_viewer.sh
-# NOT RUN YET (no device time left when written).
+# Results: BENCHMARKS.md (2026-11-30).
 set -u
 source .gpu/gpu-env.sh
 out=${OUT:-/tmp}

@@ -18,7 +18,7 @@ Run on the GPU machine only (needs torch + CUDA and gsplat, which compiles on fi
 
     python3 benchmarks/raster_bench_gsplat.py [--gaussians 2000000 --width 1237 --height 822] --json out.json
 
-NOT RUN YET (written without device time; see BENCHMARKS.md).
+Results: BENCHMARKS.md (2026-11-30, "spirula bench raster on the H200").
 """
 
 from __future__ import annotations
