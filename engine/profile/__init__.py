@@ -66,6 +66,9 @@ class Session:
             prof = Profiler(gpu, on_resolved=self._tick)
             gpu.attach_profiler(prof)
             self.profs.append(prof)
+            from .driver import prepare
+
+            prepare()  # the driver's memory budget: open its Vulkan instance now, not at the first snapshot
 
     def _tick(self, prof) -> None:
         if not self.listeners:
@@ -233,3 +236,7 @@ def _at_exit() -> None:
                 print(f"profile written to {s.json_path}", file=sys.stderr)
     except Exception as exc:
         print(f"spirula profile: report failed: {exc}", file=sys.stderr)
+    finally:
+        from .driver import close
+
+        close()  # the budget reader's Vulkan instance (it may have been reopened after its own atexit)

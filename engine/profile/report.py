@@ -91,7 +91,28 @@ def format_report(rep: dict, top: int = 30) -> str:
             f"{h['label']} {h['usage_mib']:.1f}/{h['allocated_mib']:.1f} MiB" for h in heaps))
     elif heaps is not None:
         lines.append("  driver heaps (slangpy): none reported")
+    lines += _vk_budget_lines(d)
     nv = d.get("nvml")
     if nv and "used_mib" in nv:
         lines.append(f"  NVML {nv['gpu']}: {nv['used_mib']:.0f} of {nv['total_mib']:.0f} MiB used (whole device)")
     return "\n".join(lines)
+
+
+def _vk_budget_lines(d: dict) -> list[str]:
+    vb = d.get("vk_budget")
+    if vb is None:
+        err = d.get("vk_budget_error")
+        return [f"  driver (VK_EXT_memory_budget): not available: {err}"] if err else []
+    where = vb["physical_device"]
+    if vb["matched_by"] not in ("name", "name (partial)"):
+        where += f"; {vb['matched_by']}"
+    elif vb["same_name_devices"] > 1:
+        where += f"; the first of {vb['same_name_devices']} with this name"
+    lines = [f"  driver (VK_EXT_memory_budget, {where}):"]
+    for h in vb["heaps"]:
+        kind = "device-local" if h["device_local"] else "host"
+        lines.append(f"    heap {h['index']} {kind}: {h['usage_mib']:,.0f} of {h['size_mib']:,.0f} MiB used "
+                     f"(budget {h['budget_mib']:,.0f})")
+    if vb.get("note"):
+        lines.append(f"    ({vb['note']})")
+    return lines

@@ -243,6 +243,7 @@ def test_snapshots_are_typed_messages(gpu, profiling):
     d = got[-1].data
     assert {"timing", "kernels", "vram"} <= set(d)
     assert d["kernels"] and d["vram"]["total"]["high_water_mib"] > 0
+    assert "vk_budget" in d["vram"]["driver"] or "vk_budget_error" in d["vram"]["driver"]
     json.dumps(d, allow_nan=False)
 
 
