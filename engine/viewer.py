@@ -52,7 +52,8 @@ def wait_polling(gpu: Gpu, submit_id: int | None = None, timeout_s: float = 600.
         if time.perf_counter() - t0 > timeout_s:
             raise TimeoutError(f"GPU work did not finish within {timeout_s:.0f} s")
         polls += 1
-        time.sleep(0 if polls < 20 else min(0.0001 * 1.3 ** (polls - 20), 0.002))
+        # back off to 2 ms; the exponent is capped: 1.3 ** n overflows a float after ~2,700 polls (~5 s)
+        time.sleep(0 if polls < 20 else min(0.0001 * 1.3 ** min(polls - 20, 20), 0.002))
 
 
 def install_polling_waits(gpu: Gpu) -> None:
