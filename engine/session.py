@@ -328,6 +328,7 @@ class _Engine:
         self.readback_requests = 0
         self.last_frame = 0.0
         self.last_stats = 0.0
+        self.stats_frames = -1  # viewer frame count of the last ViewerStats
         self.last_vram = 0.0
         self.rate_t = time.perf_counter()
         self.rate_step = 0
@@ -581,6 +582,7 @@ class _Engine:
             return None
         refine = self._refine_due() and not self.view_dirty
         if not (self._view_frame_due() or self._model_frame_due() or force_readback or refine):
+            self._emit_viewer_stats()  # the last frames may have come inside the throttle window
             return None
         from .viewer import PresentError
 
@@ -602,11 +604,19 @@ class _Engine:
                                       lambda old: old.tag != 0 and tag == 0)
             if readback:
                 self.readback_requests, self.readback_tag = 0, 0
+        self._emit_viewer_stats()
+        return pixels
+
+    def _emit_viewer_stats(self) -> None:
+        """ViewerStats at most every STATS_INTERVAL, and once more after the last frame of a
+        burst (otherwise the final size and frame count of a resize would never be reported)."""
+        v = self.viewer
+        if v is None or v.frames == self.stats_frames:
+            return
         now = time.perf_counter()
         if now - self.last_stats >= STATS_INTERVAL:
-            self.last_stats = now
+            self.last_stats, self.stats_frames = now, v.frames
             self.emit(M.ViewerStats(v.frames, v.last_frame_ms, v.state.width, v.state.height, v.render_scale))
-        return pixels
 
     def _screenshot(self, path: Path) -> None:
         from PIL import Image
