@@ -29,7 +29,7 @@ def open_atomic(path: Path, mode: str = "wb", encoding: str | None = None):
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def write_json_atomic(path: Path, data) -> None:
@@ -37,7 +37,7 @@ def write_json_atomic(path: Path, data) -> None:
         json.dump(data, f, indent=2, default=json_default)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     """Make the rename durable (POSIX); skipped where folders cannot be opened."""
     try:
         dfd = os.open(folder, os.O_RDONLY)

@@ -55,6 +55,7 @@ from typing import BinaryIO
 import numpy as np
 
 from engine.errors import PlyError
+from engine.fileio import fsync_dir
 
 __all__ = [
     "GaussianPly",
@@ -247,21 +248,7 @@ def write_ply(path: str | os.PathLike, g: GaussianPly | Mapping) -> None:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(folder)
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename durable (POSIX); silently skipped where directories can't be opened."""
-    try:
-        dfd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
+    fsync_dir(folder)
 
 
 # --------------------------------------------------------------------------- reading
