@@ -9,21 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
-    """[4, 4] world-to-camera (OpenCV axes: x right, y down, z forward)."""
-    eye, target, up = (np.asarray(v, np.float64) for v in (eye, target, up))
-    z = target - eye
-    z /= np.linalg.norm(z)
-    x = np.cross(z, up)
-    if np.linalg.norm(x) < 1e-9:
-        x = np.cross(z, [1.0, 0.0, 0.0])
-    x /= np.linalg.norm(x)
-    y = np.cross(z, x)
-    w2c = np.eye(4)
-    w2c[:3, :3] = np.stack([x, y, z])
-    w2c[:3, 3] = -w2c[:3, :3] @ eye
-    return w2c
+from ..pose import look_at  # noqa: F401  (part of this module's API: orbit_views, scripts)
 
 
 def render(verts, faces, w2c, focal: float, width: int, height: int, uvs=None, texture=None,

@@ -9,20 +9,14 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from engine.pose import invert_rigid, look_at
+
 _GL = np.diag([1.0, -1.0, -1.0, 1.0])  # OpenCV <-> OpenGL camera axes
 
 
 def look_at_c2w(eye, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
     """[4, 4] camera-to-world, OpenCV axes (x right, y down, z forward)."""
-    eye, target, up = (np.asarray(v, np.float64) for v in (eye, target, up))
-    z = target - eye
-    z /= np.linalg.norm(z)
-    x = np.cross(z, up)
-    x /= np.linalg.norm(x)
-    y = np.cross(z, x)
-    m = np.eye(4)
-    m[:3, 0], m[:3, 1], m[:3, 2], m[:3, 3] = x, y, z, eye
-    return m
+    return invert_rigid(look_at(eye, target, up))
 
 
 def write_scene(folder: Path, views: int = 10, width: int = 64, height: int = 48, points: int = 120,

@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.pose import look_at
 from engine.splat.layout import pack, sh_coeffs
 
 
 def look_at_w2c(eye, target, up=(0.0, -1.0, 0.0)):
-    """[4,4] world-to-camera, OpenCV axes (z forward, y down)."""
-    eye, target, up = (np.asarray(v, np.float64) for v in (eye, target, up))
-    z = target - eye
-    z /= np.linalg.norm(z)
-    x = np.cross(up, z)
-    x /= np.linalg.norm(x)
-    y = np.cross(z, x)
-    R = np.stack([x, y, z])
-    w2c = np.eye(4)
-    w2c[:3, :3] = R
-    w2c[:3, 3] = -R @ eye
-    return w2c
+    """[4,4] world-to-camera, OpenCV axes (z forward, y down); ``up`` is the world direction
+    of the image's y axis (down in the image), hence the sign for engine.pose.look_at."""
+    return look_at(eye, target, -np.asarray(up, np.float64))
 
 
 def random_scene(rng, n, degree=3, max_degree=3, spread=1.0, scale=(-3.0, -1.5), opacity=(-1.0, 2.0)):
