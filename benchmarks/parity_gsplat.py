@@ -59,7 +59,7 @@ def ours(rows, cam, ci, cams_all, g_image, backend):
     enc = gpu.encoder()
     r.record_backward(enc, grads, g2, vc, True)
     gpu.submit(enc)
-    radii = gpu.read(r._b("radii", 2 * n), np.int32, shape=(n, 2))
+    radii = r.read("radii", np.int32, shape=(n, 2))
     return (img, gpu.read(grads, np.float32, shape=(n, d)), gpu.read(g2, np.float32, n), radii)
 
 

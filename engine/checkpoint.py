@@ -145,6 +145,22 @@ class BackgroundWriter:
             raise err
         self.saved_step = self._step
 
+    def flush(self) -> str:
+        """:meth:`wait`, with a failed write returned as a warning ('' when none): a full disk
+        must not end a run."""
+        try:
+            self.wait()
+        except OSError as e:
+            return f"checkpoint not written to {self.path}: {e}"
+        return ""
+
+    def kept(self) -> str | None:
+        """What is on disk, for error messages: 'the last good checkpoint (step N) is kept in
+        PATH', or None when no checkpoint has been written."""
+        if self.saved_step is None:
+            return None
+        return f"the last good checkpoint (step {self.saved_step}) is kept in {self.path}"
+
 
 def load(path: Path) -> Checkpoint:
     """Read a checkpoint; CheckpointError naming the file when it is not one."""

@@ -228,18 +228,11 @@ class _TrainingScene(_Scene):
 
     def flush(self) -> str:
         """Wait for the checkpoint being written; '' or a warning when that failed."""
-        try:
-            self.writer.wait()
-        except OSError as e:
-            return f"checkpoint not written to {self.writer.path}: {e}"
-        return ""
+        return self.writer.flush()
 
     def kept(self) -> str:
         """What is on disk, for an error message."""
-        saved = self.writer.saved_step
-        if saved is None:
-            return "no checkpoint had been written yet"
-        return f"the last good checkpoint (step {saved}) is kept in {self.writer.path}"
+        return self.writer.kept() or "no checkpoint had been written yet"
 
     def gt(self, i: int):
         buf = self.trainer.gt.get(i)
@@ -672,6 +665,13 @@ class _Engine:
         del tr
 
     # --- jobs --------------------------------------------------------------------------------
+    def _refused(self, what: str) -> bool:
+        """True, with the warning '<what>: <why>', while a load or a training is under way."""
+        busy = self._busy_reason()
+        if busy:
+            self.emit(M.Warning(f"{what}: {busy}"))
+        return bool(busy)
+
     def _busy_reason(self) -> str | None:
         if self.pending is not None:
             return f"still loading {self.pending[2]}"
@@ -682,9 +682,7 @@ class _Engine:
     def _start_training(self, cmd: M.StartTraining) -> None:
         from .ingest import load_dataset
 
-        busy = self._busy_reason()
-        if busy:
-            self.emit(M.Warning(f"cannot start training on {cmd.dataset}: {busy}"))
+        if self._refused(f"cannot start training on {cmd.dataset}"):
             return
         self.state("loading", cmd.dataset)
         self.emit(M.StageStarted("load", None, cmd.dataset))
@@ -692,9 +690,7 @@ class _Engine:
         self.pending = ("train", fut, cmd)
 
     def _open_project(self, cmd: M.OpenProject) -> None:
-        busy = self._busy_reason()
-        if busy:
-            self.emit(M.Warning(f"cannot open {cmd.path}: {busy}"))
+        if self._refused(f"cannot open {cmd.path}"):
             return
         self.state("loading", f"{cmd.path}: reading its checkpoint")
         self.emit(M.StageStarted("load", None, cmd.path))
@@ -703,9 +699,7 @@ class _Engine:
     def _open_ply(self, cmd: M.OpenPly) -> None:
         from .io.ply import read_ply
 
-        busy = self._busy_reason()
-        if busy:
-            self.emit(M.Warning(f"cannot open {cmd.path}: {busy}"))
+        if self._refused(f"cannot open {cmd.path}"):
             return
         self.state("loading", cmd.path)
         self.pending = ("ply", self.loader.submit(read_ply, cmd.path), cmd)
@@ -721,9 +715,7 @@ class _Engine:
                                 "(engine/pipeline.py), which is coming; open a COLMAP or nerfstudio dataset folder "
                                 "or a .ply meanwhile"))
             return
-        busy = self._busy_reason()
-        if busy:
-            self.emit(M.Warning(f"cannot start on {cmd.source}: {busy}"))
+        if self._refused(f"cannot start on {cmd.source}"):
             return
         from .pipeline import PipelineConfig, run_pipeline
 

@@ -150,15 +150,14 @@ class _Job:
     def flush(self, on_message) -> None:
         """Wait for the checkpoint being written; a failed write is a warning (a full disk
         must not end the run)."""
-        try:
-            self.writer.wait()
-        except OSError as e:
-            on_message(f"warning: checkpoint not written to {self.ckpt_path}: {e}")
+        warning = self.writer.flush()
+        if warning:
+            on_message(f"warning: {warning}")
 
     def kept(self) -> str:
-        saved = self.writer.saved_step
-        if saved is not None:
-            return f"The last good checkpoint (step {saved}) is kept in {self.ckpt_path}; no PLY was written"
+        kept = self.writer.kept()
+        if kept is not None:
+            return f"{kept[0].upper()}{kept[1:]}; no PLY was written"
         every = self.cfg.train.checkpoint_every
         return ("No checkpoint had been written yet" + (f" (the first comes at step {every})" if every else
                 " (--checkpoint-every 0)") + "; no PLY was written")
