@@ -1,0 +1,491 @@
+"""Memory-traffic floors of the training iteration's kernels (`spirula bench raster`).
+
+A kernel's *floor* is the time it would take if it did nothing but move the bytes it must
+move, at the bandwidth the device really reaches:
+
+    floor_ms = bytes / measured bandwidth,      ratio = measured_ms / floor_ms
+
+*bytes* counts compulsory traffic only: every input element the kernel needs is read once,
+every output element it produces is written once, at element granularity (no cache-line
+or sector rounding, no re-reads that a cache would serve, no scratch the algorithm could
+avoid). It is a lower bound for the kernel as written, so a ratio near 1 means "bandwidth
+bound and at the floor", and a large ratio means the kernel is bound by something else
+(latency, atomics, compute, launch overhead, too little parallelism).
+
+*measured bandwidth* comes from the same run (:func:`measure_bandwidth`): a large
+device-to-device buffer copy and a plain read+write compute kernel, each timed with GPU
+timestamps, ``2 x bytes / time`` (read + write), median of a few repeats; the larger of the
+two is used.
+
+The byte model, one function per dispatch kind (sizes in bytes, float32 / uint32 = 4 B).
+Notation: N Gaussians, D = row_stride(max SH degree) floats per packed row, K =
+sh_coeffs(active SH degree), V = visible Gaussians (tiles_touched > 0), M = tile/Gaussian
+intersections, R = intersections the backward pass replays (per tile, up to the last
+contributor of any of its pixels; R <= M), P = W x H pixels, T = tiles (16 x 16 px).
+
+==================  ===================================================================
+kernel              bytes (read + write)
+==================  ===================================================================
+project_forward     read 44 N (mean, log scale, quat, opacity logit) + 12 K V (SH of the
+                    visible); write 20 N (radii 8, tiles_touched, depth key, depth id)
+                    + 40 V (means2d 8, conic+opacity 16, rgb 12, depth 4)
+radix_hist(n)       read 4 n keys; write 1024 b (256 counters per tile of the sort, b tiles)
+radix_scatter(n)    read 8 n (key, value) + 1024 b histogram; write 8 n
+scan_reduce(m)      read 4 m; write 4 g (one sum per scan tile, g tiles)
+scan_tiles(m)       read 4 m (+ 4 g tile offsets); write 4 m (+ 4 for the total)
+gather_counts       read 8 N (order, tiles_touched[order]); write 4 N
+emit_intersections  read 8 N (order, tiles_touched) + 20 V (radii 8, means2d 8, offset);
+                    write 8 M (tile id, Gaussian id)
+tile_ranges         read 4 M tile ids; write 8 min(T, M) (range ends of non-empty tiles)
+rasterize_forward   read 8 T (ranges) + 40 M (per intersection: id 4, means2d 8,
+                    conic+opacity 16, rgb 12); write 20 P (image 12, final T, last index)
+ssim_fwd            read 12 P (render) + 4 P (RGBA8 target); write 36 P (9 partial planes)
+ssim_bwd            read 36 P (partials) + 12 P + 4 P; write 12 P (dL/d render)
+rasterize_backward  read 8 T + 20 P (final T, last index, dL/d image) + 40 R;
+                    write 36 V (dL/d means2d 8, conic 12, opacity 4, rgb 12)
+project_backward    read 4 N (radii x) + V x (40 + 12 K params without opacity, 16
+                    conic+opacity, 36 screen gradients, 8 statistics); write 4 D N (the
+                    whole gradient row, zero when culled) + 8 V statistics
+adam_step           read 16 N D (params, grads, exp_avg, exp_avg_sq); write 12 N D
+copy(s)             read s; write s
+clear(s)            write s (s = what the buffer must hold: 8 T ranges, 8 N / 12 N /
+                    4 N / 12 N screen-gradient accumulators)
+==================  ===================================================================
+
+Where the model is approximate (see each function): project_forward counts the 11 geometry
+floats for Gaussians behind the near plane, which read only the 3 of the mean;
+rasterize_forward counts all M intersections, but a tile whose pixels all saturate stops
+reading early (it must read at least R); rasterize_backward counts its gradient atomics
+as one write per visible Gaussian (the read of the zeroed accumulators and the
+per-wave repeats of the atomics are not compulsory); random gathers (gather_counts,
+the per-intersection reads of the rasterizers) are counted per element, though the
+hardware moves whole 32-byte sectors.
+
+:func:`iteration_calls` lists the dispatches, copies and clears of one iteration of the
+raster bench in the order they are recorded (engine/splat/render.py, sort.py, loss.py,
+model.py); the bench checks that list against the profiler's trace and reports any
+difference.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+
+F32 = 4
+_TILE_PX = 16          # raster tile edge (engine/splat/camera_table.py TILE)
+_SORT_TILE = 256 * 16  # pairs per radix-sort workgroup tile (engine/splat/sort.py defaults)
+_SCAN_TILE = 256 * 16  # elements per scan workgroup tile
+
+
+@dataclass(frozen=True)
+class Traffic:
+    read: int
+    write: int
+
+    @property
+    def total(self) -> int:
+        return self.read + self.write
+
+    def __add__(self, other: "Traffic") -> "Traffic":
+        return Traffic(self.read + other.read, self.write + other.write)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One recorded GPU operation: kernel entry name (or ``copy`` / ``clear``), what it does
+    in the iteration, and its compulsory traffic."""
+    name: str
+    what: str
+    traffic: Traffic
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The sizes of one training iteration of the raster bench."""
+    n: int                      # Gaussians
+    max_sh_degree: int          # sets D, the packed row stride
+    sh_degree: int              # active degree (K = (sh_degree + 1)^2 SH coefficients read)
+    visible: int                # V: Gaussians with tiles_touched > 0
+    intersections: int          # M
+    width: int
+    height: int
+    replayed: int | None = None  # R: intersections the backward replays (default M)
+    sort_tile: int = _SORT_TILE
+    scan_tile: int = _SCAN_TILE
+    accumulate_stats: bool = True
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def d(self) -> int:
+        from ..splat.layout import row_stride
+        return row_stride(self.max_sh_degree)
+
+    @property
+    def k(self) -> int:
+        from ..splat.layout import sh_coeffs
+        return sh_coeffs(self.sh_degree)
+
+    @property
+    def pixels(self) -> int:
+        return self.width * self.height
+
+    @property
+    def tiles_x(self) -> int:
+        return -(-self.width // _TILE_PX)
+
+    @property
+    def tiles_y(self) -> int:
+        return -(-self.height // _TILE_PX)
+
+    @property
+    def tiles(self) -> int:
+        return self.tiles_x * self.tiles_y
+
+    @property
+    def r(self) -> int:
+        return self.intersections if self.replayed is None else self.replayed
+
+    @property
+    def tile_sort_bits(self) -> int:
+        """Key bits of the tile sort (as engine/splat/render.py picks them)."""
+        return max(1, math.ceil(math.log2(max(self.tiles, 2))))
+
+    def as_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k != "extra"}
+        d.update(row_floats=self.d, sh_coeffs=self.k, pixels=self.pixels, tiles=self.tiles,
+                 replayed=self.r, depth_sort_passes=sort_passes(32), tile_sort_passes=sort_passes(self.tile_sort_bits))
+        d.update(self.extra)
+        return d
+
+
+def sort_passes(bits: int) -> int:
+    return -(-int(bits) // 8)
+
+
+# --- one function per kernel -------------------------------------------------------------------
+def project_forward(w: Workload) -> Traffic:
+    """shaders/project/project.slang:project_forward, one thread per Gaussian.
+    Reads mean, log scales, quaternion, opacity logit (11 floats) of every Gaussian and its
+    K SH coefficients (3 K floats) when visible; writes radii (2 int), tiles_touched, depth
+    key and depth id for all, means2d (2), conic + opacity (4), rgb (3) and depth for the
+    visible. (Gaussians behind the near plane read only the mean: counted as 11 floats.)"""
+    return Traffic(read=F32 * (11 * w.n + 3 * w.k * w.visible),
+                   write=F32 * (5 * w.n + 10 * w.visible))
+
+
+def radix_hist(n: int, tile: int = _SORT_TILE) -> Traffic:
+    """shaders/sort/radix.slang:radix_hist: reads the n keys, writes 256 counters per tile."""
+    return Traffic(read=F32 * n, write=F32 * 256 * -(-n // tile))
+
+
+def radix_scatter(n: int, tile: int = _SORT_TILE) -> Traffic:
+    """shaders/sort/radix.slang:radix_scatter: reads n (key, value) pairs and the scanned
+    histogram, writes the n pairs at their sorted positions."""
+    return Traffic(read=F32 * (2 * n + 256 * -(-n // tile)), write=F32 * 2 * n)
+
+
+def scan_reduce(m: int, tile: int = _SCAN_TILE) -> Traffic:
+    """shaders/sort/scan.slang:scan_reduce: reads m elements, writes one sum per tile."""
+    return Traffic(read=F32 * m, write=F32 * -(-m // tile))
+
+
+def scan_tiles(m: int, tile: int = _SCAN_TILE, offsets: bool = False, total: bool = False) -> Traffic:
+    """shaders/sort/scan.slang:scan_tiles: reads m elements (and one offset per tile when
+    it is the second half of a multi-level scan), writes m (and the total when asked)."""
+    g = -(-m // tile) if offsets else 0
+    return Traffic(read=F32 * (m + g), write=F32 * (m + int(total)))
+
+
+def gather_counts(w: Workload) -> Traffic:
+    """shaders/raster/raster.slang:gather_counts: counts_sorted[j] = tiles_touched[order[j]]."""
+    return Traffic(read=F32 * 2 * w.n, write=F32 * w.n)
+
+
+def emit_intersections(w: Workload) -> Traffic:
+    """shaders/raster/raster.slang:emit_intersections, one thread per Gaussian in depth
+    order: reads order and tiles_touched for all, radii (2), means2d (2) and the scanned
+    offset for the visible; writes (tile id, Gaussian id) per intersection."""
+    return Traffic(read=F32 * (2 * w.n + 5 * w.visible), write=F32 * 2 * w.intersections)
+
+
+def tile_ranges(w: Workload) -> Traffic:
+    """shaders/raster/raster.slang:tile_ranges: reads the M sorted tile ids (neighbours come
+    from cache), writes start and end of every non-empty tile (at most min(T, M) tiles)."""
+    return Traffic(read=F32 * w.intersections, write=F32 * 2 * min(w.tiles, w.intersections))
+
+
+def rasterize_forward(w: Workload) -> Traffic:
+    """shaders/raster/raster.slang:rasterize_forward, one workgroup per tile: reads the
+    tile's range and, per intersection, the Gaussian id, means2d (2), conic + opacity (4)
+    and rgb (3) = 40 B; writes image (3), final T and last index per pixel. (A tile whose
+    pixels all saturate stops early; it still reads at least its replayed part.)"""
+    return Traffic(read=F32 * (2 * w.tiles + 10 * w.intersections), write=F32 * 5 * w.pixels)
+
+
+def ssim_fwd(w: Workload) -> Traffic:
+    """shaders/loss/ssim.slang:ssim_fwd: reads the render (3 floats) and the packed RGBA8
+    target (1 uint) per pixel (halos come from cache), writes 9 partial planes."""
+    return Traffic(read=F32 * 4 * w.pixels, write=F32 * 9 * w.pixels)
+
+
+def ssim_bwd(w: Workload) -> Traffic:
+    """shaders/loss/ssim.slang:ssim_bwd: reads the 9 partial planes, the render and the
+    target, writes dL/d(render) (3 floats per pixel)."""
+    return Traffic(read=F32 * 13 * w.pixels, write=F32 * 3 * w.pixels)
+
+
+def rasterize_backward(w: Workload) -> Traffic:
+    """shaders/raster/raster.slang:rasterize_backward: reads the tile ranges, final T, last
+    index and dL/d(image) (3) per pixel, and 40 B per replayed intersection (as forward);
+    writes the screen-space gradients (means2d 2, conic 3, opacity 1, rgb 3) once per
+    visible Gaussian (the atomics' reads of the zeroed accumulators are not counted)."""
+    return Traffic(read=F32 * (2 * w.tiles + 5 * w.pixels + 10 * w.r), write=F32 * 9 * w.visible)
+
+
+def project_backward(w: Workload) -> Traffic:
+    """shaders/project/project.slang:project_backward, one thread per Gaussian: reads radii.x
+    of all; for the visible the parameters without the opacity logit (10 + 3 K floats),
+    conic + opacity (4), the screen gradients (2 + 3 + 1 + 3) and, with statistics, the two
+    accumulators (read and written); writes the whole gradient row (D floats) of all."""
+    stats = 2 if w.accumulate_stats else 0
+    return Traffic(read=F32 * (w.n + w.visible * (10 + 3 * w.k + 4 + 9 + stats)),
+                   write=F32 * (w.d * w.n + stats * w.visible))
+
+
+def adam_step(w: Workload) -> Traffic:
+    """shaders/optim/adam.slang:adam_step, one thread per float of the N x D rows: reads
+    params, grads, exp_avg, exp_avg_sq; writes params, exp_avg, exp_avg_sq (7 x 4 N D)."""
+    return Traffic(read=F32 * 4 * w.n * w.d, write=F32 * 3 * w.n * w.d)
+
+
+def copy(nbytes: int) -> Traffic:
+    return Traffic(read=int(nbytes), write=int(nbytes))
+
+
+def clear(nbytes: int) -> Traffic:
+    return Traffic(read=0, write=int(nbytes))
+
+
+# --- the iteration ------------------------------------------------------------------------------
+def scan_calls(m: int, what: str, tile: int = _SCAN_TILE, total: bool = False) -> list[Call]:
+    """Dispatches of engine/splat/sort.py Scan.record for m elements."""
+    if m <= tile:
+        return [Call("scan_tiles", what, scan_tiles(m, tile, total=total))]
+    g = -(-m // tile)
+    return ([Call("scan_reduce", what, scan_reduce(m, tile))] + scan_calls(g, what, tile, total)
+            + [Call("scan_tiles", what, scan_tiles(m, tile, offsets=True))])
+
+
+def sort_calls(n: int, bits: int, what: str, tile: int = _SORT_TILE, scan_tile: int = _SCAN_TILE) -> list[Call]:
+    """Dispatches and copies of engine/splat/sort.py RadixSort.record (copy_back)."""
+    if n <= 1:
+        return []
+    out = []
+    for p in range(sort_passes(bits)):
+        out.append(Call("radix_hist", f"{what} pass {p}", radix_hist(n, tile)))
+        out += scan_calls(256 * -(-n // tile), f"{what} pass {p} histogram scan", scan_tile)
+        out.append(Call("radix_scatter", f"{what} pass {p}", radix_scatter(n, tile)))
+    if sort_passes(bits) % 2:
+        out += [Call("copy", f"{what} keys back", copy(F32 * n)), Call("copy", f"{what} values back", copy(F32 * n))]
+    return out
+
+
+def iteration_calls(w: Workload) -> list[Call]:
+    """Every timed operation of one raster-bench iteration, in record order: prepare
+    (projection, depth sort, tile counts), forward (binning, tile sort, ranges, raster),
+    loss, backward (clears, raster, projection) and Adam."""
+    n, m = w.n, w.intersections
+    out = [Call("project_forward", "projection", project_forward(w))]
+    out += sort_calls(n, 32, "depth sort", w.sort_tile, w.scan_tile)
+    out.append(Call("gather_counts", "tile counts in depth order", gather_counts(w)))
+    out += scan_calls(n, "tile count offsets", w.scan_tile, total=True)
+    if m > 0:
+        out.append(Call("emit_intersections", "binning", emit_intersections(w)))
+        out += sort_calls(m, w.tile_sort_bits, "tile sort", w.sort_tile, w.scan_tile)
+    out.append(Call("clear", "tile ranges", clear(F32 * 2 * w.tiles)))
+    if m > 0:
+        out.append(Call("tile_ranges", "tile ranges", tile_ranges(w)))
+    out.append(Call("rasterize_forward", "rasterize forward", rasterize_forward(w)))
+    out.append(Call("ssim_fwd", "loss forward", ssim_fwd(w)))
+    out.append(Call("ssim_bwd", "loss backward", ssim_bwd(w)))
+    for name, floats in (("means2d", 2), ("conic", 3), ("opacity", 1), ("rgb", 3)):
+        out.append(Call("clear", f"dL/d {name} accumulator", clear(F32 * floats * n)))
+    out.append(Call("rasterize_backward", "rasterize backward", rasterize_backward(w)))
+    out.append(Call("project_backward", "projection backward", project_backward(w)))
+    out.append(Call("adam_step", "Adam", adam_step(w)))
+    return out
+
+
+def kernel_bytes(w: Workload) -> dict[str, Traffic]:
+    """Compulsory traffic of one iteration summed per kernel name."""
+    out: dict[str, Traffic] = {}
+    for c in iteration_calls(w):
+        out[c.name] = out.get(c.name, Traffic(0, 0)) + c.traffic
+    return out
+
+
+# --- measured bandwidth -------------------------------------------------------------------------
+def measure_bandwidth(gpu, nbytes: int | None = None, repeats: int = 5) -> dict:
+    """Device bandwidth from ``2 x nbytes / GPU time`` of (a) a device-to-device buffer copy
+    and (b) the read+write kernel shaders/profile/bandwidth.slang, each in its own command
+    buffer between two GPU timestamps, one warm-up then the median of ``repeats``.
+    Default size 256 MiB, 16 MiB on a software device (lavapipe). Bypasses the profiler."""
+    import slangpy as spy
+
+    device = gpu.device
+    if nbytes is None:
+        try:
+            soft = device.has_feature(spy.Feature.software_device)
+        except Exception:
+            soft = False
+        nbytes = (16 if soft else 256) << 20
+    nbytes = max(16, int(nbytes) // 16 * 16)
+    src = gpu.buffer(nbytes, "bench.bandwidth_src", category="other")
+    dst = gpu.buffer(nbytes, "bench.bandwidth_dst", category="other")
+    kern = gpu.kernel("profile/bandwidth", "copy_vec4").raw  # slangpy's own dispatch: not in the profile
+    n16 = nbytes // 16
+    threads = min(n16, 65535 * 256)
+    pool = device.create_query_pool(type=spy.QueryType.timestamp, count=4 * (repeats + 1))
+    enc = device.create_command_encoder()
+    enc.clear_buffer(src)  # touch the memory before timing
+    enc.clear_buffer(dst)
+    device.submit_command_buffer(enc.finish())
+    device.wait_for_idle()
+    for r in range(repeats + 1):
+        enc = device.create_command_encoder()
+        enc.write_timestamp(pool, 4 * r)
+        enc.copy_buffer(dst, 0, src, 0, nbytes)
+        enc.write_timestamp(pool, 4 * r + 1)
+        device.submit_command_buffer(enc.finish())
+        device.wait_for_idle()
+        enc = device.create_command_encoder()
+        kern.dispatch(thread_count=[threads, 1, 1], command_encoder=enc, query_pool=pool,
+                      query_index_before=4 * r + 2, query_index_after=4 * r + 3, src=src, dst=dst, n=n16,
+                      stride=threads)
+        device.submit_command_buffer(enc.finish())
+        device.wait_for_idle()
+    ts = pool.get_timestamp_results(0, 4 * (repeats + 1))
+    copy_s = statistics.median(ts[4 * r + 1] - ts[4 * r] for r in range(1, repeats + 1))
+    kern_s = statistics.median(ts[4 * r + 3] - ts[4 * r + 2] for r in range(1, repeats + 1))
+    gbs = lambda s: 2.0 * nbytes / s / 1e9 if s > 0 else 0.0
+    copy_gbs, kern_gbs = gbs(copy_s), gbs(kern_s)
+    return {"bytes": nbytes, "repeats": repeats, "copy_ms": copy_s * 1e3, "kernel_ms": kern_s * 1e3,
+            "copy_gb_per_s": copy_gbs, "kernel_gb_per_s": kern_gbs, "gb_per_s": max(copy_gbs, kern_gbs),
+            "source": "copy" if copy_gbs >= kern_gbs else "kernel"}
+
+
+# --- the report ---------------------------------------------------------------------------------
+def floor_report(w: Workload, iterations: list[list[tuple[str, float, int]]], gb_per_s: float,
+                 within: float = 3.0) -> dict:
+    """Per-kernel floors from the measured operations of the timed iterations.
+
+    iterations: per iteration, its operations in record order as (name, seconds,
+    issued bytes) (issued bytes: what a copy or clear really moved, a copy counting its
+    size twice (read + write); 0 for kernels).
+    Returns the JSON-ready report: ``kernels`` (per name: calls, ms per iteration (median
+    over iterations of the summed time), read/write/total bytes, floor_ms, ratio, and for
+    copies/clears issued_bytes), ``total``, ``slowest`` (the three with the most time:
+    name, ms, ratio, within), ``calls`` (per operation, when the model's list matches the
+    trace) and ``model_matches_trace`` / ``mismatch``."""
+    calls = iteration_calls(w)
+    model_names = [c.name for c in calls]
+    bw = gb_per_s * 1e9
+    floor_ms = lambda b: b / bw * 1e3 if bw > 0 else None
+    ratio = lambda ms, fl: ms / fl if fl else None
+    mismatch = None
+    for i, ops in enumerate(iterations):
+        names = [o[0] for o in ops]
+        if names != model_names:
+            mismatch = _diff(model_names, names, i)
+            break
+    per_ms: dict[str, list[float]] = {}
+    per_calls: dict[str, int] = {}
+    issued: dict[str, int] = {}
+    for ops in iterations:
+        it: dict[str, float] = {}
+        cnt: dict[str, int] = {}
+        iss: dict[str, int] = {}
+        for name, sec, nb in ops:
+            it[name] = it.get(name, 0.0) + sec * 1e3
+            cnt[name] = cnt.get(name, 0) + 1
+            iss[name] = iss.get(name, 0) + int(nb)
+        for k, v in it.items():
+            per_ms.setdefault(k, []).append(v)
+        per_calls.update(cnt)
+        issued.update(iss)
+    model = kernel_bytes(w)
+    rows = []
+    for name in sorted(set(per_ms) | set(model), key=lambda k: -_med(per_ms.get(k, [0.0]))):
+        ms = _med(per_ms[name]) if name in per_ms else None
+        t = model.get(name)
+        row = {"name": name, "calls": per_calls.get(name, 0), "model_calls": model_names.count(name), "ms": ms,
+               "read_bytes": t.read if t else None, "write_bytes": t.write if t else None,
+               "bytes": t.total if t else None}
+        row["floor_ms"] = floor_ms(t.total) if t else None
+        row["ratio"] = ratio(ms, row["floor_ms"]) if ms is not None else None
+        if name in ("copy", "clear"):
+            row["issued_bytes"] = issued.get(name)
+        rows.append(row)
+    timed = [r for r in rows if r["ms"] is not None]
+    tot_ms = sum(r["ms"] for r in timed)
+    tot_b = sum(t.total for t in model.values())
+    slowest = [{"name": r["name"], "ms": r["ms"], "ratio": r["ratio"],
+                "within": r["ratio"] is not None and r["ratio"] <= within} for r in timed[:3]]
+    out = {
+        "bandwidth_gb_per_s": gb_per_s, "within_factor": within, "workload": w.as_dict(),
+        "kernels": rows,
+        "total": {"ms": tot_ms, "bytes": tot_b, "floor_ms": floor_ms(tot_b), "ratio": ratio(tot_ms, floor_ms(tot_b))},
+        "slowest": slowest, "slowest_within": bool(slowest) and all(s["within"] for s in slowest),
+        "model_matches_trace": mismatch is None, "mismatch": mismatch,
+    }
+    if mismatch is None and iterations:
+        per_call = []
+        for j, c in enumerate(calls):
+            ms = _med([ops[j][1] * 1e3 for ops in iterations])
+            fl = floor_ms(c.traffic.total)
+            per_call.append({"name": c.name, "what": c.what, "ms": ms, "bytes": c.traffic.total, "floor_ms": fl,
+                             "ratio": ratio(ms, fl)})
+        out["calls"] = per_call
+    return out
+
+
+def format_floors(rep: dict, bandwidth: dict | None = None) -> list[str]:
+    """Text table of :func:`floor_report` (for the CLI)."""
+    lines = []
+    if bandwidth is not None:
+        lines.append(f"  measured bandwidth {bandwidth['gb_per_s']:.1f} GB/s ({bandwidth['source']}): device copy "
+                     f"{bandwidth['copy_gb_per_s']:.1f} GB/s, read+write kernel {bandwidth['kernel_gb_per_s']:.1f} GB/s "
+                     f"({bandwidth['bytes'] / 2**20:.0f} MiB, 2 x bytes / time, median of {bandwidth['repeats']})")
+    lines.append(f"  {'kernel':22s}{'calls':>6s}{'ms/iter':>11s}{'MB moved':>11s}{'floor ms':>11s}{'x floor':>10s}")
+    fmt = lambda v, f: format(v, f) if v is not None else "-"
+    for r in rep["kernels"]:
+        lines.append(f"  {r['name']:22s}{r['calls']:6d}{fmt(r['ms'], '11.3f'):>11s}"
+                     f"{fmt(r['bytes'] / 1e6 if r['bytes'] is not None else None, '11.3f'):>11s}"
+                     f"{fmt(r['floor_ms'], '11.4f'):>11s}{fmt(r['ratio'], '10.1f'):>10s}")
+    t = rep["total"]
+    lines.append(f"  {'all of the above':22s}{'':6s}{fmt(t['ms'], '11.3f'):>11s}{t['bytes'] / 1e6:11.3f}"
+                 f"{fmt(t['floor_ms'], '11.4f'):>11s}{fmt(t['ratio'], '10.1f'):>10s}")
+    for r in rep["kernels"]:
+        if r.get("issued_bytes") and r["bytes"] and r["issued_bytes"] > 1.01 * r["bytes"]:
+            lines.append(f"  {r['name']}: {r['issued_bytes'] / 1e6:.3f} MB really moved, {r['issued_bytes'] / r['bytes']:.1f}x "
+                         f"what the workload needs (buffers larger than their contents)")
+    k = rep["within_factor"]
+    parts = [f"{s['name']} {fmt(s['ratio'], '.1f')}x ({'within' if s['within'] else 'NOT within'} {k:g}x)"
+             for s in rep["slowest"]]
+    lines.append("  slowest three: " + ", ".join(parts))
+    if not rep["model_matches_trace"]:
+        lines.append(f"  WARNING: byte model does not match the recorded operations: {rep['mismatch']}")
+    return lines
+
+
+def _med(v) -> float:
+    return float(statistics.median(v)) if len(v) else 0.0
+
+
+def _diff(model: list[str], trace: list[str], it: int) -> str:
+    for j, (a, b) in enumerate(zip(model, trace)):
+        if a != b:
+            return f"iteration {it}, operation {j}: model {a}, trace {b}"
+    return f"iteration {it}: model has {len(model)} operations, trace {len(trace)}"
