@@ -1,8 +1,15 @@
 """The Gaussians on the GPU with their optimizer state, Adam, and adaptive density control.
 
-Buffers (float32, N rows of D = row_stride(max_sh_degree)): params, grads, exp_avg,
-exp_avg_sq; grad2d_sum [N] and vis_count [N] accumulate the densification statistic.
+Buffers (float32, ``capacity`` rows of D = row_stride(max_sh_degree), the first N in use):
+params, grads, exp_avg, exp_avg_sq -- four [capacity, D] buffers, nothing else of that size;
+grad2d_sum [capacity] and vis_count [capacity] accumulate the densification statistic;
+action, copies [capacity] (uint32) and total [4] (uint32) are densify's scratch.
 Capacity grows by 1.5x so densification does not reallocate every time.
+
+Densification needs no spare copy of the state: ``grads`` is dead between steps (every
+backward overwrites its first N rows), so within capacity each state buffer is copied into
+it and scattered back; beyond capacity the state buffers are reallocated one at a time
+(peak: three old [capacity, D] buffers plus one new one, below the four new ones after).
 """
 
 from __future__ import annotations
@@ -35,23 +42,35 @@ class GaussianModel:
         kern = lambda mod, e: gpu.kernel(mod, e, MAX_SH_DEGREE=max_sh_degree)
         self.k_adam = gpu.kernel("optim/adam", "adam_step")
         self.k_decide = kern("densify/densify", "densify_decide")
-        self.k_write = kern("densify/densify", "densify_write")
+        self.k_write_params = kern("densify/densify", "densify_write_params")
+        self.k_write_moments = kern("densify/densify", "densify_write_moments")
         self.k_reset = kern("densify/densify", "reset_opacity")
         self._lrs = None
-        self._spare = None
         self._flags = None
+        self.last_grow_threshold = float("nan")  # grad threshold the last densify grew with (inf: none grew)
+        self.last_decide_passes = 0              # decide + scan passes the last densify needed
 
     # --- buffers ----------------------------------------------------------------------------
-    def _alloc(self, capacity: int) -> dict[str, spy.Buffer]:
+    def _alloc(self, capacity: int) -> None:
+        """Fresh (uninitialised) buffers of ``capacity`` rows for everything. The caller drops
+        the old ones first (``self.buf = {}`` after the GPU is idle) so they are not all
+        held twice."""
         d = self.stride
-        new = {name: self.gpu.buffer(4 * d * capacity, f"splat.{name}") for name in _STATE + ("grads",)}
-        new["grad2d_sum"] = self.gpu.buffer(4 * capacity, "splat.grad2d_sum")
-        new["vis_count"] = self.gpu.buffer(4 * capacity, "splat.vis_count")
-        new["action"] = self.gpu.buffer(4 * capacity, "splat.action")
-        new["copies"] = self.gpu.buffer(4 * capacity, "splat.copies")
-        new["total"] = self.gpu.buffer(16, "splat.total")
-        self.buf, self.capacity = new, capacity
-        return new
+        for name in _STATE + ("grads",):
+            self.buf[name] = self.gpu.buffer(4 * d * capacity, f"splat.{name}")
+        self._alloc_small(capacity)
+        self.buf["total"] = self.gpu.buffer(16, "splat.total")
+        self.capacity = capacity
+
+    def _alloc_small(self, capacity: int) -> None:
+        for name in ("grad2d_sum", "vis_count", "action", "copies"):
+            self.buf.pop(name, None)  # drop the old one before allocating its successor
+            self.buf[name] = self.gpu.buffer(4 * capacity, f"splat.{name}")
+
+    def state_bytes(self) -> int:
+        """Bytes of the model's per-Gaussian buffers (params, grads, moments, statistics,
+        densify scratch): 4 * capacity * (4 * D + 4), each buffer rounded up to 16 bytes."""
+        return sum(int(b.size) for name, b in self.buf.items() if name != "total")
 
     def clear(self, names) -> None:
         enc = self.gpu.encoder()
@@ -89,8 +108,8 @@ class GaussianModel:
                 raise ValueError(f"checkpoint {name} has shape {np.shape(state[name])}, expected ({n},)")
         self.gpu.wait_idle()
         if n > self.capacity:
+            self.buf = {}  # everything is replaced: never hold old and new together
             self._alloc(max(n, 1024))
-            self._spare = None
         self.clear(("grad2d_sum", "vis_count"))
         for name in _STATE:
             self.gpu.write(self.buf[name], _padded(np.asarray(state[name], np.float32), self.capacity))
@@ -138,42 +157,108 @@ class GaussianModel:
     def densify(self, grad_threshold: float, clone_scale: float, prune_opacity: float,
                 prune_scale: float, max_gaussians: int, seed: int) -> tuple[int, int]:
         """Clone / split / prune (3DGS sec. 5.2); resets the statistics. Returns (before, after).
-        Growth is skipped when it would exceed ``max_gaussians`` (pruning still happens)."""
+
+        A Gaussian grows (clone or split) when its mean screen-space gradient
+        g = grad2d_sum / vis_count exceeds ``grad_threshold``. When growing all of them would
+        leave more than ``max_gaussians``, only those with the largest g grow: the threshold
+        is raised to the smallest float32 t >= grad_threshold whose count after densify
+        (after pruning) is <= max_gaussians (bisection over float32 values, one decide + scan
+        pass each, at most ~32; ties at t grow together or not at all). If pruning alone
+        leaves more than ``max_gaussians`` (a model that started above the cap), nothing
+        grows and ``after`` stays above the cap. ``last_grow_threshold`` and
+        ``last_decide_passes`` record what happened.
+        """
         before = self.n
-        for allow_grow in (1, 0):
-            enc = self.gpu.encoder()
-            self.k_decide.dispatch(
-                thread_count=[self.n, 1, 1], command_encoder=enc, params=self.buf["params"],
-                grad2d_sum=self.buf["grad2d_sum"], vis_count=self.buf["vis_count"], action=self.buf["action"],
-                copies=self.buf["copies"], n=self.n, grad_threshold=grad_threshold, clone_scale=clone_scale,
-                prune_opacity=prune_opacity, prune_scale=prune_scale, allow_grow=allow_grow)
-            self.scan.record(enc, self.buf["copies"], self.buf["copies"], self.n, total=self.buf["total"])
-            self.gpu.submit(enc)
-            after = int(self.gpu.read(self.buf["total"], np.uint32, 1)[0])
-            if after <= max_gaussians:
-                break
-        old = self.buf
-        if after > self.capacity:
-            self._alloc(int(after * 1.5))
-            self._spare = None
-        else:
-            # write into the spare state buffers (same capacity); the old ones become the spare
-            spare = self._spare or {name: self.gpu.buffer(4 * self.stride * self.capacity, f"splat.{name}")
-                                    for name in _STATE}
-            self.buf = dict(old, **spare)
-            self._spare = {name: old[name] for name in _STATE}
-        enc = self.gpu.encoder()
-        self.k_write.dispatch(
-            thread_count=[self.n, 1, 1], command_encoder=enc, params=old["params"], exp_avg=old["exp_avg"],
-            exp_avg_sq=old["exp_avg_sq"], action=old["action"], offsets=old["copies"],
-            out_params=self.buf["params"], out_avg=self.buf["exp_avg"], out_avg_sq=self.buf["exp_avg_sq"],
-            n=self.n, seed=seed & 0xFFFFFFFF)
-        self.gpu.clear(enc, self.buf["grad2d_sum"])
-        self.gpu.clear(enc, self.buf["vis_count"])
-        self.gpu.submit(enc)
-        self.gpu.wait_idle()  # the old buffers must outlive the copy
+        thr = float(np.float32(grad_threshold))
+        self.last_decide_passes = 0
+        after = self._decide(thr, 1, clone_scale, prune_opacity, prune_scale)
+        self.last_grow_threshold = thr
+        if after > max_gaussians:
+            after, self.last_grow_threshold = self._decide_capped(
+                thr, int(max_gaussians), clone_scale, prune_opacity, prune_scale)
+        self._write(after, seed)
         self.n = after
         return before, after
+
+    def _decide(self, threshold: float, allow_grow: int, clone_scale: float, prune_opacity: float,
+                prune_scale: float) -> int:
+        """One decide + scan pass: action[N], copies[N] -> offsets; returns the count after (waits)."""
+        enc = self.gpu.encoder()
+        self.k_decide.dispatch(
+            thread_count=[self.n, 1, 1], command_encoder=enc, params=self.buf["params"],
+            grad2d_sum=self.buf["grad2d_sum"], vis_count=self.buf["vis_count"], action=self.buf["action"],
+            copies=self.buf["copies"], n=self.n, grad_threshold=threshold, clone_scale=clone_scale,
+            prune_opacity=prune_opacity, prune_scale=prune_scale, allow_grow=allow_grow)
+        self.scan.record(enc, self.buf["copies"], self.buf["copies"], self.n, total=self.buf["total"])
+        self.gpu.submit(enc)
+        self.last_decide_passes += 1
+        return int(self.gpu.read(self.buf["total"], np.uint32, 1)[0])
+
+    def _decide_capped(self, thr: float, cap: int, *rule) -> tuple[int, float]:
+        """Growth at ``thr`` passes ``cap``: find the smallest float32 threshold t > thr with
+        count(t) <= cap (count is non-increasing in t: each Gaussian that stops growing loses
+        0, 1 or 2 rows). Leaves action/offsets of that t in the buffers; returns (count, t),
+        t = inf when nothing can grow."""
+        base = self._decide(thr, 0, *rule)  # = threshold +inf
+        if base >= cap:
+            return base, float("inf")
+        lo, hi = _sortable(thr), _sortable(float("inf"))  # count(lo) > cap >= count(hi)
+        hi_count, buffers_hold_hi = base, True
+        while hi - lo > 1 and hi_count < cap:
+            mid = (lo + hi) // 2
+            c = self._decide(_unsortable(mid), 1, *rule)
+            if c <= cap:
+                hi, hi_count, buffers_hold_hi = mid, c, True
+            else:
+                lo, buffers_hold_hi = mid, False
+        t = _unsortable(hi)
+        if not buffers_hold_hi:
+            self._decide(t, 1, *rule)
+        return hi_count, t
+
+    def _write(self, after: int, seed: int) -> None:
+        """Scatter params / exp_avg / exp_avg_sq by action and offsets into ``after`` rows,
+        one buffer at a time; reset the statistics. Within capacity the dead ``grads``
+        buffer is the temporary (copy in, scatter back); beyond it each state buffer is
+        replaced by a larger one, the old one freed before the next is allocated."""
+        n, d = self.n, self.stride
+        seed = seed & 0xFFFFFFFF
+        b = self.buf
+
+        def scatter(enc, name, src, dst):
+            common = dict(thread_count=[n, 1, 1], command_encoder=enc, action=b["action"], offsets=b["copies"], n=n)
+            if name == "params":
+                self.k_write_params.dispatch(params=src, out_params=dst, seed=seed, **common)
+            else:
+                self.k_write_moments.dispatch(moments=src, out_moments=dst, **common)
+
+        if after <= self.capacity:
+            enc = self.gpu.encoder()
+            if n:
+                for name in _STATE:
+                    self.gpu.copy(enc, b["grads"], 0, b[name], 0, 4 * d * n)
+                    scatter(enc, name, b["grads"], b[name])
+            self.gpu.clear(enc, b["grad2d_sum"])
+            self.gpu.clear(enc, b["vis_count"])
+            self.gpu.submit(enc)
+            self.gpu.wait_idle()  # callers (the trainer's scratch trim) rely on an idle GPU
+            return
+        capacity = int(after * 1.5)
+        self.gpu.wait_idle()
+        for name in ("grads", "grad2d_sum", "vis_count"):  # dead or reset: free before growing
+            del b[name]
+        for name in _STATE:
+            new = self.gpu.buffer(4 * d * capacity, f"splat.{name}")
+            enc = self.gpu.encoder()
+            scatter(enc, name, b[name], new)
+            self.gpu.submit(enc)
+            self.gpu.wait_idle()  # the old buffer must outlive the scatter
+            b[name] = new
+            del new
+        b["grads"] = self.gpu.buffer(4 * d * capacity, "splat.grads")
+        self._alloc_small(capacity)
+        self.capacity = capacity
+        self.clear(("grad2d_sum", "vis_count"))
 
     def reset_opacity(self, max_opacity: float = 0.01) -> None:
         enc = self.gpu.encoder()
@@ -181,6 +266,17 @@ class GaussianModel:
                               exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"], n=self.n,
                               max_logit=float(np.log(max_opacity / (1 - max_opacity))))
         self.gpu.submit(enc)
+
+
+def _sortable(x: float) -> int:
+    """float32 -> uint32 key with the same order (negative floats reversed, sign bit flipped)."""
+    u = int(np.float32(x).view(np.uint32))
+    return (~u & 0xFFFFFFFF) if u & 0x80000000 else u | 0x80000000
+
+
+def _unsortable(k: int) -> float:
+    u = (k & 0x7FFFFFFF) if k & 0x80000000 else (~k & 0xFFFFFFFF)
+    return float(np.uint32(u).view(np.float32))
 
 
 def _padded(rows: np.ndarray, capacity: int) -> np.ndarray:

@@ -1,63 +1,244 @@
-"""Adaptive density control on the GPU against the 3DGS rules computed in NumPy."""
+"""Adaptive density control on the GPU against the 3DGS rules computed in NumPy; the
+Gaussian cap (only the largest screen-space gradients grow); the model's buffer memory."""
+
+from contextlib import contextmanager
 
 import numpy as np
+import pytest
 
+from engine.profile.pool import SPLAT, VramPool
 from engine.splat.layout import OFF_OPACITY, OFF_SCALE, row_stride
 from engine.splat.model import GaussianModel
 from tests.splat.scenes import random_scene
 
+KEEP, CLONE, SPLIT = 1, 2, 3
 
-def test_densify_clone_split_prune(gpu):
-    rng = np.random.default_rng(11)
-    n = 5000
-    _, rows = random_scene(rng, n, degree=3, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
-    model = GaussianModel(gpu, rows, 3)
-    grad_sum = rng.uniform(0, 4e-4, n).astype(np.float32)
-    counts = rng.integers(0, 4, n).astype(np.float32)
-    model.buf["grad2d_sum"].copy_from_numpy(np.pad(grad_sum, (0, model.capacity - n)).view(np.uint8))
-    model.buf["vis_count"].copy_from_numpy(np.pad(counts, (0, model.capacity - n)).view(np.uint8))
-    moments = rng.normal(0, 1, rows.shape).astype(np.float32)
-    model.buf["exp_avg"].copy_from_numpy(np.pad(moments, ((0, model.capacity - n), (0, 0))).reshape(-1).view(np.uint8))
-    thr, clone_scale, prune_op, prune_scale = 2e-4, 0.1, 0.005, 0.3
-    before, after = model.densify(thr, clone_scale, prune_op, prune_scale, max_gaussians=10**7, seed=5)
 
-    # independent expectation
+# --- NumPy reference ----------------------------------------------------------------------
+def reference_actions(rows, grad_sum, counts, grow_threshold, clone_scale, prune_op, prune_scale):
+    """3DGS decision rule: action [N] (0 prune, KEEP, CLONE, SPLIT) for Gaussians whose mean
+    screen-space gradient g = grad_sum / counts (float32 division, 0 where counts == 0)
+    exceeds ``grow_threshold`` (None: nothing grows)."""
     op = 1 / (1 + np.exp(-rows[:, OFF_OPACITY].astype(np.float64)))
     smax = np.exp(rows[:, OFF_SCALE:OFF_SCALE + 3].astype(np.float64).max(1))
-    avg = np.where(counts > 0, grad_sum / np.maximum(counts, 1), 0)
-    grow = avg > thr
+    g = mean_grad(grad_sum, counts)
+    grow = np.zeros(len(rows), bool) if grow_threshold is None else g > np.float32(grow_threshold)
     clone = grow & (smax <= clone_scale)
     split = grow & (smax > clone_scale)
     # 3DGS prunes after growing: split children (scales / 1.6) are judged, not the parent
     prune = (op < prune_op) | (np.where(split, smax / 1.6, smax) > prune_scale)
-    keep = ~prune
-    copies = np.where(prune, 0, np.where(clone | split, 2, 1))
-    assert before == n and after == copies.sum()
-    assert clone[keep].sum() > 50 and split[keep].sum() > 50 and prune.sum() > 50, "test scene must exercise all cases"
-    rescued = split & (smax > prune_scale) & (smax / 1.6 <= prune_scale) & (op >= prune_op)
-    assert rescued.sum() > 10, "test scene must have too-large parents whose split children survive"
+    action = np.where(clone, CLONE, np.where(split, SPLIT, KEEP))
+    return np.where(prune, 0, action)
 
-    out = model.rows()
-    D = row_stride(3)
-    avg_out = gpu.read(model.buf["exp_avg"], np.float32, shape=(after, D))
+
+def mean_grad(grad_sum, counts):
+    g = grad_sum.astype(np.float32) / np.maximum(counts, 1).astype(np.float32)
+    return np.where(counts > 0, g, np.float32(0))
+
+
+def copies_of(action):
+    return np.where(action == 0, 0, np.where(action == KEEP, 1, 2))
+
+
+def capped_reference(rows, grad_sum, counts, thr, rule, cap):
+    """Grow only the largest gradients so the count stays <= cap: candidates (g > thr) in
+    decreasing g, each adding copies(grown) - copies(kept) rows, the longest prefix that fits."""
+    full = reference_actions(rows, grad_sum, counts, thr, *rule)
+    kept = reference_actions(rows, grad_sum, counts, None, *rule)
+    g = mean_grad(grad_sum, counts)
+    cand = np.flatnonzero(g > np.float32(thr))
+    order = cand[np.argsort(-g[cand], kind="stable")]
+    extra = (copies_of(full) - copies_of(kept))[order]
+    assert np.all(extra >= 0)
+    budget = cap - copies_of(kept).sum()
+    k = int(np.searchsorted(np.cumsum(extra), budget, side="right"))
+    action = kept.copy()
+    action[order[:k]] = full[order[:k]]
+    return action, order, extra, k
+
+
+def check_rows(out, avg_out, sq_out, rows, moments, moments_sq, action, smax):
+    """Output rows [after, D] and moments against what ``action`` asks for."""
+    copies = copies_of(action)
+    assert len(out) == copies.sum()
     dst = np.concatenate([[0], np.cumsum(copies)[:-1]])
-    plain = keep & ~clone & ~split
-    np.testing.assert_array_equal(out[dst[plain]], rows[plain])
-    np.testing.assert_array_equal(avg_out[dst[plain]], moments[plain])
-    c = keep & clone
-    np.testing.assert_array_equal(out[dst[c]], rows[c])
+    plain, c, s = action == KEEP, action == CLONE, action == SPLIT
+    for got, want in ((out, rows), (avg_out, moments), (sq_out, moments_sq)):
+        np.testing.assert_array_equal(got[dst[plain]], want[plain])
+        np.testing.assert_array_equal(got[dst[c]], want[c])
     np.testing.assert_array_equal(out[dst[c] + 1], rows[c])
-    np.testing.assert_array_equal(avg_out[dst[c]], moments[c])
-    assert np.all(avg_out[dst[c] + 1] == 0)
-    s = keep & split
+    assert np.all(avg_out[dst[c] + 1] == 0) and np.all(sq_out[dst[c] + 1] == 0)
     for k in (0, 1):
         child = out[dst[s] + k]
         np.testing.assert_allclose(child[:, OFF_SCALE:OFF_SCALE + 3], rows[s, OFF_SCALE:OFF_SCALE + 3] - np.log(1.6), atol=1e-5)
         np.testing.assert_array_equal(child[:, OFF_OPACITY:], rows[s, OFF_OPACITY:])
-        assert np.all(avg_out[dst[s] + k] == 0)
+        assert np.all(avg_out[dst[s] + k] == 0) and np.all(sq_out[dst[s] + k] == 0)
     # split children are drawn from N(mean, Sigma): offsets in units of the parent's scales
     offs = out[dst[s], :3] - rows[s, :3]
     assert np.all(np.linalg.norm(offs, axis=1) < 6 * smax[s])
-    assert np.any(out[dst[s], :3] != out[dst[s] + 1, :3])
+    assert s.sum() == 0 or np.any(out[dst[s], :3] != out[dst[s] + 1, :3])
+
+
+def load_model(gpu, rows, degree, grad_sum, counts, moments, moments_sq):
+    model = GaussianModel(gpu, rows, degree)
+    pad = model.capacity - len(rows)
+    gpu.write(model.buf["grad2d_sum"], grad_sum.astype(np.float32))
+    gpu.write(model.buf["vis_count"], counts.astype(np.float32))
+    gpu.write(model.buf["exp_avg"], np.pad(moments, ((0, pad), (0, 0))))
+    gpu.write(model.buf["exp_avg_sq"], np.pad(moments_sq, ((0, pad), (0, 0))))
+    return model
+
+
+def read_state(gpu, model):
+    st = model.state_dict()
+    return st["params"], st["exp_avg"], st["exp_avg_sq"]
+
+
+def smax_of(rows):
+    return np.exp(rows[:, OFF_SCALE:OFF_SCALE + 3].astype(np.float64).max(1))
+
+
+# --- tests --------------------------------------------------------------------------------
+def test_densify_clone_split_prune(gpu):
+    rng = np.random.default_rng()
+    n = 5000
+    _, rows = random_scene(rng, n, degree=3, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
+    grad_sum = rng.uniform(0, 4e-4, n).astype(np.float32)
+    counts = rng.integers(0, 4, n).astype(np.float32)
+    moments = rng.normal(0, 1, rows.shape).astype(np.float32)
+    moments_sq = rng.uniform(0, 1, rows.shape).astype(np.float32)
+    model = load_model(gpu, rows, 3, grad_sum, counts, moments, moments_sq)
+    thr, clone_scale, prune_op, prune_scale = 2e-4, 0.1, 0.005, 0.3
+    before, after = model.densify(thr, clone_scale, prune_op, prune_scale, max_gaussians=10**7, seed=5)
+
+    action = reference_actions(rows, grad_sum, counts, thr, clone_scale, prune_op, prune_scale)
+    assert before == n and after == copies_of(action).sum()
+    keep = action > 0
+    assert (action == CLONE).sum() > 50 and (action == SPLIT).sum() > 50 and (~keep).sum() > 50, \
+        "test scene must exercise all cases"
+    smax, op = smax_of(rows), 1 / (1 + np.exp(-rows[:, OFF_OPACITY].astype(np.float64)))
+    rescued = (action == SPLIT) & (smax > prune_scale) & (op >= prune_op)
+    assert rescued.sum() > 10, "test scene must have too-large parents whose split children survive"
+    check_rows(*read_state(gpu, model), rows, moments, moments_sq, action, smax)
     # statistics are reset
     assert np.all(gpu.read(model.buf["vis_count"], np.float32, after) == 0)
+    assert np.all(gpu.read(model.buf["grad2d_sum"], np.float32, after) == 0)
+
+
+def distinct_gradients(rng, n, thr):
+    """grad_sum, counts whose mean gradients are well separated (relative gaps >> float32
+    ulp, so the GPU's and NumPy's float32 divisions order them alike), from thr/4 to 4 thr."""
+    g = thr * 2.0 ** (rng.permutation(n) / n * 4 - 2)
+    counts = rng.integers(1, 5, n).astype(np.float32)
+    counts[rng.random(n) < 0.05] = 0  # never seen: g = 0
+    return (g * np.maximum(counts, 1)).astype(np.float32), counts
+
+
+@pytest.mark.parametrize("n,degree,cap_frac", [(3000, 1, 0.25), (1000, 3, 0.7)])
+def test_densify_cap_grows_largest_gradients(gpu, n, degree, cap_frac):
+    """Growth that would pass max_gaussians grows only the largest mean gradients, as many as
+    fit: count <= cap, more than no growth, exactly the NumPy prefix of the sorted candidates.
+    (3000 rows fit the capacity; 1000 rows grow past it, through the reallocation path.)"""
+    rng = np.random.default_rng()
+    _, rows = random_scene(rng, n, degree=degree, max_degree=degree, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
+    thr = 2e-4
+    rule = (0.1, 0.005, 0.3)
+    grad_sum, counts = distinct_gradients(rng, n, thr)
+    moments = rng.normal(0, 1, rows.shape).astype(np.float32)
+    moments_sq = rng.uniform(0, 1, rows.shape).astype(np.float32)
+    full = copies_of(reference_actions(rows, grad_sum, counts, thr, *rule)).sum()
+    skip = copies_of(reference_actions(rows, grad_sum, counts, None, *rule)).sum()
+    assert full - skip > 200
+    cap = int(skip + cap_frac * (full - skip)) + int(rng.integers(0, 7))
+    if n == 3000:
+        cap = min(cap, n)  # stays within the model's capacity
+    want, order, extra, k = capped_reference(rows, grad_sum, counts, thr, rule, cap)
+
+    model = load_model(gpu, rows, degree, grad_sum, counts, moments, moments_sq)
+    cap0 = model.capacity
+    before, after = model.densify(thr, *rule, max_gaussians=cap, seed=int(rng.integers(1 << 31)))
+    assert (after > cap0) == (n == 1000), "the cases must cover both write paths"
+    assert before == n
+    assert skip < after <= cap
+    assert after == copies_of(want).sum()
+    # as close to the cap as the sorted candidates allow: the next one that adds rows does not fit
+    nxt = extra[k:][extra[k:] > 0]
+    assert len(nxt) and after + nxt[0] > cap
+    # the ones that grew have larger gradients than every candidate that did not
+    g = mean_grad(grad_sum, counts)
+    t = model.last_grow_threshold
+    grown, held = order[:k][extra[:k] > 0], order[k:][extra[k:] > 0]  # (those pruned anyway do not count)
+    # t is the held candidate's g as the GPU divides it (within an ulp or two of NumPy's)
+    assert g[grown].min() > t >= g[held].max() * (1 - 1e-6) and g[held].max() > thr, (t, g[held].max(), g[grown].min(), thr)
+    assert model.last_decide_passes <= 35
+    if after <= cap0:  # in place: the decision buffer is still there
+        np.testing.assert_array_equal(gpu.read(model.buf["action"], np.uint32, n), want)
+    check_rows(*read_state(gpu, model), rows, moments, moments_sq, want, smax_of(rows))
+
+
+def test_densify_cap_below_pruned_count_grows_nothing(gpu):
+    rng = np.random.default_rng()
+    n = 2000
+    _, rows = random_scene(rng, n, degree=0, max_degree=0, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
+    grad_sum, counts = distinct_gradients(rng, n, 2e-4)
+    rule = (0.1, 0.005, 0.3)
+    kept = reference_actions(rows, grad_sum, counts, None, *rule)
+    z = np.zeros(rows.shape, np.float32)
+    for cap in (copies_of(kept).sum(), copies_of(kept).sum() - 5):
+        model = load_model(gpu, rows, 0, grad_sum, counts, z, z)
+        _, after = model.densify(2e-4, *rule, max_gaussians=cap, seed=3)
+        assert after == copies_of(kept).sum() and model.last_grow_threshold == np.inf
+        np.testing.assert_array_equal(model.rows(), rows[kept > 0])
+
+
+@contextmanager
+def fresh_pool(gpu):
+    """Account this block's buffers in a pool of their own (high-water from zero)."""
+    old, gpu.pool = gpu.pool, VramPool()
+    try:
+        yield gpu.pool
+    finally:
+        gpu.pool = old
+
+
+def held(cap, D):
+    """Bytes the model's per-Gaussian buffers take at capacity ``cap`` (each rounded to 16)."""
+    r16 = lambda b: (b + 15) // 16 * 16
+    return 4 * r16(4 * D * cap) + 4 * r16(4 * cap)
+
+
+def big_buffers(pool, nbytes):
+    return sorted(name for name, cat, size in pool.live() if cat == SPLAT and size >= nbytes)
+
+
+@pytest.mark.parametrize("n,grow_past_capacity", [(3000, False), (1000, True)])
+def test_densify_holds_no_spare_state(gpu, n, grow_past_capacity):
+    """The model holds four [capacity, D] float32 buffers (params, grads, exp_avg,
+    exp_avg_sq) and nothing else of that size, before and after densify, and densify does
+    not raise the splat high-water mark above what the model holds afterwards."""
+    rng = np.random.default_rng()
+    D = row_stride(3)
+    _, rows = random_scene(rng, n, degree=3, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
+    grad_sum, counts = distinct_gradients(rng, n, 2e-4)
+    z = np.zeros(rows.shape, np.float32)
+    with fresh_pool(gpu) as pool:
+        model = load_model(gpu, rows, 3, grad_sum, counts, z, z)
+        cap0 = model.capacity
+        state = ["splat.exp_avg", "splat.exp_avg_sq", "splat.grads", "splat.params"]
+        assert big_buffers(pool, 4 * D * cap0) == state
+        start = pool.current[SPLAT]
+        assert model.state_bytes() == held(cap0, D)
+        for rep in range(2):  # the old scheme allocated its spares on the first call, reused them after
+            gpu.write(model.buf["grad2d_sum"], grad_sum[:model.n] * (rep + 1))
+            gpu.write(model.buf["vis_count"], counts[:model.n])
+            limit = 10**7 if grow_past_capacity else cap0
+            _, after = model.densify(2e-4, 0.1, 0.005, 0.3, max_gaussians=limit, seed=rep)
+        cap = model.capacity
+        assert (cap > cap0) == grow_past_capacity
+        assert big_buffers(pool, 4 * D * min(cap, cap0)) == state
+        assert model.state_bytes() == held(cap, D)
+        assert pool.current[SPLAT] == start + held(cap, D) - held(cap0, D)
+        assert pool.high[SPLAT] == pool.current[SPLAT]  # no transient above the final holding
+        if not grow_past_capacity:
+            assert pool.high[SPLAT] == start
+        del model
