@@ -9,6 +9,17 @@ copy counts toward the stage of the kernel that follows it. Each stage's number 
 median over the timed iterations of that stage's summed GPU time in one iteration (gaps
 between dispatches are not included; ``iteration_gpu_ms`` is the command buffers' span).
 
+Memory-traffic floors (engine/profile/floors.py): the same run first measures the device's
+bandwidth (a 256 MiB device-to-device copy and a read+write kernel, 16 MiB on a software
+device; ``2 x bytes / GPU time``, median of 5; the larger is used, JSON ``bandwidth``).
+Every timed kernel, copy and clear of the iteration then gets its compulsory bytes from
+the byte model (each input read once, each output written once, from the workload's
+sizes: N, D, visible Gaussians, intersections, pixels, tiles, sort passes), a floor =
+bytes / bandwidth and the ratio measured / floor (JSON ``floors.kernels``; per recorded
+operation in ``floors.calls``), and the three slowest are named with their ratios and
+whether each is within 3x of its floor (``floors.slowest``). The model's list of
+operations is checked against the profiler's trace (``floors.model_matches_trace``).
+
 train: a short training run on the embedded sample (resources/sample/fox) with fixed
 settings; reports seconds per 1,000 steps, the last loss, the Gaussian count and the VRAM
 pool's high-water mark.
@@ -86,15 +97,20 @@ def _stage_times(trace) -> dict[str, float]:
 
 
 def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int = 822, sh_degree: int = 3,
-                 iters: int = 20, warmup: int = 3, seed: int = 0, progress=None) -> dict:
-    """Run the raster benchmark on ``gpu``; returns the JSON-ready result."""
+                 iters: int = 20, warmup: int = 3, seed: int = 0, progress=None,
+                 bandwidth_bytes: int | None = None) -> dict:
+    """Run the raster benchmark on ``gpu``; returns the JSON-ready result.
+    ``bandwidth_bytes``: size of the bandwidth probe (default 256 MiB, 16 MiB on a software
+    device; engine/profile/floors.py measure_bandwidth)."""
     from .. import profile
+    from . import floors
     from ..splat.camera_table import View, camera_row
     from ..splat.loss import PhotometricLoss
     from ..splat.model import GaussianModel
     from ..splat.render import Rasterizer
     from ..splat.trainer import pack_rgba8
 
+    bandwidth = floors.measure_bandwidth(gpu, bandwidth_bytes)
     t_setup = time.perf_counter()
     sc = synthetic_scene(gaussians, width, height, sh_degree, seed)
     was_on = profile.enabled()
@@ -112,7 +128,8 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
     stages: dict[str, list[float]] = {k: [] for k in (*STAGES, "other")}
     per_kernel: dict[str, list[float]] = {}
     gpu_ms, wall_ms, isects = [], [], []
-    from .profiler import KERNEL, SPAN
+    ops: list[list[tuple[str, float, int]]] = []  # per timed iteration: (name, seconds, bytes moved) in order
+    from .profiler import COPY, KERNEL, MEMSET, SPAN
 
     for it in range(warmup + iters):
         prof.trace = []
@@ -140,9 +157,17 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
                 it_k[label] = it_k.get(label, 0.0) + dt * 1e3
         for k, v in it_k.items():
             per_kernel.setdefault(k, []).append(v)
+        ops.append([(label.rpartition(":")[2] if kind == KERNEL else label, dt,
+                     2 * nb if kind == COPY else nb if kind == MEMSET else 0)
+                    for kind, label, nb, dt in trace if kind != SPAN])
         if progress is not None:
             progress(it + 1 - warmup, iters)
     gpu.wait_idle()
+    visible, replayed = _visible_and_replayed(raster, model.n, view)
+    work = floors.Workload(n=model.n, max_sh_degree=sh_degree, sh_degree=sh_degree, visible=visible,
+                           intersections=raster.m, width=width, height=height, replayed=replayed,
+                           sort_tile=raster.sort.tile, scan_tile=raster.sort.scan.tile)
+    floor_rep = floors.floor_report(work, ops, bandwidth["gb_per_s"])
     raster.trim()
     vram = gpu.pool.stats()
     if not was_on:
@@ -157,9 +182,25 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
                                                 key=lambda kv: -kv[1])),
         "vram_high_water_mib": vram["total"]["high_water_mib"],
         "aliasing_saved_mib": vram["aliasing_saved_mib"], "setup_s": setup_s,
+        "bandwidth": bandwidth, "floors": floor_rep,
         "note": "stage = median over iterations of the summed per-dispatch GPU time (timestamps); "
                 "memsets/copies count toward the next kernel's stage",
     }
+
+
+def _visible_and_replayed(raster, n: int, view) -> tuple[int, int]:
+    """Of the last rendered iteration: V, the Gaussians with tiles_touched > 0, and R, the
+    intersections rasterize_backward replays (per tile, min(range length, largest last
+    contributor index of its pixels)). Host reads after the timed loop (reporting only)."""
+    from ..splat.camera_table import TILE
+
+    visible = int(np.count_nonzero(raster.read("tiles_touched", np.uint32)[:n]))
+    tx, ty = view.tiles_x, view.tiles_y
+    last = np.zeros((ty * TILE, tx * TILE), np.uint32)
+    last[:view.height, :view.width] = raster.read("last_index", np.uint32, shape=(view.height, view.width))
+    max_last = last.reshape(ty, TILE, tx, TILE).max(axis=(1, 3)).reshape(-1).astype(np.int64)
+    ranges = raster.read("ranges", np.uint32, shape=(tx * ty, 2)).astype(np.int64)
+    return visible, int(np.minimum(max_last, ranges[:, 1] - ranges[:, 0]).sum())
 
 
 def bench_train(gpu, data: Path | None = None, steps: int = 1000, max_size: int = 0, init_points: int = 100_000,
@@ -204,6 +245,8 @@ def add_parser(sub) -> None:
     r.add_argument("--iters", type=int, default=20, help="timed iterations after warm-up (default 20)")
     r.add_argument("--warmup", type=int, default=3)
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--bandwidth-mib", type=int, default=None,
+                   help="size of the bandwidth probe (default 256 MiB, 16 MiB on a software device)")
     t = bs.add_parser("train", help="short fixed training run on the embedded sample (fox)")
     t.add_argument("--data", type=Path, default=None, help="dataset folder (default resources/sample/fox)")
     t.add_argument("--steps", type=int, default=1000)
@@ -218,17 +261,21 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..device import get_gpu
     from ..fileio import write_json_atomic
+    from .floors import format_floors
 
     gpu = get_gpu(args.device)
     if args.bench == "raster":
         res = bench_raster(gpu, args.gaussians, args.width, args.height, args.sh_degree, args.iters, args.warmup,
-                           args.seed, progress=lambda i, n: print(f"\r  iteration {i}/{n}", end="", file=sys.stderr))
+                           args.seed, progress=lambda i, n: print(f"\r  iteration {i}/{n}", end="", file=sys.stderr),
+                           bandwidth_bytes=args.bandwidth_mib << 20 if args.bandwidth_mib else None)
         print(file=sys.stderr)
         lines = [f"bench raster on {res['device']}: {res['gaussians']:,} Gaussians, {res['width']}x{res['height']}, "
                  f"SH {res['sh_degree']}, {res['intersections']:,} intersections; median of {res['iters']} iterations"]
         lines += [f"  {k:22s}{v:10.3f} ms" for k, v in res["stages_ms"].items() if v is not None]
         lines += [f"  {'iteration (GPU span)':22s}{res['iteration_gpu_ms']:10.3f} ms",
-                  f"  {'iteration (wall)':22s}{res['iteration_wall_ms']:10.3f} ms"]
+                  f"  {'iteration (wall)':22s}{res['iteration_wall_ms']:10.3f} ms",
+                  "memory-traffic floors (engine/profile/floors.py; floor = compulsory bytes / measured bandwidth):"]
+        lines += format_floors(res["floors"], res["bandwidth"])
     else:
         res = bench_train(gpu, args.data, args.steps, args.max_size, args.init_points, args.seed,
                           progress=lambda p: print(f"\r  step {p.step}/{p.steps} loss {p.loss:.4f}", end="", file=sys.stderr))

@@ -265,3 +265,7 @@ def test_cli_profile_reports_and_json(tmp_path):
     assert bench["bench"] == "raster" and bench["intersections"] > 0
     assert all(bench["stages_ms"][k] > 0 for k in ("projection", "binning_sort", "rasterize_fwd", "rasterize_bwd",
                                                    "projection_bwd_adam"))
+    # memory-traffic floors (tests/profile/test_floors.py checks them in detail)
+    assert "x floor" in r.stderr and "slowest three:" in r.stderr and "measured bandwidth" in r.stderr
+    assert bench["bandwidth"]["gb_per_s"] > 0 and bench["floors"]["model_matches_trace"]
+    assert {k["name"] for k in bench["floors"]["kernels"]} >= set(bench["kernels_ms_per_iteration"])
