@@ -4,7 +4,8 @@ Buffers (float32, ``capacity`` rows of D = row_stride(max_sh_degree), the first 
 params, grads, exp_avg, exp_avg_sq -- four [capacity, D] buffers, nothing else of that size;
 grad2d_sum [capacity] and vis_count [capacity] accumulate the densification statistic;
 action, copies [capacity] (uint32) and total [4] (uint32) are densify's scratch.
-Capacity grows by 1.5x so densification does not reallocate every time.
+Capacity grows by 1.5x so densification does not reallocate every time (never past the
+Gaussian cap of the densify call).
 
 Densification needs no spare copy of the state: ``grads`` is dead between steps (every
 backward overwrites its first N rows), so within capacity each state buffer is copied into
@@ -176,7 +177,7 @@ class GaussianModel:
         if after > max_gaussians:
             after, self.last_grow_threshold = self._decide_capped(
                 thr, int(max_gaussians), clone_scale, prune_opacity, prune_scale)
-        self._write(after, seed)
+        self._write(after, seed, int(max_gaussians))
         self.n = after
         return before, after
 
@@ -216,11 +217,12 @@ class GaussianModel:
             self._decide(t, 1, *rule)
         return hi_count, t
 
-    def _write(self, after: int, seed: int) -> None:
+    def _write(self, after: int, seed: int, max_gaussians: int) -> None:
         """Scatter params / exp_avg / exp_avg_sq by action and offsets into ``after`` rows,
         one buffer at a time; reset the statistics. Within capacity the dead ``grads``
         buffer is the temporary (copy in, scatter back); beyond it each state buffer is
-        replaced by a larger one, the old one freed before the next is allocated."""
+        replaced by a larger one (1.5 x after, but no more rows than ``max_gaussians``
+        allows), the old one freed before the next is allocated."""
         n, d = self.n, self.stride
         seed = seed & 0xFFFFFFFF
         b = self.buf
@@ -243,7 +245,7 @@ class GaussianModel:
             self.gpu.submit(enc)
             self.gpu.wait_idle()  # callers (the trainer's scratch trim) rely on an idle GPU
             return
-        capacity = int(after * 1.5)
+        capacity = max(after, min(int(after * 1.5), max_gaussians))
         self.gpu.wait_idle()
         for name in ("grads", "grad2d_sum", "vis_count"):  # dead or reset: free before growing
             del b[name]

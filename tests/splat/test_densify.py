@@ -158,6 +158,7 @@ def test_densify_cap_grows_largest_gradients(gpu, n, degree, cap_frac):
     cap0 = model.capacity
     before, after = model.densify(thr, *rule, max_gaussians=cap, seed=int(rng.integers(1 << 31)))
     assert (after > cap0) == (n == 1000), "the cases must cover both write paths"
+    assert model.capacity == max(cap0, cap)  # a reallocation holds no rows the cap forbids
     assert before == n
     assert skip < after <= cap
     assert after == copies_of(want).sum()
