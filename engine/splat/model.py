@@ -23,6 +23,7 @@ from .layout import OFF_MEAN, OFF_OPACITY, OFF_QUAT, OFF_SCALE, OFF_SH, row_stri
 from .sort import Scan
 
 _STATE = ("params", "exp_avg", "exp_avg_sq")
+_PROBES = 255  # thresholds per densify_grow_histogram pass (PROBES in shaders/densify/densify.slang)
 
 
 class GaussianModel:
@@ -46,10 +47,15 @@ class GaussianModel:
         self.k_write_params = kern("densify/densify", "densify_write_params")
         self.k_write_moments = kern("densify/densify", "densify_write_moments")
         self.k_reset = kern("densify/densify", "reset_opacity")
+        self.k_histogram = kern("densify/densify", "densify_grow_histogram")
+        # densify_grow_histogram's probes [255] float32 and bins [256] uint32 (2 KiB, allocated
+        # up front so densify itself allocates nothing while it fits the capacity)
+        self._probes = gpu.buffer(4 * _PROBES, "splat.densify_probes")
+        self._bins = gpu.buffer(4 * (_PROBES + 1), "splat.densify_bins")
         self._lrs = None
         self._flags = None
         self.last_grow_threshold = float("nan")  # grad threshold the last densify grew with (inf: none grew)
-        self.last_decide_passes = 0              # decide + scan passes the last densify needed
+        self.last_decide_passes = 0              # passes over the Gaussians the last decision took (decide + scan, histogram)
 
     # --- buffers ----------------------------------------------------------------------------
     def _alloc(self, capacity: int) -> None:
@@ -163,8 +169,8 @@ class GaussianModel:
         g = grad2d_sum / vis_count exceeds ``grad_threshold``. When growing all of them would
         leave more than ``max_gaussians``, only those with the largest g grow: the threshold
         is raised to the smallest float32 t >= grad_threshold whose count after densify
-        (after pruning) is <= max_gaussians (bisection over float32 values, one decide + scan
-        pass each, at most ~32; ties at t grow together or not at all). If pruning alone
+        (after pruning) is <= max_gaussians (a search over float32 values, ~4 histogram
+        passes and one more decide + scan; ties at t grow together or not at all). If pruning alone
         leaves more than ``max_gaussians`` (a model that started above the cap), nothing
         grows and ``after`` stays above the cap. ``last_grow_threshold`` and
         ``last_decide_passes`` record what happened.
@@ -176,7 +182,7 @@ class GaussianModel:
         self.last_grow_threshold = thr
         if after > max_gaussians:
             after, self.last_grow_threshold = self._decide_capped(
-                thr, int(max_gaussians), clone_scale, prune_opacity, prune_scale)
+                thr, after, int(max_gaussians), clone_scale, prune_opacity, prune_scale)
         self._write(after, seed, int(max_gaussians))
         self.n = after
         return before, after
@@ -195,27 +201,52 @@ class GaussianModel:
         self.last_decide_passes += 1
         return int(self.gpu.read(self.buf["total"], np.uint32, 1)[0])
 
-    def _decide_capped(self, thr: float, cap: int, *rule) -> tuple[int, float]:
-        """Growth at ``thr`` passes ``cap``: find the smallest float32 threshold t > thr with
-        count(t) <= cap (count is non-increasing in t: each Gaussian that stops growing loses
-        0, 1 or 2 rows). Leaves action/offsets of that t in the buffers; returns (count, t),
-        t = inf when nothing can grow."""
-        base = self._decide(thr, 0, *rule)  # = threshold +inf
-        if base >= cap:
-            return base, float("inf")
-        lo, hi = _sortable(thr), _sortable(float("inf"))  # count(lo) > cap >= count(hi)
-        hi_count, buffers_hold_hi = base, True
-        while hi - lo > 1 and hi_count < cap:
-            mid = (lo + hi) // 2
-            c = self._decide(_unsortable(mid), 1, *rule)
-            if c <= cap:
-                hi, hi_count, buffers_hold_hi = mid, c, True
-            else:
-                lo, buffers_hold_hi = mid, False
+    def _decide_capped(self, thr: float, full: int, cap: int, *rule) -> tuple[int, float]:
+        """Growth at ``thr`` leaves ``full`` > ``cap`` rows: find the smallest float32
+        threshold t > thr with count(t) <= cap. count is non-increasing in t (a Gaussian that
+        stops growing loses 0, 1 or 2 rows), so a k-ary search over the float32 order does it:
+        each pass measures count at 255 thresholds spread over the open interval
+        (densify_grow_histogram) and keeps the pair that brackets the cap, dividing the
+        interval by 256 (~4 passes from 2**31 floats). Then one decide + scan at t leaves
+        action/offsets in the buffers. Returns (count after, t); t = inf when nothing can grow."""
+        inf = _sortable(float("inf"))
+        lo, hi = _sortable(thr), inf  # count(lo) = full > cap >= count(hi)
+        hi_count = base = None
+        while hi - lo > 1 and hi_count != cap:
+            span = hi - lo
+            keys = (np.arange(lo + 1, hi, dtype=np.int64) if span - 1 <= _PROBES else
+                    lo + (np.arange(1, _PROBES + 1, dtype=np.int64) * span) // (_PROBES + 1))
+            probes = np.full(_PROBES, np.inf, np.float32)
+            probes[:len(keys)] = _unsortable_array(keys)
+            self.gpu.write(self._probes, probes)
+            enc = self.gpu.encoder()
+            self.gpu.clear(enc, self._bins)
+            self.k_histogram.dispatch(
+                thread_count=[self.n, 1, 1], command_encoder=enc, params=self.buf["params"],
+                grad2d_sum=self.buf["grad2d_sum"], vis_count=self.buf["vis_count"], probes=self._probes,
+                bins=self._bins, n=self.n, grad_threshold=thr, clone_scale=rule[0], prune_opacity=rule[1],
+                prune_scale=rule[2])
+            self.gpu.submit(enc)
+            bins = self.gpu.read(self._bins, np.uint32, _PROBES + 1).astype(np.int64)
+            self.last_decide_passes += 1
+            if base is None:
+                base = full - int(bins.sum())
+                hi_count = base
+                if base >= cap:
+                    break
+            counts = base + np.cumsum(bins[::-1])[::-1][1:len(keys) + 1]  # count at keys[k]
+            over = np.flatnonzero(counts > cap)
+            k = int(over[-1]) + 1 if len(over) else 0  # first probe whose count fits
+            if k > 0:
+                lo = int(keys[k - 1])
+            if k < len(keys):
+                hi, hi_count = int(keys[k]), int(counts[k])
         t = _unsortable(hi)
-        if not buffers_hold_hi:
-            self._decide(t, 1, *rule)
-        return hi_count, t
+        after = self._decide(t, int(hi != inf), *rule)
+        if after != hi_count:
+            raise RuntimeError(f"densify under the cap: {after} Gaussians after deciding at threshold {t}, "
+                               f"the search predicted {hi_count}")
+        return after, t
 
     def _write(self, after: int, seed: int, max_gaussians: int) -> None:
         """Scatter params / exp_avg / exp_avg_sq by action and offsets into ``after`` rows,
@@ -279,6 +310,12 @@ def _sortable(x: float) -> int:
 def _unsortable(k: int) -> float:
     u = (k & 0x7FFFFFFF) if k & 0x80000000 else (~k & 0xFFFFFFFF)
     return float(np.uint32(u).view(np.float32))
+
+
+def _unsortable_array(keys: np.ndarray) -> np.ndarray:
+    """Vectorised :func:`_unsortable`: int64 keys -> float32."""
+    k = keys.astype(np.uint32)
+    return np.where(k & 0x80000000, k & 0x7FFFFFFF, ~k).astype(np.uint32).view(np.float32)
 
 
 def _padded(rows: np.ndarray, capacity: int) -> np.ndarray:
