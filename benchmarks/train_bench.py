@@ -90,9 +90,13 @@ def run_ours(args, backend, cams, images, pts, cols):
     trainer.train()
     sec = time.perf_counter() - t0
     peak = args.sampler.stop() if args.sampler else None
+    pool = gpu.pool.stats(largest=12)  # before evaluation allocates its own buffers
     m = evaluate(trainer, test_idx)
     return {"psnr": m["psnr"], "ssim": m["ssim"], "seconds": sec, "peak_vram_mib": peak,
-            "num_gaussians": trainer.model.n, "adapter": gpu.adapter}
+            "num_gaussians": trainer.model.n, "adapter": gpu.adapter,
+            "overflowed_steps": trainer.pipeline.overflows, "last_intersections": trainer.pipeline.last_count,
+            "pool": {"total": pool["total"], "categories": pool["categories"],
+                     "largest_at_high_water": pool["largest_at_high_water"]}}
 
 
 def run_gsplat(args, cams, images, pts, cols):
@@ -218,8 +222,9 @@ def main() -> None:
            "psnr": r["psnr"], "ssim": r["ssim"], "sec_per_1k_steps": 1000 * r["seconds"] / args.steps,
            "peak_vram_mib": r["peak_vram_mib"], "num_gaussians": r["num_gaussians"], "gpu": r["adapter"],
            "commit": commit or os.environ.get("SPIRULA_COMMIT", "")}
-    if "torch_peak_mib" in r:
-        out["torch_peak_mib"] = r["torch_peak_mib"]
+    for key in ("torch_peak_mib", "overflowed_steps", "last_intersections", "pool"):
+        if key in r:
+            out[key] = r[key]
     if args.concurrent:
         out.update(sec_per_1k_steps=None, peak_vram_mib=None, torch_peak_mib=None, concurrent=True)
     print("RESULT " + json.dumps(out), flush=True)

@@ -100,7 +100,7 @@ def snapshot(trainer, config, dataset_id: dict, device: str = "", extra: dict | 
         raise NonFiniteError(f"NaN/Inf in {', '.join(bad)} at step {state['step']}: checkpoint not written")
     meta = {"version": VERSION, "step": state["step"], "adam_step": model["adam_step"],
             "logged_step": state["logged_step"], "rng": state["rng"], "order": state["order"],
-            "history": state["history"], "config": config if isinstance(config, dict) else asdict(config),
+            "history": state["history"], "pipeline": state.get("pipeline", {}), "config": config if isinstance(config, dict) else asdict(config),
             "dataset": dataset_id, "device": device, "extra": extra or {},
             "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     arrays = {name: np.ascontiguousarray(model[name], np.float32) for name in _ARRAYS}
@@ -188,7 +188,7 @@ def load(path: Path) -> Checkpoint:
         raise CheckpointError(f"{path}: arrays of different lengths")
     state = {"step": int(meta["step"]), "logged_step": int(meta["logged_step"]), "model": model,
              "rng": meta["rng"], "order": meta["order"], "loss_sum": data["loss_sum"].view(np.uint32),
-             "history": meta["history"]}
+             "history": meta["history"], "pipeline": meta.get("pipeline", {})}
     return Checkpoint(path, state["step"], state, meta["config"], meta["dataset"], meta.get("device", ""),
                       meta.get("extra", {}))
 

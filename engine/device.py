@@ -156,6 +156,18 @@ class Gpu:
         a = a[:n].copy()
         return a.reshape(shape) if shape is not None else a
 
+    def readback_buffer(self, nbytes: int, label: str = "") -> spy.Buffer:
+        """Host-visible buffer (read-back memory) that kernels' results can be copied into
+        and the host reads without waiting for the whole GPU (:meth:`read_finished`)."""
+        return self.device.create_buffer(size=max(16, int(nbytes)), usage=spy.BufferUsage.copy_destination,
+                                         memory_type=spy.MemoryType.read_back, label=label)
+
+    def read_finished(self, buf: spy.Buffer, dtype) -> np.ndarray:
+        """Host copy of a :meth:`readback_buffer` whose writes have finished (the caller
+        waited for their submission): no wait for the GPU."""
+        raw = buf.to_numpy() if self.prof is None else self.prof.read(buf, wait=False)
+        return raw.view(np.uint8).view(dtype).copy()
+
     def encoder(self) -> spy.CommandEncoder:
         enc = self.device.create_command_encoder()
         if self.prof is not None:
@@ -181,6 +193,14 @@ class Gpu:
             enc.clear_buffer(buf)
         else:
             self.prof.clear(enc, buf)
+
+    def wait_for(self, submit_id: int) -> None:
+        """Block until submission ``submit_id`` (from :meth:`submit`) has finished; later
+        submissions may still run."""
+        if self.prof is None:
+            self.device.wait_for_submit(submit_id)
+        else:
+            self.prof.wait_for(submit_id)
 
     def wait_idle(self) -> None:
         """Block until the GPU has finished all submitted work."""

@@ -849,8 +849,8 @@ class _Engine:
         cfg = tr.cfg
         t_end = time.perf_counter() + budget_s
         t_slice = time.perf_counter()
+        tr.pipeline.wait = lambda sid: wait_polling(self.gpu, sid)  # steps in flight: waits release the GIL
         while tr.state.step < cfg.steps:
-            wait_polling(self.gpu)
             tr.train_step(tr.state.step)
             tr.state.step += 1
             s = tr.state.step
@@ -867,6 +867,7 @@ class _Engine:
             if time.perf_counter() >= t_end or self._view_frame_due() or not self.s.commands.empty():
                 break
         wait_polling(self.gpu)
+        tr.drain()  # finished by now: reads the last counts, queues overflowed cameras again
         sc.t_train += time.perf_counter() - t_slice  # wall time of the steps (viewer frames excluded)
         if tr.state.step >= cfg.steps:
             self._finish(stopped=False)

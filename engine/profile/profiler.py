@@ -190,9 +190,19 @@ class Profiler:
         self.waits += 1
         self._drain()
 
-    def read(self, buf):
-        """Wait for the GPU (blocked), then copy ``buf`` to the host (device->host)."""
-        self.wait_idle()
+    def wait_for(self, submit_id: int) -> None:
+        """Block until one submission has finished (counted as a wait, blocked time)."""
+        t = time.perf_counter()
+        self.device.wait_for_submit(submit_id)
+        self.blocked_s += time.perf_counter() - t
+        self.waits += 1
+        self._poll()
+
+    def read(self, buf, wait: bool = True):
+        """Wait for the GPU (blocked; not for a host-visible buffer whose writes are known to
+        have finished, ``wait=False``), then copy ``buf`` to the host (device->host)."""
+        if wait:
+            self.wait_idle()
         t = time.perf_counter()
         raw = buf.to_numpy()
         b = self.xfer["d2h"]

@@ -143,21 +143,25 @@ class GaussianModel:
             self._lrs_host = lrs
 
     def record_adam(self, enc, flags: spy.Buffer | None = None, step: int = 0, beta1: float = 0.9,
-                    beta2: float = 0.999, eps: float = 1e-15) -> None:
+                    beta2: float = 0.999, eps: float = 1e-15, skip_if: tuple | None = None) -> None:
         """One Adam step on all parameters from ``grads`` (Kingma & Ba 2015). Non-finite
         gradients count as 0 and are recorded, with ``step`` (the training step, from 0),
         into words 1..3 of ``flags`` (see shaders/optim/adam.slang and engine/splat/guard.py);
-        without ``flags`` they go to the model's own scratch block."""
+        without ``flags`` they go to the model's own scratch block. ``skip_if`` =
+        (uint32 buffer, capacity): the update is skipped on the GPU when buffer[0] > capacity
+        (a step whose tile intersections overflowed, see Rasterizer.overflow_guard)."""
         self.step += 1
         count = self.n * self.stride
-        if flags is None:
+        if flags is None or skip_if is None:
             if self._flags is None:
                 self._flags = self.gpu.zeros(16, "splat.nonfinite_flags")
-            flags = self._flags
+            flags = flags if flags is not None else self._flags
+        isect_total, isect_capacity = skip_if if skip_if is not None else (self._flags, 0xFFFFFFFF)
         self.k_adam.dispatch(
             thread_count=[count, 1, 1], command_encoder=enc, params=self.buf["params"], grads=self.buf["grads"],
             exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"], lrs=self._lrs, flags=flags,
-            lr_means=self._lr_means, count=count, stride=self.stride, beta1=beta1, beta2=beta2, eps=eps,
+            isect_total=isect_total, isect_capacity=isect_capacity, lr_means=self._lr_means, count=count,
+            stride=self.stride, beta1=beta1, beta2=beta2, eps=eps,
             bias1=1.0 - beta1 ** self.step, bias2=1.0 - beta2 ** self.step, step=int(step) & 0xFFFFFFFF)
 
     # --- adaptive density control ------------------------------------------------------------

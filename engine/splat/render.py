@@ -1,10 +1,18 @@
 """The differentiable tile rasterizer: project -> depth sort -> bin -> tile sort -> raster.
 
-A render is split in two command buffers because the number of tile/Gaussian
-intersections must be known on the host to size the tile sort: :meth:`Rasterizer.prepare`
-records projection, the depth sort and the scan of tile counts, submits, and reads back one
-scalar; :meth:`record_forward` and :meth:`record_backward` then record into the caller's
-encoder without any host synchronisation.
+The tile sort's size is the number of tile/Gaussian intersections, known only after the
+projection. Two ways to size it:
+
+* exact (renders, evaluation, the viewer): :meth:`Rasterizer.prepare` records projection,
+  the depth sort and the scan of tile counts, submits, and reads the count back (one host
+  synchronisation); :meth:`record_forward` / :meth:`record_backward` then record into the
+  caller's encoder.
+* capacity (the training step): :meth:`Rasterizer.setup` takes a capacity chosen by the
+  caller from earlier steps' counts; everything (:meth:`record_prepare`, forward, backward)
+  goes into one command buffer, the kernels read the true count from the GPU, at most
+  ``capacity`` intersections are binned, and :meth:`overflow_guard` lets the backward and
+  the optimizer skip a step whose count outgrew the capacity. The caller reads the count
+  a step late (:meth:`record_count_copy`) to size the next steps.
 
 Scratch whose lifetime is one phase of a step comes from a phase arena (engine/profile/
 arena.py): the depth sort's radix scratch (``depth_sort``), the tile keys and the tile
@@ -57,8 +65,10 @@ class Rasterizer:
         self.k_ranges = gpu.kernel("raster/raster", "tile_ranges")
         self.k_fwd = gpu.kernel("raster/raster", "rasterize_forward")
         self.k_bwd = gpu.kernel("raster/raster", "rasterize_backward")
+        self.k_clear_grads = gpu.kernel("raster/raster", "clear_screen_grads")
         self.n = 0
         self.m = 0
+        self.count_on_gpu = False  # capacity mode (setup): m is a capacity, the count lives in "total"
         self.view: View | None = None
 
     def _b(self, name: str, count: int, itemsize: int = 4):
@@ -68,12 +78,31 @@ class Rasterizer:
     def prepare(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int) -> int:
         """Project ``n`` Gaussians for ``view`` and count intersections; returns that count
         (the one host synchronisation of a step)."""
-        self.n, self.view, self.params, self.cams, self.sh_degree = n, view, params, cams, sh_degree
+        self.setup(params, n, cams, view, sh_degree, capacity=None)
         enc = self.gpu.encoder()
         self.record_prepare(enc)
         self.gpu.submit(enc)
         self.m = int(self.gpu.read(self._b("total", 4), np.uint32, 1)[0])
         return self.m
+
+    def setup(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
+              capacity: int | None) -> None:
+        """Set the render's inputs without recording anything. ``capacity``: the number of
+        intersections the buffers and dispatches are sized for (capacity mode, see the
+        module docstring); ``None`` for :meth:`prepare`'s exact mode."""
+        self.n, self.view, self.params, self.cams, self.sh_degree = n, view, params, cams, sh_degree
+        self.count_on_gpu = capacity is not None
+        self.m = int(capacity) if capacity is not None else 0
+
+    def overflow_guard(self) -> tuple[spy.Buffer, int]:
+        """(uint32 buffer, capacity) for kernels that must skip a step whose intersection
+        count (buffer[0]) outgrew the capacity; in exact mode the capacity never binds."""
+        return self._b("total", 4), (self.m if self.count_on_gpu else 0xFFFFFFFF)
+
+    def record_count_copy(self, enc, dst: spy.Buffer, offset: int) -> None:
+        """Record a copy of this render's intersection count (uint32) to ``dst[offset]``
+        (e.g. a host-visible read-back buffer, read once the submission has finished)."""
+        self.gpu.copy(enc, dst, offset, self._b("total", 4), 0, 4)
 
     def record_prepare(self, enc) -> None:
         n, v = self.n, self.view
@@ -108,13 +137,15 @@ class Rasterizer:
                     offsets=self._b("offsets", n), tiles_touched=self._b("tiles_touched", n),
                     means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
                     isect_tiles=isect_tiles, isect_ids=isect_ids,
-                    n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
+                    n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y, capacity=m)
                 bits = max(1, math.ceil(math.log2(max(ntiles, 2))))
-                self.sort.record(enc, isect_tiles, isect_ids, m, bits, scratch=s)
+                count = self._b("total", 4) if self.count_on_gpu else None
+                self.sort.record(enc, isect_tiles, isect_ids, m, bits, scratch=s, count=count)
             self.gpu.clear(enc, ranges)
             if m > 0:
                 self.k_ranges.dispatch(thread_count=[m, 1, 1], command_encoder=enc,
-                                       isect_tiles=isect_tiles, ranges=ranges, m=m)
+                                       isect_tiles=isect_tiles, ranges=ranges, count=self._b("total", 4),
+                                       m=m, count_from_buf=int(self.count_on_gpu))
         self.k_fwd.dispatch(
             thread_count=[v.tiles_x * TILE, v.tiles_y * TILE, 1], command_encoder=enc,
             ranges=ranges, isect_ids=isect_ids, means2d=self._b("means2d", 2 * n),
@@ -142,13 +173,14 @@ class Rasterizer:
         with self.arena.phase(enc, "backward") as s:  # screen-space gradients: this phase only
             gc, gr = s.get("g_conic", 12 * n), s.get("g_rgb", 12 * n)  # largest first (arena slots)
             g2, go = s.get("g_means2d", 8 * n), s.get("g_opacity", 4 * n)
-            for b in (g2, gc, go, gr):
-                self.gpu.clear(enc, b)
+            self.k_clear_grads.dispatch(thread_count=[max(n, 1), 1, 1], command_encoder=enc, g_means2d=g2,
+                                        g_conic=gc, g_opacity=go, g_rgb=gr, n=n)
             self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr)
 
     def _record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr) -> None:
         n, m, v = self.n, self.m, self.view
         npix = v.width * v.height
+        isect_total, isect_capacity = self.overflow_guard()
         self.k_bwd.dispatch(
             thread_count=[v.tiles_x * TILE, v.tiles_y * TILE, 1], command_encoder=enc,
             ranges=self._b("ranges", 2 * v.tiles_x * v.tiles_y), isect_ids=self._b("isect_ids", max(m, 1)),
@@ -162,6 +194,7 @@ class Rasterizer:
             radii=self._b("radii", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
             g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr, grads=grads,
             grad2d_sum=grad2d_sum, vis_count=vis_count, n=n, cam_index=v.cam_index,
+            isect_total=isect_total, isect_capacity=isect_capacity,
             sh_degree=self.sh_degree, accumulate_stats=int(accumulate_stats))
 
     # --- convenience for eval and tests ---------------------------------------------------

@@ -194,7 +194,7 @@ class RadixSort:
         return self._pool.nbytes() + self.scan.scratch_bytes()
 
     def record(self, enc: spy.CommandEncoder, keys: spy.Buffer, values: spy.Buffer, n: int, bits: int,
-               copy_back: bool = True, scratch=None) -> tuple[spy.Buffer, spy.Buffer]:
+               copy_back: bool = True, scratch=None, count: spy.Buffer | None = None) -> tuple[spy.Buffer, spy.Buffer]:
         """Record a stable sort of the first n pairs by ``key & ((1 << bits) - 1)``.
 
         keys, values: buffers of at least n uint32 each, distinct. bits: 1..32; key bits
@@ -203,7 +203,10 @@ class RadixSort:
         with ``copy_back`` (default) always the caller's ``keys``/``values``; without it,
         for an odd pass count (bits in 1..8 or 17..24) the internal ping-pong buffers,
         which the next record on this object overwrites. Elements at and beyond n are
-        untouched.
+        untouched. count: optional uint32 buffer written earlier on the GPU; the sort then
+        covers the first ``min(n, count[0])`` pairs, ``n`` being the capacity the dispatches
+        are sized for (no host read of the count); pairs past the count are untouched
+        with an even number of passes, undefined with an odd one (the copy back).
         """
         # scratch: where the ping-pong buffers and histograms come from (``get(name, nbytes)``,
         # e.g. a phase of an engine.profile.PhaseArena); default the object's own buffers.
@@ -219,16 +222,17 @@ class RadixSort:
         tmp_k = pool.get("keys", 4 * n)
         tmp_v = pool.get("values", 4 * n)
         hist = pool.get("hist", 4 * 256 * nb)
+        on_gpu = dict(count=count if count is not None else self.scan._dummy, count_from_buf=int(count is not None))
         src_k, src_v, dst_k, dst_v = keys, values, tmp_k, tmp_v
         for p in range(self.passes(bits)):
             shift = 8 * p
             mask = (1 << min(8, bits - shift)) - 1
             self._hist.dispatch(thread_count=[nb * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"hist{p}"),
-                                keys=src_k, hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb)
+                                keys=src_k, hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb, **on_gpu)
             self.scan.record(enc, hist, hist, 256 * nb, scratch=scratch)
             self._scatter.dispatch(thread_count=[nb * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scatter{p}"),
                                    keys_in=src_k, vals_in=src_v, keys_out=dst_k, vals_out=dst_v,
-                                   hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb)
+                                   hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb, **on_gpu)
             src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v
         if src_k is not keys and copy_back:
             self.gpu.copy(enc, keys, 0, src_k, 0, 4 * n)

@@ -1,9 +1,11 @@
 """The 3DGS training loop: one camera per step, everything on the GPU.
 
-Per step: project + depth sort + tile-count scan (one submit, one scalar read back: the
-number of intersections), then binning, tile sort, rasterize, L1 + D-SSIM loss, backward
-and Adam in one command buffer. The loss is accumulated on the GPU and read every
-``log_interval`` steps. Densification and opacity reset follow the 3DGS schedule.
+Per step, one command buffer and no host read: project, depth sort, tile-count scan,
+binning, tile sort, rasterize, L1 + D-SSIM loss, backward and Adam. The tile sort is sized
+from earlier steps' intersection counts, read a step late (engine/splat/step_pipeline.py),
+so the host records step s + 1 while the GPU runs step s. The loss is accumulated on the
+GPU and read every ``log_interval`` steps. Densification and opacity reset follow the 3DGS
+schedule.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .loss import PhotometricLoss
 from .model import GaussianModel
 from .render import Rasterizer
 from .scene_scale import training_extent
+from .step_pipeline import StepPipeline
 
 
 @dataclass
@@ -73,6 +76,7 @@ class Trainer:
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
         self.loss_sum = gpu.zeros(16, "loss_sum")  # word 0: loss sum; words 1..3: Adam's NaN/Inf flags
+        self.pipeline = StepPipeline(gpu)
         self.state = TrainState()
         self._order: list[int] = []
 
@@ -97,29 +101,48 @@ class Trainer:
         cam = self.dataset.cameras[ci]
         view = View(ci, cam.width, cam.height)
         sh = self.sh_degree_at(step)
-        self.raster.prepare(m.buf["params"], m.n, self.cams, view, sh)
+        pipe = self.pipeline
+        capacity = pipe.capacity()
+        if capacity is None:  # no count known yet: count this one exactly (one host read)
+            self.drain()
+            pipe.observe(self.raster.prepare(m.buf["params"], m.n, self.cams, view, sh))
+        else:
+            self.raster.setup(m.buf["params"], m.n, self.cams, view, sh, capacity=capacity)
         m.set_learning_rates(self.mean_lr(step), cfg.lr_scales, cfg.lr_quats, cfg.lr_opacities, cfg.lr_sh0, cfg.lr_shN)
         enc = self.gpu.encoder()
+        if capacity is not None:
+            self.raster.record_prepare(enc)
         self.raster.record_forward(enc)
         self.loss.record(enc, self.raster.image, self.gt[ci], cam.width, cam.height, self.raster.image_grad(),
                          self.loss_sum, cfg.lambda_dssim)
         self.raster.record_backward(enc, m.buf["grads"], m.buf["grad2d_sum"], m.buf["vis_count"],
                                     accumulate_stats=step < cfg.densify_until)
-        m.record_adam(enc, flags=self.loss_sum, step=step)  # also the NaN/Inf guard
-        self.gpu.submit(enc)
+        # Adam is also the NaN/Inf guard; it and the backward skip an overflowed step
+        m.record_adam(enc, flags=self.loss_sum, step=step, skip_if=self.raster.overflow_guard())
+        self.raster.record_count_copy(enc, pipe.readback, pipe.slot_offset())
+        pipe.submitted(self.gpu.submit(enc), ci, capacity)
+        self._order.extend(pipe.retire())  # waits for the step before this one, not for this one
         done = step + 1
         if cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0:
+            self.drain()
             prune_scale = cfg.prune_scale * self.extent if done > cfg.opacity_reset_interval else float("inf")
-            m.densify(cfg.grad_threshold, cfg.clone_scale * self.extent, cfg.prune_opacity,
-                      prune_scale if math.isfinite(prune_scale) else 3.0e38, cfg.max_gaussians,
-                      seed=cfg.seed * 1_000_003 + done)
+            before, after = m.densify(cfg.grad_threshold, cfg.clone_scale * self.extent, cfg.prune_opacity,
+                                      prune_scale if math.isfinite(prune_scale) else 3.0e38, cfg.max_gaussians,
+                                      seed=cfg.seed * 1_000_003 + done)
+            pipe.rescale(after / max(before, 1))
             self.raster.trim()  # densify waited for the GPU: outgrown scratch can go
             self.loss.scratch.trim()
         if done < cfg.densify_until and cfg.opacity_reset_interval and done % cfg.opacity_reset_interval == 0:
             m.reset_opacity(0.01)
 
+    def drain(self) -> None:
+        """Wait for every step in flight; cameras of overflowed (skipped) steps are queued
+        again."""
+        self._order.extend(self.pipeline.drain())
+
     def read_loss(self, steps: int) -> float:
         """Mean loss over the last ``steps`` steps; resets the accumulator (waits for the GPU)."""
+        self.drain()
         block = self.gpu.read(self.loss_sum, np.float32, 4)
         raise_if_flagged(block)  # the guard's flags come back with the loss: no extra read
         total = float(block[0])
@@ -164,6 +187,7 @@ class Trainer:
                     on_checkpoint(s)
         except KeyboardInterrupt:
             self.state.stopped_early = True
+        self.drain()
         self.gpu.wait_idle()
         return self.state
 
@@ -175,12 +199,13 @@ class Trainer:
         NonFiniteError when the guard saw a NaN/Inf gradient since the last loss read."""
         if self.state.in_step:
             raise RuntimeError("state_dict() in the middle of a step")
+        self.drain()
         self.gpu.wait_idle()
         block = self.gpu.read(self.loss_sum, np.uint32, 4)
         raise_if_flagged(block)
         return {"step": self.state.step, "logged_step": self.state.logged_step, "model": self.model.state_dict(),
                 "rng": self.rng.bit_generator.state, "order": [int(i) for i in self._order],
-                "loss_sum": block, "history": list(self.state.history)}
+                "loss_sum": block, "history": list(self.state.history), "pipeline": self.pipeline.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from ``state`` (:meth:`state_dict`, possibly of another process)."""
@@ -188,6 +213,7 @@ class Trainer:
         self.rng.bit_generator.state = state["rng"]
         self._order = [int(i) for i in state["order"]]
         self.gpu.write(self.loss_sum, np.asarray(state["loss_sum"], np.uint32))
+        self.pipeline.load_state_dict(state.get("pipeline", {}))  # older checkpoints: count afresh
         self.state = TrainState(step=int(state["step"]), history=list(state["history"]),
                                 logged_step=int(state["logged_step"]))
 

@@ -9,7 +9,6 @@ at least 80% of it (the rest is barriers and timestamp writes between commands; 
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -21,26 +20,12 @@ import slangpy as spy
 
 from engine import profile
 from engine.config import TrainConfig
-from engine.ingest.dataset import Camera, Dataset
 from engine.messages import ProfilerSnapshot
 from engine.profile import CATEGORIES, PhaseArena
 from engine.splat.trainer import Trainer
-from tests.splat.scenes import look_at_w2c
+from tests.splat.scenes import tiny_dataset
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def tiny_dataset(seed: int = 0, n_cams: int = 4, w: int = 64, h: int = 48, n_points: int = 800) -> Dataset:
-    rng = np.random.default_rng(seed)
-    cams = []
-    for i in range(n_cams):
-        a = 2 * math.pi * i / n_cams
-        w2c = look_at_w2c([3 * math.cos(a), 0.4, 3 * math.sin(a)], [0.0, 0.0, 0.0])
-        cams.append(Camera(name=f"c{i}.png", image_path=Path(f"c{i}.png"), width=w, height=h, fx=0.9 * w,
-                           fy=0.9 * w, cx=w / 2, cy=h / 2, w2c=w2c,
-                           image=rng.integers(0, 256, (h, w, 3), dtype=np.uint8)))
-    pts = rng.normal(0.0, 0.5, (n_points, 3)).astype(np.float32)
-    return Dataset(root=Path("."), cameras=cams, points=pts, colors=rng.integers(0, 256, (n_points, 3), dtype=np.uint8))
 
 
 def tiny_config(steps: int, **kw) -> TrainConfig:
@@ -134,14 +119,18 @@ def test_profiling_off_issues_zero_queries_and_no_extra_sync(gpu, not_profiling,
         profile.disable()
         monkeypatch.undo()
         gpu.detach_profiler()  # back to the real slangpy method
-        reads = steps + steps // log  # one intersection count per step + the loss every `log` steps
+        # host reads: the first step's exact intersection count, the loss every `log` steps
+        # (both wait for the GPU), and each step's count from the read-back ring once that
+        # step's own submission has finished (one wait_for_submit per step, no idle wait)
+        syncing_reads = 1 + steps // log
         assert n["dispatch"] > 20 * steps
+        assert n["to_numpy"] == syncing_reads + steps and n["wait_for_submit"] == steps, n
         if not on:
             assert n["create_query_pool"] == 0 and n["write_timestamp"] == 0 and n["query_dispatch"] == 0, n
-            assert n["to_numpy"] == reads and n["wait_for_idle"] == 1 and n["wait_for_submit"] == 0, n
-        else:  # on: timestamps everywhere, still no extra read; one wait before each read (timed as blocked)
+            assert n["wait_for_idle"] == 1, n
+        else:  # on: timestamps everywhere, still no extra read; one wait before each syncing read (timed as blocked)
             assert n["query_dispatch"] == n["dispatch"] and n["write_timestamp"] > 0, n
-            assert n["to_numpy"] == reads and n["wait_for_idle"] == reads + 1, n
+            assert n["wait_for_idle"] == syncing_reads + 1, n
 
 
 def test_kernel_totals_add_up_to_gpu_execution(gpu, profiling):
@@ -161,7 +150,7 @@ def test_kernel_totals_add_up_to_gpu_execution(gpu, profiling):
     assert all(k["untimed_calls"] == 0 for k in table)
     # the buckets: host time is the rest of the wall time
     assert t["host_ms"] == pytest.approx(t["wall_ms"] - t["blocked_ms"] - t["h2d"]["ms"] - t["d2h"]["ms"])
-    assert t["d2h"]["count"] == steps + steps // 4 and t["memset"]["count"] > 0 and t["h2d"]["bytes"] > 0
+    assert t["d2h"]["count"] == 1 + steps + steps // 4 and t["memset"]["count"] > 0 and t["h2d"]["bytes"] > 0
     assert trainer.state.step == steps
 
 

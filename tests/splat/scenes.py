@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import numpy as np
 
+from engine.ingest.dataset import Camera, Dataset
 from engine.pose import look_at
 from engine.splat.layout import pack, sh_coeffs
 
@@ -37,3 +41,18 @@ def random_camera(rng, width, height, dist=4.0):
     w2c = look_at_w2c(eye, rng.normal(0, 0.1, 3))
     f = rng.uniform(0.9, 1.2) * width
     return w2c, f, f * rng.uniform(0.95, 1.05), width * rng.uniform(0.45, 0.55), height * rng.uniform(0.45, 0.55)
+
+
+def tiny_dataset(seed: int = 0, n_cams: int = 4, w: int = 64, h: int = 48, n_points: int = 800) -> Dataset:
+    """A ring of ``n_cams`` cameras looking at a Gaussian blob of SfM-like points, with
+    random images (training runs that exercise the loop, not its quality)."""
+    rng = np.random.default_rng(seed)
+    cams = []
+    for i in range(n_cams):
+        a = 2 * math.pi * i / n_cams
+        w2c = look_at_w2c([3 * math.cos(a), 0.4, 3 * math.sin(a)], [0.0, 0.0, 0.0])
+        cams.append(Camera(name=f"c{i}.png", image_path=Path(f"c{i}.png"), width=w, height=h, fx=0.9 * w,
+                           fy=0.9 * w, cx=w / 2, cy=h / 2, w2c=w2c,
+                           image=rng.integers(0, 256, (h, w, 3), dtype=np.uint8)))
+    pts = rng.normal(0.0, 0.5, (n_points, 3)).astype(np.float32)
+    return Dataset(root=Path("."), cameras=cams, points=pts, colors=rng.integers(0, 256, (n_points, 3), dtype=np.uint8))

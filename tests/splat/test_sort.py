@@ -184,3 +184,26 @@ def test_odd_passes_without_copy_back(gpu, sorter):
     _check_sorted(keys, vals, bits,
                   np.concatenate([gpu.read(rk, np.uint32, n), np.full(3, SENTINEL, np.uint32)]),
                   np.concatenate([gpu.read(rv, np.uint32, n), np.full(3, SENTINEL, np.uint32)]))
+
+
+@pytest.mark.parametrize("count,capacity,bits", [(70_001, 100_000, 13), (5, 9000, 12), (123_457, 123_457, 20),
+                                                (150_000, 100_000, 13), (60_000, 100_000, 20)])
+def test_radix_sort_count_on_gpu(gpu, sorter, count, capacity, bits):
+    """The training step's use: dispatches sized for ``capacity`` pairs, the number to sort
+    (count) only in a GPU buffer. The first min(count, capacity) pairs come out sorted
+    stably; with an even number of passes the rest of the buffers is untouched."""
+    rng = np.random.default_rng(count + capacity + bits)
+    keys = _keys(rng, capacity, bits)
+    vals = rng.permutation(capacity).astype(np.uint32)
+    pad = np.full(3, SENTINEL, np.uint32)
+    kb, vb = gpu.upload(np.concatenate([keys, pad])), gpu.upload(np.concatenate([vals, pad]))
+    cb = gpu.upload(np.array([count, SENTINEL, SENTINEL, SENTINEL], np.uint32))
+    enc = gpu.encoder()
+    sorter.record(enc, kb, vb, capacity, bits, count=cb)
+    gpu.submit(enc)
+    out_k, out_v = gpu.read(kb, np.uint32, capacity + 3), gpu.read(vb, np.uint32, capacity + 3)
+    m = min(count, capacity)
+    _check_sorted(keys[:m], vals[:m], bits, np.concatenate([out_k[:m], pad]), np.concatenate([out_v[:m], pad]))
+    if sorter.passes(bits) % 2 == 0:
+        np.testing.assert_array_equal(out_k[m:capacity], keys[m:])
+        np.testing.assert_array_equal(out_v[m:capacity], vals[m:])

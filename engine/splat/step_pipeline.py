@@ -1,0 +1,116 @@
+"""Training steps in flight on the GPU, and the intersection capacity they are recorded with.
+
+A training step is one command buffer with no host read inside (engine/splat/render.py,
+capacity mode). Its tile-sort buffers are sized before the step's intersection count
+exists, from the counts of earlier steps, which come back through a small host-visible
+ring: each step copies its count into its own slot, and the host reads that slot only once
+the step's submission has finished, while the next step already runs. So the host never
+waits for the step it just submitted, only for the one before it (``depth`` = 2 steps in
+flight), and the GPU is never idle while the host records.
+
+Capacity: ``margin`` x the largest count of the last ``window`` steps (plus a little), and
+exact (one synchronous count, :meth:`Rasterizer.prepare`) when no count is known yet. A step
+whose count outgrows its capacity is cut at the capacity and skipped on the GPU (backward
+and Adam read the count, see ``step_overflowed`` in shaders/common/util.slang); the host
+learns it a step later, widens the capacity, and the caller trains on that camera again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..device import Gpu
+
+
+@dataclass
+class InFlight:
+    submit_id: int
+    slot: int
+    camera: int
+    capacity: int | None  # None: exact mode (no overflow possible)
+
+
+class StepPipeline:
+    """Bookkeeping of submitted training steps (see the module docstring).
+
+    ``wait(submit_id)`` blocks until a submission has finished (default ``Gpu.wait_for``;
+    the studio installs a polling wait that releases the GIL).
+    """
+
+    SLOT_BYTES = 16
+
+    def __init__(self, gpu: Gpu, depth: int = 2, margin: float = 1.25, window: int = 200):
+        if not 1 <= depth <= 8:
+            raise ValueError("depth must be in 1..8")
+        self.gpu, self.depth, self.margin = gpu, int(depth), float(margin)
+        self.slots = 8  # read-back slots: more than any sensible depth (checked at submit)
+        self.readback = gpu.readback_buffer(self.SLOT_BYTES * self.slots, "train.counts_readback")
+        self.in_flight: deque[InFlight] = deque()
+        self.counts: deque[int] = deque(maxlen=int(window))
+        self.overflows = 0          # steps skipped because their intersections outgrew the capacity
+        self.last_count = 0         # intersection count of the latest finished step
+        self._next_slot = 0
+        self.wait: Callable[[int], None] = gpu.wait_for
+
+    # --- capacity ------------------------------------------------------------------------
+    def capacity(self) -> int | None:
+        """Intersection capacity for the next step; None when it must be counted exactly."""
+        if not self.counts:
+            return None
+        c = math.ceil(self.margin * max(self.counts)) + 1024
+        return -(-c // 4096) * 4096  # coarse steps: the scratch buffers rarely regrow
+
+    def rescale(self, factor: float) -> None:
+        """Scale the remembered counts (e.g. by new / old Gaussian count after densification)."""
+        if factor > 0 and math.isfinite(factor):
+            self.counts = deque((int(math.ceil(c * factor)) for c in self.counts), maxlen=self.counts.maxlen)
+
+    def observe(self, count: int) -> None:
+        self.counts.append(int(count))
+        self.last_count = int(count)
+
+    # --- submissions ---------------------------------------------------------------------
+    def slot_offset(self) -> int:
+        """Byte offset in :attr:`readback` where the next step copies its count."""
+        return self._next_slot * self.SLOT_BYTES
+
+    def submitted(self, submit_id: int, camera: int, capacity: int | None) -> None:
+        if len(self.in_flight) >= self.slots:
+            raise RuntimeError(f"more than {self.slots} training steps in flight (depth {self.depth})")
+        self.in_flight.append(InFlight(submit_id, self._next_slot, camera, capacity))
+        self._next_slot = (self._next_slot + 1) % self.slots
+
+    def retire(self, keep: int | None = None) -> list[int]:
+        """Wait for the oldest steps until at most ``keep`` (default ``depth - 1``) are in
+        flight; read their counts. Returns the cameras of retired steps that overflowed
+        (skipped on the GPU): train on them again."""
+        keep = self.depth - 1 if keep is None else keep
+        redo = []
+        while len(self.in_flight) > keep:
+            f = self.in_flight.popleft()
+            self.wait(f.submit_id)
+            count = int(self.gpu.read_finished(self.readback, np.uint32)[f.slot * self.SLOT_BYTES // 4])
+            self.observe(count)
+            if f.capacity is not None and count > f.capacity:
+                self.overflows += 1
+                redo.append(f.camera)
+        return redo
+
+    def drain(self) -> list[int]:
+        """Retire every step in flight (see :meth:`retire`)."""
+        return self.retire(keep=0)
+
+    # --- checkpoints -----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        if self.in_flight:
+            raise RuntimeError("state_dict() with steps in flight: drain() first")
+        return {"counts": [int(c) for c in self.counts], "overflows": self.overflows}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.counts = deque((int(c) for c in state.get("counts", [])), maxlen=self.counts.maxlen)
+        self.overflows = int(state.get("overflows", 0))
