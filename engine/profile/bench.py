@@ -43,7 +43,7 @@ _STAGE_OF = {
     "tile_ranges": "binning_sort",
     "rasterize_forward": "rasterize_fwd",
     "ssim_fwd": "loss", "ssim_bwd": "loss",
-    "rasterize_backward": "rasterize_bwd",
+    "clear_screen_grads": "rasterize_bwd", "rasterize_backward": "rasterize_bwd",
     "project_backward": "projection_bwd_adam", "adam_step": "projection_bwd_adam",
 }
 REPO = Path(__file__).resolve().parents[2]

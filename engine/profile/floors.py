@@ -48,8 +48,8 @@ project_backward    read 4 N (radii x) + V x (40 + 12 K params without opacity, 
                     whole gradient row, zero when culled) + 8 V statistics
 adam_step           read 16 N D (params, grads, exp_avg, exp_avg_sq); write 12 N D
 copy(s)             read s; write s
-clear(s)            write s (s = what the buffer must hold: 8 T ranges, 8 N / 12 N /
-                    4 N / 12 N screen-gradient accumulators)
+clear_screen_grads  write 36 N (zeros: the screen-gradient accumulators)
+clear(s)            write s (s = what the buffer must hold: 8 T tile ranges)
 ==================  ===================================================================
 
 Where the model is approximate (see each function): project_forward counts the 11 geometry
@@ -260,6 +260,12 @@ def adam_step(w: Workload) -> Traffic:
     return Traffic(read=F32 * 4 * w.n * w.d, write=F32 * 3 * w.n * w.d)
 
 
+def clear_screen_grads(w: Workload) -> Traffic:
+    """shaders/raster/raster.slang:clear_screen_grads: writes zeros to the screen-space
+    gradient accumulators of all N Gaussians (means2d 2, conic 3, opacity 1, rgb 3)."""
+    return Traffic(read=0, write=F32 * 9 * w.n)
+
+
 def copy(nbytes: int) -> Traffic:
     return Traffic(read=int(nbytes), write=int(nbytes))
 
@@ -310,8 +316,7 @@ def iteration_calls(w: Workload) -> list[Call]:
     out.append(Call("rasterize_forward", "rasterize forward", rasterize_forward(w)))
     out.append(Call("ssim_fwd", "loss forward", ssim_fwd(w)))
     out.append(Call("ssim_bwd", "loss backward", ssim_bwd(w)))
-    for name, floats in (("means2d", 2), ("conic", 3), ("opacity", 1), ("rgb", 3)):
-        out.append(Call("clear", f"dL/d {name} accumulator", clear(F32 * floats * n)))
+    out.append(Call("clear_screen_grads", "zero the screen-gradient accumulators", clear_screen_grads(w)))
     out.append(Call("rasterize_backward", "rasterize backward", rasterize_backward(w)))
     out.append(Call("project_backward", "projection backward", project_backward(w)))
     out.append(Call("adam_step", "Adam", adam_step(w)))
