@@ -173,10 +173,10 @@ class GaussianModel:
         g = grad2d_sum / vis_count exceeds ``grad_threshold``. When growing all of them would
         leave more than ``max_gaussians``, only those with the largest g grow: the threshold
         is raised to the smallest float32 t >= grad_threshold whose count after densify
-        (after pruning) is <= max_gaussians (a search over float32 values, ~4 histogram
-        passes and one more decide + scan; ties at t grow together or not at all). If pruning alone
-        leaves more than ``max_gaussians`` (a model that started above the cap), nothing
-        grows and ``after`` stays above the cap. ``last_grow_threshold`` and
+        (after pruning) is <= max_gaussians (a search over float32 values: ~4 histogram
+        passes and one more decide + scan; ties at t grow together or not at all). If
+        pruning alone leaves more than ``max_gaussians`` (a model that started above the
+        cap), nothing grows and ``after`` stays above the cap. ``last_grow_threshold`` and
         ``last_decide_passes`` record what happened.
         """
         before = self.n
@@ -246,10 +246,9 @@ class GaussianModel:
             if k < len(keys):
                 hi, hi_count = int(keys[k]), int(counts[k])
         t = _unsortable(hi)
-        after = self._decide(t, int(hi != inf), *rule)
-        if after != hi_count:
-            raise RuntimeError(f"densify under the cap: {after} Gaussians after deciding at threshold {t}, "
-                               f"the search predicted {hi_count}")
+        after = self._decide(t, int(hi != inf), *rule)  # = hi_count: both kernels share decide_one
+        if after > cap and hi != inf:  # only if the two kernels disagreed: still never pass the cap
+            t, after = float("inf"), self._decide(thr, 0, *rule)
         return after, t
 
     def _write(self, after: int, seed: int, max_gaussians: int) -> None:
