@@ -280,6 +280,9 @@ def scan_calls(m: int, what: str, tile: int = _SCAN_TILE, total: bool = False) -
     if m <= tile:
         return [Call("scan_tiles", what, scan_tiles(m, tile, total=total))]
     g = -(-m // tile)
+    if g <= tile:  # each group reduces the raw tile sums before it (read from cache: counted once)
+        return [Call("scan_reduce", what, scan_reduce(m, tile)),
+                Call("scan_tiles", what, scan_tiles(m, tile, offsets=True, total=total))]
     return ([Call("scan_reduce", what, scan_reduce(m, tile))] + scan_calls(g, what, tile, total)
             + [Call("scan_tiles", what, scan_tiles(m, tile, offsets=True))])
 
@@ -302,9 +305,11 @@ def iteration_calls(w: Workload) -> list[Call]:
     """Every timed operation of one raster-bench iteration, in record order: prepare
     (projection, depth sort, tile counts), forward (binning, tile sort, ranges, raster),
     loss, backward (clears, raster, projection) and Adam."""
+    from ..splat.render import DEPTH_KEY_BITS  # here: engine.splat imports engine.profile
+
     n, m = w.n, w.intersections
     out = [Call("project_forward", "projection", project_forward(w))]
-    out += sort_calls(n, 32, "depth sort", w.sort_tile, w.scan_tile)
+    out += sort_calls(n, DEPTH_KEY_BITS, "depth sort", w.sort_tile, w.scan_tile)
     out.append(Call("gather_counts", "tile counts in depth order", gather_counts(w)))
     out += scan_calls(n, "tile count offsets", w.scan_tile, total=True)
     if m > 0:

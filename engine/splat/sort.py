@@ -81,8 +81,9 @@ class Scan:
 
     ``items_per_thread`` (compile-time ``SCAN_ITEMS``) sets the tile of one workgroup,
     ``256 * items_per_thread`` elements (4096 by default). Dispatches per ``record``: 1 for
-    ``n <= 4096``, 3 for ``n <= 4096**2`` (16.7 M), 5 for ``n <= 4096**3``. The largest ``n``
-    is ``65535 * tile`` (268 M with the default tile).
+    ``n <= 4096``, 2 for ``n <= 4096**2`` (16.7 M: the tile sums are reduced by each group
+    instead of scanned by a third dispatch), 4 beyond. The largest ``n`` is ``65535 * tile``
+    (268 M with the default tile).
     """
 
     def __init__(self, gpu: Gpu, items_per_thread: int = 16, use_waves: bool = True,
@@ -103,7 +104,7 @@ class Scan:
         d = 1
         while n > self.tile:
             n = -(-n // self.tile)
-            d += 2
+            d += 1 if n <= self.tile else 2
         return d
 
     def scratch_bytes(self) -> int:
@@ -137,6 +138,12 @@ class Scan:
         sums = pool.get(f"sums{level}", 4 * g)
         self._reduce.dispatch(thread_count=[g * WG, 1, 1], command_encoder=enc,
                               **_timed(self.timer, f"scan_reduce{level}"), src=src, sums=sums, n=m)
+        if g <= self.tile:  # each group adds up the raw sums before it (no third dispatch)
+            self._tiles.dispatch(
+                thread_count=[g * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scan_tiles{level}"),
+                src=src, dst=dst, offsets=sums, total=total if total is not None else self._dummy, n=m,
+                has_offsets=2, write_total=int(total is not None))
+            return
         self._level(enc, sums, sums, g, level + 1, total, pool)
         self._tiles.dispatch(
             thread_count=[g * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scan_tiles{level}"),

@@ -44,3 +44,12 @@ def test_project_forward_matches_reference(gpu, degree):
     np.testing.assert_allclose(gpu.read(b["depths"], np.float32, n)[both], r["depths"][both], rtol=1e-5)
     tiles = gpu.read(b["tiles"], np.uint32, n)
     assert np.mean(tiles[both] == r["tiles_touched"][both]) > 0.99
+    # depth sort keys (24 bits): ordered like the float64 depths wherever those differ by
+    # more than the keys' resolution (2^-16 relative); culled ones sort last
+    keys = gpu.read(b["keys"], np.uint32, n)
+    assert keys.max() < (1 << 24) and (keys[~(radii[:, 0] > 0)] == (1 << 24) - 1).all()
+    d = r["depths"][both]
+    kb = keys[both].astype(np.int64)
+    i, j = rng.integers(0, d.size, (2, 20000))
+    clear = d[i] < d[j] * (1 - 2.0 ** -15)
+    assert clear.sum() > 5000 and (kb[i][clear] < kb[j][clear]).all()

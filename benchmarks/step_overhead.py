@@ -1,0 +1,116 @@
+"""Where a training step's wall time goes, on a prepared dataset (GPU machine).
+
+Trains ``--warm`` steps with the default schedule (so the model has its densified size),
+stops densifying, then times ``--steps`` more and splits each step into:
+  * host: Python time inside ``Trainer.train_step`` minus the time blocked in the step
+    pipeline's wait (recording, binding, submitting);
+  * blocked: time waiting for the previous step's submission;
+  * gpu: GPU time of the step's command buffer (timestamps at its start and end);
+and counts the dispatches of one step. Prints one ``RESULT {json}`` line.
+
+    python benchmarks/step_overhead.py --data .gpu/data/fox --device vulkan
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import slangpy as spy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from train_bench import load_prepared, split  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--device", default="vulkan")
+    ap.add_argument("--warm", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=300)
+    args = ap.parse_args()
+
+    from engine.config import TrainConfig
+    from engine.device import get_gpu
+    from engine.ingest.dataset import Camera, Dataset
+    from engine.splat.trainer import Trainer
+
+    cams, images, pts, cols = load_prepared(args.data)
+    cameras = [Camera(name=c["name"], image_path=Path(c["file"]), width=c["width"], height=c["height"], fx=c["fx"],
+                      fy=c["fy"], cx=c["cx"], cy=c["cy"], w2c=np.array(c["w2c"]), image=img)
+               for c, img in zip(cams, images)]
+    ds = Dataset(root=args.data, cameras=cameras, points=pts, colors=cols)
+    train_idx, _ = split(len(cameras))
+    gpu = get_gpu(args.device)
+    tr = Trainer(gpu, ds, train_idx, TrainConfig(steps=args.warm + args.steps, log_interval=100))
+    for s in range(args.warm):
+        tr.train_step(s)
+    tr.drain()
+    tr.cfg.densify_until = 0  # steady state: no densification in the timed window
+
+    pool = gpu.device.create_query_pool(type=spy.QueryType.timestamp, count=2 * args.steps)
+    blocked = [0.0]
+    inner_wait = tr.pipeline.wait
+
+    def timed_wait(sid):
+        t = time.perf_counter()
+        inner_wait(sid)
+        blocked[0] += time.perf_counter() - t
+
+    tr.pipeline.wait = timed_wait
+    raw_encoder, raw_submit = gpu.encoder, gpu.submit
+    step_index = [0]
+
+    def encoder():
+        enc = raw_encoder()
+        enc.write_timestamp(pool, 2 * step_index[0])
+        return enc
+
+    def submit(enc):
+        enc.write_timestamp(pool, 2 * step_index[0] + 1)
+        return raw_submit(enc)
+
+    counts: dict[str, int] = {}
+    for k in gpu._kernels.values():  # count one step's dispatches
+        def counting(*a, _f=k.dispatch, _n=k.name, **kw):
+            counts[_n] = counts.get(_n, 0) + 1
+            return _f(*a, **kw)
+        k.dispatch = counting
+    tr.train_step(args.warm)
+    tr.drain()
+    for k in gpu._kernels.values():
+        k.dispatch = k.raw.dispatch
+
+    gpu.encoder, gpu.submit = encoder, submit
+    host, wall = [], []
+    t_all = time.perf_counter()
+    for i in range(args.steps):
+        step_index[0] = i
+        blocked[0] = 0.0
+        t = time.perf_counter()
+        tr.train_step(args.warm + 1 + i)
+        dt = time.perf_counter() - t
+        wall.append(dt)
+        host.append(dt - blocked[0])
+    tr.drain()
+    total = time.perf_counter() - t_all
+    gpu.encoder, gpu.submit = raw_encoder, raw_submit
+    ts = np.array(pool.get_timestamp_results(0, 2 * args.steps)).reshape(-1, 2)
+    gpu_ms = (ts[:, 1] - ts[:, 0]) * 1e3
+    out = {"dataset": args.data.name, "device": args.device, "gpu": gpu.adapter, "gaussians": tr.model.n,
+           "intersections": tr.pipeline.last_count, "overflowed_steps": tr.pipeline.overflows,
+           "dispatches_per_step": sum(counts.values()), "dispatch_counts": counts,
+           "wall_ms_per_step": 1e3 * total / args.steps,
+           "host_ms_median": 1e3 * float(np.median(host)), "blocked_ms_median": 1e3 * float(np.median(np.subtract(wall, host))),
+           "gpu_ms_median": float(np.median(gpu_ms)), "gpu_ms_p90": float(np.percentile(gpu_ms, 90))}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
