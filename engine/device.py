@@ -86,11 +86,20 @@ class Gpu:
                     raw = self.device.create_compute_kernel(prog)
                 except Exception as exc:
                     raise DeviceError(f"compiling shaders/{module}.slang:{entry} failed: {exc}") from exc
-                k = Kernel(raw, f"{module}:{entry}")
+                k = Kernel(raw, f"{module}:{entry}", self.device)
                 if self.prof is not None:
                     k.dispatch = self.prof.dispatcher(k)
+                    k.profiled = True
                 self._kernels[key] = k
             return k
+
+    def forget_bindings(self) -> None:
+        """Drop every kernel's cached call-site arguments (:meth:`Kernel.record`), which hold
+        references to the buffers last bound: call before replacing large buffers so the old
+        ones are freed, and only when no recording is in progress."""
+        with self._lock:
+            for k in self._kernels.values():
+                k._sites.clear()
 
     # --- profiler hooks --------------------------------------------------------------------
     def attach_profiler(self, prof) -> None:
@@ -99,12 +108,14 @@ class Gpu:
             self.prof = prof
             for k in self._kernels.values():
                 k.dispatch = prof.dispatcher(k)
+                k.profiled = True
 
     def detach_profiler(self) -> None:
         with self._lock:
             self.prof = None
             for k in self._kernels.values():
                 k.dispatch = k.raw.dispatch
+                k.profiled = False
 
     # --- buffers -----------------------------------------------------------------------
     def buffer(self, nbytes: int, label: str = "", category: str | None = None) -> spy.Buffer:
@@ -213,17 +224,66 @@ class Gpu:
 class Kernel:
     """A compiled kernel. ``dispatch`` is an instance attribute: slangpy's bound
     ``ComputeKernel.dispatch`` while profiling is off, the profiler's timed wrapper while
-    it is on. Other attributes come from the slangpy kernel."""
+    it is on. :meth:`record` is the cheap path for dispatches repeated every training step.
+    Other attributes come from the slangpy kernel."""
 
-    __slots__ = ("raw", "name", "dispatch")
+    __slots__ = ("raw", "name", "dispatch", "profiled", "_device", "_sites")
 
-    def __init__(self, raw: spy.ComputeKernel, name: str):
+    def __init__(self, raw: spy.ComputeKernel, name: str, device: spy.Device | None = None):
         self.raw = raw
         self.name = name          # "module:entry", shared by every specialisation
         self.dispatch = raw.dispatch
+        self.profiled = False
+        self._device = device
+        self._sites: dict[str, _Site] = {}
+
+    def record(self, enc: spy.CommandEncoder, thread_count, site: str = "", **args) -> None:
+        """Record one dispatch into ``enc``, like ``dispatch(thread_count=..., command_encoder=
+        enc, **args)``, through a root shader object kept for ``site`` (a label of the call
+        site) that remembers its arguments: only those that changed since the site's last
+        record are written (binding every argument is most of a dispatch's host cost; a
+        training step records the same ~30 dispatches with the same buffers each time).
+        Arguments are snapshotted when the dispatch is recorded. One recording thread per
+        kernel. While profiling, the profiler's timed ``dispatch`` is used instead."""
+        if self.profiled or self._device is None:
+            self.dispatch(thread_count=thread_count, command_encoder=enc, **args)
+            return
+        st = self._sites.get(site)
+        if st is None:
+            st = self._sites[site] = _Site(self._device, self.raw.program)
+        st.set(args)
+        p = enc.begin_compute_pass()
+        p.bind_pipeline(self.raw.pipeline, st.root)
+        p.dispatch(thread_count)
+        p.end()
 
     def __getattr__(self, attr):
         return getattr(self.raw, attr)
+
+
+class _Site:
+    """A kernel's root shader object for one call site, and the arguments it holds."""
+
+    __slots__ = ("root", "entry", "values")
+
+    def __init__(self, device: spy.Device, program):
+        self.root = device.create_root_shader_object(program)
+        self.entry = spy.ShaderCursor(self.root).find_entry_point(0)
+        self.values: dict[str, object] = {}
+
+    def set(self, args: dict) -> None:
+        values, entry = self.values, self.entry
+        for name, v in args.items():
+            old = values.get(name, _UNSET)
+            if old is v:
+                continue
+            if type(v) in (int, float) and type(old) is type(v) and old == v:
+                continue
+            entry[name] = v
+            values[name] = v
+
+
+_UNSET = object()
 
 
 def _slang_type(v) -> str:

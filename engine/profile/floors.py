@@ -155,9 +155,15 @@ class Workload:
     def as_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "extra"}
         d.update(row_floats=self.d, sh_coeffs=self.k, pixels=self.pixels, tiles=self.tiles,
-                 replayed=self.r, depth_sort_passes=sort_passes(32), tile_sort_passes=sort_passes(self.tile_sort_bits))
+                 replayed=self.r, depth_sort_passes=sort_passes(_depth_key_bits()), tile_sort_passes=sort_passes(self.tile_sort_bits))
         d.update(self.extra)
         return d
+
+
+def _depth_key_bits() -> int:
+    from ..splat.render import DEPTH_KEY_BITS  # here: engine.splat imports engine.profile
+
+    return DEPTH_KEY_BITS
 
 
 def sort_passes(bits: int) -> int:
@@ -305,11 +311,9 @@ def iteration_calls(w: Workload) -> list[Call]:
     """Every timed operation of one raster-bench iteration, in record order: prepare
     (projection, depth sort, tile counts), forward (binning, tile sort, ranges, raster),
     loss, backward (clears, raster, projection) and Adam."""
-    from ..splat.render import DEPTH_KEY_BITS  # here: engine.splat imports engine.profile
-
     n, m = w.n, w.intersections
     out = [Call("project_forward", "projection", project_forward(w))]
-    out += sort_calls(n, DEPTH_KEY_BITS, "depth sort", w.sort_tile, w.scan_tile)
+    out += sort_calls(n, _depth_key_bits(), "depth sort", w.sort_tile, w.scan_tile)
     out.append(Call("gather_counts", "tile counts in depth order", gather_counts(w)))
     out += scan_calls(n, "tile count offsets", w.scan_tile, total=True)
     if m > 0:

@@ -69,7 +69,7 @@ class PhotometricLoss:
     def _record(self, enc, partials, render, gt, w, h, grad_render, loss_sum, lambda_dssim) -> None:
         tc = [(w + _TILE - 1) // _TILE * _TILE, (h + _TILE - 1) // _TILE * _TILE, 1]
         common = dict(width=w, height=h, lambda_dssim=float(lambda_dssim), inv_count=1.0 / (3.0 * w * h))
-        self._fwd.dispatch(thread_count=tc, command_encoder=enc, render=render, gt=gt,
+        self._fwd.record(enc, tc, render=render, gt=gt,
                            partials=partials, loss_sum=loss_sum, **common)
-        self._bwd.dispatch(thread_count=tc, command_encoder=enc, render=render, gt=gt,
+        self._bwd.record(enc, tc, render=render, gt=gt,
                            partials=partials, grad_render=grad_render, **common)

@@ -115,6 +115,7 @@ class GaussianModel:
                 raise ValueError(f"checkpoint {name} has shape {np.shape(state[name])}, expected ({n},)")
         self.gpu.wait_idle()
         if n > self.capacity:
+            self.gpu.forget_bindings()
             self.buf = {}  # everything is replaced: never hold old and new together
             self._alloc(max(n, 1024))
         self.clear(("grad2d_sum", "vis_count"))
@@ -157,8 +158,8 @@ class GaussianModel:
                 self._flags = self.gpu.zeros(16, "splat.nonfinite_flags")
             flags = flags if flags is not None else self._flags
         isect_total, isect_capacity = skip_if if skip_if is not None else (self._flags, 0xFFFFFFFF)
-        self.k_adam.dispatch(
-            thread_count=[count, 1, 1], command_encoder=enc, params=self.buf["params"], grads=self.buf["grads"],
+        self.k_adam.record(
+            enc, [count, 1, 1], params=self.buf["params"], grads=self.buf["grads"],
             exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"], lrs=self._lrs, flags=flags,
             isect_total=isect_total, isect_capacity=isect_capacity, lr_means=self._lr_means, count=count,
             stride=self.stride, beta1=beta1, beta2=beta2, eps=eps,
@@ -281,6 +282,7 @@ class GaussianModel:
             return
         capacity = max(after, min(int(after * 1.5), max_gaussians))
         self.gpu.wait_idle()
+        self.gpu.forget_bindings()  # kernels' cached arguments must not keep old buffers alive
         for name in ("grads", "grad2d_sum", "vis_count"):  # dead or reset: free before growing
             del b[name]
         for name in _STATE:

@@ -112,20 +112,19 @@ class Rasterizer:
 
     def record_prepare(self, enc) -> None:
         n, v = self.n, self.view
-        self.k_project.dispatch(
-            thread_count=[max(n, 1), 1, 1], command_encoder=enc,
-            params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
+        self.k_project.record(
+            enc, [max(n, 1), 1, 1], params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
             depths=self._b("depths", n), radii=self._b("radii", 2 * n),
             tiles_touched=self._b("tiles_touched", n), depth_keys=self._b("depth_keys", n),
             depth_ids=self._b("depth_ids", n), n=n, cam_index=v.cam_index,
             sh_degree=self.sh_degree, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
         with self.arena.phase(enc, "depth_sort") as s:
-            self.sort.record(enc, self._b("depth_keys", n), self._b("depth_ids", n), n, DEPTH_KEY_BITS, scratch=s)
-        self.k_gather.dispatch(
-            thread_count=[max(n, 1), 1, 1], command_encoder=enc, order=self._b("depth_ids", n),
+            self.sort.record(enc, self._b("depth_keys", n), self._b("depth_ids", n), n, DEPTH_KEY_BITS, scratch=s, site="depth")
+        self.k_gather.record(
+            enc, [max(n, 1), 1, 1], order=self._b("depth_ids", n),
             tiles_touched=self._b("tiles_touched", n), counts_sorted=self._b("counts_sorted", n), n=n)
-        self.scan.record(enc, self._b("counts_sorted", n), self._b("offsets", n), n, total=self._b("total", 4))
+        self.scan.record(enc, self._b("counts_sorted", n), self._b("offsets", n), n, total=self._b("total", 4), site="counts")
 
     # --- pass 2: binning, tile sort, compositing ---------------------------------------
     def record_forward(self, enc) -> None:
@@ -138,22 +137,22 @@ class Rasterizer:
         with self.arena.phase(enc, "intersect") as s:
             if m > 0:
                 isect_tiles = s.get("isect_tiles", 4 * m)
-                self.k_emit.dispatch(
-                    thread_count=[max(n, 1), 1, 1], command_encoder=enc, order=self._b("depth_ids", n),
+                self.k_emit.record(
+                    enc, [max(n, 1), 1, 1], order=self._b("depth_ids", n),
                     offsets=self._b("offsets", n), tiles_touched=self._b("tiles_touched", n),
                     means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
                     isect_tiles=isect_tiles, isect_ids=isect_ids,
                     n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y, capacity=m)
                 bits = max(1, math.ceil(math.log2(max(ntiles, 2))))
                 count = self._b("total", 4) if self.count_on_gpu else None
-                self.sort.record(enc, isect_tiles, isect_ids, m, bits, scratch=s, count=count)
+                self.sort.record(enc, isect_tiles, isect_ids, m, bits, scratch=s, count=count, site="tile")
             self.gpu.clear(enc, ranges)
             if m > 0:
-                self.k_ranges.dispatch(thread_count=[m, 1, 1], command_encoder=enc,
-                                       isect_tiles=isect_tiles, ranges=ranges, count=self._b("total", 4),
+                self.k_ranges.record(enc, [m, 1, 1],
+                                     isect_tiles=isect_tiles, ranges=ranges, count=self._b("total", 4),
                                        m=m, count_from_buf=int(self.count_on_gpu))
-        self.k_fwd.dispatch(
-            thread_count=[v.tiles_x * TILE, v.tiles_y * TILE, 1], command_encoder=enc,
+        self.k_fwd.record(
+            enc, [v.tiles_x * TILE, v.tiles_y * TILE, 1],
             ranges=ranges, isect_ids=isect_ids, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
             image=self.image, final_T=self._b("final_T", npix), last_index=self._b("last_index", npix),
@@ -179,24 +178,24 @@ class Rasterizer:
         with self.arena.phase(enc, "backward") as s:  # screen-space gradients: this phase only
             gc, gr = s.get("g_conic", 12 * n), s.get("g_rgb", 12 * n)  # largest first (arena slots)
             g2, go = s.get("g_means2d", 8 * n), s.get("g_opacity", 4 * n)
-            self.k_clear_grads.dispatch(thread_count=[max(n, 1), 1, 1], command_encoder=enc, g_means2d=g2,
-                                        g_conic=gc, g_opacity=go, g_rgb=gr, n=n)
+            self.k_clear_grads.record(enc, [max(n, 1), 1, 1], g_means2d=g2,
+                                      g_conic=gc, g_opacity=go, g_rgb=gr, n=n)
             self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr)
 
     def _record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr) -> None:
         n, m, v = self.n, self.m, self.view
         npix = v.width * v.height
         isect_total, isect_capacity = self.overflow_guard()
-        self.k_bwd.dispatch(
-            thread_count=[v.tiles_x * TILE, v.tiles_y * TILE, 1], command_encoder=enc,
+        self.k_bwd.record(
+            enc, [v.tiles_x * TILE, v.tiles_y * TILE, 1],
             ranges=self._b("ranges", 2 * v.tiles_x * v.tiles_y), isect_ids=self._b("isect_ids", max(m, 1)),
             means2d=self._b("means2d", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
             rgb=self._b("rgb", 3 * n), final_T=self._b("final_T", npix),
             last_index=self._b("last_index", npix), g_image=self.image_grad(),
             g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr,
             width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background)
-        self.k_project_bwd.dispatch(
-            thread_count=[max(n, 1), 1, 1], command_encoder=enc, params=self.params, cams=self.cams,
+        self.k_project_bwd.record(
+            enc, [max(n, 1), 1, 1], params=self.params, cams=self.cams,
             radii=self._b("radii", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
             g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr, grads=grads,
             grad2d_sum=grad2d_sum, vis_count=vis_count, n=n, cam_index=v.cam_index,
@@ -224,6 +223,7 @@ class Rasterizer:
 
     def trim(self) -> None:
         """Free scratch outgrown since the last call (only after waiting for the GPU)."""
+        self.gpu.forget_bindings()  # cached kernel arguments would keep outgrown buffers alive
         self.arena.trim()
         self.bufs.trim()
         self.sort.trim()

@@ -72,8 +72,13 @@ class DispatchTimer:
         return [(lab, ts[2 * i + 1] - ts[2 * i]) for i, lab in enumerate(self.labels)]
 
 
-def _timed(timer: "DispatchTimer | None", label: str) -> dict:
-    return timer.args(label) if timer is not None else {}
+def _record(kernel, enc, thread_count, timer: "DispatchTimer | None", label: str, site: str, **args) -> None:
+    """One sort/scan dispatch: timed by ``timer`` when one is set (benchmarks), else through
+    the kernel's cached root object of call site ``site/label`` (engine.device.Kernel.record)."""
+    if timer is not None:
+        kernel.dispatch(thread_count=thread_count, command_encoder=enc, **timer.args(label), **args)
+    else:
+        kernel.record(enc, thread_count, f"{site}/{label}", **args)
 
 
 class Scan:
@@ -111,13 +116,14 @@ class Scan:
         return self._pool.nbytes()
 
     def record(self, enc: spy.CommandEncoder, src: spy.Buffer, dst: spy.Buffer, n: int,
-               total: spy.Buffer | None = None, scratch=None) -> None:
+               total: spy.Buffer | None = None, scratch=None, site: str = "") -> None:
         """Record ``dst[0:n] = exclusive_cumsum(src[0:n])`` into ``enc``.
 
         src, dst: buffers of at least ``n`` uint32; ``src is dst`` (in place) is supported.
         dst[i] = src[0] + ... + src[i-1] (dst[0] = 0), uint32 arithmetic (wraps mod 2**32).
         total: optional buffer; ``total[0]`` (uint32) receives the sum of all n elements
         (0 for n == 0). Elements of dst at and beyond n are not touched.
+        site: label of the call site (dispatches of one site reuse their bound arguments).
         scratch: where the partial sums come from (an object with ``get(name, nbytes)``,
         e.g. a phase of an engine.profile.PhaseArena); default the object's own buffers.
         """
@@ -125,28 +131,24 @@ class Scan:
         if n < 0:
             raise ValueError("n must be >= 0")
         _groups(n, self.tile)  # size check before recording anything
-        self._level(enc, src, dst, n, 0, total, scratch if scratch is not None else self._pool)
+        self._level(enc, src, dst, n, 0, total, scratch if scratch is not None else self._pool, site)
 
-    def _level(self, enc, src, dst, m, level, total, pool):
+    def _level(self, enc, src, dst, m, level, total, pool, site):
         if m <= self.tile:
-            self._tiles.dispatch(
-                thread_count=[WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scan_tiles{level}"),
+            _record(self._tiles, enc, [WG, 1, 1], self.timer, f"scan_tiles{level}", site,
                 src=src, dst=dst, offsets=self._dummy, total=total if total is not None else self._dummy,
                 n=m, has_offsets=0, write_total=int(total is not None))
             return
         g = _groups(m, self.tile)
         sums = pool.get(f"sums{level}", 4 * g)
-        self._reduce.dispatch(thread_count=[g * WG, 1, 1], command_encoder=enc,
-                              **_timed(self.timer, f"scan_reduce{level}"), src=src, sums=sums, n=m)
+        _record(self._reduce, enc, [g * WG, 1, 1], self.timer, f"scan_reduce{level}", site, src=src, sums=sums, n=m)
         if g <= self.tile:  # each group adds up the raw sums before it (no third dispatch)
-            self._tiles.dispatch(
-                thread_count=[g * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scan_tiles{level}"),
+            _record(self._tiles, enc, [g * WG, 1, 1], self.timer, f"scan_tiles{level}", site,
                 src=src, dst=dst, offsets=sums, total=total if total is not None else self._dummy, n=m,
                 has_offsets=2, write_total=int(total is not None))
             return
-        self._level(enc, sums, sums, g, level + 1, total, pool)
-        self._tiles.dispatch(
-            thread_count=[g * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scan_tiles{level}"),
+        self._level(enc, sums, sums, g, level + 1, total, pool, site)
+        _record(self._tiles, enc, [g * WG, 1, 1], self.timer, f"scan_tiles{level}", site,
             src=src, dst=dst, offsets=sums, total=self._dummy, n=m, has_offsets=1, write_total=0)
 
     def release(self) -> None:
@@ -201,7 +203,8 @@ class RadixSort:
         return self._pool.nbytes() + self.scan.scratch_bytes()
 
     def record(self, enc: spy.CommandEncoder, keys: spy.Buffer, values: spy.Buffer, n: int, bits: int,
-               copy_back: bool = True, scratch=None, count: spy.Buffer | None = None) -> tuple[spy.Buffer, spy.Buffer]:
+               copy_back: bool = True, scratch=None, count: spy.Buffer | None = None,
+               site: str = "") -> tuple[spy.Buffer, spy.Buffer]:
         """Record a stable sort of the first n pairs by ``key & ((1 << bits) - 1)``.
 
         keys, values: buffers of at least n uint32 each, distinct. bits: 1..32; key bits
@@ -217,6 +220,7 @@ class RadixSort:
         """
         # scratch: where the ping-pong buffers and histograms come from (``get(name, nbytes)``,
         # e.g. a phase of an engine.profile.PhaseArena); default the object's own buffers.
+        # site: label of the call site (its dispatches reuse their bound arguments).
         n, bits = int(n), int(bits)
         if not 1 <= bits <= 32:
             raise ValueError("bits must be in 1..32")
@@ -234,10 +238,10 @@ class RadixSort:
         for p in range(self.passes(bits)):
             shift = 8 * p
             mask = (1 << min(8, bits - shift)) - 1
-            self._hist.dispatch(thread_count=[nb * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"hist{p}"),
+            _record(self._hist, enc, [nb * WG, 1, 1], self.timer, f"hist{p}", site,
                                 keys=src_k, hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb, **on_gpu)
-            self.scan.record(enc, hist, hist, 256 * nb, scratch=scratch)
-            self._scatter.dispatch(thread_count=[nb * WG, 1, 1], command_encoder=enc, **_timed(self.timer, f"scatter{p}"),
+            self.scan.record(enc, hist, hist, 256 * nb, scratch=scratch, site=f"{site}/hist{p}")
+            _record(self._scatter, enc, [nb * WG, 1, 1], self.timer, f"scatter{p}", site,
                                    keys_in=src_k, vals_in=src_v, keys_out=dst_k, vals_out=dst_v,
                                    hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb, **on_gpu)
             src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v

@@ -82,6 +82,7 @@ class Counter:
         wrap(spy.Device, "wait_for_submit")
         wrap(spy.Buffer, "to_numpy")
         wrap(spy.ComputeKernel, "dispatch")
+        wrap(spy.ComputePassEncoder, "dispatch")  # Kernel.record's path (cached root objects)
 
     def reset(self):
         for k in self.n:
