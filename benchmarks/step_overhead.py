@@ -6,7 +6,8 @@ stops densifying, then times ``--steps`` more and splits each step into:
     pipeline's wait (recording, binding, submitting);
   * blocked: time waiting for the previous step's submission;
   * gpu: GPU time of the step's command buffer (timestamps at its start and end);
-and counts the dispatches of one step. Prints one ``RESULT {json}`` line.
+counts the dispatches of one step, and gives each kernel's GPU time per step from a
+separate profiled window of 100 steps. Prints one ``RESULT {json}`` line.
 
     python benchmarks/step_overhead.py --data .gpu/data/fox --device vulkan
 """
@@ -77,15 +78,15 @@ def main() -> None:
         return raw_submit(enc)
 
     counts: dict[str, int] = {}
-    for k in gpu._kernels.values():  # count one step's dispatches
+    for k in gpu._kernels.values():  # count one step's dispatches (through the plain path)
         def counting(*a, _f=k.dispatch, _n=k.name, **kw):
             counts[_n] = counts.get(_n, 0) + 1
             return _f(*a, **kw)
-        k.dispatch = counting
+        k.dispatch, k.profiled = counting, True
     tr.train_step(args.warm)
     tr.drain()
     for k in gpu._kernels.values():
-        k.dispatch = k.raw.dispatch
+        k.dispatch, k.profiled = k.raw.dispatch, False
 
     gpu.encoder, gpu.submit = encoder, submit
     host, wall = [], []
@@ -109,6 +110,19 @@ def main() -> None:
            "wall_ms_per_step": 1e3 * total / args.steps,
            "host_ms_median": 1e3 * float(np.median(host)), "blocked_ms_median": 1e3 * float(np.median(np.subtract(wall, host))),
            "gpu_ms_median": float(np.median(gpu_ms)), "gpu_ms_p90": float(np.percentile(gpu_ms, 90))}
+    # per-kernel GPU time per step (profiler's timestamps, a separate window of 100 steps)
+    from engine import profile
+
+    profile.enable(text=False, at_exit=False)
+    s0 = args.warm + 1 + args.steps
+    for i in range(100):
+        tr.train_step(s0 + i)
+    tr.drain()
+    gpu.wait_idle()
+    rep = profile.report(finish=False)["devices"][0]
+    profile.disable()
+    out["kernels_us_per_step"] = {k["name"]: round(1e3 * k["total_ms"] / 100, 1) for k in rep["kernels"]}
+    out["profiled_gpu_exec_ms_per_step"] = rep["timing"]["gpu_exec_ms"] / 100
     print("RESULT " + json.dumps(out), flush=True)
 
 

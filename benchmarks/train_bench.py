@@ -91,10 +91,15 @@ def run_ours(args, backend, cams, images, pts, cols):
     sec = time.perf_counter() - t0
     peak = args.sampler.stop() if args.sampler else None
     pool = gpu.pool.stats(largest=12)  # before evaluation allocates its own buffers
+    try:  # the driver-side heaps (staging, descriptors): what NVML sees beyond the pool
+        heaps = [{"name": h.label, "pages": h.num_pages, "mib": h.total_mem_usage / 2**20}
+                 for h in gpu.device.report_heaps()]
+    except Exception as exc:  # noqa: BLE001 - a report, not a requirement
+        heaps = [{"error": str(exc)}]
     m = evaluate(trainer, test_idx)
     return {"psnr": m["psnr"], "ssim": m["ssim"], "seconds": sec, "peak_vram_mib": peak,
             "num_gaussians": trainer.model.n, "adapter": gpu.adapter,
-            "overflowed_steps": trainer.pipeline.overflows, "last_intersections": trainer.pipeline.last_count,
+            "overflowed_steps": trainer.pipeline.overflows, "heaps": heaps, "last_intersections": trainer.pipeline.last_count,
             "pool": {"total": pool["total"], "categories": pool["categories"],
                      "largest_at_high_water": pool["largest_at_high_water"]}}
 
@@ -222,7 +227,7 @@ def main() -> None:
            "psnr": r["psnr"], "ssim": r["ssim"], "sec_per_1k_steps": 1000 * r["seconds"] / args.steps,
            "peak_vram_mib": r["peak_vram_mib"], "num_gaussians": r["num_gaussians"], "gpu": r["adapter"],
            "commit": commit or os.environ.get("SPIRULA_COMMIT", "")}
-    for key in ("torch_peak_mib", "overflowed_steps", "last_intersections", "pool"):
+    for key in ("torch_peak_mib", "overflowed_steps", "last_intersections", "pool", "heaps"):
         if key in r:
             out[key] = r[key]
     if args.concurrent:
