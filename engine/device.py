@@ -86,7 +86,9 @@ class Gpu:
                     raw = self.device.create_compute_kernel(prog)
                 except Exception as exc:
                     raise DeviceError(f"compiling shaders/{module}.slang:{entry} failed: {exc}") from exc
-                k = Kernel(raw, f"{module}:{entry}", self.device)
+                # cached call-site arguments (Kernel.record): verified on Vulkan (lavapipe,
+                # NVIDIA); other backends record through slangpy's own dispatch
+                k = Kernel(raw, f"{module}:{entry}", self.device if self.backend == "vulkan" else None)
                 if self.prof is not None:
                     k.dispatch = self.prof.dispatcher(k)
                     k.profiled = True
