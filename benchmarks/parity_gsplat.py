@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_bench import load_prepared  # noqa: E402
+from train_bench import as_dataset, load_prepared  # noqa: E402
 
 
 def random_scene(pts: np.ndarray, cols: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -91,7 +91,6 @@ def rel(a, b) -> float:
 
 
 def main() -> None:
-    from engine.ingest.dataset import Camera
     from engine.splat.layout import unpack
 
     ap = argparse.ArgumentParser()
@@ -102,9 +101,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     cams_meta, images, pts, cols = load_prepared(args.data)
-    cams = [Camera(name=c["name"], image_path=Path(c["file"]), width=c["width"], height=c["height"], fx=c["fx"],
-                   fy=c["fy"], cx=c["cx"], cy=c["cy"], w2c=np.array(c["w2c"]), image=img)
-            for c, img in zip(cams_meta, images)]
+    cams = as_dataset(args.data, cams_meta, images, pts, cols).cameras
     rng = np.random.default_rng(args.seed)
     rows = random_scene(pts, cols, args.count, rng)
     report = []

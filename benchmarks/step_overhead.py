@@ -26,7 +26,7 @@ import slangpy as spy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_bench import load_prepared, split  # noqa: E402
+from train_bench import as_dataset, load_prepared, split  # noqa: E402
 
 
 def main() -> None:
@@ -39,15 +39,10 @@ def main() -> None:
 
     from engine.config import TrainConfig
     from engine.device import get_gpu
-    from engine.ingest.dataset import Camera, Dataset
     from engine.splat.trainer import Trainer
 
-    cams, images, pts, cols = load_prepared(args.data)
-    cameras = [Camera(name=c["name"], image_path=Path(c["file"]), width=c["width"], height=c["height"], fx=c["fx"],
-                      fy=c["fy"], cx=c["cx"], cy=c["cy"], w2c=np.array(c["w2c"]), image=img)
-               for c, img in zip(cams, images)]
-    ds = Dataset(root=args.data, cameras=cameras, points=pts, colors=cols)
-    train_idx, _ = split(len(cameras))
+    ds = as_dataset(args.data, *load_prepared(args.data))
+    train_idx, _ = split(len(ds.cameras))
     gpu = get_gpu(args.device)
     tr = Trainer(gpu, ds, train_idx, TrainConfig(steps=args.warm + args.steps, log_interval=100))
     for s in range(args.warm):

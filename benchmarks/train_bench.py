@@ -61,6 +61,16 @@ class VramSampler:
         return self.peak / 2**20
 
 
+def as_dataset(folder: Path, cams, images, pts, cols):
+    """Our Dataset of a prepared folder's contents (from :func:`load_prepared`)."""
+    from engine.ingest.dataset import Camera, Dataset
+
+    cameras = [Camera(name=c["name"], image_path=Path(c["file"]), width=c["width"], height=c["height"], fx=c["fx"],
+                      fy=c["fy"], cx=c["cx"], cy=c["cy"], w2c=np.array(c["w2c"]), image=img)
+               for c, img in zip(cams, images)]
+    return Dataset(root=Path(folder), cameras=cameras, points=pts, colors=cols)
+
+
 def split(n):
     test = list(range(0, n, 8))
     return [i for i in range(n) if i % 8 != 0], test
@@ -69,15 +79,11 @@ def split(n):
 def run_ours(args, backend, cams, images, pts, cols):
     from engine.config import TrainConfig
     from engine.device import get_gpu
-    from engine.ingest.dataset import Camera, Dataset
     from engine.splat.evaluate import evaluate
     from engine.splat.trainer import Trainer
 
-    cameras = [Camera(name=c["name"], image_path=Path(c["file"]), width=c["width"], height=c["height"], fx=c["fx"],
-                      fy=c["fy"], cx=c["cx"], cy=c["cy"], w2c=np.array(c["w2c"]), image=img)
-               for c, img in zip(cams, images)]
-    ds = Dataset(root=Path(args.data), cameras=cameras, points=pts, colors=cols)
-    train_idx, test_idx = split(len(cameras))
+    ds = as_dataset(args.data, cams, images, pts, cols)
+    train_idx, test_idx = split(len(ds.cameras))
     gpu = get_gpu(backend)
     cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100)
     # warm-up: compile every kernel outside the timed region, on a throwaway model
