@@ -126,13 +126,19 @@ class Gpu:
         see engine/profile/pool.py)."""
         size = max(16, (int(nbytes) + 15) // 16 * 16)
         if self.vram_limit is not None and self.pool.total + size > self.vram_limit:
+            self.forget_bindings()  # cached kernel arguments may be all that keeps dead buffers
             self.pool.collect()
             if self.pool.total + size > self.vram_limit:
                 raise DeviceMemoryError(f"out of device memory: allocating {size / 2**20:.2f} MiB for "
                                         f"'{label or '?'}' would pass the limit of {self.vram_limit / 2**20:.2f} MiB "
                                         f"($SPIRULA_VRAM_LIMIT)")
         try:
-            buf = self.device.create_buffer(size=size, usage=_RW_COPY, label=label)
+            try:
+                buf = self.device.create_buffer(size=size, usage=_RW_COPY, label=label)
+            except RuntimeError:  # once more without what only cached kernel arguments keep alive
+                self.forget_bindings()
+                self.pool.collect()
+                buf = self.device.create_buffer(size=size, usage=_RW_COPY, label=label)
         except RuntimeError as exc:  # slangpy: "createBuffer(...) failed with error: ... (SLANG_FAIL)"
             raise DeviceMemoryError(f"out of device memory: allocating {size / 2**20:.2f} MiB for "
                                     f"'{label or '?'}' failed ({str(exc).splitlines()[0]})") from exc

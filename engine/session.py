@@ -773,6 +773,9 @@ class _Engine:
             self._fail(e, _command_path(cmd), ends=ends)
 
     def _set_scene(self, scene: _Scene) -> None:
+        if self.scene is not None and self.scene is not scene:
+            self.gpu.wait_idle()
+            self.gpu.forget_bindings()  # kernels' cached arguments would keep the old scene's buffers
         self.scene = scene
         self._seg_key = None
         if self.viewer is not None:
@@ -849,7 +852,6 @@ class _Engine:
         cfg = tr.cfg
         t_end = time.perf_counter() + budget_s
         t_slice = time.perf_counter()
-        tr.pipeline.wait = lambda sid: wait_polling(self.gpu, sid)  # steps in flight: waits release the GIL
         while tr.state.step < cfg.steps:
             tr.train_step(tr.state.step)
             tr.state.step += 1

@@ -258,4 +258,5 @@ class _Job:
         if not keep_checkpoint and not state.stopped_early:
             self.flush(on_message)
             self.ckpt_path.unlink(missing_ok=True)
+        trainer.release()  # the next stage (e.g. the mesh) gets the memory back
         return metrics

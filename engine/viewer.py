@@ -57,7 +57,8 @@ def wait_polling(gpu: Gpu, submit_id: int | None = None, timeout_s: float = 600.
 
 
 def install_polling_waits(gpu: Gpu) -> None:
-    """Make the device helpers that wait for the GPU (read, wait_idle, upload, write) wait by
+    """Make the device helpers that wait for the GPU (read, wait_idle, upload, write,
+    wait_for) wait by
     polling first, on this ``gpu`` instance: slangpy's own waits hold the GIL, which would
     freeze the GUI thread for as long as the GPU (or software Vulkan) works. The helpers'
     behaviour is otherwise unchanged; their blocking wait then finds the queue idle."""
@@ -78,6 +79,7 @@ def install_polling_waits(gpu: Gpu) -> None:
 
     for name in ("read", "wait_idle", "upload", "write"):
         wrap(name)
+    gpu.wait_for = lambda submit_id: wait_polling(gpu, submit_id)
     gpu._polling_waits = True
 
 

@@ -148,9 +148,8 @@ class Rasterizer:
                 self.sort.record(enc, isect_tiles, isect_ids, m, bits, scratch=s, count=count, site="tile")
             self.gpu.clear(enc, ranges)
             if m > 0:
-                self.k_ranges.record(enc, [m, 1, 1],
-                                     isect_tiles=isect_tiles, ranges=ranges, count=self._b("total", 4),
-                                       m=m, count_from_buf=int(self.count_on_gpu))
+                self.k_ranges.record(enc, [m, 1, 1], isect_tiles=isect_tiles, ranges=ranges,
+                                     count=self._b("total", 4), m=m, count_from_buf=int(self.count_on_gpu))
         self.k_fwd.record(
             enc, [v.tiles_x * TILE, v.tiles_y * TILE, 1],
             ranges=ranges, isect_ids=isect_ids, means2d=self._b("means2d", 2 * n),

@@ -13,6 +13,10 @@ exact (one synchronous count, :meth:`Rasterizer.prepare`) when no count is known
 whose count outgrows its capacity is cut at the capacity and skipped on the GPU (backward
 and Adam read the count, see ``step_overflowed`` in shaders/common/util.slang); the host
 learns it a step later, widens the capacity, and the caller trains on that camera again.
+What a skipped step still leaves: its loss counts in the logged mean, and the host's Adam
+step counter (bias correction) advanced. When the host learns of it depends on when it
+drains, so with overflows the camera order depends on the drain points (checkpoints, the
+studio's slices); without overflows the capacity changes nothing in the results.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ class StepPipeline:
         self.overflows = 0          # steps skipped because their intersections outgrew the capacity
         self.last_count = 0         # intersection count of the latest finished step
         self._next_slot = 0
-        self.wait: Callable[[int], None] = gpu.wait_for
+        self.wait: Callable[[int], None] = lambda submit_id: gpu.wait_for(submit_id)  # as installed when waiting
 
     # --- capacity ------------------------------------------------------------------------
     def capacity(self) -> int | None:
@@ -71,6 +75,7 @@ class StepPipeline:
             self.counts = deque((int(math.ceil(c * factor)) for c in self.counts), maxlen=self.counts.maxlen)
 
     def observe(self, count: int) -> None:
+        """Remember one step's true intersection count (sizes the next capacities)."""
         self.counts.append(int(count))
         self.last_count = int(count)
 
@@ -80,6 +85,7 @@ class StepPipeline:
         return self._next_slot * self.SLOT_BYTES
 
     def submitted(self, submit_id: int, camera: int, capacity: int | None) -> None:
+        """Register a submitted step (its count goes to :meth:`slot_offset`'s slot)."""
         if len(self.in_flight) >= self.slots:
             raise RuntimeError(f"more than {self.slots} training steps in flight (depth {self.depth})")
         self.in_flight.append(InFlight(submit_id, self._next_slot, camera, capacity))
@@ -107,10 +113,13 @@ class StepPipeline:
 
     # --- checkpoints -----------------------------------------------------------------------
     def state_dict(self) -> dict:
+        """The remembered counts and the overflow tally (nothing may be in flight)."""
         if self.in_flight:
             raise RuntimeError("state_dict() with steps in flight: drain() first")
         return {"counts": [int(c) for c in self.counts], "overflows": self.overflows}
 
     def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict` (an empty dict: count the next step exactly)."""
         self.counts = deque((int(c) for c in state.get("counts", [])), maxlen=self.counts.maxlen)
+        self.last_count = self.counts[-1] if self.counts else 0
         self.overflows = int(state.get("overflows", 0))

@@ -125,6 +125,7 @@ class Trainer:
         done = step + 1
         if cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0:
             self.drain()
+            self.raster.params = None  # densify may replace it: hold no old buffer while it does
             prune_scale = cfg.prune_scale * self.extent if done > cfg.opacity_reset_interval else float("inf")
             before, after = m.densify(cfg.grad_threshold, cfg.clone_scale * self.extent, cfg.prune_opacity,
                                       prune_scale if math.isfinite(prune_scale) else 3.0e38, cfg.max_gaussians,
@@ -134,6 +135,15 @@ class Trainer:
             self.loss.scratch.trim()
         if done < cfg.densify_until and cfg.opacity_reset_interval and done % cfg.opacity_reset_interval == 0:
             m.reset_opacity(0.01)
+
+    def release(self) -> None:
+        """Finish the GPU work and let go of what the device's kernels still reference
+        (their cached call-site arguments, engine.device.Kernel.record), so this trainer's
+        buffers are freed once the object goes. Call when the trainer will not step again."""
+        self.drain()
+        self.gpu.wait_idle()
+        self.raster.params = self.raster.cams = None
+        self.gpu.forget_bindings()
 
     def drain(self) -> None:
         """Wait for every step in flight; cameras of overflowed (skipped) steps are queued

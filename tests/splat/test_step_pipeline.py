@@ -89,3 +89,27 @@ def test_training_matches_with_any_number_of_steps_in_flight(gpu, depth):
         assert tr.pipeline.overflows == 0
         losses[d] = [h["loss"] for h in tr.state.history]
     np.testing.assert_allclose(losses[depth], losses[1], rtol=1e-4)
+
+
+def test_released_trainer_leaves_no_buffer_alive(gpu):
+    """Kernels cache their call sites' last arguments (engine.device.Kernel.record); a
+    released trainer's buffers must still be freed when it goes (VRAM pool back to where
+    it was, by reference counts)."""
+    import gc
+
+    gc.collect()
+    gpu.forget_bindings()
+    gpu.pool.collect()
+    base = gpu.pool.total
+    ds = tiny_dataset(seed=14, n_points=1500)
+    tr = Trainer(gpu, ds, [0, 1, 2, 3], _config())
+    for s in range(3):
+        tr.train_step(s)
+    tr.drain()
+    gpu.pool.collect()
+    assert gpu.pool.total - base > 1 << 20  # the trainer's model, scratch and images
+    tr.release()
+    del tr
+    gc.collect()
+    gpu.pool.collect()
+    assert gpu.pool.total == base
