@@ -88,7 +88,9 @@ def test_training_matches_with_any_number_of_steps_in_flight(gpu, depth):
         tr.train()
         assert tr.pipeline.overflows == 0
         losses[d] = [h["loss"] for h in tr.state.history]
-    np.testing.assert_allclose(losses[depth], losses[1], rtol=1e-4)
+    # float atomics in the backward sum in a different order run to run (lavapipe uses
+    # several threads): 1e-4 apart seen; a skipped or repeated step moves the loss further
+    np.testing.assert_allclose(losses[depth], losses[1], rtol=2e-3)
 
 
 def test_released_trainer_leaves_no_buffer_alive(gpu):
