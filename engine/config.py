@@ -1,5 +1,7 @@
-"""Settings of each stage: one dataclass per stage, the single source of truth for the CLI,
-the GUI option editor and the saved run file."""
+"""Settings of the dataset and training stages, and of a whole run: one dataclass per
+stage, the single source of truth for the CLI, the GUI option editor and the saved run
+file. The other stages keep theirs beside their code, in the same form:
+engine/sfm/config.py (SfmConfig) and engine/mesh/config.py (MeshConfig)."""
 
 from __future__ import annotations
 
