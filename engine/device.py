@@ -95,6 +95,11 @@ class Gpu:
                 self._kernels[key] = k
             return k
 
+    def _free_unreferenced(self) -> None:
+        """Free buffers only the kernels' cached arguments (and the pool) still refer to."""
+        self.forget_bindings()
+        self.pool.collect()
+
     def forget_bindings(self) -> None:
         """Drop every kernel's cached call-site arguments (:meth:`Kernel.record`), which hold
         references to the buffers last bound: call before replacing large buffers so the old
@@ -126,8 +131,7 @@ class Gpu:
         see engine/profile/pool.py)."""
         size = max(16, (int(nbytes) + 15) // 16 * 16)
         if self.vram_limit is not None and self.pool.total + size > self.vram_limit:
-            self.forget_bindings()  # cached kernel arguments may be all that keeps dead buffers
-            self.pool.collect()
+            self._free_unreferenced()
             if self.pool.total + size > self.vram_limit:
                 raise DeviceMemoryError(f"out of device memory: allocating {size / 2**20:.2f} MiB for "
                                         f"'{label or '?'}' would pass the limit of {self.vram_limit / 2**20:.2f} MiB "
@@ -135,9 +139,8 @@ class Gpu:
         try:
             try:
                 buf = self.device.create_buffer(size=size, usage=_RW_COPY, label=label)
-            except RuntimeError:  # once more without what only cached kernel arguments keep alive
-                self.forget_bindings()
-                self.pool.collect()
+            except RuntimeError:  # once more, after freeing what nothing but caches refers to
+                self._free_unreferenced()
                 buf = self.device.create_buffer(size=size, usage=_RW_COPY, label=label)
         except RuntimeError as exc:  # slangpy: "createBuffer(...) failed with error: ... (SLANG_FAIL)"
             raise DeviceMemoryError(f"out of device memory: allocating {size / 2**20:.2f} MiB for "

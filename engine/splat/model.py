@@ -153,11 +153,10 @@ class GaussianModel:
         (a step whose tile intersections overflowed, see Rasterizer.overflow_guard)."""
         self.step += 1
         count = self.n * self.stride
-        if flags is None or skip_if is None:
-            if self._flags is None:
-                self._flags = self.gpu.zeros(16, "splat.nonfinite_flags")
-            flags = flags if flags is not None else self._flags
-        isect_total, isect_capacity = skip_if if skip_if is not None else (self._flags, 0xFFFFFFFF)
+        if self._flags is None and (flags is None or skip_if is None):
+            self._flags = self.gpu.zeros(16, "splat.nonfinite_flags")  # also a never-overflowing count
+        flags = self._flags if flags is None else flags
+        isect_total, isect_capacity = skip_if or (self._flags, 0xFFFFFFFF)
         self.k_adam.record(
             enc, [count, 1, 1], params=self.buf["params"], grads=self.buf["grads"],
             exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"], lrs=self._lrs, flags=flags,
@@ -313,8 +312,8 @@ def _sortable(x: float) -> int:
 
 
 def _unsortable(k: int) -> float:
-    u = (k & 0x7FFFFFFF) if k & 0x80000000 else (~k & 0xFFFFFFFF)
-    return float(np.uint32(u).view(np.float32))
+    """Inverse of :func:`_sortable`."""
+    return float(_unsortable_array(np.array([k], np.int64))[0])
 
 
 def _unsortable_array(keys: np.ndarray) -> np.ndarray:

@@ -57,7 +57,6 @@ class StepPipeline:
         self.in_flight: deque[InFlight] = deque()
         self.counts: deque[int] = deque(maxlen=int(window))
         self.overflows = 0          # steps skipped because their intersections outgrew the capacity
-        self.last_count = 0         # intersection count of the latest finished step
         self._next_slot = 0
         self.wait: Callable[[int], None] = lambda submit_id: gpu.wait_for(submit_id)  # as installed when waiting
 
@@ -74,10 +73,15 @@ class StepPipeline:
         if factor > 0 and math.isfinite(factor):
             self.counts = deque((int(math.ceil(c * factor)) for c in self.counts), maxlen=self.counts.maxlen)
 
+    @property
+    def last_count(self) -> int:
+        """Intersection count of the latest finished step (scaled if a densification
+        followed it); 0 before any."""
+        return self.counts[-1] if self.counts else 0
+
     def observe(self, count: int) -> None:
         """Remember one step's true intersection count (sizes the next capacities)."""
         self.counts.append(int(count))
-        self.last_count = int(count)
 
     # --- submissions ---------------------------------------------------------------------
     def slot_offset(self) -> int:
@@ -121,5 +125,4 @@ class StepPipeline:
     def load_state_dict(self, state: dict) -> None:
         """Continue from :meth:`state_dict` (an empty dict: count the next step exactly)."""
         self.counts = deque((int(c) for c in state.get("counts", [])), maxlen=self.counts.maxlen)
-        self.last_count = self.counts[-1] if self.counts else 0
         self.overflows = int(state.get("overflows", 0))

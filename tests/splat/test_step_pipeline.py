@@ -75,7 +75,7 @@ def test_overflowed_step_changes_nothing_and_its_camera_is_trained_again(gpu, mo
     assert not np.array_equal(tr.gpu.read(tr.model.buf["params"], np.float32, before["params"].size), before["params"])
 
 
-@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize("depth", [2, 3])
 def test_training_matches_with_any_number_of_steps_in_flight(gpu, depth):
     """Steps in flight change when the host reads, not what the GPU computes: the loss
     history of short runs agrees (float atomics allow tiny differences)."""
