@@ -28,6 +28,8 @@ def _train_parser(sub) -> None:
     p.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4), help="max SH degree (default 3)")
     p.add_argument("--seed", type=int, default=t.seed)
     p.add_argument("--max-gaussians", type=int, default=t.max_gaussians)
+    p.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
+                   help="Adam moments in float32 or bfloat16 (half their memory; for very large models)")
     p.add_argument("--init-points", type=int, default=t.init_random_points,
                    help=f"random initial points when the dataset has none (default {t.init_random_points:,})")
     p.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default="vulkan", help="GPU backend (default vulkan)")
@@ -56,7 +58,7 @@ def cmd_train(args) -> int:
     check_writable(args.output)  # fail before loading anything
     cfg = RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
                     train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
-                                      seed=args.seed, max_gaussians=args.max_gaussians,
+                                      seed=args.seed, max_gaussians=args.max_gaussians, adam_moments=args.adam_moments,
                                       init_random_points=args.init_points, checkpoint_every=args.checkpoint_every))
     bar, update = _progress_bar(cfg.train.steps)
     try:

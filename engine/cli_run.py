@@ -49,6 +49,8 @@ def add_parser(sub) -> None:
     g.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4))
     g.add_argument("--seed", type=int, default=t.seed)
     g.add_argument("--max-gaussians", type=int, default=t.max_gaussians)
+    g.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
+                   help="Adam moments in float32 or bfloat16 (half their memory; for very large models)")
     g.add_argument("--init-points", type=int, default=t.init_random_points)
     g.add_argument("--checkpoint-every", type=int, default=t.checkpoint_every,
                    help="checkpoint the training every K steps into <project>/checkpoints/ (0 = never); "
@@ -68,7 +70,7 @@ def config_from_args(args):
                       device=args.sfm_device, seed=args.seed),
         run=RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
                       train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
-                                        seed=args.seed, max_gaussians=args.max_gaussians,
+                                        seed=args.seed, max_gaussians=args.max_gaussians, adam_moments=args.adam_moments,
                                         init_random_points=args.init_points,
                                         checkpoint_every=args.checkpoint_every)))
 

@@ -40,6 +40,7 @@ class TrainConfig:
     prune_scale: float = 0.1          # x extent, applied after the first opacity reset
     opacity_reset_interval: int = 3000
     max_gaussians: int = 6_000_000
+    adam_moments: str = "fp32"        # Adam moments' storage: "fp32" or "bf16" (half the memory, stochastic rounding)
     init_random_points: int = 100_000
     init_opacity: float = 0.1
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)

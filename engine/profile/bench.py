@@ -44,7 +44,7 @@ _STAGE_OF = {
     "rasterize_forward": "rasterize_fwd",
     "ssim_fwd": "loss", "ssim_bwd": "loss",
     "clear_screen_grads": "rasterize_bwd", "rasterize_backward": "rasterize_bwd",
-    "project_backward": "projection_bwd_adam", "adam_step": "projection_bwd_adam",
+    "project_backward_adam": "projection_bwd_adam",
 }
 REPO = Path(__file__).resolve().parents[2]
 
@@ -138,8 +138,8 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
         enc = gpu.encoder()
         raster.record_forward(enc)
         loss.record(enc, raster.image, gt, width, height, raster.image_grad(), loss_sum, 0.2)
-        raster.record_backward(enc, model.buf["grads"], model.buf["grad2d_sum"], model.buf["vis_count"], True)
-        model.record_adam(enc)
+        raster.record_backward(enc, None, model.buf["grad2d_sum"], model.buf["vis_count"], True,
+                               optimizer=model.adam_args(step=it), moments_bf16=model.moments_bf16)
         gpu.submit(enc)
         gpu.wait_idle()
         t1 = time.perf_counter()

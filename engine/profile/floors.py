@@ -47,6 +47,8 @@ project_backward    read 4 N (radii x) + V x (40 + 12 K params without opacity, 
                     conic+opacity, 36 screen gradients, 8 statistics); write 4 D N (the
                     whole gradient row, zero when culled) + 8 V statistics
 adam_step           read 16 N D (params, grads, exp_avg, exp_avg_sq); write 12 N D
+project_backward_   project_backward's reads, no gradient row; read and write params
+  adam              4 N D and both moments 8 N MW (MW = D, or ceil(D / 2) as bfloat16)
 copy(s)             read s; write s
 clear_screen_grads  write 36 N (zeros: the screen-gradient accumulators)
 clear(s)            write s (s = what the buffer must hold: 8 T tile ranges)
@@ -115,12 +117,18 @@ class Workload:
     sort_tile: int = _SORT_TILE
     scan_tile: int = _SCAN_TILE
     accumulate_stats: bool = True
+    moments_bf16: bool = False  # Adam moments as two bfloat16 per 32-bit word
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
     def d(self) -> int:
         from ..splat.layout import row_stride
         return row_stride(self.max_sh_degree)
+
+    @property
+    def moment_words(self) -> int:
+        """32-bit words per Gaussian of one Adam moment (MW)."""
+        return (self.d + 1) // 2 if self.moments_bf16 else self.d
 
     @property
     def k(self) -> int:
@@ -266,6 +274,17 @@ def adam_step(w: Workload) -> Traffic:
     return Traffic(read=F32 * 4 * w.n * w.d, write=F32 * 3 * w.n * w.d)
 
 
+def project_backward_adam(w: Workload) -> Traffic:
+    """shaders/project/project.slang:project_backward_adam, the training step's projection
+    backward with Adam fused: project_backward's reads, but no gradient row is written;
+    instead every Gaussian's parameters and both moments are read and written once
+    (2 x 4 N D + 2 x 2 x 4 N MW)."""
+    stats = 2 if w.accumulate_stats else 0
+    state = F32 * w.n * (w.d + 2 * w.moment_words)
+    return Traffic(read=F32 * (w.n + w.visible * (10 + 3 * w.k + 4 + 9 + stats)) + state,
+                   write=state + F32 * stats * w.visible)
+
+
 def clear_screen_grads(w: Workload) -> Traffic:
     """shaders/raster/raster.slang:clear_screen_grads: writes zeros to the screen-space
     gradient accumulators of all N Gaussians (means2d 2, conic 3, opacity 1, rgb 3)."""
@@ -310,7 +329,7 @@ def sort_calls(n: int, bits: int, what: str, tile: int = _SORT_TILE, scan_tile: 
 def iteration_calls(w: Workload) -> list[Call]:
     """Every timed operation of one raster-bench iteration, in record order: prepare
     (projection, depth sort, tile counts), forward (binning, tile sort, ranges, raster),
-    loss, backward (clears, raster, projection) and Adam."""
+    loss, backward (clears, raster, projection with Adam)."""
     n, m = w.n, w.intersections
     out = [Call("project_forward", "projection", project_forward(w))]
     out += sort_calls(n, _depth_key_bits(), "depth sort", w.sort_tile, w.scan_tile)
@@ -327,8 +346,7 @@ def iteration_calls(w: Workload) -> list[Call]:
     out.append(Call("ssim_bwd", "loss backward", ssim_bwd(w)))
     out.append(Call("clear_screen_grads", "zero the screen-gradient accumulators", clear_screen_grads(w)))
     out.append(Call("rasterize_backward", "rasterize backward", rasterize_backward(w)))
-    out.append(Call("project_backward", "projection backward", project_backward(w)))
-    out.append(Call("adam_step", "Adam", adam_step(w)))
+    out.append(Call("project_backward_adam", "projection backward + Adam", project_backward_adam(w)))
     return out
 
 

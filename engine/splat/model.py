@@ -1,16 +1,20 @@
 """The Gaussians on the GPU with their optimizer state, Adam, and adaptive density control.
 
-Buffers (float32, ``capacity`` rows of D = row_stride(max_sh_degree), the first N in use):
-params, grads, exp_avg, exp_avg_sq -- four [capacity, D] buffers, nothing else of that size;
-grad2d_sum [capacity] and vis_count [capacity] accumulate the densification statistic;
-action, copies [capacity] (uint32) and total [4] (uint32) are densify's scratch.
-Capacity grows by 1.5x so densification does not reallocate every time (never past the
-Gaussian cap of the densify call).
+Buffers, ``capacity`` rows, the first N in use, D = row_stride(max_sh_degree):
+params [capacity, D] float32; exp_avg, exp_avg_sq [capacity, MW] uint32 words holding the
+Adam moments, float32 (MW = D) or two bfloat16 per word (``moments_bf16``, MW = ceil(D / 2),
+column 2w in the low half of word w). No gradient buffer: the training step's projection
+backward applies Adam itself (shaders/project/project.slang: project_backward_adam), so
+the state is params + 2 moments (3 x 4 N D bytes, or 2 x 4 N D with bfloat16 moments,
+instead of 4 x 4 N D with a gradient buffer). grad2d_sum [capacity] and vis_count
+[capacity] accumulate the densification statistic; action, copies [capacity] (uint32) and
+total [4] (uint32) are densify's scratch. Capacity grows by 1.5x so densification does not
+reallocate every time (never past the Gaussian cap of the densify call).
 
-Densification needs no spare copy of the state: ``grads`` is dead between steps (every
-backward overwrites its first N rows), so within capacity each state buffer is copied into
-it and scattered back; beyond capacity the state buffers are reallocated one at a time
-(peak: three old [capacity, D] buffers plus one new one, below the four new ones after).
+Densification needs no spare copy of the state: within capacity each state buffer is
+copied into one temporary [N, D] buffer and scattered back (the temporary lives only
+during densify); beyond capacity the state buffers are reallocated one at a time (peak:
+the old state plus one new buffer).
 """
 
 from __future__ import annotations
@@ -23,14 +27,17 @@ from .layout import OFF_MEAN, OFF_OPACITY, OFF_QUAT, OFF_SCALE, OFF_SH, row_stri
 from .sort import Scan
 
 _STATE = ("params", "exp_avg", "exp_avg_sq")
+_MOMENTS = ("exp_avg", "exp_avg_sq")
 _PROBES = 255  # thresholds per densify_grow_histogram pass (PROBES in shaders/densify/densify.slang)
 
 
 class GaussianModel:
-    def __init__(self, gpu: Gpu, rows: np.ndarray, max_sh_degree: int):
+    def __init__(self, gpu: Gpu, rows: np.ndarray, max_sh_degree: int, moments_bf16: bool = False):
         self.gpu = gpu
         self.max_sh_degree = max_sh_degree
         self.stride = row_stride(max_sh_degree)
+        self.moments_bf16 = bool(moments_bf16)
+        self.moment_words = (self.stride + 1) // 2 if self.moments_bf16 else self.stride  # MW
         if rows.shape[1] != self.stride:
             raise ValueError(f"rows have {rows.shape[1]} columns, expected {self.stride}")
         self.n = len(rows)
@@ -41,7 +48,7 @@ class GaussianModel:
         self.clear(("exp_avg", "exp_avg_sq", "grad2d_sum", "vis_count"))
         self.step = 0
         self.scan = Scan(gpu)
-        kern = lambda mod, e: gpu.kernel(mod, e, MAX_SH_DEGREE=max_sh_degree)
+        kern = lambda mod, e: gpu.kernel(mod, e, MAX_SH_DEGREE=max_sh_degree, MOMENTS_BF16=int(self.moments_bf16))
         self.k_adam = gpu.kernel("optim/adam", "adam_step")
         self.k_decide = kern("densify/densify", "densify_decide")
         self.k_write_params = kern("densify/densify", "densify_write_params")
@@ -62,12 +69,14 @@ class GaussianModel:
         """Fresh (uninitialised) buffers of ``capacity`` rows for everything. The caller drops
         the old ones first (``self.buf = {}`` after the GPU is idle) so they are not all
         held twice."""
-        d = self.stride
-        for name in _STATE + ("grads",):
-            self.buf[name] = self.gpu.buffer(4 * d * capacity, f"splat.{name}")
+        for name in _STATE:
+            self.buf[name] = self.gpu.buffer(self._row_bytes(name) * capacity, f"splat.{name}")
         self._alloc_small(capacity)
         self.buf["total"] = self.gpu.buffer(16, "splat.total")
         self.capacity = capacity
+
+    def _row_bytes(self, name: str) -> int:
+        return 4 * (self.moment_words if name in _MOMENTS else self.stride)
 
     def _alloc_small(self, capacity: int) -> None:
         for name in ("grad2d_sum", "vis_count", "action", "copies"):
@@ -75,8 +84,8 @@ class GaussianModel:
             self.buf[name] = self.gpu.buffer(4 * capacity, f"splat.{name}")
 
     def state_bytes(self) -> int:
-        """Bytes of the model's per-Gaussian buffers (params, grads, moments, statistics,
-        densify scratch): 4 * capacity * (4 * D + 4), each buffer rounded up to 16 bytes."""
+        """Bytes of the model's per-Gaussian buffers (params, moments, statistics, densify
+        scratch): 4 * capacity * (D + 2 MW + 4), each buffer rounded up to 16 bytes."""
         return sum(int(b.size) for name, b in self.buf.items() if name != "total")
 
     def clear(self, names) -> None:
@@ -92,9 +101,12 @@ class GaussianModel:
     # --- checkpoints (engine/checkpoint.py) ------------------------------------------------
     def state_dict(self) -> dict:
         """Everything the optimisation depends on, as host arrays (waits for the GPU):
-        params, exp_avg, exp_avg_sq [N, D], grad2d_sum, vis_count [N] (float32) and the
-        Adam step count."""
-        out = {name: self.gpu.read(self.buf[name], np.float32, shape=(self.n, self.stride)) for name in _STATE}
+        params, exp_avg, exp_avg_sq [N, D], grad2d_sum, vis_count [N] (float32, bfloat16
+        moments widened) and the Adam step count."""
+        out = {"params": self.gpu.read(self.buf["params"], np.float32, shape=(self.n, self.stride))}
+        for name in _MOMENTS:
+            words = self.gpu.read(self.buf[name], np.uint32, shape=(self.n, self.moment_words))
+            out[name] = _widen_moments(words, self.stride) if self.moments_bf16 else words.view(np.float32)
         for name in ("grad2d_sum", "vis_count"):
             out[name] = self.gpu.read(self.buf[name], np.float32, self.n)
         out["adam_step"] = self.step
@@ -119,8 +131,11 @@ class GaussianModel:
             self.buf = {}  # everything is replaced: never hold old and new together
             self._alloc(max(n, 1024))
         self.clear(("grad2d_sum", "vis_count"))
-        for name in _STATE:
-            self.gpu.write(self.buf[name], _padded(np.asarray(state[name], np.float32), self.capacity))
+        self.gpu.write(self.buf["params"], _padded(rows, self.capacity))
+        for name in _MOMENTS:
+            moments = np.asarray(state[name], np.float32)
+            words = _narrow_moments(moments) if self.moments_bf16 else moments.view(np.uint32)
+            self.gpu.write(self.buf[name], _padded(words.view(np.float32), self.capacity))
         for name in ("grad2d_sum", "vis_count"):
             self.gpu.write(self.buf[name], np.asarray(state[name], np.float32))
         self.n = n
@@ -143,24 +158,41 @@ class GaussianModel:
             self._lrs = self.gpu.upload(lrs, "splat.lrs")
             self._lrs_host = lrs
 
-    def record_adam(self, enc, flags: spy.Buffer | None = None, step: int = 0, beta1: float = 0.9,
-                    beta2: float = 0.999, eps: float = 1e-15, skip_if: tuple | None = None) -> None:
-        """One Adam step on all parameters from ``grads`` (Kingma & Ba 2015). Non-finite
+    def adam_args(self, flags: spy.Buffer | None = None, step: int = 0, seed: int = 0, beta1: float = 0.9,
+                  beta2: float = 0.999, eps: float = 1e-15) -> dict:
+        """Advance the Adam step count and return the optimizer's arguments of the fused
+        projection backward (Rasterizer.record_backward(optimizer=...)): one Adam step
+        (Kingma & Ba 2015) on every parameter with the gradients it computes. Non-finite
         gradients count as 0 and are recorded, with ``step`` (the training step, from 0),
-        into words 1..3 of ``flags`` (see shaders/optim/adam.slang and engine/splat/guard.py);
-        without ``flags`` they go to the model's own scratch block. ``skip_if`` =
-        (uint32 buffer, capacity): the update is skipped on the GPU when buffer[0] > capacity
-        (a step whose tile intersections overflowed, see Rasterizer.overflow_guard)."""
+        into words 1..3 of ``flags`` (shaders/optim/adam_math.slang, engine/splat/guard.py);
+        without ``flags`` they go to the model's own scratch block. ``seed`` varies the
+        stochastic rounding of bfloat16 moments."""
+        self.step += 1
+        return dict(params_out=self.buf["params"], exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"],
+                    lrs=self._lrs, flags=self._flag_block(flags), lr_means=self._lr_means, beta1=beta1,
+                    beta2=beta2, eps=eps, bias1=1.0 - beta1 ** self.step, bias2=1.0 - beta2 ** self.step,
+                    step=int(step) & 0xFFFFFFFF, seed=int(seed) & 0xFFFFFFFF)
+
+    def _flag_block(self, flags: spy.Buffer | None) -> spy.Buffer:
+        if self._flags is None:
+            self._flags = self.gpu.zeros(16, "splat.nonfinite_flags")  # also a never-overflowing count
+        return self._flags if flags is None else flags
+
+    def record_adam(self, enc, grads: spy.Buffer, flags: spy.Buffer | None = None, step: int = 0,
+                    beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-15) -> None:
+        """One Adam step on all parameters from a gradient buffer [N, D] float32 computed
+        elsewhere (shaders/optim/adam.slang; the training step uses the fused projection
+        backward instead, see :meth:`adam_args`). float32 moments only. Non-finite
+        gradients are guarded and flagged as in :meth:`adam_args`."""
+        if self.moments_bf16:
+            raise ValueError("record_adam() needs float32 moments; bfloat16 moments step in the fused backward")
         self.step += 1
         count = self.n * self.stride
-        if self._flags is None and (flags is None or skip_if is None):
-            self._flags = self.gpu.zeros(16, "splat.nonfinite_flags")  # also a never-overflowing count
-        flags = self._flags if flags is None else flags
-        isect_total, isect_capacity = skip_if or (self._flags, 0xFFFFFFFF)
+        flags = self._flag_block(flags)
         self.k_adam.record(
-            enc, [count, 1, 1], params=self.buf["params"], grads=self.buf["grads"],
+            enc, [count, 1, 1], params=self.buf["params"], grads=grads,
             exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"], lrs=self._lrs, flags=flags,
-            isect_total=isect_total, isect_capacity=isect_capacity, lr_means=self._lr_means, count=count,
+            isect_total=self._flag_block(None), isect_capacity=0xFFFFFFFF, lr_means=self._lr_means, count=count,
             stride=self.stride, beta1=beta1, beta2=beta2, eps=eps,
             bias1=1.0 - beta1 ** self.step, bias2=1.0 - beta2 ** self.step, step=int(step) & 0xFFFFFFFF)
 
@@ -253,11 +285,12 @@ class GaussianModel:
 
     def _write(self, after: int, seed: int, max_gaussians: int) -> None:
         """Scatter params / exp_avg / exp_avg_sq by action and offsets into ``after`` rows,
-        one buffer at a time; reset the statistics. Within capacity the dead ``grads``
-        buffer is the temporary (copy in, scatter back); beyond it each state buffer is
-        replaced by a larger one (1.5 x after, but no more rows than ``max_gaussians``
-        allows), the old one freed before the next is allocated."""
-        n, d = self.n, self.stride
+        one buffer at a time; reset the statistics. Within capacity each buffer's N rows are
+        copied into one temporary buffer and scattered back (the temporary is freed before
+        returning); beyond it each state buffer is replaced by a larger one (1.5 x after,
+        but no more rows than ``max_gaussians`` allows), the old one freed before the next
+        is allocated."""
+        n = self.n
         seed = seed & 0xFFFFFFFF
         b = self.buf
 
@@ -266,14 +299,15 @@ class GaussianModel:
             if name == "params":
                 self.k_write_params.dispatch(params=src, out_params=dst, seed=seed, **common)
             else:
-                self.k_write_moments.dispatch(moments=src, out_moments=dst, **common)
+                self.k_write_moments.dispatch(moments=src, out_moments=dst, words=self.moment_words, **common)
 
         if after <= self.capacity:
             enc = self.gpu.encoder()
+            temp = self.gpu.buffer(max(self._row_bytes("params") * n, 16), "splat.densify_temp") if n else None
             if n:
                 for name in _STATE:
-                    self.gpu.copy(enc, b["grads"], 0, b[name], 0, 4 * d * n)
-                    scatter(enc, name, b["grads"], b[name])
+                    self.gpu.copy(enc, temp, 0, b[name], 0, self._row_bytes(name) * n)
+                    scatter(enc, name, temp, b[name])
             self.gpu.clear(enc, b["grad2d_sum"])
             self.gpu.clear(enc, b["vis_count"])
             self.gpu.submit(enc)
@@ -282,17 +316,16 @@ class GaussianModel:
         capacity = max(after, min(int(after * 1.5), max_gaussians))
         self.gpu.wait_idle()
         self.gpu.forget_bindings()  # kernels' cached arguments must not keep old buffers alive
-        for name in ("grads", "grad2d_sum", "vis_count"):  # dead or reset: free before growing
+        for name in ("grad2d_sum", "vis_count"):  # reset anyway: free before growing
             del b[name]
         for name in _STATE:
-            new = self.gpu.buffer(4 * d * capacity, f"splat.{name}")
+            new = self.gpu.buffer(self._row_bytes(name) * capacity, f"splat.{name}")
             enc = self.gpu.encoder()
             scatter(enc, name, b[name], new)
             self.gpu.submit(enc)
             self.gpu.wait_idle()  # the old buffer must outlive the scatter
             b[name] = new
             del new
-        b["grads"] = self.gpu.buffer(4 * d * capacity, "splat.grads")
         self._alloc_small(capacity)
         self.capacity = capacity
         self.clear(("grad2d_sum", "vis_count"))
@@ -320,6 +353,24 @@ def _unsortable_array(keys: np.ndarray) -> np.ndarray:
     """Vectorised :func:`_unsortable`: int64 keys -> float32."""
     k = keys.astype(np.uint32)
     return np.where(k & 0x80000000, k & 0x7FFFFFFF, ~k).astype(np.uint32).view(np.float32)
+
+
+def _widen_moments(words: np.ndarray, d: int) -> np.ndarray:
+    """[N, MW] uint32 words of two bfloat16 each -> [N, D] float32 (column 2w: low half)."""
+    halves = np.empty((len(words), 2 * words.shape[1]), np.uint32)
+    halves[:, 0::2] = words & 0xFFFF
+    halves[:, 1::2] = words >> 16
+    return (halves[:, :d] << 16).view(np.float32)
+
+
+def _narrow_moments(moments: np.ndarray) -> np.ndarray:
+    """[N, D] float32 -> [N, ceil(D / 2)] uint32 words of two bfloat16 (round to nearest
+    even; the inverse of :func:`_widen_moments` for values it produced)."""
+    n, d = moments.shape
+    u = np.zeros((n, d + (d & 1)), np.uint32)
+    u[:, :d] = np.ascontiguousarray(moments, np.float32).view(np.uint32)
+    half = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint32)
+    return (half[:, 0::2] | (half[:, 1::2] << 16)).astype(np.uint32)
 
 
 def _padded(rows: np.ndarray, capacity: int) -> np.ndarray:

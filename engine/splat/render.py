@@ -169,19 +169,27 @@ class Rasterizer:
         return self._b("g_image", 3 * v.width * v.height)
 
     # --- backward ------------------------------------------------------------------------
-    def record_backward(self, enc, grads: spy.Buffer, grad2d_sum: spy.Buffer, vis_count: spy.Buffer,
-                        accumulate_stats: bool = True) -> None:
+    def record_backward(self, enc, grads: spy.Buffer | None, grad2d_sum: spy.Buffer, vis_count: spy.Buffer,
+                        accumulate_stats: bool = True, optimizer: dict | None = None,
+                        moments_bf16: bool = False) -> None:
         """dL/d(image) (in :meth:`image_grad`) -> packed parameter gradients ``grads`` [N, D]
-        (overwritten); densification statistics accumulated into grad2d_sum [N], vis_count [N]."""
+        (overwritten); densification statistics accumulated into grad2d_sum [N], vis_count [N].
+        With ``optimizer`` (GaussianModel.adam_args) there is no ``grads``: the projection
+        backward applies one Adam step to the parameters itself (project_backward_adam;
+        ``moments_bf16`` selects the moments' storage)."""
+        if (grads is None) == (optimizer is None):
+            raise ValueError("record_backward() takes either grads or optimizer")
         n = self.n
         with self.arena.phase(enc, "backward") as s:  # screen-space gradients: this phase only
             gc, gr = s.get("g_conic", 12 * n), s.get("g_rgb", 12 * n)  # largest first (arena slots)
             g2, go = s.get("g_means2d", 8 * n), s.get("g_opacity", 4 * n)
             self.k_clear_grads.record(enc, [max(n, 1), 1, 1], g_means2d=g2,
                                       g_conic=gc, g_opacity=go, g_rgb=gr, n=n)
-            self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr)
+            self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr,
+                                  optimizer, moments_bf16)
 
-    def _record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr) -> None:
+    def _record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr,
+                         optimizer=None, moments_bf16=False) -> None:
         n, m, v = self.n, self.m, self.view
         npix = v.width * v.height
         isect_total, isect_capacity = self.overflow_guard()
@@ -193,13 +201,17 @@ class Rasterizer:
             last_index=self._b("last_index", npix), g_image=self.image_grad(),
             g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr,
             width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background)
-        self.k_project_bwd.record(
-            enc, [max(n, 1), 1, 1], params=self.params, cams=self.cams,
-            radii=self._b("radii", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
-            g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr, grads=grads,
-            grad2d_sum=grad2d_sum, vis_count=vis_count, n=n, cam_index=v.cam_index,
-            isect_total=isect_total, isect_capacity=isect_capacity,
-            sh_degree=self.sh_degree, accumulate_stats=int(accumulate_stats))
+        common = dict(params=self.params, cams=self.cams, radii=self._b("radii", 2 * n),
+                      conic_opac=self._b("conic_opac", 4 * n), g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr,
+                      grad2d_sum=grad2d_sum, vis_count=vis_count, n=n, cam_index=v.cam_index,
+                      isect_total=isect_total, isect_capacity=isect_capacity,
+                      sh_degree=self.sh_degree, accumulate_stats=int(accumulate_stats))
+        if optimizer is None:
+            self.k_project_bwd.record(enc, [max(n, 1), 1, 1], grads=grads, **common)
+        else:
+            k = self.gpu.kernel("project/project", "project_backward_adam", MAX_SH_DEGREE=self.max_sh_degree,
+                                MOMENTS_BF16=int(moments_bf16))  # compiled on first use, then cached
+            k.record(enc, [max(n, 1), 1, 1], **common, **optimizer)
 
     # --- convenience for eval and tests ---------------------------------------------------
     def render(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The 3DGS training loop: one camera per step, everything on the GPU.
 
 Per step, one command buffer and no host read: project, depth sort, tile-count scan,
-binning, tile sort, rasterize, L1 + D-SSIM loss, backward and Adam. The tile sort is sized
+binning, tile sort, rasterize, L1 + D-SSIM loss, backward with Adam fused into it. The tile sort is sized
 from earlier steps' intersection counts, read a step late (engine/splat/step_pipeline.py),
 so the host records step s + 1 while the GPU runs step s. The loss is accumulated on the
 GPU and read every ``log_interval`` steps. Densification and opacity reset follow the 3DGS
@@ -66,11 +66,13 @@ class Trainer:
             raise ValueError("no training images")
         self.gpu, self.dataset, self.cfg = gpu, dataset, cfg
         self.train_idx = list(train_idx)
+        if cfg.adam_moments not in ("fp32", "bf16"):
+            raise ValueError(f"adam_moments must be 'fp32' or 'bf16', not {cfg.adam_moments!r}")
         self.rng = np.random.default_rng(cfg.seed)
         self.extent, self.warnings = training_extent(dataset)  # refuses degenerate camera sets
         pts, cols = initial_points(dataset, cfg.init_random_points, self.rng)
         rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.init_opacity)
-        self.model = GaussianModel(gpu, rows, cfg.sh_degree)
+        self.model = GaussianModel(gpu, rows, cfg.sh_degree, moments_bf16=cfg.adam_moments == "bf16")
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
@@ -115,10 +117,12 @@ class Trainer:
         self.raster.record_forward(enc)
         self.loss.record(enc, self.raster.image, self.gt[ci], cam.width, cam.height, self.raster.image_grad(),
                          self.loss_sum, cfg.lambda_dssim)
-        self.raster.record_backward(enc, m.buf["grads"], m.buf["grad2d_sum"], m.buf["vis_count"],
-                                    accumulate_stats=step < cfg.densify_until)
-        # Adam is also the NaN/Inf guard; it and the backward skip an overflowed step
-        m.record_adam(enc, flags=self.loss_sum, step=step, skip_if=self.raster.overflow_guard())
+        # the projection backward applies Adam (no gradient buffer); Adam is also the NaN/Inf
+        # guard, and both skip an overflowed step
+        self.raster.record_backward(enc, None, m.buf["grad2d_sum"], m.buf["vis_count"],
+                                    accumulate_stats=step < cfg.densify_until,
+                                    optimizer=m.adam_args(flags=self.loss_sum, step=step, seed=cfg.seed),
+                                    moments_bf16=m.moments_bf16)
         self.raster.record_count_copy(enc, pipe.readback, pipe.slot_offset())
         pipe.submitted(self.gpu.submit(enc), ci, capacity)
         self._order.extend(pipe.retire())  # waits for the step before this one, not for this one

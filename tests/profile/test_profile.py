@@ -151,7 +151,7 @@ def test_kernel_totals_add_up_to_gpu_execution(gpu, profiling):
     assert covered <= t["gpu_exec_ms"] * (1 + 1e-6) + 1e-3
     assert covered >= 0.8 * t["gpu_exec_ms"], t
     calls = {k["name"]: k["calls"] for k in table}
-    assert calls["rasterize_forward"] == calls["rasterize_backward"] == calls["adam_step"] == steps
+    assert calls["rasterize_forward"] == calls["rasterize_backward"] == calls["project_backward_adam"] == steps
     assert all(k["untimed_calls"] == 0 for k in table)
     # the buckets: host time is the rest of the wall time
     assert t["host_ms"] == pytest.approx(t["wall_ms"] - t["blocked_ms"] - t["h2d"]["ms"] - t["d2h"]["ms"])

@@ -25,22 +25,25 @@ def small_config(steps: int = 160, checkpoint_every: int = 80, max_size: int = 6
     return RunConfig(dataset=DatasetConfig(max_size=max_size, eval_every=4), train=TrainConfig(**base))
 
 
-def inject_nan_at(monkeypatch, step_index: int, offset_floats: int = 7, count: int = 3) -> None:
-    """Make step ``step_index`` (from 0) produce ``count`` NaN gradients: recorded into the
-    step's command buffer after the backward pass, right before Adam (which guards them)."""
-    from engine.splat.model import GaussianModel
+def inject_nan_at(monkeypatch, step_index: int) -> None:
+    """Make step ``step_index`` (from 0) produce NaN gradients: its screen-space opacity
+    gradients are NaN before the backward accumulates into them, so every visible
+    Gaussian's opacity-logit gradient is NaN when the fused projection backward + Adam
+    (which guards them) reads it."""
+    from engine.splat.render import Rasterizer
 
-    original = GaussianModel.record_adam
+    original = Rasterizer._record_backward
     keep = []
 
-    def record_adam(self, enc, flags=None, step=0, **kw):
-        if step == step_index:
-            nan = self.gpu.upload(np.array([np.nan, np.inf, -np.nan, 0.0], np.float32)[:count], "test.nan")
+    def record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr,
+                        optimizer=None, moments_bf16=False):
+        if optimizer is not None and optimizer["step"] == step_index:
+            nan = self.gpu.upload(np.full(self.n, np.nan, np.float32), "test.nan")
             keep.append(nan)  # alive until the command buffer has run
-            self.gpu.copy(enc, self.buf["grads"], 4 * offset_floats, nan, 0, 4 * count)
-        original(self, enc, flags=flags, step=step, **kw)
+            self.gpu.copy(enc, go, 0, nan, 0, 4 * self.n)
+        original(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr, optimizer, moments_bf16)
 
-    monkeypatch.setattr(GaussianModel, "record_adam", record_adam)
+    monkeypatch.setattr(Rasterizer, "_record_backward", record_backward)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ def test_adam_matches_numpy(gpu):
     v = np.zeros_like(p)
     b1, b2, eps = 0.9, 0.999, 1e-15
     flags = gpu.zeros(16)
+    grads = gpu.buffer(4 * model.capacity * D)
     bad = [(5, 0), (77, 13), (299, D - 1)]  # NaN, +Inf, -Inf at steps 1 and 2 (from 0)
     for t in range(1, 5):
         g = rng.normal(0, 1, (n, D)).astype(np.float32)
@@ -31,9 +32,9 @@ def test_adam_matches_numpy(gpu):
             for (i, c), val in zip(bad, (np.nan, np.inf, -np.inf)):
                 pad[i, c] = val
                 g[i, c] = 0.0  # the guard: a non-finite gradient counts as 0
-        model.buf["grads"].copy_from_numpy(pad.reshape(-1).view(np.uint8))
+        grads.copy_from_numpy(pad.reshape(-1).view(np.uint8))
         enc = gpu.encoder()
-        model.record_adam(enc, flags=flags, step=t - 1)
+        model.record_adam(enc, grads, flags=flags, step=t - 1)
         gpu.submit(enc)
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g.astype(np.float64) ** 2

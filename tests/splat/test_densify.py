@@ -79,14 +79,17 @@ def check_rows(out, avg_out, sq_out, rows, moments, moments_sq, action, smax):
     assert s.sum() == 0 or np.any(out[dst[s], :3] != out[dst[s] + 1, :3])
 
 
-def load_model(gpu, rows, degree, grad_sum, counts, moments, moments_sq):
-    model = GaussianModel(gpu, rows, degree)
-    pad = model.capacity - len(rows)
-    gpu.write(model.buf["grad2d_sum"], grad_sum.astype(np.float32))
-    gpu.write(model.buf["vis_count"], counts.astype(np.float32))
-    gpu.write(model.buf["exp_avg"], np.pad(moments, ((0, pad), (0, 0))))
-    gpu.write(model.buf["exp_avg_sq"], np.pad(moments_sq, ((0, pad), (0, 0))))
+def load_model(gpu, rows, degree, grad_sum, counts, moments, moments_sq, moments_bf16=False):
+    model = GaussianModel(gpu, rows, degree, moments_bf16=moments_bf16)
+    model.load_state_dict(dict(params=rows, exp_avg=moments, exp_avg_sq=moments_sq, adam_step=0,
+                               grad2d_sum=grad_sum.astype(np.float32), vis_count=counts.astype(np.float32)))
     return model
+
+
+def bf16_rounded(x):
+    """float32 -> nearest bfloat16 (ties to even), as float32 (NumPy, independent of the model)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
 
 
 def read_state(gpu, model):
@@ -99,7 +102,8 @@ def smax_of(rows):
 
 
 # --- tests --------------------------------------------------------------------------------
-def test_densify_clone_split_prune(gpu):
+@pytest.mark.parametrize("bf16", [False, True])
+def test_densify_clone_split_prune(gpu, bf16):
     rng = np.random.default_rng()
     n = 5000
     _, rows = random_scene(rng, n, degree=3, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
@@ -107,7 +111,9 @@ def test_densify_clone_split_prune(gpu):
     counts = rng.integers(0, 4, n).astype(np.float32)
     moments = rng.normal(0, 1, rows.shape).astype(np.float32)
     moments_sq = rng.uniform(0, 1, rows.shape).astype(np.float32)
-    model = load_model(gpu, rows, 3, grad_sum, counts, moments, moments_sq)
+    model = load_model(gpu, rows, 3, grad_sum, counts, moments, moments_sq, moments_bf16=bf16)
+    if bf16:  # what the model can hold
+        moments, moments_sq = bf16_rounded(moments), bf16_rounded(moments_sq)
     thr, clone_scale, prune_op, prune_scale = 2e-4, 0.1, 0.005, 0.3
     before, after = model.densify(thr, clone_scale, prune_op, prune_scale, max_gaussians=10**7, seed=5)
 
@@ -202,44 +208,50 @@ def fresh_pool(gpu):
         gpu.pool = old
 
 
-def held(cap, D):
-    """Bytes the model's per-Gaussian buffers take at capacity ``cap`` (each rounded to 16)."""
+def held(cap, D, MW):
+    """Bytes the model's per-Gaussian buffers take at capacity ``cap`` (each rounded to 16):
+    params [cap, D], two moments [cap, MW] words, four [cap] statistics / scratch."""
     r16 = lambda b: (b + 15) // 16 * 16
-    return 4 * r16(4 * D * cap) + 4 * r16(4 * cap)
+    return r16(4 * D * cap) + 2 * r16(4 * MW * cap) + 4 * r16(4 * cap)
 
 
 def big_buffers(pool, nbytes):
     return sorted(name for name, cat, size in pool.live() if cat == SPLAT and size >= nbytes)
 
 
+@pytest.mark.parametrize("bf16", [False, True])
 @pytest.mark.parametrize("n,grow_past_capacity", [(3000, False), (1000, True)])
-def test_densify_holds_no_spare_state(gpu, n, grow_past_capacity):
-    """The model holds four [capacity, D] float32 buffers (params, grads, exp_avg,
-    exp_avg_sq) and nothing else of that size, before and after densify, and densify does
-    not raise the splat high-water mark above what the model holds afterwards."""
+def test_densify_holds_no_spare_state(gpu, n, grow_past_capacity, bf16):
+    """The model holds params [capacity, D] and two moment buffers [capacity, MW] and
+    nothing else of that size (no gradient buffer), before and after densify; densify's
+    only transient is one [N, D] temporary (within capacity) or one new state buffer
+    beside the old state (beyond it)."""
     rng = np.random.default_rng()
     D = row_stride(3)
+    MW = (D + 1) // 2 if bf16 else D
+    r16 = lambda b: (b + 15) // 16 * 16
     _, rows = random_scene(rng, n, degree=3, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
     grad_sum, counts = distinct_gradients(rng, n, 2e-4)
     z = np.zeros(rows.shape, np.float32)
     with fresh_pool(gpu) as pool:
-        model = load_model(gpu, rows, 3, grad_sum, counts, z, z)
+        model = load_model(gpu, rows, 3, grad_sum, counts, z, z, moments_bf16=bf16)
         cap0 = model.capacity
-        state = ["splat.exp_avg", "splat.exp_avg_sq", "splat.grads", "splat.params"]
-        assert big_buffers(pool, 4 * D * cap0) == state
+        state = ["splat.exp_avg", "splat.exp_avg_sq", "splat.params"]
+        assert big_buffers(pool, 4 * MW * cap0) == state
         start = pool.current[SPLAT]
-        assert model.state_bytes() == held(cap0, D)
-        for rep in range(2):  # the old scheme allocated its spares on the first call, reused them after
-            gpu.write(model.buf["grad2d_sum"], grad_sum[:model.n] * (rep + 1))
-            gpu.write(model.buf["vis_count"], counts[:model.n])
-            limit = 10**7 if grow_past_capacity else cap0
-            _, after = model.densify(2e-4, 0.1, 0.005, 0.3, max_gaussians=limit, seed=rep)
+        assert model.state_bytes() == held(cap0, D, MW)
+        limit = 10**7 if grow_past_capacity else cap0
+        gpu.write(model.buf["grad2d_sum"], grad_sum[:model.n])
+        gpu.write(model.buf["vis_count"], counts[:model.n])
+        n_before = model.n
+        _, after = model.densify(2e-4, 0.1, 0.005, 0.3, max_gaussians=limit, seed=1)
         cap = model.capacity
         assert (cap > cap0) == grow_past_capacity
-        assert big_buffers(pool, 4 * D * min(cap, cap0)) == state
-        assert model.state_bytes() == held(cap, D)
-        assert pool.current[SPLAT] == start + held(cap, D) - held(cap0, D)
-        assert pool.high[SPLAT] == pool.current[SPLAT]  # no transient above the final holding
-        if not grow_past_capacity:
-            assert pool.high[SPLAT] == start
+        assert big_buffers(pool, 4 * MW * min(cap, cap0)) == state
+        assert model.state_bytes() == held(cap, D, MW)
+        assert pool.current[SPLAT] == start + held(cap, D, MW) - held(cap0, D, MW)
+        if grow_past_capacity:  # replaced one at a time: the new state + one old buffer at most
+            assert pool.high[SPLAT] <= pool.current[SPLAT] + r16(4 * D * cap0)
+        else:  # the one temporary
+            assert pool.high[SPLAT] == start + r16(4 * D * n_before)
         del model
