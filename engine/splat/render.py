@@ -14,20 +14,16 @@ projection. Two ways to size it:
   the optimizer skip a step whose count outgrew the capacity. The caller reads the count
   a step late (:meth:`record_count_copy`) to size the next steps.
 
-Large path: the intersection count is a 64-bit total (engine/splat/sort.py Scan, so it
-cannot wrap silently), and one pass bins at most :attr:`Rasterizer.max_intersections_per_pass`
-intersections (default from the device: buffers of 4 bytes per intersection must stay under
-the storage-buffer range, the tile sort under its dispatch limit, and with a VRAM budget the
-tile sort's ~16 bytes per intersection under a fraction of it; ``$SPIRULA_MAX_INTERSECTIONS``
-overrides it). When the count (exact mode) or the capacity (capacity mode; the count is then
-taken synchronously in :meth:`Rasterizer.setup`) exceeds it, the image is rendered in
-horizontal bands of tile rows, chosen from per-row counts read back once so that each band
-fits: per band, counts clipped to its rows, scan, emit, tile sort, ranges and the forward
-raster of its pixels. The backward bins each band again the same way (same lists, so the
-forward's last_index stays valid) and runs the backward raster per band; the screen-space
-gradients accumulate across bands. A tile row that alone exceeds the limit raises
-:class:`engine.errors.IntersectionLimitError`. The normal path records exactly what it did
-before (no extra dispatch or read).
+Large path: the count is a 64-bit total (engine/splat/sort.py Scan: it cannot wrap), and
+one pass bins at most :attr:`Rasterizer.max_intersections_per_pass` intersections (default
+from the device's buffer and sort limits and a VRAM budget; ``$SPIRULA_MAX_INTERSECTIONS``
+sets it). When the count (exact mode) or the capacity (capacity mode: :meth:`Rasterizer.setup`
+then counts synchronously) exceeds it, the image is rendered in horizontal bands of tile
+rows chosen from per-row counts (one small read-back) so that each fits: per band, counts
+clipped to its rows, scan, emit, tile sort, ranges, forward raster. The backward bins each
+band again identically (so last_index stays valid) and accumulates the screen-space
+gradients band by band. A single row over the limit raises IntersectionLimitError. The
+normal path records the same dispatches and the same one read as without the large path.
 
 Scratch whose lifetime is one phase of a step comes from a phase arena (engine/profile/
 arena.py): the depth sort's radix scratch (``depth_sort``), the tile keys and the tile
@@ -72,6 +68,8 @@ def default_max_intersections(gpu: Gpu, sort: RadixSort) -> int:
     the VRAM budget when one is set)."""
     env = os.environ.get(MAX_INTERSECTIONS_ENV, "").strip()
     if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"${MAX_INTERSECTIONS_ENV} must be a positive integer, not {env!r}")
         return int(env)
     limit = min(2**31 - 1, STORAGE_BUFFER_BYTES // 4, sort.max_pairs)
     if gpu.vram_limit is not None:
@@ -107,6 +105,10 @@ class Rasterizer:
       means2d [N, 2] px, conic_opac [N, 4] (conic a b c, sigmoid opacity), rgb [N, 3],
       depths [N], radii [N, 2] int32 (screen half-extent x, y in px; 0 = culled), image [H, W, 3], final_T [H, W],
       last_index [H, W] uint32; gradients g_means2d, g_conic, g_opacity, g_rgb alike.
+
+    ``max_intersections_per_pass`` (int, settable): the most intersections one pass bins;
+    a render over it takes the banded large path (module docstring), whose bands are in
+    ``bands`` [(row0, row1, count)] after :meth:`prepare` / :meth:`setup` ([] otherwise).
     """
 
     _IMAGE_BUFS = frozenset(("image", "g_image", "final_T", "last_index"))
