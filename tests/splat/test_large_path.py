@@ -114,6 +114,26 @@ def test_a_tile_row_over_the_limit_is_refused(gpu):
         r.prepare(*scene[:4], DEGREE)
 
 
+def test_capacity_over_the_limit_counts_first(gpu):
+    """Capacity mode with a capacity over the limit: setup counts synchronously; a count
+    that fits takes one exact pass, one that does not takes bands; the overflow guard keeps
+    the caller's capacity either way; the image equals the exact render's."""
+    scene = _tall_scene(gpu, 920)
+    params, n, cams, view, _, bg = scene
+    r = Rasterizer(gpu, DEGREE, bg)
+    want = r.render(params, n, cams, view, DEGREE)
+    count = r.m
+    for limit, banded in ((count + 1, False), (count // 4, True)):
+        r.max_intersections_per_pass = limit
+        r.setup(params, n, cams, view, DEGREE, capacity=2 * count)
+        assert r.m == count and bool(r.bands) == banded and r.overflow_guard()[1] == 2 * count
+        enc = gpu.encoder()
+        r.record_prepare(enc)  # setup projected and counted already
+        r.record_forward(enc)
+        gpu.submit(enc)
+        np.testing.assert_array_equal(gpu.read(r.image, np.float32, shape=want.shape), want)
+
+
 def test_split_bands():
     rows = np.array([3, 0, 4, 4, 1, 0, 0, 5, 2])
     assert split_bands(rows, 8) == [(0, 3, 7), (3, 7, 5), (7, 9, 7)]
