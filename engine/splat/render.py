@@ -42,6 +42,7 @@ import slangpy as spy
 from ..device import Gpu
 from ..errors import IntersectionLimitError
 from ..profile import IMAGE, SPLAT_X_IMAGE, PhaseArena
+from ..profile.driver import device_limits
 from .buffers import BufferSet
 from .camera_table import TILE, View
 from .layout import row_stride
@@ -53,27 +54,29 @@ from .sort import RadixSort, Scan, read_total
 DEPTH_KEY_BITS = 24
 
 MAX_INTERSECTIONS_ENV = "SPIRULA_MAX_INTERSECTIONS"
-# slangpy does not report Vulkan's maxStorageBufferRange: assume 1 GiB (Intel's; NVIDIA and
-# AMD allow 4 GiB). 2^28 intersections per pass are far beyond common renders.
+# Vulkan's maxStorageBufferRange when the driver cannot be asked (engine/profile/driver.py
+# needs the optional `vulkan` package): 1 GiB, Intel's (NVIDIA and AMD allow 4 GiB).
 STORAGE_BUFFER_BYTES = 1 << 30
 # Device bytes of one binned intersection: tile key and id (8), the tile sort's ping-pong
 # pair (8) and its histograms (1/16 of the keys).
 BYTES_PER_INTERSECTION = 16.25
-VRAM_FRACTION = 0.25  # of a VRAM budget ($SPIRULA_VRAM_LIMIT) one pass's binning may take
+VRAM_FRACTION = 0.25  # of the device memory (or $SPIRULA_VRAM_LIMIT) one pass's binning may take
 
 
 def default_max_intersections(gpu: Gpu, sort: RadixSort) -> int:
     """Intersections one rasterizer pass may bin: ``$SPIRULA_MAX_INTERSECTIONS`` when set,
-    else min(2^31 - 1, storage-buffer range / 4 bytes, the tile sort's limit, a quarter of
-    the VRAM budget when one is set)."""
+    else min(2^31 - 1, max storage-buffer range / 4 bytes, the tile sort's limit, a quarter
+    of the device-local memory and of the VRAM budget at ~16 bytes an intersection)."""
     env = os.environ.get(MAX_INTERSECTIONS_ENV, "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:
             raise ValueError(f"${MAX_INTERSECTIONS_ENV} must be a positive integer, not {env!r}")
         return int(env)
-    limit = min(2**31 - 1, STORAGE_BUFFER_BYTES // 4, sort.max_pairs)
-    if gpu.vram_limit is not None:
-        limit = min(limit, int(gpu.vram_limit * VRAM_FRACTION / BYTES_PER_INTERSECTION))
+    lim = device_limits(gpu.device)
+    limit = min(2**31 - 1, lim.get("max_storage_buffer_range", STORAGE_BUFFER_BYTES) // 4, sort.max_pairs)
+    for memory in (lim.get("device_local_bytes"), gpu.vram_limit):
+        if memory:
+            limit = min(limit, int(memory * VRAM_FRACTION / BYTES_PER_INTERSECTION))
     return max(limit, 1)
 
 

@@ -134,6 +134,31 @@ def test_capacity_over_the_limit_counts_first(gpu):
         np.testing.assert_array_equal(gpu.read(r.image, np.float32, shape=want.shape), want)
 
 
+def test_default_limit_follows_the_device(gpu, monkeypatch):
+    import engine.splat.render as render
+    from engine.profile.driver import device_limits
+
+    real = device_limits(gpu.device)
+    if "error" not in real:  # the driver was asked: a storage-buffer range and device memory
+        assert real["max_storage_buffer_range"] >= 1 << 27 and real["device_local_bytes"] > 0, real
+    monkeypatch.delenv(MAX_INTERSECTIONS_ENV, raising=False)
+    r = Rasterizer(gpu, DEGREE)
+    limits = {"max_storage_buffer_range": 4000, "device_local_bytes": 10**12}
+    monkeypatch.setattr(render, "device_limits", lambda device: limits)
+    assert render.default_max_intersections(gpu, r.sort) == 1000  # 4-byte keys in 4000 bytes
+    limits.update(max_storage_buffer_range=2**32 - 1, device_local_bytes=16_250_000)
+    assert render.default_max_intersections(gpu, r.sort) == 250_000  # a quarter at 16.25 B each
+    limits.clear()  # {}: the driver could not be asked; assumed 1 GiB buffers, the sort's limit
+    assert render.default_max_intersections(gpu, r.sort) == min(2**28, r.sort.max_pairs)
+    monkeypatch.setattr(gpu, "vram_limit", 65_000)
+    assert render.default_max_intersections(gpu, r.sort) == 1000
+    monkeypatch.setenv(MAX_INTERSECTIONS_ENV, "1234")
+    assert render.default_max_intersections(gpu, r.sort) == 1234
+    monkeypatch.setenv(MAX_INTERSECTIONS_ENV, "12k")
+    with pytest.raises(ValueError, match="positive integer"):
+        render.default_max_intersections(gpu, r.sort)
+
+
 def test_split_bands():
     rows = np.array([3, 0, 4, 4, 1, 0, 0, 5, 2])
     assert split_bands(rows, 8) == [(0, 3, 7), (3, 7, 5), (7, 9, 7)]
