@@ -173,7 +173,8 @@ class Rasterizer:
         return self.m
 
     def _plan_bands(self) -> list[tuple[int, int, int]]:
-        """Per-tile-row counts (one small read-back) -> bands of at most the per-pass limit."""
+        """Per-tile-row counts (one small read-back, 64-bit) -> bands of at most the per-pass
+        limit; :attr:`m` becomes their sum."""
         v = self.view
         rows = self._b("row_counts", 2 * v.tiles_y)
         enc = self.gpu.encoder()
@@ -184,8 +185,11 @@ class Rasterizer:
         self.gpu.submit(enc)
         w = self.gpu.read(rows, np.uint32, 2 * v.tiles_y).astype(np.uint64)
         per_row = w[0::2] | (w[1::2] << np.uint64(32))
-        if int(per_row.sum()) != self.m:  # both count the same rectangles
-            raise RuntimeError(f"tile rows hold {int(per_row.sum())} intersections, the scan counted {self.m}")
+        total = int(per_row.sum(dtype=np.uint64))
+        # both count the same rectangles; past 2^32 the scan's total may be a lower bound
+        if total != self.m and self.m < 1 << 32:
+            raise RuntimeError(f"tile rows hold {total} intersections, the scan counted {self.m}")
+        self.m = total
         return split_bands(per_row, self.max_intersections_per_pass)
 
     def setup(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
@@ -212,11 +216,14 @@ class Rasterizer:
         return self._b("total", 4), (self.capacity if self.capacity is not None else 0xFFFFFFFF)
 
     def record_count_copy(self, enc, dst: spy.Buffer, offset: int) -> None:
-        """Record a copy of this render's intersection count (uint32) to ``dst[offset]``
-        (e.g. a host-visible read-back buffer, read once the submission has finished)."""
+        """Record a copy of this render's intersection count (uint32, saturating at 2^32 - 1)
+        to ``dst[offset]`` (e.g. a host-visible read-back buffer, read once the submission
+        has finished)."""
         self.gpu.copy(enc, dst, offset, self._b("total", 4), 0, 4)
 
     def record_prepare(self, enc) -> None:
+        """Record projection, depth sort and the scan of tile counts (total in "total",
+        see engine/splat/sort.py Scan.record)."""
         if self._prepared:  # the large path's setup recorded and counted it already
             return
         n, v = self.n, self.view
