@@ -156,14 +156,19 @@ class VkBudgetReader:
                     pass
             self.instance, self._devices = None, []  # a later read opens a new one
 
+    def _picked(self, adapter_name: str):
+        """(:meth:`_pick`'s tuple, None) or (None, why no device); with the lock held."""
+        err = self._open()
+        if err is None and not self._devices:
+            err = "the Vulkan loader lists no physical device"
+        return (None, err) if err is not None else (self._pick(adapter_name), None)
+
     def read(self, adapter_name: str) -> dict:
         with self._lock:
-            err = self._open()
+            picked, err = self._picked(adapter_name)
             if err is not None:
                 return {"vk_budget_error": err}
-            if not self._devices:
-                return {"vk_budget_error": "the Vulkan loader lists no physical device"}
-            pd, name, api, has, match = self._pick(adapter_name)
+            pd, name, api, has, match = picked
             head = {"physical_device": name, "adapter": adapter_name, "matched_by": match,
                     "same_name_devices": sum(1 for d in self._devices if d[1] == name)}
             if name.startswith("llvmpipe"):
@@ -183,13 +188,10 @@ class VkBudgetReader:
     def limits(self, adapter_name: str) -> dict:
         """See :func:`device_limits`."""
         with self._lock:
-            err = self._open()
+            picked, err = self._picked(adapter_name)
             if err is not None:
                 return {"error": err}
-            if not self._devices:
-                return {"error": "the Vulkan loader lists no physical device"}
-            pd = self._pick(adapter_name)[0]
-            vk = self.vk
+            pd, vk = picked[0], self.vk
             props = vk.vkGetPhysicalDeviceProperties(pd)  # keep it: cffi frees it with its fields
             storage = int(props.limits.maxStorageBufferRange)
             mp = vk.vkGetPhysicalDeviceMemoryProperties(pd)
