@@ -21,6 +21,11 @@ class DeviceMemoryError(DeviceError):
     """A device buffer could not be allocated (out of VRAM, or over the buffer size limit)."""
 
 
+class IntersectionLimitError(SpirulaError):
+    """A render needs more tile intersections in one tile row than one rasterizer pass may
+    bin (engine/splat/render.py, ``max_intersections_per_pass``)."""
+
+
 class TrainingError(SpirulaError):
     """Training cannot go on (non-finite values, out of device memory); the last good
     checkpoint is kept."""

@@ -52,6 +52,9 @@ class DepthRenderer:
         """Render view ``view`` of the ``n`` packed Gaussians in ``params`` (waits for the GPU)."""
         r = self.raster
         r.prepare(params, n, cams, view, sh_degree)
+        if r.bands:  # render_depth reads one pass's tile lists
+            raise NotImplementedError(f"depth maps of {r.m:,} intersections need the rasterizer's banded large path, "
+                                      f"which render_depth does not follow (per-pass limit {r.max_intersections_per_pass:,})")
         npix = view.width * view.height
         out = {k: self._buf(k, 4 * npix) for k in ("depth", "alpha", "median")}
         coeffs = self._buf("coeffs", 48 * max(n, 1))

@@ -44,19 +44,40 @@ def driver_memory(device) -> dict:
     return out
 
 
-def vk_budget(device) -> dict:
-    """``{"vk_budget": {...}}`` for the GPU behind the slangpy ``device``, or ``{"vk_budget_error": why}``."""
+def _adapter_name(device) -> tuple[str | None, str | None]:
+    """(adapter name, None) of a slangpy GPU device, or (None, why not)."""
     try:
         info = device.info
         if str(info.type).rsplit(".", 1)[-1] == "cpu":
-            return {"vk_budget_error": "CPU device: no GPU memory heaps"}
-        name = info.adapter_name
+            return None, "CPU device: no GPU memory heaps"
+        return info.adapter_name, None
     except Exception as exc:
-        return {"vk_budget_error": f"no adapter name from the device: {exc}"}
+        return None, f"no adapter name from the device: {exc}"
+
+
+def vk_budget(device) -> dict:
+    """``{"vk_budget": {...}}`` for the GPU behind the slangpy ``device``, or ``{"vk_budget_error": why}``."""
+    name, err = _adapter_name(device)
+    if err is not None:
+        return {"vk_budget_error": err}
     try:
         return _reader.read(name)
     except Exception as exc:  # a report must never fail on this
         return {"vk_budget_error": f"{type(exc).__name__}: {exc}"}
+
+
+def device_limits(device) -> dict:
+    """Limits of the GPU behind the slangpy ``device`` that size work (e.g. the rasterizer's
+    intersections per pass): ``{"max_storage_buffer_range": bytes, "device_local_bytes":
+    size of the largest device-local heap}``, or ``{"error": why}`` (then the caller
+    assumes). One driver query once the reader's instance exists."""
+    name, err = _adapter_name(device)
+    if err is not None:
+        return {"error": err}
+    try:
+        return _reader.limits(name)
+    except Exception as exc:  # sizing falls back to assumptions, never fails on this
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def prepare() -> None:
@@ -135,14 +156,19 @@ class VkBudgetReader:
                     pass
             self.instance, self._devices = None, []  # a later read opens a new one
 
+    def _picked(self, adapter_name: str):
+        """(:meth:`_pick`'s tuple, None) or (None, why no device); with the lock held."""
+        err = self._open()
+        if err is None and not self._devices:
+            err = "the Vulkan loader lists no physical device"
+        return (None, err) if err is not None else (self._pick(adapter_name), None)
+
     def read(self, adapter_name: str) -> dict:
         with self._lock:
-            err = self._open()
+            picked, err = self._picked(adapter_name)
             if err is not None:
                 return {"vk_budget_error": err}
-            if not self._devices:
-                return {"vk_budget_error": "the Vulkan loader lists no physical device"}
-            pd, name, api, has, match = self._pick(adapter_name)
+            pd, name, api, has, match = picked
             head = {"physical_device": name, "adapter": adapter_name, "matched_by": match,
                     "same_name_devices": sum(1 for d in self._devices if d[1] == name)}
             if name.startswith("llvmpipe"):
@@ -158,6 +184,20 @@ class VkBudgetReader:
                 return {"vk_budget_error": f"vkGetPhysicalDeviceMemoryProperties2 failed ({type(exc).__name__}: {exc})",
                         "vk_budget_device": head}
         return {"vk_budget": dict(head, heaps=heaps)}
+
+    def limits(self, adapter_name: str) -> dict:
+        """See :func:`device_limits`."""
+        with self._lock:
+            picked, err = self._picked(adapter_name)
+            if err is not None:
+                return {"error": err}
+            pd, vk = picked[0], self.vk
+            props = vk.vkGetPhysicalDeviceProperties(pd)  # keep it: cffi frees it with its fields
+            storage = int(props.limits.maxStorageBufferRange)
+            mp = vk.vkGetPhysicalDeviceMemoryProperties(pd)
+            local = [int(mp.memoryHeaps[i].size) for i in range(mp.memoryHeapCount)
+                     if mp.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT]
+        return {"max_storage_buffer_range": storage, "device_local_bytes": max(local, default=0)}
 
     def _pick(self, adapter_name: str):
         want = " ".join(adapter_name.split()).lower()

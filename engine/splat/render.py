@@ -14,6 +14,17 @@ projection. Two ways to size it:
   the optimizer skip a step whose count outgrew the capacity. The caller reads the count
   a step late (:meth:`record_count_copy`) to size the next steps.
 
+Large path: the count is a 64-bit total (engine/splat/sort.py Scan: it cannot wrap), and
+one pass bins at most :attr:`Rasterizer.max_intersections_per_pass` intersections (default
+from the device's buffer and sort limits and a VRAM budget; ``$SPIRULA_MAX_INTERSECTIONS``
+sets it). When the count (exact mode) or the capacity (capacity mode: :meth:`Rasterizer.setup`
+then counts synchronously) exceeds it, the image is rendered in horizontal bands of tile
+rows chosen from per-row counts (one small read-back) so that each fits: per band, counts
+clipped to its rows, scan, emit, tile sort, ranges, forward raster. The backward bins each
+band again identically (so last_index stays valid) and accumulates the screen-space
+gradients band by band. A single row over the limit raises IntersectionLimitError. The
+normal path records the same dispatches and the same one read as without the large path.
+
 Scratch whose lifetime is one phase of a step comes from a phase arena (engine/profile/
 arena.py): the depth sort's radix scratch (``depth_sort``), the tile keys and the tile
 sort's scratch (``intersect``), the screen-space gradients (``backward``) and, when the
@@ -23,21 +34,70 @@ loss is given the same arena, the SSIM partials (``loss``).
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import slangpy as spy
 
 from ..device import Gpu
+from ..errors import IntersectionLimitError
 from ..profile import IMAGE, SPLAT_X_IMAGE, PhaseArena
+from ..profile.driver import device_limits
 from .buffers import BufferSet
 from .camera_table import TILE, View
 from .layout import row_stride
-from .sort import RadixSort, Scan
+from .sort import RadixSort, Scan, read_total
 
 
 # Bits of the depth sort key (shaders/project/project.slang): 24 resolve 1.5e-5 of the depth
 # in 3 radix passes (32 bits: 4 passes for precision no render can show).
 DEPTH_KEY_BITS = 24
+
+MAX_INTERSECTIONS_ENV = "SPIRULA_MAX_INTERSECTIONS"
+# Vulkan's maxStorageBufferRange when the driver cannot be asked (engine/profile/driver.py
+# needs the optional `vulkan` package): 1 GiB, Intel's (NVIDIA and AMD allow 4 GiB).
+STORAGE_BUFFER_BYTES = 1 << 30
+# Device bytes of one binned intersection: tile key and id (8), the tile sort's ping-pong
+# pair (8) and its histograms (1/16 of the keys).
+BYTES_PER_INTERSECTION = 16.25
+VRAM_FRACTION = 0.25  # of the device memory (or $SPIRULA_VRAM_LIMIT) one pass's binning may take
+
+
+def default_max_intersections(gpu: Gpu, sort: RadixSort) -> int:
+    """Intersections one rasterizer pass may bin: ``$SPIRULA_MAX_INTERSECTIONS`` when set,
+    else min(2^31 - 1, max storage-buffer range / 4 bytes, the tile sort's limit, a quarter
+    of the device-local memory and of the VRAM budget at ~16 bytes an intersection)."""
+    env = os.environ.get(MAX_INTERSECTIONS_ENV, "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"${MAX_INTERSECTIONS_ENV} must be a positive integer, not {env!r}")
+        return int(env)
+    lim = device_limits(gpu.device)
+    limit = min(2**31 - 1, lim.get("max_storage_buffer_range", STORAGE_BUFFER_BYTES) // 4, sort.max_pairs)
+    for memory in (lim.get("device_local_bytes"), gpu.vram_limit):
+        if memory:
+            limit = min(limit, int(memory * VRAM_FRACTION / BYTES_PER_INTERSECTION))
+    return max(limit, 1)
+
+
+def split_bands(rows: np.ndarray, limit: int) -> list[tuple[int, int, int]]:
+    """Bands of consecutive tile rows, each with at most ``limit`` intersections (greedy,
+    fewest bands). rows: [tiles_y] per-row intersection counts (ints). Returns
+    [(row0, row1, count)] covering every row; raises IntersectionLimitError when one row
+    alone exceeds ``limit``."""
+    bands, start, acc = [], 0, 0
+    for ty, c in enumerate(int(c) for c in rows):
+        if c > limit:
+            raise IntersectionLimitError(
+                f"tile row {ty} alone has {c:,} tile intersections, more than one rasterizer pass may bin "
+                f"({limit:,}, max_intersections_per_pass / ${MAX_INTERSECTIONS_ENV}): render at a lower "
+                f"resolution or with fewer Gaussians")
+        if acc + c > limit:
+            bands.append((start, ty, acc))
+            start, acc = ty, 0
+        acc += c
+    bands.append((start, len(rows), acc))
+    return bands
 
 
 class Rasterizer:
@@ -48,6 +108,10 @@ class Rasterizer:
       means2d [N, 2] px, conic_opac [N, 4] (conic a b c, sigmoid opacity), rgb [N, 3],
       depths [N], radii [N, 2] int32 (screen half-extent x, y in px; 0 = culled), image [H, W, 3], final_T [H, W],
       last_index [H, W] uint32; gradients g_means2d, g_conic, g_opacity, g_rgb alike.
+
+    ``max_intersections_per_pass`` (int, settable): the most intersections one pass bins;
+    a render over it takes the banded large path (module docstring), whose bands are in
+    ``bands`` [(row0, row1, count)] after :meth:`prepare` / :meth:`setup` ([] otherwise).
     """
 
     _IMAGE_BUFS = frozenset(("image", "g_image", "final_T", "last_index"))
@@ -67,6 +131,8 @@ class Rasterizer:
                                     DEPTH_KEY_BITS=DEPTH_KEY_BITS)
         self.k_project_bwd = k("project/project", "project_backward")
         self.k_gather = gpu.kernel("raster/raster", "gather_counts")
+        self.k_rows = gpu.kernel("raster/raster", "count_rows")
+        self.k_band_counts = gpu.kernel("raster/raster", "band_counts")
         self.k_emit = gpu.kernel("raster/raster", "emit_intersections")
         self.k_ranges = gpu.kernel("raster/raster", "tile_ranges")
         self.k_fwd = gpu.kernel("raster/raster", "rasterize_forward")
@@ -75,7 +141,12 @@ class Rasterizer:
         self.n = 0
         self.m = 0
         self.count_on_gpu = False  # capacity mode (setup): m is a capacity, the count lives in "total"
+        self.capacity: int | None = None  # capacity mode: the caller's capacity (the overflow guard's)
         self.view: View | None = None
+        self.max_intersections_per_pass = default_max_intersections(gpu, self.sort)
+        self.bands: list[tuple[int, int, int]] = []  # large path: (row0, row1, count); [] = one pass
+        self._prepared = False  # the projection and count of this render are recorded already
+        self._band_scratch = BufferSet(gpu, "raster.band")  # large path's binning (outlives arena phases)
 
     def _b(self, name: str, count: int, itemsize: int = 4):
         return self.bufs.get(name, count * itemsize, IMAGE if name in self._IMAGE_BUFS else None)
@@ -83,34 +154,78 @@ class Rasterizer:
     # --- pass 1: projection, depth order, tile counts ------------------------------------
     def prepare(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int) -> int:
         """Project ``n`` Gaussians for ``view`` and count intersections; returns that count
-        (the one host synchronisation of a step)."""
+        (Python int, 64-bit exact; the one host synchronisation of a step, two on the large
+        path)."""
         self.setup(params, n, cams, view, sh_degree, capacity=None)
+        return self._count()
+
+    def _count(self) -> int:
+        """Record the projection and count, submit, read the count; over the per-pass limit,
+        plan the bands (large path)."""
         enc = self.gpu.encoder()
         self.record_prepare(enc)
         self.gpu.submit(enc)
-        self.m = int(self.gpu.read(self._b("total", 4), np.uint32, 1)[0])
+        self._prepared = True
+        self.count_on_gpu = False
+        self.m = read_total(self.gpu, self._b("total", 4))
+        if self.m > self.max_intersections_per_pass:
+            self.bands = self._plan_bands()
         return self.m
+
+    def _plan_bands(self) -> list[tuple[int, int, int]]:
+        """Per-tile-row counts (one small read-back, 64-bit) -> bands of at most the per-pass
+        limit; :attr:`m` becomes their sum."""
+        v = self.view
+        rows = self._b("row_counts", 2 * v.tiles_y)
+        enc = self.gpu.encoder()
+        self.gpu.clear(enc, rows)
+        self.k_rows.record(enc, [max(self.n, 1), 1, 1], tiles_touched=self._b("tiles_touched", self.n),
+                           means2d=self._b("means2d", 2 * self.n), radii=self._b("radii", 2 * self.n),
+                           rows=rows, n=self.n, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
+        self.gpu.submit(enc)
+        w = self.gpu.read(rows, np.uint32, 2 * v.tiles_y).astype(np.uint64)
+        per_row = w[0::2] | (w[1::2] << np.uint64(32))
+        total = int(per_row.sum(dtype=np.uint64))
+        # both count the same rectangles; past 2^32 the scan's total may be a lower bound
+        if total != self.m and self.m < 1 << 32:
+            raise RuntimeError(f"tile rows hold {total} intersections, the scan counted {self.m}")
+        self.m = total
+        return split_bands(per_row, self.max_intersections_per_pass)
 
     def setup(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
               capacity: int | None) -> None:
         """Set the render's inputs without recording anything. ``capacity``: the number of
         intersections the buffers and dispatches are sized for (capacity mode, see the
-        module docstring); ``None`` for :meth:`prepare`'s exact mode."""
+        module docstring); ``None`` for :meth:`prepare`'s exact mode. A capacity over
+        :attr:`max_intersections_per_pass` takes the large path: the projection and count
+        run here, synchronously, and :meth:`record_prepare` then records nothing."""
         self.n, self.view, self.params, self.cams, self.sh_degree = n, view, params, cams, sh_degree
+        self.capacity = None if capacity is None else int(capacity)
         self.count_on_gpu = capacity is not None
         self.m = int(capacity) if capacity is not None else 0
+        self.bands, self._prepared = [], False
+        if capacity is not None and capacity > self.max_intersections_per_pass:
+            self._count()  # exact from here on; the guard still compares with the capacity
 
     def overflow_guard(self) -> tuple[spy.Buffer, int]:
         """(uint32 buffer, capacity) for kernels that must skip a step whose intersection
-        count (buffer[0]) outgrew the capacity; in exact mode the capacity never binds."""
-        return self._b("total", 4), (self.m if self.count_on_gpu else 0xFFFFFFFF)
+        count (buffer[0], saturating) outgrew the capacity; in exact mode the capacity never
+        binds. On the large path in capacity mode every intersection is binned, but a count
+        over the caller's capacity still skips the step, as the caller (engine/splat/
+        step_pipeline.py) expects of an overflow."""
+        return self._b("total", 4), (self.capacity if self.capacity is not None else 0xFFFFFFFF)
 
     def record_count_copy(self, enc, dst: spy.Buffer, offset: int) -> None:
-        """Record a copy of this render's intersection count (uint32) to ``dst[offset]``
-        (e.g. a host-visible read-back buffer, read once the submission has finished)."""
+        """Record a copy of this render's intersection count (uint32, saturating at 2^32 - 1)
+        to ``dst[offset]`` (e.g. a host-visible read-back buffer, read once the submission
+        has finished)."""
         self.gpu.copy(enc, dst, offset, self._b("total", 4), 0, 4)
 
     def record_prepare(self, enc) -> None:
+        """Record projection, depth sort and the scan of tile counts (total in "total",
+        see engine/splat/sort.py Scan.record)."""
+        if self._prepared:  # the large path's setup recorded and counted it already
+            return
         n, v = self.n, self.view
         self.k_project.record(
             enc, [max(n, 1), 1, 1], params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
@@ -128,34 +243,69 @@ class Rasterizer:
 
     # --- pass 2: binning, tile sort, compositing ---------------------------------------
     def record_forward(self, enc) -> None:
-        n, m, v = self.n, self.m, self.view
-        ntiles = v.tiles_x * v.tiles_y
+        """Bin, tile-sort and composite the view into :attr:`image` [H, W, 3], final_T [H, W]
+        and last_index [H, W] (per band on the large path)."""
+        v = self.view
         npix = v.width * v.height
-        isect_ids = self._b("isect_ids", max(m, 1))
-        ranges = self._b("ranges", 2 * ntiles)
-        # the tile keys and the tile sort's scratch are dead once the tile ranges are known
-        with self.arena.phase(enc, "intersect") as s:
-            if m > 0:
-                isect_tiles = s.get("isect_tiles", 4 * m)
-                self.k_emit.record(
-                    enc, [max(n, 1), 1, 1], order=self._b("depth_ids", n),
-                    offsets=self._b("offsets", n), tiles_touched=self._b("tiles_touched", n),
-                    means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
-                    isect_tiles=isect_tiles, isect_ids=isect_ids,
-                    n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y, capacity=m)
-                bits = max(1, math.ceil(math.log2(max(ntiles, 2))))
-                count = self._b("total", 4) if self.count_on_gpu else None
-                self.sort.record(enc, isect_tiles, isect_ids, m, bits, scratch=s, count=count, site="tile")
-            self.gpu.clear(enc, ranges)
-            if m > 0:
-                self.k_ranges.record(enc, [m, 1, 1], isect_tiles=isect_tiles, ranges=ranges,
-                                     count=self._b("total", 4), m=m, count_from_buf=int(self.count_on_gpu))
-        self.k_fwd.record(
-            enc, [v.tiles_x * TILE, v.tiles_y * TILE, 1],
-            ranges=ranges, isect_ids=isect_ids, means2d=self._b("means2d", 2 * n),
-            conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
-            image=self.image, final_T=self._b("final_T", npix), last_index=self._b("last_index", npix),
-            width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background)
+        for row0, row1, isect_ids, ranges in self._record_bins(enc):
+            self.k_fwd.record(
+                enc, [v.tiles_x * TILE, (row1 - row0) * TILE, 1], "band" if self.bands else "",
+                ranges=ranges, isect_ids=isect_ids, means2d=self._b("means2d", 2 * self.n),
+                conic_opac=self._b("conic_opac", 4 * self.n), rgb=self._b("rgb", 3 * self.n),
+                image=self.image, final_T=self._b("final_T", npix), last_index=self._b("last_index", npix),
+                width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background, row0=row0)
+
+    def _record_bins(self, enc):
+        """Record the binning of the whole view (normal path) or of each band in turn (large
+        path); yields (row0, row1, isect_ids, ranges) once a pass's sorted list and tile
+        ranges [(row1 - row0) * tiles_x, 2] are recorded, for the raster kernels to follow
+        before the next band reuses the buffers."""
+        n, v = self.n, self.view
+        if not self.bands:
+            m = self.m
+            isect_ids = self._b("isect_ids", max(m, 1))
+            ranges = self._b("ranges", 2 * v.tiles_x * v.tiles_y)
+            # the tile keys and the tile sort's scratch are dead once the tile ranges are known
+            with self.arena.phase(enc, "intersect") as s:
+                self._record_bin(enc, s, m, 0, v.tiles_y, isect_ids, ranges, "")
+            yield 0, v.tiles_y, isect_ids, ranges
+            return
+        # large path: per band, its clipped counts and their offsets in the whole view's
+        # buffers; scratch from a set of its own, as the backward re-bins while its arena
+        # phase is open
+        isect_ids = self._b("isect_ids", max(c for _, _, c in self.bands))
+        ranges = self._b("ranges", 2 * v.tiles_x * v.tiles_y)
+        for row0, row1, m in self.bands:
+            self.k_band_counts.record(
+                enc, [max(n, 1), 1, 1], "band", order=self._b("depth_ids", n), tiles_touched=self._b("tiles_touched", n),
+                means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
+                counts_sorted=self._b("counts_sorted", n), n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y,
+                row0=row0, row1=row1)
+            self.scan.record(enc, self._b("counts_sorted", n), self._b("offsets", n), n, scratch=self._band_scratch,
+                             site="band")
+            self._record_bin(enc, self._band_scratch, m, row0, row1, isect_ids, ranges, "band")
+            yield row0, row1, isect_ids, ranges
+
+    def _record_bin(self, enc, scratch, m: int, row0: int, row1: int, isect_ids, ranges, site: str) -> None:
+        """emit -> tile sort -> tile ranges of tile rows [row0, row1) with m intersections
+        (a capacity when the count is on the GPU); the offsets are the scan of that range's
+        per-Gaussian counts in depth order."""
+        n, v = self.n, self.view
+        if m > 0:
+            isect_tiles = scratch.get("isect_tiles", 4 * m)
+            self.k_emit.record(
+                enc, [max(n, 1), 1, 1], site, order=self._b("depth_ids", n),
+                offsets=self._b("offsets", n), tiles_touched=self._b("tiles_touched", n),
+                means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
+                isect_tiles=isect_tiles, isect_ids=isect_ids,
+                n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y, capacity=m, row0=row0, row1=row1)
+            bits = max(1, math.ceil(math.log2(max((row1 - row0) * v.tiles_x, 2))))
+            count = self._b("total", 4) if self.count_on_gpu else None
+            self.sort.record(enc, isect_tiles, isect_ids, m, bits, scratch=scratch, count=count, site=site + "tile")
+        self.gpu.clear(enc, ranges)
+        if m > 0:
+            self.k_ranges.record(enc, [m, 1, 1], site, isect_tiles=isect_tiles, ranges=ranges,
+                                 count=self._b("total", 4), m=m, count_from_buf=int(self.count_on_gpu))
 
     @property
     def image(self) -> spy.Buffer:
@@ -188,19 +338,30 @@ class Rasterizer:
             self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr,
                                   optimizer, moments_bf16)
 
+    def _record_raster_backward(self, enc, g2, gc, go, gr) -> None:
+        """Back-to-front replay into the screen-space gradients (accumulated): over the
+        forward's tile lists, or per band over the same lists binned again (large path)."""
+        n, v = self.n, self.view
+        npix = v.width * v.height
+        if self.bands:
+            passes = self._record_bins(enc)
+        else:  # the forward's sorted list and ranges are still there
+            passes = [(0, v.tiles_y, self._b("isect_ids", max(self.m, 1)), self._b("ranges", 2 * v.tiles_x * v.tiles_y))]
+        for row0, row1, isect_ids, ranges in passes:
+            self.k_bwd.record(
+                enc, [v.tiles_x * TILE, (row1 - row0) * TILE, 1], "band" if self.bands else "",
+                ranges=ranges, isect_ids=isect_ids,
+                means2d=self._b("means2d", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
+                rgb=self._b("rgb", 3 * n), final_T=self._b("final_T", npix),
+                last_index=self._b("last_index", npix), g_image=self.image_grad(),
+                g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr,
+                width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background, row0=row0)
+
     def _record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr,
                          optimizer=None, moments_bf16=False) -> None:
-        n, m, v = self.n, self.m, self.view
-        npix = v.width * v.height
+        n, v = self.n, self.view
         isect_total, isect_capacity = self.overflow_guard()
-        self.k_bwd.record(
-            enc, [v.tiles_x * TILE, v.tiles_y * TILE, 1],
-            ranges=self._b("ranges", 2 * v.tiles_x * v.tiles_y), isect_ids=self._b("isect_ids", max(m, 1)),
-            means2d=self._b("means2d", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
-            rgb=self._b("rgb", 3 * n), final_T=self._b("final_T", npix),
-            last_index=self._b("last_index", npix), g_image=self.image_grad(),
-            g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr,
-            width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background)
+        self._record_raster_backward(enc, g2, gc, go, gr)
         common = dict(params=self.params, cams=self.cams, radii=self._b("radii", 2 * n),
                       conic_opac=self._b("conic_opac", 4 * n), g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr,
                       grad2d_sum=grad2d_sum, vis_count=vis_count, n=n, cam_index=v.cam_index,
@@ -247,5 +408,6 @@ class Rasterizer:
         self.gpu.forget_bindings()  # cached kernel arguments would keep outgrown buffers alive
         self.arena.trim()
         self.bufs.trim()
+        self._band_scratch.trim()
         self.sort.trim()
         self.scan.trim()

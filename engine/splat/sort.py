@@ -81,6 +81,12 @@ def _record(kernel, enc, thread_count, timer: "DispatchTimer | None", label: str
         kernel.record(enc, thread_count, f"{site}/{label}", **args)
 
 
+def read_total(gpu: Gpu, total: spy.Buffer) -> int:
+    """The 64-bit sum a :meth:`Scan.record` with ``total`` wrote (waits for the GPU)."""
+    w = gpu.read(total, np.uint32, 3)
+    return int(w[1]) | int(w[2]) << 32
+
+
 class Scan:
     """Exclusive prefix sum of uint32 on the GPU (reduce-then-scan, any number of levels).
 
@@ -121,8 +127,14 @@ class Scan:
 
         src, dst: buffers of at least ``n`` uint32; ``src is dst`` (in place) is supported.
         dst[i] = src[0] + ... + src[i-1] (dst[0] = 0), uint32 arithmetic (wraps mod 2**32).
-        total: optional buffer; ``total[0]`` (uint32) receives the sum of all n elements
-        (0 for n == 0). Elements of dst at and beyond n are not touched.
+        total: optional buffer of at least 3 uint32 receiving the sum S of all n elements
+        (0 for n == 0), which cannot wrap silently: ``total[0] = min(S, 2**32 - 1)`` (for
+        kernels comparing it with a capacity), ``total[1]``, ``total[2]`` the low and high
+        words of S: exact below 2**32, and above it too unless a scan tile (the tile's
+        elements at level 0, tile**2 at level 1, ...) sums to 2**32 or more, whose sum then
+        saturates (S is then a lower bound >= 2**32, and prefix sums after that tile are
+        undefined; an element 0xFFFFFFFF counts as 2**32): :func:`read_total`.
+        Elements of dst at and beyond n are not touched.
         site: label of the call site (dispatches of one site reuse their bound arguments).
         scratch: where the partial sums come from (an object with ``get(name, nbytes)``,
         e.g. a phase of an engine.profile.PhaseArena); default the object's own buffers.
@@ -141,7 +153,8 @@ class Scan:
             return
         g = _groups(m, self.tile)
         sums = pool.get(f"sums{level}", 4 * g)
-        _record(self._reduce, enc, [g * WG, 1, 1], self.timer, f"scan_reduce{level}", site, src=src, sums=sums, n=m)
+        _record(self._reduce, enc, [g * WG, 1, 1], self.timer, f"scan_reduce{level}", site, src=src, sums=sums, n=m,
+                saturate=int(total is not None))
         if g <= self.tile:  # each group adds up the raw sums before it (no third dispatch)
             _record(self._tiles, enc, [g * WG, 1, 1], self.timer, f"scan_tiles{level}", site,
                 src=src, dst=dst, offsets=sums, total=total if total is not None else self._dummy, n=m,
@@ -187,6 +200,11 @@ class RadixSort:
         self.scan = Scan(gpu, items_per_thread=self.items, use_waves=use_waves, unroll=unroll)
         self._pool = BufferSet(gpu, "radix")
         self.timer: DispatchTimer | None = None
+
+    @property
+    def max_pairs(self) -> int:
+        """The most pairs one :meth:`record` can sort (the dispatch limit of its kernels)."""
+        return _MAX_GROUPS * self.tile
 
     @staticmethod
     def passes(bits: int) -> int:

@@ -53,7 +53,8 @@ def _run(gpu, r, vis, view, background, g_image=None):
     co = np.concatenate([r["conics"], r["opacities"][:, None]], 1).astype(np.float32)
     common = dict(ranges=gpu.upload(ranges), isect_ids=gpu.upload(ids), means2d=gpu.upload(r["means2d"].astype(np.float32)),
                   conic_opac=gpu.upload(co), rgb=gpu.upload(r["rgb"].astype(np.float32)),
-                  width=view.width, height=view.height, tiles_x=view.tiles_x, background=spy.float3(*background))
+                  width=view.width, height=view.height, tiles_x=view.tiles_x, background=spy.float3(*background),
+                  row0=0)
     image, final_T, last = gpu.buffer(12 * npix), gpu.buffer(4 * npix), gpu.buffer(4 * npix)
     gpu.kernel("raster/raster", "rasterize_forward").dispatch(
         thread_count=[view.tiles_x * 16, view.tiles_y * 16, 1], image=image, final_T=final_T, last_index=last, **common)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine.device import get_gpu
-from engine.splat.sort import RadixSort, Scan
+from engine.splat.sort import RadixSort, Scan, read_total
 
 SENTINEL = 0xA5A5A5A5
 
@@ -43,15 +43,18 @@ def _excl(a: np.ndarray) -> tuple[np.ndarray, int]:
     return ex.astype(np.uint32), int(c[-1] % (1 << 32)) if a.size else 0
 
 
-def _run_scan(gpu, scan, a, in_place=False):
+def _run_scan(gpu, scan, a, in_place=False, with_total=True, total64=False):
+    """(dst [n + 3] uint32, total): total[0] (saturating word), or with total64 the 64-bit
+    total as a Python int (engine.splat.sort.read_total)."""
     n = a.size
     src = gpu.upload(np.concatenate([a, np.full(3, SENTINEL, np.uint32)]))
     dst = src if in_place else gpu.upload(np.full(n + 3, SENTINEL, np.uint32))
     total = gpu.upload(np.full(4, SENTINEL, np.uint32))
     enc = gpu.encoder()
-    scan.record(enc, src, dst, n, total=total)
+    scan.record(enc, src, dst, n, total=total if with_total else None)
     gpu.submit(enc)
-    return gpu.read(dst, np.uint32, n + 3), int(gpu.read(total, np.uint32, 1)[0])
+    out = gpu.read(dst, np.uint32, n + 3)
+    return out, (read_total(gpu, total) if total64 else int(gpu.read(total, np.uint32, 1)[0]))
 
 
 @pytest.mark.parametrize("n", [1, 255, 256, 257, 4096, 4097, 100_000, 1_500_001])
@@ -68,10 +71,46 @@ def test_scan_matches_cumsum(gpu, scan, n):
 def test_scan_in_place_wraps_mod_2_32(gpu, scan):
     rng = np.random.default_rng(7)
     a = rng.integers(0, 1 << 32, 70_001, dtype=np.uint64).astype(np.uint32)  # sums overflow
-    out, total = _run_scan(gpu, scan, a, in_place=True)
-    ref, ref_total = _excl(a)
+    out, _ = _run_scan(gpu, scan, a, in_place=True, with_total=False)
+    ref, _ = _excl(a)
     np.testing.assert_array_equal(out[:a.size], ref)
-    assert total == ref_total
+
+
+@pytest.mark.parametrize("n", [3000, 70_001, 17_000_000])
+def test_scan_total_is_64_bit(gpu, scan, n):
+    """Sums past 2^32 (one group, two dispatches with raw tile sums, the recursive path):
+    the total is exact in 64 bits and its first word saturates; prefix sums below 2^32
+    stay exact."""
+    rng = np.random.default_rng(11 + n)
+    hi = (1 << 33) // n * 2  # mean hi/2 per element: the sum passes 2^33, no 4096-tile passes 2^32
+    a = rng.integers(0, hi, n, dtype=np.uint64).astype(np.uint32)
+    if n > 4096 ** 2:  # recursive: the 4096^2 elements of a level-1 tile must stay below 2^32
+        a = rng.integers(0, 400, n, dtype=np.uint64).astype(np.uint32)
+        a[4096 ** 2:] = rng.integers(0, 20_000, n - 4096 ** 2, dtype=np.uint64)
+    out, total = _run_scan(gpu, scan, a, total64=True)
+    want = int(a.astype(np.uint64).sum())
+    assert want > 1 << 32 and total == want
+    ref = np.concatenate([[0], np.cumsum(a, dtype=np.uint64)[:-1]])
+    below = ref < (1 << 32)
+    np.testing.assert_array_equal(out[:n][below], ref[below].astype(np.uint32))
+    word0 = int(gpu.read(_last_total(gpu, scan, a), np.uint32, 1)[0])
+    assert word0 == 0xFFFFFFFF, "first word must saturate"
+
+
+def _last_total(gpu, scan, a):
+    total = gpu.upload(np.full(4, SENTINEL, np.uint32))
+    enc = gpu.encoder()
+    scan.record(enc, gpu.upload(a), gpu.buffer(4 * a.size), a.size, total=total)
+    gpu.submit(enc)
+    return total
+
+
+def test_scan_total_saturated_tile_is_a_lower_bound(gpu, scan):
+    """Tiles summing past 2^32 (elements near 2^32): the total is >= 2^32, never wrapped."""
+    rng = np.random.default_rng(5)
+    a = rng.integers(1 << 31, 1 << 32, 9000, dtype=np.uint64).astype(np.uint32)
+    _, total = _run_scan(gpu, scan, a, total64=True)
+    assert (1 << 32) <= total <= int(a.astype(np.uint64).sum())
 
 
 def test_scan_empty_writes_zero_total(gpu, scan):
