@@ -12,9 +12,9 @@ total [4] (uint32) are densify's scratch. Capacity grows by 1.5x so densificatio
 reallocate every time (never past the Gaussian cap of the densify call).
 
 Densification needs no spare copy of the state: within capacity each state buffer is
-copied into one temporary [N, D] buffer and scattered back (the temporary lives only
-during densify); beyond capacity the state buffers are reallocated one at a time (peak:
-the old state plus one new buffer).
+scattered in place, 16 columns at a time through one temporary [N, 16] buffer that lives
+only during densify; beyond capacity the state buffers are reallocated one at a time
+(peak: the new state plus one old buffer).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .sort import Scan
 
 _STATE = ("params", "exp_avg", "exp_avg_sq")
 _MOMENTS = ("exp_avg", "exp_avg_sq")
+_SLICE = 16  # columns per in-place densify pass (>= OFF_OPACITY: a split samples from the first slice)
 _PROBES = 255  # thresholds per densify_grow_histogram pass (PROBES in shaders/densify/densify.slang)
 
 
@@ -53,6 +54,7 @@ class GaussianModel:
         self.k_decide = kern("densify/densify", "densify_decide")
         self.k_write_params = kern("densify/densify", "densify_write_params")
         self.k_write_moments = kern("densify/densify", "densify_write_moments")
+        self.k_gather = kern("densify/densify", "densify_gather_columns")
         self.k_reset = kern("densify/densify", "reset_opacity")
         self.k_histogram = kern("densify/densify", "densify_grow_histogram")
         # densify_grow_histogram's probes [255] float32 and bins [256] uint32 (2 KiB, allocated
@@ -285,29 +287,35 @@ class GaussianModel:
 
     def _write(self, after: int, seed: int, max_gaussians: int) -> None:
         """Scatter params / exp_avg / exp_avg_sq by action and offsets into ``after`` rows,
-        one buffer at a time; reset the statistics. Within capacity each buffer's N rows are
-        copied into one temporary buffer and scattered back (the temporary is freed before
-        returning); beyond it each state buffer is replaced by a larger one (1.5 x after,
-        but no more rows than ``max_gaussians`` allows), the old one freed before the next
-        is allocated."""
+        one buffer at a time; reset the statistics. Within capacity each buffer is scattered
+        in place, ``_SLICE`` columns at a time through one temporary [N, _SLICE] buffer
+        (freed before returning: a quarter of the parameters at SH degree 3); beyond it
+        each state buffer is replaced by a larger one (1.5 x after, but no more rows than
+        ``max_gaussians`` allows), the old one freed before the next is allocated."""
         n = self.n
         seed = seed & 0xFFFFFFFF
         b = self.buf
 
-        def scatter(enc, name, src, dst):
-            common = dict(thread_count=[n, 1, 1], command_encoder=enc, action=b["action"], offsets=b["copies"], n=n)
+        def scatter(enc, name, src, dst, c0=0, width=None):
+            stride = self._row_bytes(name) // 4
+            common = dict(thread_count=[n, 1, 1], command_encoder=enc, action=b["action"], offsets=b["copies"], n=n,
+                          c0=c0, width=width or stride, stride=stride)
             if name == "params":
                 self.k_write_params.dispatch(params=src, out_params=dst, seed=seed, **common)
             else:
-                self.k_write_moments.dispatch(moments=src, out_moments=dst, words=self.moment_words, **common)
+                self.k_write_moments.dispatch(moments=src, out_moments=dst, **common)
 
         if after <= self.capacity:
             enc = self.gpu.encoder()
-            temp = self.gpu.buffer(max(self._row_bytes("params") * n, 16), "splat.densify_temp") if n else None
             if n:
+                temp = self.gpu.buffer(4 * _SLICE * n, "splat.densify_temp")
                 for name in _STATE:
-                    self.gpu.copy(enc, temp, 0, b[name], 0, self._row_bytes(name) * n)
-                    scatter(enc, name, temp, b[name])
+                    stride = self._row_bytes(name) // 4
+                    for c0 in range(0, stride, _SLICE):
+                        width = min(_SLICE, stride - c0)
+                        self.k_gather.dispatch(thread_count=[n * width, 1, 1], command_encoder=enc, src=b[name],
+                                               dst=temp, n=n, stride=stride, c0=c0, width=width)
+                        scatter(enc, name, temp, b[name], c0, width)
             self.gpu.clear(enc, b["grad2d_sum"])
             self.gpu.clear(enc, b["vis_count"])
             self.gpu.submit(enc)

@@ -393,16 +393,6 @@ class Rasterizer:
             buf = next(d[name] for d in self.arena._last.values() if name in d)
         return self.gpu.read(buf, dtype, shape=shape)
 
-    def release(self) -> None:
-        """Free every scratch buffer (only after waiting for the GPU); the next render
-        allocates them again. Densification calls it so that its temporary [N, D] buffer
-        does not stack on a step's scratch at the memory high-water mark."""
-        self.gpu.forget_bindings()
-        self.arena.release()
-        self.bufs.release()
-        self.sort.release()
-        self.scan.release()
-
     def trim(self) -> None:
         """Free scratch outgrown since the last call (only after waiting for the GPU)."""
         self.gpu.forget_bindings()  # cached kernel arguments would keep outgrown buffers alive

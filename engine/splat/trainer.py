@@ -129,15 +129,14 @@ class Trainer:
         done = step + 1
         if cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0:
             self.drain()
-            self.gpu.wait_idle()
             self.raster.params = None  # densify may replace it: hold no old buffer while it does
-            self.raster.release()  # the step's scratch regrows next step; densify's temporary replaces it
-            self.loss.scratch.release()
             prune_scale = cfg.prune_scale * self.extent if done > cfg.opacity_reset_interval else float("inf")
             before, after = m.densify(cfg.grad_threshold, cfg.clone_scale * self.extent, cfg.prune_opacity,
                                       prune_scale if math.isfinite(prune_scale) else 3.0e38, cfg.max_gaussians,
                                       seed=cfg.seed * 1_000_003 + done)
             pipe.rescale(after / max(before, 1))
+            self.raster.trim()  # densify waited for the GPU: outgrown scratch can go
+            self.loss.scratch.trim()
         if done < cfg.densify_until and cfg.opacity_reset_interval and done % cfg.opacity_reset_interval == 0:
             m.reset_opacity(0.01)
 

@@ -252,6 +252,6 @@ def test_densify_holds_no_spare_state(gpu, n, grow_past_capacity, bf16):
         assert pool.current[SPLAT] == start + held(cap, D, MW) - held(cap0, D, MW)
         if grow_past_capacity:  # replaced one at a time: the new state + one old buffer at most
             assert pool.high[SPLAT] <= pool.current[SPLAT] + r16(4 * D * cap0)
-        else:  # the one temporary
-            assert pool.high[SPLAT] == start + r16(4 * D * n_before)
+        else:  # the one temporary: 16 columns
+            assert pool.high[SPLAT] == start + r16(4 * 16 * n_before)
         del model
