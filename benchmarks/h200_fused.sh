@@ -10,7 +10,7 @@
 #   PART=D: after the fixes (batched Adam loads, sliced densify temporary): the step split
 #           (fox), timed 7,000-step runs of ours and gsplat, 10M Gaussians.   carry as A
 set -u
-part=${PART:?PART=A, B or C}
+part=${PART:?PART=A, B, C or D}
 export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 case $part in
 A)

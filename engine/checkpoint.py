@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .config import added_later
 from .errors import NonFiniteError, SpirulaError
 from .fileio import json_default, open_atomic
 
@@ -207,7 +208,8 @@ def compare(ckpt: Checkpoint, config, dataset_id: dict, device: str = "") -> tup
     elif old_ds.get("intrinsics") != new_ds.get("intrinsics"):
         changed.append("image sizes / intrinsics")
     for section in ("dataset", "train"):
-        old, new = ckpt.config.get(section, {}), cur.get(section, {})
+        old = {**added_later(section), **ckpt.config.get(section, {})}
+        new = cur.get(section, {})
         for key in sorted(set(old) | set(new)):
             if key in _NEUTRAL or _norm(old.get(key)) == _norm(new.get(key)):
                 continue

@@ -59,6 +59,13 @@ class RunConfig:
         return asdict(self)
 
 
+def added_later(section: str) -> dict:
+    """Settings of ``section`` ("dataset" or "train") added after runs were first saved,
+    with their defaults: a saved run or checkpoint without one had the default, so it is
+    neither a changed setting on resume nor part of a cached stage's key while default."""
+    return {"train": {"adam_moments": TrainConfig.adam_moments}}.get(section, {})
+
+
 def override(cfg, **values):
     """Set the fields of a dataclass that are given (not None); unknown names raise."""
     names = {f.name for f in fields(cfg)}

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import messages as msg
-from .config import RunConfig
+from .config import RunConfig, added_later
 from .errors import SpirulaError
 from .fileio import write_json_atomic
 from .ingest.frames import FramesConfig
@@ -71,7 +71,9 @@ class PipelineConfig:
         if stage == "sfm":
             return {k: v for k, v in asdict(self.sfm).items() if k != "num_threads"}
         if stage == "train":  # how often it checkpoints does not change the result
-            train = {k: v for k, v in asdict(self.run.train).items() if k != "checkpoint_every"}
+            later = added_later("train")
+            train = {k: v for k, v in asdict(self.run.train).items()
+                     if k != "checkpoint_every" and not (k in later and v == later[k])}
             return {"dataset": asdict(self.run.dataset), "train": train}
         return {}
 

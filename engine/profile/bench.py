@@ -139,7 +139,7 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
         raster.record_forward(enc)
         loss.record(enc, raster.image, gt, width, height, raster.image_grad(), loss_sum, 0.2)
         raster.record_backward(enc, None, model.buf["grad2d_sum"], model.buf["vis_count"], True,
-                               optimizer=model.adam_args(step=it), moments_bf16=model.moments_bf16)
+                               optimizer=model.adam_args(step=it))
         gpu.submit(enc)
         gpu.wait_idle()
         t1 = time.perf_counter()

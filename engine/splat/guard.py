@@ -1,7 +1,8 @@
 """NaN / Inf guard of the training step: the host side.
 
-The check itself is folded into the Adam kernel (shaders/optim/adam.slang), which reads
-every gradient anyway: a non-finite gradient is used as 0 (the parameters and Adam's
+The check itself is folded into Adam (guard_gradient in shaders/optim/adam_math.slang,
+called by the training step's fused projection backward + Adam), which reads every
+gradient anyway: a non-finite gradient is used as 0 (the parameters and Adam's
 moments stay finite) and counted, with the first and last step it was seen at, into words
 1..3 of a 16-byte flag block. The trainer keeps that block in its loss accumulator buffer,
 so the flags come back with the loss read it already does every ``log_interval`` steps: no

@@ -170,7 +170,8 @@ class GaussianModel:
         without ``flags`` they go to the model's own scratch block. ``seed`` varies the
         stochastic rounding of bfloat16 moments."""
         self.step += 1
-        return dict(params_out=self.buf["params"], exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"],
+        return dict(moments_bf16=self.moments_bf16,  # the kernel's specialisation, not a kernel argument
+                    params_out=self.buf["params"], exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"],
                     lrs=self._lrs, flags=self._flag_block(flags), lr_means=self._lr_means, beta1=beta1,
                     beta2=beta2, eps=eps, bias1=1.0 - beta1 ** self.step, bias2=1.0 - beta2 ** self.step,
                     step=int(step) & 0xFFFFFFFF, seed=int(seed) & 0xFFFFFFFF)

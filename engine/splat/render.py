@@ -320,13 +320,12 @@ class Rasterizer:
 
     # --- backward ------------------------------------------------------------------------
     def record_backward(self, enc, grads: spy.Buffer | None, grad2d_sum: spy.Buffer, vis_count: spy.Buffer,
-                        accumulate_stats: bool = True, optimizer: dict | None = None,
-                        moments_bf16: bool = False) -> None:
+                        accumulate_stats: bool = True, optimizer: dict | None = None) -> None:
         """dL/d(image) (in :meth:`image_grad`) -> packed parameter gradients ``grads`` [N, D]
         (overwritten); densification statistics accumulated into grad2d_sum [N], vis_count [N].
         With ``optimizer`` (GaussianModel.adam_args) there is no ``grads``: the projection
-        backward applies one Adam step to the parameters itself (project_backward_adam;
-        ``moments_bf16`` selects the moments' storage)."""
+        backward applies one Adam step to the parameters itself (project_backward_adam,
+        specialised for the moments' storage the dict names)."""
         if (grads is None) == (optimizer is None):
             raise ValueError("record_backward() takes either grads or optimizer")
         n = self.n
@@ -335,8 +334,7 @@ class Rasterizer:
             g2, go = s.get("g_means2d", 8 * n), s.get("g_opacity", 4 * n)
             self.k_clear_grads.record(enc, [max(n, 1), 1, 1], g_means2d=g2,
                                       g_conic=gc, g_opacity=go, g_rgb=gr, n=n)
-            self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr,
-                                  optimizer, moments_bf16)
+            self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr, optimizer)
 
     def _record_raster_backward(self, enc, g2, gc, go, gr) -> None:
         """Back-to-front replay into the screen-space gradients (accumulated): over the
@@ -358,7 +356,7 @@ class Rasterizer:
                 width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background, row0=row0)
 
     def _record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr,
-                         optimizer=None, moments_bf16=False) -> None:
+                         optimizer=None) -> None:
         n, v = self.n, self.view
         isect_total, isect_capacity = self.overflow_guard()
         self._record_raster_backward(enc, g2, gc, go, gr)
@@ -370,9 +368,10 @@ class Rasterizer:
         if optimizer is None:
             self.k_project_bwd.record(enc, [max(n, 1), 1, 1], grads=grads, **common)
         else:
+            args = dict(optimizer)
             k = self.gpu.kernel("project/project", "project_backward_adam", MAX_SH_DEGREE=self.max_sh_degree,
-                                MOMENTS_BF16=int(moments_bf16))  # compiled on first use, then cached
-            k.record(enc, [max(n, 1), 1, 1], **common, **optimizer)
+                                MOMENTS_BF16=int(args.pop("moments_bf16")))  # compiled on first use, then cached
+            k.record(enc, [max(n, 1), 1, 1], **common, **args)
 
     # --- convenience for eval and tests ---------------------------------------------------
     def render(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int) -> np.ndarray:

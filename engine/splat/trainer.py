@@ -121,8 +121,7 @@ class Trainer:
         # guard, and both skip an overflowed step
         self.raster.record_backward(enc, None, m.buf["grad2d_sum"], m.buf["vis_count"],
                                     accumulate_stats=step < cfg.densify_until,
-                                    optimizer=m.adam_args(flags=self.loss_sum, step=step, seed=cfg.seed),
-                                    moments_bf16=m.moments_bf16)
+                                    optimizer=m.adam_args(flags=self.loss_sum, step=step, seed=cfg.seed))
         self.raster.record_count_copy(enc, pipe.readback, pipe.slot_offset())
         pipe.submitted(self.gpu.submit(enc), ci, capacity)
         self._order.extend(pipe.retire())  # waits for the step before this one, not for this one

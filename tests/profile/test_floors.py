@@ -52,12 +52,13 @@ def test_adam_bytes_against_its_buffers(gpu):
     rows = rng.normal(0, 1, (n, d)).astype(np.float32)
     model = GaussianModel(gpu, rows, deg)
     model.set_learning_rates(1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3)  # every column updated
-    model.buf["grads"] = grads = gpu.upload(rng.normal(0, 1, (n, d)).astype(np.float32))
-    before = {k: gpu.read(model.buf[k], np.uint32, n * d) for k in ("params", "exp_avg", "exp_avg_sq", "grads")}
+    grads = gpu.upload(rng.normal(0, 1, (n, d)).astype(np.float32))
+    bufs = {**{k: model.buf[k] for k in ("params", "exp_avg", "exp_avg_sq")}, "grads": grads}
+    before = {k: gpu.read(b, np.uint32, n * d) for k, b in bufs.items()}
     enc = gpu.encoder()
     model.record_adam(enc, grads)
     gpu.submit(enc)
-    changed = {k: int(np.count_nonzero(gpu.read(model.buf[k], np.uint32, n * d) != v)) for k, v in before.items()}
+    changed = {k: int(np.count_nonzero(gpu.read(bufs[k], np.uint32, n * d) != v)) for k, v in before.items()}
     # written: params and both moments, every float; grads only read
     assert changed == {"params": n * d, "exp_avg": n * d, "exp_avg_sq": n * d, "grads": 0}
     row_bytes = rows.nbytes  # one [N, D] float32 buffer

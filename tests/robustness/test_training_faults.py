@@ -8,9 +8,8 @@ at the fault, not the quality.
 from __future__ import annotations
 
 import math
-from pathlib import Path
-
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest

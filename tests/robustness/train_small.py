@@ -35,13 +35,12 @@ def inject_nan_at(monkeypatch, step_index: int) -> None:
     original = Rasterizer._record_backward
     keep = []
 
-    def record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr,
-                        optimizer=None, moments_bf16=False):
+    def record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr, optimizer=None):
         if optimizer is not None and optimizer["step"] == step_index:
             nan = self.gpu.upload(np.full(self.n, np.nan, np.float32), "test.nan")
             keep.append(nan)  # alive until the command buffer has run
             self.gpu.copy(enc, go, 0, nan, 0, 4 * self.n)
-        original(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr, optimizer, moments_bf16)
+        original(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr, optimizer)
 
     monkeypatch.setattr(Rasterizer, "_record_backward", record_backward)
 

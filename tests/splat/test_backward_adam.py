@@ -78,8 +78,8 @@ class Scene:
         stats = gpu.zeros(4 * self.n), gpu.zeros(4 * self.n)
         args = model.adam_args(flags=flags, step=step, seed=11)
         gpu.kernel("project/project", "project_backward_adam", MAX_SH_DEGREE=3,
-                   MOMENTS_BF16=int(model.moments_bf16)).dispatch(params=model.buf["params"], **args,
-                                                                  **self.common(stats))
+                   MOMENTS_BF16=int(args.pop("moments_bf16"))).dispatch(params=model.buf["params"], **args,
+                                                                        **self.common(stats))
         return gpu.read(stats[0], np.float32, self.n)
 
 

@@ -224,8 +224,8 @@ def big_buffers(pool, nbytes):
 def test_densify_holds_no_spare_state(gpu, n, grow_past_capacity, bf16):
     """The model holds params [capacity, D] and two moment buffers [capacity, MW] and
     nothing else of that size (no gradient buffer), before and after densify; densify's
-    only transient is one [N, D] temporary (within capacity) or one new state buffer
-    beside the old state (beyond it)."""
+    only transient is one [N, 16] temporary (within capacity) or one old state buffer
+    beside the new state (beyond it: the buffers are replaced one at a time)."""
     rng = np.random.default_rng()
     D = row_stride(3)
     MW = (D + 1) // 2 if bf16 else D
@@ -255,3 +255,32 @@ def test_densify_holds_no_spare_state(gpu, n, grow_past_capacity, bf16):
         else:  # the one temporary: 16 columns
             assert pool.high[SPLAT] == start + r16(4 * 16 * n_before)
         del model
+
+
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32-moments", "bf16-moments"])
+@pytest.mark.parametrize("grow", [False, True], ids=["mostly-prune", "mostly-grow"])
+def test_densify_in_place_matches_reference(gpu, bf16, grow):
+    """Within capacity densify scatters each buffer in place, a slice of columns at a time
+    (later slices must still read their original columns, whether a row moves down by
+    pruning or up by growth): the result must equal the NumPy reference."""
+    rng = np.random.default_rng()
+    n = 3000
+    _, rows = random_scene(rng, n, degree=3, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
+    grad_sum = rng.uniform(1e-4 if grow else 0.0, 8e-4 if grow else 2.4e-4, n).astype(np.float32)
+    counts = rng.integers(1, 4, n).astype(np.float32)
+    moments = rng.normal(0, 1, rows.shape).astype(np.float32)
+    moments_sq = rng.uniform(0, 1, rows.shape).astype(np.float32)
+    spare = np.concatenate([rows, rows, rows])  # capacity 3 n: every outcome fits in place
+    model = GaussianModel(gpu, spare, 3, moments_bf16=bf16)
+    cap = model.capacity
+    model.load_state_dict(dict(params=rows, exp_avg=moments, exp_avg_sq=moments_sq, adam_step=0,
+                               grad2d_sum=grad_sum, vis_count=counts))
+    if bf16:
+        moments, moments_sq = bf16_rounded(moments), bf16_rounded(moments_sq)
+    rule = (2e-4, 0.1, 0.005, 0.3)
+    before, after = model.densify(*rule, max_gaussians=10**7, seed=9)
+    assert model.capacity == cap, "must stay on the in-place path"
+    action = reference_actions(rows, grad_sum, counts, *rule)
+    assert after == copies_of(action).sum()
+    assert (after > 1.3 * n) if grow else (after < 0.9 * n), (n, after)  # the case this run covers
+    check_rows(*read_state(gpu, model), rows, moments, moments_sq, action, smax_of(rows))
