@@ -314,7 +314,7 @@ class GaussianModel:
                     stride = self._row_bytes(name) // 4
                     for c0 in range(0, stride, _SLICE):
                         width = min(_SLICE, stride - c0)
-                        self.k_gather.dispatch(thread_count=[n * width, 1, 1], command_encoder=enc, src=b[name],
+                        self.k_gather.dispatch(thread_count=[n, 1, 1], command_encoder=enc, src=b[name],
                                                dst=temp, n=n, stride=stride, c0=c0, width=width)
                         scatter(enc, name, temp, b[name], c0, width)
             self.gpu.clear(enc, b["grad2d_sum"])

@@ -49,6 +49,20 @@ from .layout import row_stride
 from .sort import RadixSort, Scan, read_total
 
 
+# Workgroups along x of one dispatch: Vulkan guarantees 65,535 (Intel, lavapipe stop there;
+# NVIDIA allows 2^31 - 1), so larger grids go 2D (backward_adam_grid).
+MAX_GROUPS_X = 32768
+BWD_WG = 64  # Gaussians per workgroup of project_backward_adam (BWD_WG in project.slang)
+
+
+def backward_adam_grid(n: int) -> tuple[list[int], int]:
+    """(thread_count, groups_x) of a project_backward_adam dispatch over ``n`` Gaussians:
+    ceil(n / 64) workgroups laid out as a grid of rows of at most MAX_GROUPS_X."""
+    groups = max(1, -(-n // BWD_WG))
+    gx = min(groups, MAX_GROUPS_X)
+    return [gx * BWD_WG, -(-groups // gx), 1], gx
+
+
 # Bits of the depth sort key (shaders/project/project.slang): 24 resolve 1.5e-5 of the depth
 # in 3 radix passes (32 bits: 4 passes for precision no render can show).
 DEPTH_KEY_BITS = 24
@@ -371,7 +385,8 @@ class Rasterizer:
             args = dict(optimizer)
             k = self.gpu.kernel("project/project", "project_backward_adam", MAX_SH_DEGREE=self.max_sh_degree,
                                 MOMENTS_BF16=int(args.pop("moments_bf16")))  # compiled on first use, then cached
-            k.record(enc, [max(n, 1), 1, 1], **common, **args)
+            threads, groups_x = backward_adam_grid(n)
+            k.record(enc, threads, **common, **args, groups_x=groups_x)
 
     # --- convenience for eval and tests ---------------------------------------------------
     def render(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int) -> np.ndarray:

@@ -8,7 +8,9 @@ import pytest
 
 from engine.splat.camera_table import camera_row
 from engine.splat.layout import row_stride
+from engine.splat import render
 from engine.splat.model import GaussianModel
+from engine.splat.render import backward_adam_grid
 from tests.splat.scenes import random_camera, random_scene
 
 LRS = dict(means=1e-3, scales=5e-3, quats=1e-3, opacities=5e-2, sh0=2.5e-3, shN=0.0)  # shN frozen
@@ -77,9 +79,11 @@ class Scene:
         gpu = self.gpu
         stats = gpu.zeros(4 * self.n), gpu.zeros(4 * self.n)
         args = model.adam_args(flags=flags, step=step, seed=11)
+        threads, groups_x = backward_adam_grid(self.n)
+        common = {**self.common(stats), "thread_count": threads}
         gpu.kernel("project/project", "project_backward_adam", MAX_SH_DEGREE=3,
                    MOMENTS_BF16=int(args.pop("moments_bf16"))).dispatch(params=model.buf["params"], **args,
-                                                                        **self.common(stats))
+                                                                        groups_x=groups_x, **common)
         return gpu.read(stats[0], np.float32, self.n)
 
 
@@ -96,8 +100,14 @@ def reference_adam(p, m, v, g, lr, t, b1=0.9, b2=0.999, eps=1e-15):
     return np.where(frozen, p, p1), np.where(frozen, m, m1), np.where(frozen, v, v1)
 
 
-@pytest.mark.parametrize("bf16", [False, True], ids=["fp32-moments", "bf16-moments"])
-def test_fused_backward_adam_matches_numpy(gpu, bf16):
+@pytest.mark.parametrize("bf16,groups_x", [(False, None), (True, None), (False, 2)],
+                         ids=["fp32-moments", "bf16-moments", "2d-grid"])
+def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, monkeypatch):
+    """groups_x: workgroups per grid row forced to 2 (300 Gaussians: 5 workgroups in 3 rows,
+    the last row half empty), as a dispatch of more than 65,535 workgroups would be laid out."""
+    if groups_x:
+        monkeypatch.setattr(render, "MAX_GROUPS_X", groups_x)
+        assert backward_adam_grid(300) == ([128, 3, 1], 2)
     rng = np.random.default_rng()
     sc = Scene(gpu, rng)
     n, D = sc.n, row_stride(3)
