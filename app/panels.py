@@ -14,6 +14,7 @@ import pyqtgraph as pg  # noqa: E402
 from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
 from engine import messages as M  # noqa: E402
+from engine.config import TrainConfig  # noqa: E402
 
 pg.setConfigOptions(antialias=False, background=(24, 25, 29), foreground=(200, 200, 205))
 
@@ -60,6 +61,8 @@ class TrainingPanel(QtWidgets.QWidget):
         "Full (3DGS)": dict(steps=30_000, max_size=1600, init_points=100_000, eval_interval=5_000),
     }
 
+    MOMENTS = (("float32", "fp32"), ("bfloat16 (half the memory)", "bf16"))
+
     def __init__(self, parent=None):
         super().__init__(parent)
         self.dataset: str | None = None
@@ -79,11 +82,21 @@ class TrainingPanel(QtWidgets.QWidget):
         self.eval_interval = QtWidgets.QSpinBox(minimum=0, maximum=1_000_000, singleStep=100)
         self.eval_interval.setSpecialValueText("at the end")
         self.init_points = QtWidgets.QSpinBox(minimum=100, maximum=10_000_000, singleStep=1000)
+        self.max_gaussians = QtWidgets.QSpinBox(minimum=1_000, maximum=100_000_000, singleStep=500_000)
+        self.max_gaussians.setGroupSeparatorShown(True)
+        self.max_gaussians.setValue(TrainConfig.max_gaussians)
+        self.max_gaussians.setToolTip("Densification stops growing here (the largest gradients grow first)")
+        self.adam_moments = QtWidgets.QComboBox()
+        for label, value in self.MOMENTS:
+            self.adam_moments.addItem(label, value)
+        self.adam_moments.setToolTip("bfloat16 halves the optimizer's memory: for very large models")
         form.addRow("Preset", self.preset)
         form.addRow("Steps", self.steps)
         form.addRow("Image size", self.max_size)
         form.addRow("Held-out PSNR every", self.eval_interval)
         form.addRow("Random init points", self.init_points)
+        form.addRow("Max Gaussians", self.max_gaussians)
+        form.addRow("Adam moments", self.adam_moments)
         lay.addLayout(form)
 
         row = QtWidgets.QHBoxLayout()
@@ -142,8 +155,10 @@ class TrainingPanel(QtWidgets.QWidget):
         self._apply_preset(self.preset.currentText())
 
     def settings(self) -> dict:
+        """The settings as StartTraining / StartPipeline fields."""
         return dict(steps=self.steps.value(), max_size=self.max_size.value(), init_points=self.init_points.value(),
-                    eval_interval=self.eval_interval.value())
+                    eval_interval=self.eval_interval.value(), max_gaussians=self.max_gaussians.value(),
+                    adam_moments=self.adam_moments.currentData())
 
     def _pause_clicked(self) -> None:
         (self.resume_requested if self.state == "paused" else self.pause_requested).emit()
@@ -160,7 +175,8 @@ class TrainingPanel(QtWidgets.QWidget):
         self.pause_btn.setEnabled(state in ("running", "paused"))
         self.pause_btn.setText("Resume" if state == "paused" else "Pause")
         self.stop_btn.setEnabled(state in ("running", "paused"))
-        for w in (self.preset, self.steps, self.max_size, self.eval_interval, self.init_points):
+        for w in (self.preset, self.steps, self.max_size, self.eval_interval, self.init_points, self.max_gaussians,
+                  self.adam_moments):
             w.setEnabled(not running)
         self.status.setText(f"{state}: {detail}" if detail else state)
 

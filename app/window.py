@@ -242,8 +242,7 @@ class StudioWindow(QtWidgets.QMainWindow):
                     st = self.training.settings()
                     self.training.set_dataset(str(d.path))
                     self.training.reset_curves(st["steps"])
-                    self.session.send(M.StartPipeline(str(d.path), steps=st["steps"], max_size=st["max_size"],
-                                                      eval_interval=st["eval_interval"], init_points=st["init_points"]))
+                    self.session.send(M.StartPipeline(str(d.path), **st))
                     self.note(f"Reconstructing the {what} {d.path.name} (frames, SfM, undistortion), then training…")
                 else:
                     self.refuse(f"{d.path.name}: reconstruction from a {what} is coming (engine/pipeline.py is not "
@@ -258,8 +257,7 @@ class StudioWindow(QtWidgets.QMainWindow):
             return
         s = self.training.settings()
         self.training.reset_curves(s["steps"])
-        self.session.send(M.StartTraining(self.training.dataset, steps=s["steps"], max_size=s["max_size"],
-                                          eval_interval=s["eval_interval"], init_points=s["init_points"]))
+        self.session.send(M.StartTraining(self.training.dataset, **s))
         self.docks["Training"].raise_()
 
     def _ask_export_ply(self) -> None:

@@ -195,6 +195,8 @@ class StartTraining:
     init_points: int = 100_000
     checkpoint_every: int = TrainConfig.checkpoint_every  # 0 = only when stopped with save
     checkpoint: str = ""       # checkpoint file; "" = <project>/checkpoints/train.npz (as `spirula run`)
+    max_gaussians: int = TrainConfig.max_gaussians  # densification cap
+    adam_moments: str = TrainConfig.adam_moments    # "fp32" or "bf16" (half the optimizer memory)
 
 
 @dataclass(frozen=True)
@@ -214,6 +216,8 @@ class StartPipeline:
     eval_every: int = 8
     eval_interval: int = 0
     init_points: int = 100_000
+    max_gaussians: int = TrainConfig.max_gaussians
+    adam_moments: str = TrainConfig.adam_moments
 
 
 @dataclass(frozen=True)

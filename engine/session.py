@@ -194,7 +194,8 @@ class _TrainingScene(_Scene):
         self.path = cmd.dataset
         self.cfg = RunConfig(device=gpu.backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
                              train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
-                                               init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every))
+                                               init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
+                                               max_gaussians=cmd.max_gaussians, adam_moments=cmd.adam_moments))
         self.train_idx, self.test_idx = dataset.split(cmd.eval_every)
         if not self.train_idx:
             self.train_idx, self.test_idx = list(range(len(dataset.cameras))), []
@@ -757,7 +758,8 @@ class _Engine:
             # the training checkpoints where `spirula run` would: either continues the other's
             self._start_training(M.StartTraining(str(project), str(project / "train"), pcmd.steps, pcmd.max_size,
                                                  pcmd.eval_every, pcmd.eval_interval, pcmd.init_points,
-                                                 checkpoint=str(train_checkpoint_path(project))))
+                                                 checkpoint=str(train_checkpoint_path(project)),
+                                                 max_gaussians=pcmd.max_gaussians, adam_moments=pcmd.adam_moments))
             return
         try:
             if kind == "train":
