@@ -42,6 +42,11 @@ def shader_dir() -> Path:
     raise DeviceError("Slang shader sources not found: neither <repo>/shaders nor the spirula_shaders package")
 
 
+# Workgroups per dimension of one dispatch that Vulkan guarantees (maxComputeWorkGroupCount;
+# Intel and lavapipe stop there, NVIDIA allows 2^31 - 1): larger grids go 2D or loop.
+MAX_DISPATCH_GROUPS = 65535
+
+
 class Gpu:
     """A slangpy device plus a cache of compiled kernels and buffer helpers."""
 

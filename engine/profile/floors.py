@@ -279,10 +279,9 @@ def project_backward_adam(w: Workload) -> Traffic:
     backward with Adam fused: project_backward's reads, but no gradient row is written;
     instead every Gaussian's parameters and both moments are read and written once
     (2 x 4 N D + 2 x 2 x 4 N MW)."""
-    stats = 2 if w.accumulate_stats else 0
+    unfused = project_backward(w)
     state = F32 * w.n * (w.d + 2 * w.moment_words)
-    return Traffic(read=F32 * (w.n + w.visible * (10 + 3 * w.k + 4 + 9 + stats)) + state,
-                   write=state + F32 * stats * w.visible)
+    return Traffic(read=unfused.read + state, write=unfused.write - F32 * w.d * w.n + state)
 
 
 def clear_screen_grads(w: Workload) -> Traffic:
@@ -367,6 +366,8 @@ def measure_bandwidth(gpu, nbytes: int | None = None, repeats: int = 5) -> dict:
     the VRAM pool."""
     import slangpy as spy
 
+    from ..device import MAX_DISPATCH_GROUPS  # here: engine.device imports engine.profile
+
     device = gpu.device
     if nbytes is None:
         try:
@@ -383,7 +384,7 @@ def measure_bandwidth(gpu, nbytes: int | None = None, repeats: int = 5) -> dict:
     dst = device.create_buffer(size=nbytes, usage=usage, label="bench.bandwidth_dst")
     kern = gpu.kernel("profile/bandwidth", "copy_vec4").raw  # slangpy's own dispatch: not in the profile
     n16 = nbytes // 16
-    threads = min(n16, 65535 * 256)
+    threads = min(n16, MAX_DISPATCH_GROUPS * 256)
     pool = device.create_query_pool(type=spy.QueryType.timestamp, count=4 * (repeats + 1))
     enc = device.create_command_encoder()
     enc.clear_buffer(src)  # touch the memory before timing

@@ -39,7 +39,7 @@ import os
 import numpy as np
 import slangpy as spy
 
-from ..device import Gpu
+from ..device import MAX_DISPATCH_GROUPS, Gpu
 from ..errors import IntersectionLimitError
 from ..profile import IMAGE, SPLAT_X_IMAGE, PhaseArena
 from ..profile.driver import device_limits
@@ -49,17 +49,14 @@ from .layout import row_stride
 from .sort import RadixSort, Scan, read_total
 
 
-# Workgroups along x of one dispatch: Vulkan guarantees 65,535 (Intel, lavapipe stop there;
-# NVIDIA allows 2^31 - 1), so larger grids go 2D (backward_adam_grid).
-MAX_GROUPS_X = 32768
 BWD_WG = 64  # Gaussians per workgroup of project_backward_adam (BWD_WG in project.slang)
 
 
 def backward_adam_grid(n: int) -> tuple[list[int], int]:
     """(thread_count, groups_x) of a project_backward_adam dispatch over ``n`` Gaussians:
-    ceil(n / 64) workgroups laid out as a grid of rows of at most MAX_GROUPS_X."""
+    ceil(n / 64) workgroups laid out as a grid of rows of at most MAX_DISPATCH_GROUPS."""
     groups = max(1, -(-n // BWD_WG))
-    gx = min(groups, MAX_GROUPS_X)
+    gx = min(groups, MAX_DISPATCH_GROUPS)
     return [gx * BWD_WG, -(-groups // gx), 1], gx
 
 

@@ -19,11 +19,10 @@ import time
 import numpy as np
 import slangpy as spy
 
-from ..device import Gpu
+from ..device import MAX_DISPATCH_GROUPS, Gpu
 from .buffers import BufferSet
 
 WG = 256                     # threads per workgroup of every sort/ kernel (SORT_WG)
-_MAX_GROUPS = 65535          # one-dimensional dispatch limit we rely on
 
 
 def _unroll_default(gpu: Gpu) -> bool:
@@ -37,8 +36,8 @@ def _unroll_default(gpu: Gpu) -> bool:
 
 def _groups(count: int, tile: int) -> int:
     g = -(-count // tile)
-    if g > _MAX_GROUPS:
-        raise ValueError(f"{count} elements need {g} workgroups of {tile}; the limit is {_MAX_GROUPS}")
+    if g > MAX_DISPATCH_GROUPS:
+        raise ValueError(f"{count} elements need {g} workgroups of {tile}; the limit is {MAX_DISPATCH_GROUPS}")
     return g
 
 
@@ -204,7 +203,7 @@ class RadixSort:
     @property
     def max_pairs(self) -> int:
         """The most pairs one :meth:`record` can sort (the dispatch limit of its kernels)."""
-        return _MAX_GROUPS * self.tile
+        return MAX_DISPATCH_GROUPS * self.tile
 
     @staticmethod
     def passes(bits: int) -> int:

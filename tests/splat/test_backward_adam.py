@@ -106,7 +106,7 @@ def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, monkeypatch):
     """groups_x: workgroups per grid row forced to 2 (300 Gaussians: 5 workgroups in 3 rows,
     the last row half empty), as a dispatch of more than 65,535 workgroups would be laid out."""
     if groups_x:
-        monkeypatch.setattr(render, "MAX_GROUPS_X", groups_x)
+        monkeypatch.setattr(render, "MAX_DISPATCH_GROUPS", groups_x)
         assert backward_adam_grid(300) == ([128, 3, 1], 2)
     rng = np.random.default_rng()
     sc = Scene(gpu, rng)
