@@ -35,6 +35,10 @@ def main() -> None:
     ap.add_argument("--device", default="vulkan")
     ap.add_argument("--warm", type=int, default=1500)
     ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--window", type=int, default=100, help="steps of each profiled window")
+    ap.add_argument("--variants", default="",
+                    help="comma-separated rasterizer link-time switches to compare after the main window, "
+                         "e.g. 'WARP_CULL=0+TILE_SUMS=0,WARP_CULL=1+TILE_SUMS=0': a profiled window each")
     args = ap.parse_args()
 
     from engine.config import TrainConfig
@@ -106,19 +110,36 @@ def main() -> None:
            "host_ms_median": 1e3 * float(np.median(host)), "blocked_ms_median": 1e3 * float(np.median(np.subtract(wall, host))),
            "gpu_ms_median": float(np.median(gpu_ms)), "gpu_ms_p90": float(np.percentile(gpu_ms, 90))}
     # per-kernel GPU time per step (profiler's timestamps, a separate window of 100 steps)
+    s0 = args.warm + 1 + args.steps
+    out.update(profiled_window(gpu, tr, s0, args.window))
+    print("RESULT " + json.dumps(out), flush=True)
+    for v in filter(None, args.variants.split(",")):
+        consts = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split("+")}
+        tr.raster.k_fwd = gpu.kernel("raster/raster", "rasterize_forward", **consts)
+        tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", **consts)
+        s0 += args.window
+        tr.train_step(s0)  # compile outside the window
+        tr.drain()
+        s0 += 1
+        res = profiled_window(gpu, tr, s0, args.window)
+        print("VARIANT " + json.dumps({"dataset": args.data.name, "variant": consts, "gaussians": tr.model.n,
+                                        "intersections": tr.pipeline.last_count, **res}), flush=True)
+
+
+def profiled_window(gpu, tr, s0: int, steps: int = 100) -> dict:
+    """Per-kernel GPU µs per step over ``steps`` training steps from step ``s0`` (the
+    profiler's timestamps)."""
     from engine import profile
 
     profile.enable(text=False, at_exit=False)
-    s0 = args.warm + 1 + args.steps
-    for i in range(100):
+    for i in range(steps):
         tr.train_step(s0 + i)
     tr.drain()
     gpu.wait_idle()
     rep = profile.report(finish=False)["devices"][0]
     profile.disable()
-    out["kernels_us_per_step"] = {k["name"]: round(1e3 * k["total_ms"] / 100, 1) for k in rep["kernels"]}
-    out["profiled_gpu_exec_ms_per_step"] = rep["timing"]["gpu_exec_ms"] / 100
-    print("RESULT " + json.dumps(out), flush=True)
+    return {"kernels_us_per_step": {k["name"]: round(1e3 * k["total_ms"] / steps, 1) for k in rep["kernels"]},
+            "profiled_gpu_exec_ms_per_step": rep["timing"]["gpu_exec_ms"] / steps}
 
 
 if __name__ == "__main__":

@@ -163,7 +163,7 @@ class _Job:
                 " (--checkpoint-every 0)") + "; no PLY was written")
 
     def out_of_memory(self, e: DeviceMemoryError) -> str:
-        from .profile.report import build_report, format_report
+        from .profile.reporting import build_report, format_report
 
         t = self.trainer
         where = (f"at step {t.state.step + 1} with {t.model.n:,} Gaussians" if t is not None

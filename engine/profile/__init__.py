@@ -97,7 +97,7 @@ class Session:
 
 
 def _build(gpu, prof, driver: bool = True) -> dict:
-    from .report import build_report
+    from .reporting import build_report
 
     return build_report(gpu, prof, driver=driver)
 
@@ -198,7 +198,7 @@ def snapshot(gpu=None) -> dict:
 def report(finish: bool = True) -> dict:
     """{"version": 1, "devices": [per-device report]} for every profiled device."""
     s = _session
-    from .report import VERSION
+    from .reporting import VERSION
 
     return {"version": VERSION, "devices": s.reports(finish) if s is not None else []}
 
@@ -210,7 +210,7 @@ def write_json(path) -> None:
 
 
 def text_report(finish: bool = True) -> str:
-    from .report import format_report
+    from .reporting import format_report
 
     s = _session
     return "\n\n".join(format_report(r) for r in (s.reports(finish) if s is not None else []))
@@ -223,13 +223,13 @@ def _at_exit() -> None:
     try:
         reps = s.reports(finish=True)
         if s.text:
-            from .report import format_report
+            from .reporting import format_report
 
             for r in reps:
                 print("\n" + format_report(r), file=sys.stderr)
         if s.json_path:
             from ..fileio import write_json_atomic
-            from .report import VERSION
+            from .reporting import VERSION
 
             write_json_atomic(s.json_path, {"version": VERSION, "devices": reps})
             if s.text:

@@ -20,7 +20,7 @@ import pytest
 
 from engine import profile
 from engine.profile import driver
-from engine.profile.report import _vk_budget_lines, build_report, format_report
+from engine.profile.reporting import _vk_budget_lines, build_report, format_report
 
 MiB = 2**20
 

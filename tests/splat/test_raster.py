@@ -44,7 +44,7 @@ def _intersections(r, vis, view):
     return ids, ranges
 
 
-def _run(gpu, r, vis, view, background, g_image=None):
+def _run(gpu, r, vis, view, background, g_image=None, **switches):
     import slangpy as spy
 
     n = len(r["depths"])
@@ -56,7 +56,7 @@ def _run(gpu, r, vis, view, background, g_image=None):
                   width=view.width, height=view.height, tiles_x=view.tiles_x, background=spy.float3(*background),
                   row0=0)
     image, final_T, last = gpu.buffer(12 * npix), gpu.buffer(4 * npix), gpu.buffer(4 * npix)
-    gpu.kernel("raster/raster", "rasterize_forward").dispatch(
+    gpu.kernel("raster/raster", "rasterize_forward", **switches).dispatch(
         thread_count=[view.tiles_x * 16, view.tiles_y * 16, 1], image=image, final_T=final_T, last_index=last, **common)
     out = {"image": gpu.read(image, np.float32, shape=(view.height, view.width, 3)),
            "last_index": gpu.read(last, np.uint32, shape=(view.height, view.width))}
@@ -66,7 +66,7 @@ def _run(gpu, r, vis, view, background, g_image=None):
     out["tile"] = tile
     if g_image is not None:
         grads = {k: gpu.zeros(4 * c * n) for k, c in (("g_means2d", 2), ("g_conic", 3), ("g_opacity", 1), ("g_rgb", 3))}
-        gpu.kernel("raster/raster", "rasterize_backward").dispatch(
+        gpu.kernel("raster/raster", "rasterize_backward", **switches).dispatch(
             thread_count=[view.tiles_x * 16, view.tiles_y * 16, 1], final_T=final_T, last_index=last,
             g_image=gpu.upload(g_image.astype(np.float32)), **grads, **common)
         widths = {"g_means2d": 2, "g_conic": 3, "g_opacity": 1, "g_rgb": 3}
@@ -91,19 +91,29 @@ def test_rasterize_forward_matches_compositor(gpu, seed):
     assert want.std() > 0.05, "scene renders nearly flat"
 
 
-@pytest.mark.parametrize("opaque", [False, True], ids=["translucent", "saturating"])
-def test_rasterize_backward_matches_finite_differences(gpu, opaque):
+@pytest.mark.parametrize("kind", ["translucent", "saturating", "deep"])
+def test_rasterize_backward_matches_finite_differences(gpu, kind):
     """``saturating``: near-opaque splats stacked deep, so pixels stop (T < 1e-4) long before
-    the end of their tile's list and the backward starts from the tile's last contributor."""
+    the end of their tile's list and the backward starts from the tile's last contributor.
+    ``deep``: faint splats, several hundred per tile, so a tile's replay spans batches of
+    256 and each batch's shared gradient sums are flushed and cleared between them."""
     rng = np.random.default_rng(7)
-    view = View(0, 40, 36)
-    r, vis = _splats(rng, 150 if opaque else 60, view.width, view.height, (-1.5, -0.8) if opaque else (-2.5, -1.2))
+    opaque = kind == "saturating"
+    view = View(0, 32, 32) if kind == "deep" else View(0, 40, 36)
+    n, scale = {"translucent": (60, (-2.5, -1.2)), "saturating": (150, (-1.5, -0.8)), "deep": (900, (-2.2, -1.4))}[kind]
+    r, vis = _splats(rng, n, view.width, view.height, scale)
     if opaque:
         r["opacities"] = rng.uniform(0.9, 0.98, len(r["opacities"]))  # below the 0.999 clamp
+    elif kind == "deep":
+        r["opacities"] = rng.uniform(0.01, 0.06, len(r["opacities"]))  # T stays above 1e-4 through hundreds
     else:
         r["opacities"] = np.clip(r["opacities"], 0.05, 0.9)  # keep away from the 0.999 clamp
     w = rng.normal(0, 1, (view.height, view.width, 3))
     out = _run(gpu, r, vis, view, (0.2, 0.3, 0.4), g_image=w)
+    if kind == "deep":
+        replayed = out["last_index"].max()
+        print(f"deep scene: up to {out['range_len'].max()} splats per tile, a pixel composites up to {replayed}")
+        assert replayed > 300, "the replay must span more than one batch of 256"
     if opaque:  # pixels stop before the end of their tile's list, whole tiles too
         stopped = out["last_index"] < out["range_len"]
         tile_max = np.zeros(view.tiles_x * view.tiles_y, np.int64)
@@ -144,3 +154,22 @@ def test_rasterize_backward_matches_finite_differences(gpu, opaque):
         # tolerance: 2% of the largest gradient of the group (float32 GPU vs float64 FD)
         np.testing.assert_allclose(ana, num, atol=0.02 * scale, rtol=0.02, err_msg=key)
         assert scale > 1e-6, f"{key}: gradients vanish, test is vacuous"
+
+
+def test_rasterizer_switches_agree(gpu):
+    """The link-time switches (WARP_CULL, TILE_SUMS; benchmarks compare them) change the
+    work skipped and the order of float sums, not the result."""
+    rng = np.random.default_rng(11)
+    view = View(0, 70, 52)
+    r, vis = _splats(rng, 500, view.width, view.height, (-2.2, -1.0))
+    w = rng.normal(0, 1, (view.height, view.width, 3))
+    runs = {(c, t): _run(gpu, r, vis, view, (0.1, 0.2, 0.3), g_image=w, WARP_CULL=c, TILE_SUMS=t)
+            for c in (0, 1) for t in (0, 1)}
+    base = runs[(0, 0)]
+    for key, out in runs.items():
+        np.testing.assert_array_equal(out["last_index"], base["last_index"], err_msg=str(key))
+        np.testing.assert_allclose(out["image"], base["image"], atol=1e-6, err_msg=str(key))
+        for g in ("g_means2d", "g_conic", "g_opacity", "g_rgb"):
+            scale = np.abs(base[g]).max()
+            assert scale > 0
+            np.testing.assert_allclose(out[g], base[g], atol=1e-4 * scale, err_msg=f"{key} {g}")

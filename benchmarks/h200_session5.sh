@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Issue 8 on the lent H200, fifth session (the rasterizer's subgroup culling and per-tile
+# gradient sums). Carry .gpu/{gpu-env.sh,debs,slangpy.tar.xz,wheels,torch_ext.tar.xz,data}.
+#   PART=A: where a step goes once densification has finished (fox after 15,000 steps,
+#           office_chair after 7,000), with the rasterizer's link-time switches compared on
+#           the same model; `spirula bench raster` (2M Gaussians) with memory-traffic floors.
+set -u
+part=${PART:?PART=A}
+export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
+variants="WARP_CULL=0+TILE_SUMS=0,WARP_CULL=1+TILE_SUMS=0,WARP_CULL=0+TILE_SUMS=1,WARP_CULL=1+TILE_SUMS=1"
+case $part in
+A)
+  source .gpu/gpu-env.sh
+  for spec in fox:15000 office_chair:7000; do
+    IFS=: read -r d w <<<"$spec"
+    timeout 200 python3 benchmarks/step_overhead.py --data .gpu/data/$d --device vulkan --warm $w --steps 300 \
+      --variants "$variants" 2>>"$OUT/errors.log" | grep -E '^(RESULT|VARIANT) ' | tee -a "$OUT/overhead.jsonl" \
+      | python3 -c "
+import json, sys
+for line in sys.stdin:
+    tag, _, js = line.partition(' '); r = json.loads(js); k = r['kernels_us_per_step']
+    print(tag, r['dataset'], r.get('variant', ''), r['gaussians'], r['intersections'], 'gpu %.3f' % r['profiled_gpu_exec_ms_per_step'],
+          'wall %.3f' % r.get('wall_ms_per_step', float('nan')), {n: k[n] for n in list(k)[:9]})"
+  done
+  timeout 150 python3 -m engine.cli bench raster --device vulkan --json "$OUT/raster-vulkan.json" > "$OUT/raster.txt" 2>> "$OUT/errors.log" \
+    || echo "FAILED bench raster"
+  tail -30 "$OUT/raster.txt" ;;
+esac
+tail -4 "$OUT/errors.log" 2>/dev/null
