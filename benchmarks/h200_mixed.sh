@@ -8,10 +8,12 @@ source .gpu/gpu-env.sh
 export TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
 out=$OUT/results.jsonl; errs=$OUT/errors.log
 deadline=$(( $(date +%s) + ${BUDGET_S:-540} ))
-if [ -f .gpu/torch_ext.tar.xz ]; then mkdir -p ~/.cache && tar -xJf .gpu/torch_ext.tar.xz -C ~/.cache; fi
-t=$(date +%s); python3 -c "import gsplat.cuda._backend as b; print('gsplat backend', b._C is not None)" 2>&1 | tail -1
-echo "gsplat build/load: $(( $(date +%s) - t )) s"
-[ -f .gpu/torch_ext.tar.xz ] || tar -C ~/.cache -cJf $OUT/torch_ext.tar.xz torch_extensions 2>/dev/null
+if [ -z "${NO_GSPLAT:-}" ]; then  # NO_GSPLAT=1: only our trainer runs, skip gsplat's load
+  if [ -f .gpu/torch_ext.tar.xz ]; then mkdir -p ~/.cache && tar -xJf .gpu/torch_ext.tar.xz -C ~/.cache; fi
+  t=$(date +%s); python3 -c "import gsplat.cuda._backend as b; print('gsplat backend', b._C is not None)" 2>&1 | tail -1
+  echo "gsplat build/load: $(( $(date +%s) - t )) s"
+  [ -f .gpu/torch_ext.tar.xz ] || tar -C ~/.cache -cJf $OUT/torch_ext.tar.xz torch_extensions 2>/dev/null
+fi
 for d in ${PARITY:-}; do
   timeout 120 python3 benchmarks/parity_gsplat.py --data ".gpu/data/$d" 2>>"$errs" | tee -a "$OUT/parity.txt" || echo "FAILED parity $d"
 done

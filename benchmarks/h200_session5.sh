@@ -4,8 +4,11 @@
 #   PART=A: where a step goes once densification has finished (fox after 15,000 steps,
 #           office_chair after 7,000), with the rasterizer's link-time switches compared on
 #           the same model; `spirula bench raster` (2M Gaussians) with memory-traffic floors.
+#   PART=B: after dropping both switches (they lost): fox's step split after 15,000 steps with
+#           the per-tile replay lengths; quality seeds 0-4 of office_chair and mouse side by
+#           side; a timed 30,000-step fox run.
 set -u
-part=${PART:?PART=A}
+part=${PART:?PART=A or B}
 export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 variants="WARP_CULL=0+TILE_SUMS=0,WARP_CULL=1+TILE_SUMS=0,WARP_CULL=0+TILE_SUMS=1,WARP_CULL=1+TILE_SUMS=1"
 case $part in
@@ -25,5 +28,12 @@ for line in sys.stdin:
   timeout 150 python3 -m engine.cli bench raster --device vulkan --json "$OUT/raster-vulkan.json" > "$OUT/raster.txt" 2>> "$OUT/errors.log" \
     || echo "FAILED bench raster"
   tail -30 "$OUT/raster.txt" ;;
+B)
+  (source .gpu/gpu-env.sh
+   timeout 150 python3 benchmarks/step_overhead.py --data .gpu/data/fox --device vulkan --warm 15000 --steps 300 --tile-stats \
+     2>>"$OUT/errors.log" | grep -E '^(RESULT|TILES) ' | tee -a "$OUT/overhead.jsonl" | cut -c1-700)
+  PAR="office_chair:0:ours-vulkan office_chair:1:ours-vulkan office_chair:2:ours-vulkan office_chair:3:ours-vulkan office_chair:4:ours-vulkan mouse:0:ours-vulkan mouse:1:ours-vulkan mouse:2:ours-vulkan mouse:3:ours-vulkan mouse:4:ours-vulkan" \
+  STEPS=7000 BUDGET_S=200 NO_GSPLAT=1 bash benchmarks/h200_mixed.sh | cut -c1-260
+  SEQ="fox:0:ours-vulkan" STEPS=30000 BUDGET_S=150 NO_GSPLAT=1 bash benchmarks/h200_mixed.sh | cut -c1-400 ;;
 esac
 tail -4 "$OUT/errors.log" 2>/dev/null

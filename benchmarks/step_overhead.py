@@ -36,6 +36,8 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=1500)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--window", type=int, default=100, help="steps of each profiled window")
+    ap.add_argument("--tile-stats", action="store_true",
+                    help="per-tile replay lengths of the training views (is the backward bound by its longest tiles?)")
     ap.add_argument("--variants", default="",
                     help="comma-separated rasterizer link-time switches to compare after the main window, "
                          "e.g. 'WARP_CULL=0+TILE_SUMS=0,WARP_CULL=1+TILE_SUMS=0': a profiled window each")
@@ -113,6 +115,8 @@ def main() -> None:
     s0 = args.warm + 1 + args.steps
     out.update(profiled_window(gpu, tr, s0, args.window))
     print("RESULT " + json.dumps(out), flush=True)
+    if args.tile_stats:
+        print("TILES " + json.dumps({"dataset": args.data.name, **tile_stats(tr, train_idx)}), flush=True)
     for v in filter(None, args.variants.split(",")):
         consts = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split("+")}
         tr.raster.k_fwd = gpu.kernel("raster/raster", "rasterize_forward", **consts)
@@ -124,6 +128,32 @@ def main() -> None:
         res = profiled_window(gpu, tr, s0, args.window)
         print("VARIANT " + json.dumps({"dataset": args.data.name, "variant": consts, "gaussians": tr.model.n,
                                         "intersections": tr.pipeline.last_count, **res}), flush=True)
+
+
+def tile_stats(tr, views) -> dict:
+    """Per 16x16 tile of each training view: the list length and the replayed length (the
+    largest last index of its pixels, where the backward starts). Summed over the views;
+    the longest tiles bound a kernel that walks each tile's list serially."""
+    from engine.splat.camera_table import View
+
+    lens, replayed = [], []
+    for i in views:
+        tr.render(i)
+        cam = tr.dataset.cameras[i]
+        v = View(i, cam.width, cam.height)
+        ranges = tr.raster.read("ranges", np.uint32, shape=(v.tiles_y * v.tiles_x, 2))
+        last = tr.raster.read("last_index", np.uint32, shape=(v.height, v.width))
+        pad = np.zeros((v.tiles_y * 16, v.tiles_x * 16), np.uint32)
+        pad[:v.height, :v.width] = last
+        tile_last = pad.reshape(v.tiles_y, 16, v.tiles_x, 16).max(axis=(1, 3)).ravel()
+        lens.append((ranges[:, 1] - ranges[:, 0]).astype(np.int64))
+        replayed.append(tile_last.astype(np.int64))
+    per_view_max = [int(r.max()) for r in replayed]
+    lens, replayed = np.concatenate(lens), np.concatenate(replayed)
+    q = lambda a: {p: int(np.percentile(a, p)) for p in (50, 90, 99, 100)}
+    return {"views": len(views), "tiles_per_view": int(len(lens) / len(views)),
+            "list_len_percentiles": q(lens), "replayed_percentiles": q(replayed),
+            "replayed_mean": float(replayed.mean()), "replayed_max_per_view_mean": float(np.mean(per_view_max))}
 
 
 def profiled_window(gpu, tr, s0: int, steps: int = 100) -> dict:
