@@ -7,8 +7,11 @@
 #   PART=B: after dropping both switches (they lost): fox's step split after 15,000 steps with
 #           the per-tile replay lengths; quality seeds 0-4 of office_chair and mouse side by
 #           side; a timed 30,000-step fox run.
+#   PART=C: the backward with 2 pixel rows per thread: BWD_ROWS 1 / 2 / 4 compared on fox
+#           (after 15,000 steps) and office_chair (after 7,000); fox quality seeds 0-2 side by
+#           side; timed 30,000-step fox runs, ours and gsplat.   carry as A plus .gpu/torch_ext.tar.xz
 set -u
-part=${PART:?PART=A or B}
+part=${PART:?PART=A, B or C}
 export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 variants="WARP_CULL=0+TILE_SUMS=0,WARP_CULL=1+TILE_SUMS=0,WARP_CULL=0+TILE_SUMS=1,WARP_CULL=1+TILE_SUMS=1"
 case $part in
@@ -35,5 +38,21 @@ B)
   PAR="office_chair:0:ours-vulkan office_chair:1:ours-vulkan office_chair:2:ours-vulkan office_chair:3:ours-vulkan office_chair:4:ours-vulkan mouse:0:ours-vulkan mouse:1:ours-vulkan mouse:2:ours-vulkan mouse:3:ours-vulkan mouse:4:ours-vulkan" \
   STEPS=7000 BUDGET_S=200 NO_GSPLAT=1 bash benchmarks/h200_mixed.sh | cut -c1-260
   SEQ="fox:0:ours-vulkan" STEPS=30000 BUDGET_S=150 NO_GSPLAT=1 bash benchmarks/h200_mixed.sh | cut -c1-400 ;;
+C)
+  (source .gpu/gpu-env.sh
+   for spec in fox:15000 office_chair:7000; do
+     IFS=: read -r d w <<<"$spec"
+     timeout 150 python3 benchmarks/step_overhead.py --data .gpu/data/$d --device vulkan --warm $w --steps 300 \
+       --variants "BWD_ROWS=1,BWD_ROWS=4" 2>>"$OUT/errors.log" | grep -E '^(RESULT|VARIANT) ' | tee -a "$OUT/overhead.jsonl" \
+       | python3 -c "
+import json, sys
+for line in sys.stdin:
+    tag, _, js = line.partition(' '); r = json.loads(js); k = r['kernels_us_per_step']
+    print(tag, r['dataset'], r.get('variant', ''), r['gaussians'], r['intersections'], 'gpu %.3f' % r['profiled_gpu_exec_ms_per_step'],
+          'wall %.3f' % r.get('wall_ms_per_step', float('nan')), {n: k[n] for n in list(k)[:4]})"
+   done)
+  PAR="fox:0:ours-vulkan fox:1:ours-vulkan fox:2:ours-vulkan" STEPS=7000 BUDGET_S=100 NO_GSPLAT=1 \
+    bash benchmarks/h200_mixed.sh | cut -c1-200
+  SEQ="fox:0:ours-vulkan fox:0:gsplat" STEPS=30000 BUDGET_S=${BUDGET_S:-330} bash benchmarks/h200_mixed.sh | cut -c1-300 ;;
 esac
 tail -4 "$OUT/errors.log" 2>/dev/null

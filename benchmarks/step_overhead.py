@@ -39,8 +39,8 @@ def main() -> None:
     ap.add_argument("--tile-stats", action="store_true",
                     help="per-tile replay lengths of the training views (is the backward bound by its longest tiles?)")
     ap.add_argument("--variants", default="",
-                    help="comma-separated rasterizer link-time switches to compare after the main window, "
-                         "e.g. 'WARP_CULL=0+TILE_SUMS=0,WARP_CULL=1+TILE_SUMS=0': a profiled window each")
+                    help="comma-separated link-time constants of rasterize_backward to compare after the main "
+                         "window, e.g. 'BWD_ROWS=1,BWD_ROWS=4': a profiled window each")
     args = ap.parse_args()
 
     from engine.config import TrainConfig
@@ -119,8 +119,8 @@ def main() -> None:
         print("TILES " + json.dumps({"dataset": args.data.name, **tile_stats(tr, train_idx)}), flush=True)
     for v in filter(None, args.variants.split(",")):
         consts = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split("+")}
-        tr.raster.k_fwd = gpu.kernel("raster/raster", "rasterize_forward", **consts)
         tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", **consts)
+        tr.raster.bwd_rows = consts.get("BWD_ROWS", tr.raster.bwd_rows)
         s0 += args.window
         tr.train_step(s0)  # compile outside the window
         tr.drain()
