@@ -10,8 +10,12 @@
 #   PART=C: the backward with 2 pixel rows per thread: BWD_ROWS 1 / 2 / 4 compared on fox
 #           (after 15,000 steps) and office_chair (after 7,000); fox quality seeds 0-2 side by
 #           side; timed 30,000-step fox runs, ours and gsplat.   carry as A plus .gpu/torch_ext.tar.xz
+#   PART=D: the final commit (the rasterizer of B; BWD_ROWS dropped: 1 row was fastest),
+#           timed runs one at a time: 7,000 steps ours on the three datasets and gsplat on
+#           fox, 30,000 steps ours and gsplat on fox, then gsplat 7,000 on the other two as
+#           the budget allows.                                  carry as C
 set -u
-part=${PART:?PART=A, B or C}
+part=${PART:?PART=A, B, C or D}
 export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 variants="WARP_CULL=0+TILE_SUMS=0,WARP_CULL=1+TILE_SUMS=0,WARP_CULL=0+TILE_SUMS=1,WARP_CULL=1+TILE_SUMS=1"
 case $part in
@@ -54,5 +58,11 @@ for line in sys.stdin:
   PAR="fox:0:ours-vulkan fox:1:ours-vulkan fox:2:ours-vulkan" STEPS=7000 BUDGET_S=100 NO_GSPLAT=1 \
     bash benchmarks/h200_mixed.sh | cut -c1-200
   SEQ="fox:0:ours-vulkan fox:0:gsplat" STEPS=30000 BUDGET_S=${BUDGET_S:-330} bash benchmarks/h200_mixed.sh | cut -c1-300 ;;
+D)
+  SEQ="fox:0:ours-vulkan office_chair:0:ours-vulkan mouse:0:ours-vulkan fox:0:gsplat" STEPS=7000 \
+    BUDGET_S=${BUDGET_S:-250} bash benchmarks/h200_mixed.sh | cut -c1-330
+  SEQ="fox:0:ours-vulkan fox:0:gsplat" STEPS=30000 BUDGET_S=300 NO_GSPLAT=1 bash benchmarks/h200_mixed.sh | cut -c1-330
+  SEQ="office_chair:0:gsplat mouse:0:gsplat" STEPS=7000 BUDGET_S=${BUDGET_S2:-60} NO_GSPLAT=1 \
+    bash benchmarks/h200_mixed.sh | cut -c1-330 ;;
 esac
 tail -4 "$OUT/errors.log" 2>/dev/null

@@ -40,7 +40,7 @@ def main() -> None:
                     help="per-tile replay lengths of the training views (is the backward bound by its longest tiles?)")
     ap.add_argument("--variants", default="",
                     help="comma-separated link-time constants of rasterize_backward to compare after the main "
-                         "window, e.g. 'BWD_ROWS=1,BWD_ROWS=4': a profiled window each")
+                         "window, e.g. 'NAME=0,NAME=1' for an `extern static const` NAME: a profiled window each")
     args = ap.parse_args()
 
     from engine.config import TrainConfig
@@ -120,7 +120,6 @@ def main() -> None:
     for v in filter(None, args.variants.split(",")):
         consts = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split("+")}
         tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", **consts)
-        tr.raster.bwd_rows = consts.get("BWD_ROWS", tr.raster.bwd_rows)
         s0 += args.window
         tr.train_step(s0)  # compile outside the window
         tr.drain()

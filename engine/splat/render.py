@@ -50,9 +50,6 @@ from .sort import RadixSort, Scan, read_total
 
 
 BWD_WG = 64  # Gaussians per workgroup of project_backward_adam (BWD_WG in project.slang)
-# Pixel rows per thread of rasterize_backward (its link-time BWD_ROWS): the per-splat work of
-# a subgroup (shared loads, shuffle reduction, atomics) is shared by that many pixels.
-BWD_ROWS = 2
 
 
 def backward_adam_grid(n: int) -> tuple[list[int], int]:
@@ -150,8 +147,7 @@ class Rasterizer:
         self.k_emit = gpu.kernel("raster/raster", "emit_intersections")
         self.k_ranges = gpu.kernel("raster/raster", "tile_ranges")
         self.k_fwd = gpu.kernel("raster/raster", "rasterize_forward")
-        self.bwd_rows = BWD_ROWS
-        self.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", BWD_ROWS=BWD_ROWS)
+        self.k_bwd = gpu.kernel("raster/raster", "rasterize_backward")
         self.k_clear_grads = gpu.kernel("raster/raster", "clear_screen_grads")
         self.n = 0
         self.m = 0
@@ -362,7 +358,7 @@ class Rasterizer:
             passes = [(0, v.tiles_y, self._b("isect_ids", max(self.m, 1)), self._b("ranges", 2 * v.tiles_x * v.tiles_y))]
         for row0, row1, isect_ids, ranges in passes:
             self.k_bwd.record(
-                enc, [v.tiles_x * TILE, (row1 - row0) * TILE // self.bwd_rows, 1], "band" if self.bands else "",
+                enc, [v.tiles_x * TILE, (row1 - row0) * TILE, 1], "band" if self.bands else "",
                 ranges=ranges, isect_ids=isect_ids,
                 means2d=self._b("means2d", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
                 rgb=self._b("rgb", 3 * n), final_T=self._b("final_T", npix),

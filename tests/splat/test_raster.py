@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from engine.splat.camera_table import View
-from engine.splat.render import BWD_ROWS
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene
 
@@ -45,7 +44,7 @@ def _intersections(r, vis, view):
     return ids, ranges
 
 
-def _run(gpu, r, vis, view, background, g_image=None, bwd_rows=BWD_ROWS):
+def _run(gpu, r, vis, view, background, g_image=None):
     import slangpy as spy
 
     n = len(r["depths"])
@@ -67,8 +66,8 @@ def _run(gpu, r, vis, view, background, g_image=None, bwd_rows=BWD_ROWS):
     out["tile"] = tile
     if g_image is not None:
         grads = {k: gpu.zeros(4 * c * n) for k, c in (("g_means2d", 2), ("g_conic", 3), ("g_opacity", 1), ("g_rgb", 3))}
-        gpu.kernel("raster/raster", "rasterize_backward", BWD_ROWS=bwd_rows).dispatch(
-            thread_count=[view.tiles_x * 16, view.tiles_y * 16 // bwd_rows, 1], final_T=final_T, last_index=last,
+        gpu.kernel("raster/raster", "rasterize_backward").dispatch(
+            thread_count=[view.tiles_x * 16, view.tiles_y * 16, 1], final_T=final_T, last_index=last,
             g_image=gpu.upload(g_image.astype(np.float32)), **grads, **common)
         widths = {"g_means2d": 2, "g_conic": 3, "g_opacity": 1, "g_rgb": 3}
         out.update({k: gpu.read(b, np.float32, shape=(n, widths[k])) for k, b in grads.items()})
@@ -157,17 +156,3 @@ def test_rasterize_backward_matches_finite_differences(gpu, kind):
         assert scale > 1e-6, f"{key}: gradients vanish, test is vacuous"
 
 
-
-def test_backward_rows_per_thread_agree(gpu):
-    """rasterize_backward with 1, 2 or 4 pixel rows per thread (BWD_ROWS; benchmarks compare
-    them) gives the same gradients up to the order of float sums."""
-    rng = np.random.default_rng(11)
-    view = View(0, 70, 52)
-    r, vis = _splats(rng, 500, view.width, view.height, (-2.2, -1.0))
-    w = rng.normal(0, 1, (view.height, view.width, 3))
-    runs = {rows: _run(gpu, r, vis, view, (0.1, 0.2, 0.3), g_image=w, bwd_rows=rows) for rows in (1, 2, 4)}
-    for rows, out in runs.items():
-        for g in ("g_means2d", "g_conic", "g_opacity", "g_rgb"):
-            scale = np.abs(runs[1][g]).max()
-            assert scale > 0
-            np.testing.assert_allclose(out[g], runs[1][g], atol=1e-4 * scale, err_msg=f"BWD_ROWS={rows} {g}")
