@@ -61,7 +61,7 @@ for line in sys.stdin:
 D)
   SEQ="fox:0:ours-vulkan office_chair:0:ours-vulkan mouse:0:ours-vulkan fox:0:gsplat" STEPS=7000 \
     BUDGET_S=${BUDGET_S:-250} bash benchmarks/h200_mixed.sh | cut -c1-330
-  SEQ="fox:0:ours-vulkan fox:0:gsplat" STEPS=30000 BUDGET_S=300 NO_GSPLAT=1 bash benchmarks/h200_mixed.sh | cut -c1-330
+  SEQ="fox:0:ours-vulkan fox:0:gsplat" STEPS=30000 BUDGET_S=${BUDGET_S30:-330} NO_GSPLAT=1 bash benchmarks/h200_mixed.sh | cut -c1-330
   SEQ="office_chair:0:gsplat mouse:0:gsplat" STEPS=7000 BUDGET_S=${BUDGET_S2:-60} NO_GSPLAT=1 \
     bash benchmarks/h200_mixed.sh | cut -c1-330 ;;
 esac
