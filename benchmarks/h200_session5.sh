@@ -14,27 +14,36 @@
 #           timed runs one at a time: 7,000 steps ours on the three datasets and gsplat on
 #           fox, 30,000 steps ours and gsplat on fox, then gsplat 7,000 on the other two as
 #           the budget allows.                                  carry as C
+#   PART=E (for the next session): the backward split over 2 / 4 / 8 workgroups per tile
+#           (Rasterizer.backward_splits, built after call D), on the same models. carry as A
+#   (A and C ran builds whose switches were removed afterwards: see BENCHMARKS.md.)
 set -u
-part=${PART:?PART=A, B, C or D}
+part=${PART:?PART=A, B, C, D or E}
 export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 variants="WARP_CULL=0+TILE_SUMS=0,WARP_CULL=1+TILE_SUMS=0,WARP_CULL=0+TILE_SUMS=1,WARP_CULL=1+TILE_SUMS=1"
-case $part in
-A)
-  source .gpu/gpu-env.sh
-  for spec in fox:15000 office_chair:7000; do
-    IFS=: read -r d w <<<"$spec"
-    timeout 200 python3 benchmarks/step_overhead.py --data .gpu/data/$d --device vulkan --warm $w --steps 300 \
-      --variants "$variants" 2>>"$OUT/errors.log" | grep -E '^(RESULT|VARIANT) ' | tee -a "$OUT/overhead.jsonl" \
-      | python3 -c "
+# compare "dataset:warm ..." [step_overhead options]: per-kernel µs/step on each dataset's
+# model after `warm` steps, the main build and then each compared variant on the same model
+compare() {
+  local specs=$1; shift
+  (source .gpu/gpu-env.sh
+   for spec in $specs; do
+     IFS=: read -r d w <<<"$spec"
+     timeout 200 python3 benchmarks/step_overhead.py --data .gpu/data/$d --device vulkan --warm $w --steps 300 "$@" \
+       2>>"$OUT/errors.log" | grep -E '^(RESULT|VARIANT) ' | tee -a "$OUT/overhead.jsonl" | python3 -c "
 import json, sys
 for line in sys.stdin:
     tag, _, js = line.partition(' '); r = json.loads(js); k = r['kernels_us_per_step']
     print(tag, r['dataset'], r.get('variant', ''), r['gaussians'], r['intersections'], 'gpu %.3f' % r['profiled_gpu_exec_ms_per_step'],
-          'wall %.3f' % r.get('wall_ms_per_step', float('nan')), {n: k[n] for n in list(k)[:9]})"
-  done
-  timeout 150 python3 -m engine.cli bench raster --device vulkan --json "$OUT/raster-vulkan.json" > "$OUT/raster.txt" 2>> "$OUT/errors.log" \
-    || echo "FAILED bench raster"
-  tail -30 "$OUT/raster.txt" ;;
+          'wall %.3f' % r.get('wall_ms_per_step', float('nan')), {n: k[n] for n in list(k)[:6]})"
+   done)
+}
+case $part in
+A)
+  compare "fox:15000 office_chair:7000" --variants "$variants"
+  (source .gpu/gpu-env.sh
+   timeout 150 python3 -m engine.cli bench raster --device vulkan --json "$OUT/raster-vulkan.json" > "$OUT/raster.txt" \
+     2>> "$OUT/errors.log" || echo "FAILED bench raster"
+   tail -30 "$OUT/raster.txt") ;;
 B)
   (source .gpu/gpu-env.sh
    timeout 150 python3 benchmarks/step_overhead.py --data .gpu/data/fox --device vulkan --warm 15000 --steps 300 --tile-stats \
@@ -43,18 +52,7 @@ B)
   STEPS=7000 BUDGET_S=200 NO_GSPLAT=1 bash benchmarks/h200_mixed.sh | cut -c1-260
   SEQ="fox:0:ours-vulkan" STEPS=30000 BUDGET_S=150 NO_GSPLAT=1 bash benchmarks/h200_mixed.sh | cut -c1-400 ;;
 C)
-  (source .gpu/gpu-env.sh
-   for spec in fox:15000 office_chair:7000; do
-     IFS=: read -r d w <<<"$spec"
-     timeout 150 python3 benchmarks/step_overhead.py --data .gpu/data/$d --device vulkan --warm $w --steps 300 \
-       --variants "BWD_ROWS=1,BWD_ROWS=4" 2>>"$OUT/errors.log" | grep -E '^(RESULT|VARIANT) ' | tee -a "$OUT/overhead.jsonl" \
-       | python3 -c "
-import json, sys
-for line in sys.stdin:
-    tag, _, js = line.partition(' '); r = json.loads(js); k = r['kernels_us_per_step']
-    print(tag, r['dataset'], r.get('variant', ''), r['gaussians'], r['intersections'], 'gpu %.3f' % r['profiled_gpu_exec_ms_per_step'],
-          'wall %.3f' % r.get('wall_ms_per_step', float('nan')), {n: k[n] for n in list(k)[:4]})"
-   done)
+  compare "fox:15000 office_chair:7000" --variants "BWD_ROWS=1,BWD_ROWS=4"
   PAR="fox:0:ours-vulkan fox:1:ours-vulkan fox:2:ours-vulkan" STEPS=7000 BUDGET_S=100 NO_GSPLAT=1 \
     bash benchmarks/h200_mixed.sh | cut -c1-200
   SEQ="fox:0:ours-vulkan fox:0:gsplat" STEPS=30000 BUDGET_S=${BUDGET_S:-330} bash benchmarks/h200_mixed.sh | cut -c1-300 ;;
@@ -64,5 +62,7 @@ D)
   SEQ="fox:0:ours-vulkan fox:0:gsplat" STEPS=30000 BUDGET_S=${BUDGET_S30:-330} NO_GSPLAT=1 bash benchmarks/h200_mixed.sh | cut -c1-330
   SEQ="office_chair:0:gsplat mouse:0:gsplat" STEPS=7000 BUDGET_S=${BUDGET_S2:-60} NO_GSPLAT=1 \
     bash benchmarks/h200_mixed.sh | cut -c1-330 ;;
+E)
+  compare "fox:15000 office_chair:7000 mouse:7000" --splits 2,4,8 ;;
 esac
 tail -4 "$OUT/errors.log" 2>/dev/null

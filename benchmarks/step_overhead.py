@@ -38,6 +38,9 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=100, help="steps of each profiled window")
     ap.add_argument("--tile-stats", action="store_true",
                     help="per-tile replay lengths of the training views (is the backward bound by its longest tiles?)")
+    ap.add_argument("--splits", default="",
+                    help="comma-separated workgroups per tile of the rasterize backward to compare after the "
+                         "main window (Rasterizer.backward_splits), e.g. '2,4,8': a profiled window each")
     ap.add_argument("--variants", default="",
                     help="comma-separated link-time constants of rasterize_backward to compare after the main "
                          "window, e.g. 'NAME=0,NAME=1' for an `extern static const` NAME: a profiled window each")
@@ -117,15 +120,20 @@ def main() -> None:
     print("RESULT " + json.dumps(out), flush=True)
     if args.tile_stats:
         print("TILES " + json.dumps({"dataset": args.data.name, **tile_stats(tr, train_idx)}), flush=True)
-    for v in filter(None, args.variants.split(",")):
-        consts = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split("+")}
-        tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", **consts)
+    compared = [({"backward_splits": int(k)}, None) for k in filter(None, args.splits.split(","))]
+    compared += [({}, {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split("+")})
+                 for v in filter(None, args.variants.split(","))]
+    for attrs, consts in compared:
+        for name, value in attrs.items():
+            setattr(tr.raster, name, value)
+        if consts is not None:
+            tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", **consts)
         s0 += args.window
         tr.train_step(s0)  # compile outside the window
         tr.drain()
         s0 += 1
         res = profiled_window(gpu, tr, s0, args.window)
-        print("VARIANT " + json.dumps({"dataset": args.data.name, "variant": consts, "gaussians": tr.model.n,
+        print("VARIANT " + json.dumps({"dataset": args.data.name, "variant": {**attrs, **(consts or {})}, "gaussians": tr.model.n,
                                         "intersections": tr.pipeline.last_count, **res}), flush=True)
 
 

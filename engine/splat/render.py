@@ -50,6 +50,7 @@ from .sort import RadixSort, Scan, read_total
 
 
 BWD_WG = 64  # Gaussians per workgroup of project_backward_adam (BWD_WG in project.slang)
+RASTER_BLOCK = 256  # splats per shared-memory batch of the raster kernels (BLOCK in raster.slang)
 
 
 def backward_adam_grid(n: int) -> tuple[list[int], int]:
@@ -149,6 +150,9 @@ class Rasterizer:
         self.k_fwd = gpu.kernel("raster/raster", "rasterize_forward")
         self.k_bwd = gpu.kernel("raster/raster", "rasterize_backward")
         self.k_clear_grads = gpu.kernel("raster/raster", "clear_screen_grads")
+        # workgroups per tile in the backward (1: one walks the whole list); measured per
+        # build with benchmarks/step_overhead.py --splits before it becomes a default
+        self.backward_splits = 1
         self.n = 0
         self.m = 0
         self.count_on_gpu = False  # capacity mode (setup): m is a capacity, the count lives in "total"
@@ -264,7 +268,20 @@ class Rasterizer:
                 ranges=ranges, isect_ids=isect_ids, means2d=self._b("means2d", 2 * self.n),
                 conic_opac=self._b("conic_opac", 4 * self.n), rgb=self._b("rgb", 3 * self.n),
                 image=self.image, final_T=self._b("final_T", npix), last_index=self._b("last_index", npix),
+                checkpoints=self._checkpoints(), write_checkpoints=int(self._split_backward()),
                 width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background, row0=row0)
+
+    def _split_backward(self) -> bool:
+        """The backward shares each tile among backward_splits workgroups (one pass only:
+        a band's checkpoints would not outlive the next band's forward)."""
+        return self.backward_splits > 1 and not self.bands
+
+    def _checkpoints(self) -> spy.Buffer:
+        """The forward's per-pixel (C, T) before each tile batch after the first, float4 per
+        slot, (intersections / 256 + 1) * 256 slots (raster.slang checkpoint_index); a
+        placeholder when the backward is not split."""
+        slots = (self.m // RASTER_BLOCK + 1) * RASTER_BLOCK if self._split_backward() else 1
+        return self._b("checkpoints", 4 * slots)
 
     def _record_bins(self, enc):
         """Record the binning of the whole view (normal path) or of each band in turn (large
@@ -356,14 +373,16 @@ class Rasterizer:
             passes = self._record_bins(enc)
         else:  # the forward's sorted list and ranges are still there
             passes = [(0, v.tiles_y, self._b("isect_ids", max(self.m, 1)), self._b("ranges", 2 * v.tiles_x * v.tiles_y))]
+        splits = self.backward_splits if self._split_backward() else 1
         for row0, row1, isect_ids, ranges in passes:
             self.k_bwd.record(
-                enc, [v.tiles_x * TILE, (row1 - row0) * TILE, 1], "band" if self.bands else "",
+                enc, [v.tiles_x * TILE, (row1 - row0) * TILE * splits, 1], "band" if self.bands else "",
                 ranges=ranges, isect_ids=isect_ids,
                 means2d=self._b("means2d", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
                 rgb=self._b("rgb", 3 * n), final_T=self._b("final_T", npix),
                 last_index=self._b("last_index", npix), g_image=self.image_grad(),
                 g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr,
+                checkpoints=self._checkpoints(), image=self.image, splits=splits,
                 width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background, row0=row0)
 
     def _record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr,

@@ -29,10 +29,12 @@ def _scene(gpu, seed, n=1500, width=200, height=150, spread=1.0, scale=(-2.8, -1
     return gpu.upload(rows), n, cams, View(0, width, height), g_image, bg
 
 
-def _render(gpu, scene, limit=None):
-    """Exact-mode forward + backward; host copies of the outputs and gradients."""
+def _render(gpu, scene, limit=None, splits=1):
+    """Exact-mode forward + backward (``splits`` workgroups per tile in the backward); host
+    copies of the outputs and gradients."""
     params, n, cams, view, g_image, bg = scene
     r = Rasterizer(gpu, DEGREE, bg)
+    r.backward_splits = splits
     if limit is not None:
         r.max_intersections_per_pass = limit
     count = r.prepare(params, n, cams, view, DEGREE)
@@ -101,6 +103,27 @@ def test_bands_match_the_single_pass(gpu, seed):
         scale = np.abs(one[k]).max()
         assert scale > 0, k
         np.testing.assert_allclose(banded[k], one[k], rtol=1e-4, atol=1e-5 * scale, err_msg=k)
+
+
+@pytest.mark.parametrize("splits", [2, 5])
+def test_split_backward_matches_one_workgroup_per_tile(gpu, splits):
+    """The backward with each tile's batches shared by several workgroups (from the
+    forward's checkpoints) against one workgroup per tile, through the Rasterizer; on the
+    large path it falls back to one per tile."""
+    scene = _scene(gpu, 930, n=4000, width=96, height=64, spread=0.6, scale=(-2.6, -1.8))
+    one = _render(gpu, scene)
+    tiles = scene[3].tiles_x * scene[3].tiles_y
+    assert one["count"] / tiles > 600 and one["last_index"].max() > 2 * 256, "tiles must span several batches"
+    split = _render(gpu, scene, splits=splits)
+    for k in ("image", "final_T", "last_index"):
+        np.testing.assert_array_equal(split[k], one[k], err_msg=k)
+    for k in (*GRADS, "grads", "grad2d_sum"):
+        scale = np.abs(one[k]).max()
+        assert scale > 0, k
+        np.testing.assert_allclose(split[k], one[k], rtol=1e-3, atol=1e-4 * scale, err_msg=k)
+    banded = _render(gpu, scene, limit=int(one["rows"].max()) + 10, splits=splits)
+    assert banded["bands"]
+    np.testing.assert_allclose(banded["g_opacity"], one["g_opacity"], rtol=1e-3, atol=1e-4 * np.abs(one["g_opacity"]).max())
 
 
 def test_a_tile_row_over_the_limit_is_refused(gpu):

@@ -44,7 +44,9 @@ def _intersections(r, vis, view):
     return ids, ranges
 
 
-def _run(gpu, r, vis, view, background, g_image=None):
+def _run(gpu, r, vis, view, background, g_image=None, splits=1):
+    """Forward (and with ``g_image`` the backward, its tiles split over ``splits``
+    workgroups from the forward's checkpoints) over a NumPy-built intersection list."""
     import slangpy as spy
 
     n = len(r["depths"])
@@ -56,8 +58,10 @@ def _run(gpu, r, vis, view, background, g_image=None):
                   width=view.width, height=view.height, tiles_x=view.tiles_x, background=spy.float3(*background),
                   row0=0)
     image, final_T, last = gpu.buffer(12 * npix), gpu.buffer(4 * npix), gpu.buffer(4 * npix)
+    checkpoints = gpu.buffer(16 * (len(ids) // 256 + 1) * 256)
     gpu.kernel("raster/raster", "rasterize_forward").dispatch(
-        thread_count=[view.tiles_x * 16, view.tiles_y * 16, 1], image=image, final_T=final_T, last_index=last, **common)
+        thread_count=[view.tiles_x * 16, view.tiles_y * 16, 1], image=image, final_T=final_T, last_index=last,
+        checkpoints=checkpoints, write_checkpoints=int(splits > 1), **common)
     out = {"image": gpu.read(image, np.float32, shape=(view.height, view.width, 3)),
            "last_index": gpu.read(last, np.uint32, shape=(view.height, view.width))}
     ys, xs = np.mgrid[0:view.height, 0:view.width]
@@ -67,8 +71,9 @@ def _run(gpu, r, vis, view, background, g_image=None):
     if g_image is not None:
         grads = {k: gpu.zeros(4 * c * n) for k, c in (("g_means2d", 2), ("g_conic", 3), ("g_opacity", 1), ("g_rgb", 3))}
         gpu.kernel("raster/raster", "rasterize_backward").dispatch(
-            thread_count=[view.tiles_x * 16, view.tiles_y * 16, 1], final_T=final_T, last_index=last,
-            g_image=gpu.upload(g_image.astype(np.float32)), **grads, **common)
+            thread_count=[view.tiles_x * 16, view.tiles_y * 16 * splits, 1], final_T=final_T, last_index=last,
+            g_image=gpu.upload(g_image.astype(np.float32)), checkpoints=checkpoints, image=image, splits=splits,
+            **grads, **common)
         widths = {"g_means2d": 2, "g_conic": 3, "g_opacity": 1, "g_rgb": 3}
         out.update({k: gpu.read(b, np.float32, shape=(n, widths[k])) for k, b in grads.items()})
         out["g_opacity"] = out["g_opacity"][:, 0]
@@ -91,26 +96,29 @@ def test_rasterize_forward_matches_compositor(gpu, seed):
     assert want.std() > 0.05, "scene renders nearly flat"
 
 
-@pytest.mark.parametrize("kind", ["translucent", "saturating", "deep"])
+@pytest.mark.parametrize("kind", ["translucent", "saturating", "deep", "deep-split"])
 def test_rasterize_backward_matches_finite_differences(gpu, kind):
     """``saturating``: near-opaque splats stacked deep, so pixels stop (T < 1e-4) long before
     the end of their tile's list and the backward starts from the tile's last contributor.
     ``deep``: faint splats, several hundred per tile, so a tile's replay spans batches of
-    256 and each batch's shared gradient sums are flushed and cleared between them."""
+    256; ``deep-split``: the same with each tile's batches shared by 3 workgroups, each
+    starting from the forward's checkpoint at the end of its share."""
     rng = np.random.default_rng(7)
     opaque = kind == "saturating"
-    view = View(0, 32, 32) if kind == "deep" else View(0, 40, 36)
-    n, scale = {"translucent": (60, (-2.5, -1.2)), "saturating": (150, (-1.5, -0.8)), "deep": (900, (-2.2, -1.4))}[kind]
+    deep = kind.startswith("deep")
+    view = View(0, 32, 32) if deep else View(0, 40, 36)
+    n, scale = {"translucent": (60, (-2.5, -1.2)), "saturating": (150, (-1.5, -0.8)), "deep": (900, (-2.2, -1.4)),
+                "deep-split": (900, (-2.2, -1.4))}[kind]
     r, vis = _splats(rng, n, view.width, view.height, scale)
     if opaque:
         r["opacities"] = rng.uniform(0.9, 0.98, len(r["opacities"]))  # below the 0.999 clamp
-    elif kind == "deep":
+    elif deep:
         r["opacities"] = rng.uniform(0.01, 0.06, len(r["opacities"]))  # T stays above 1e-4 through hundreds
     else:
         r["opacities"] = np.clip(r["opacities"], 0.05, 0.9)  # keep away from the 0.999 clamp
     w = rng.normal(0, 1, (view.height, view.width, 3))
-    out = _run(gpu, r, vis, view, (0.2, 0.3, 0.4), g_image=w)
-    if kind == "deep":
+    out = _run(gpu, r, vis, view, (0.2, 0.3, 0.4), g_image=w, splits=3 if kind == "deep-split" else 1)
+    if deep:
         replayed = out["last_index"].max()
         print(f"deep scene: up to {out['range_len'].max()} splats per tile, a pixel composites up to {replayed}")
         assert replayed > 300, "the replay must span more than one batch of 256"
