@@ -123,11 +123,9 @@ def main() -> None:
     compared = [({"backward_splits": int(k)}, None) for k in filter(None, args.splits.split(","))]
     compared += [({}, {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split("+")})
                  for v in filter(None, args.variants.split(","))]
-    for attrs, consts in compared:
-        for name, value in attrs.items():
-            setattr(tr.raster, name, value)
-        if consts is not None:
-            tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", **consts)
+    for attrs, consts in compared:  # each against the default build, one change at a time
+        tr.raster.backward_splits = attrs.get("backward_splits", 1)
+        tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", **(consts or {}))
         s0 += args.window
         tr.train_step(s0)  # compile outside the window
         tr.drain()

@@ -272,9 +272,11 @@ class Rasterizer:
                 width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background, row0=row0)
 
     def _split_backward(self) -> bool:
-        """The backward shares each tile among backward_splits workgroups (one pass only:
-        a band's checkpoints would not outlive the next band's forward)."""
-        return self.backward_splits > 1 and not self.bands
+        """The backward shares each tile among backward_splits workgroups: in one pass only
+        (a band's checkpoints would not outlive the next band's forward), and up to a
+        quarter of the per-pass intersection limit, so the 16-byte checkpoints stay within
+        one storage buffer and the pass's memory plan (both sized at 4 bytes a limit unit)."""
+        return self.backward_splits > 1 and not self.bands and self.m <= self.max_intersections_per_pass // 4
 
     def _checkpoints(self) -> spy.Buffer:
         """The forward's per-pixel (C, T) before each tile batch after the first, float4 per

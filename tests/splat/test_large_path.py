@@ -47,7 +47,7 @@ def _render(gpu, scene, limit=None, splits=1):
     r.record_backward(enc, grads, *stats)
     gpu.submit(enc)
     h, w = view.height, view.width
-    out = {"count": count, "bands": list(r.bands), "image": r.read("image", np.float32, (h, w, 3)),
+    out = {"count": count, "bands": list(r.bands), "split": r._split_backward(), "image": r.read("image", np.float32, (h, w, 3)),
            "final_T": r.read("final_T", np.float32, (h, w)), "last_index": r.read("last_index", np.uint32, (h, w)),
            "grads": gpu.read(grads, np.float32, shape=(n, r.stride)), "grad2d_sum": gpu.read(stats[0], np.float32, n)}
     out.update({k: r.read(k, np.float32, (n, c)) for k, c in GRADS.items()})
@@ -115,14 +115,20 @@ def test_split_backward_matches_one_workgroup_per_tile(gpu, splits):
     tiles = scene[3].tiles_x * scene[3].tiles_y
     assert one["count"] / tiles > 600 and one["last_index"].max() > 2 * 256, "tiles must span several batches"
     split = _render(gpu, scene, splits=splits)
+    assert split["split"] and not one["split"]
     for k in ("image", "final_T", "last_index"):
         np.testing.assert_array_equal(split[k], one[k], err_msg=k)
     for k in (*GRADS, "grads", "grad2d_sum"):
         scale = np.abs(one[k]).max()
         assert scale > 0, k
         np.testing.assert_allclose(split[k], one[k], rtol=1e-3, atol=1e-4 * scale, err_msg=k)
+    # over a quarter of the per-pass limit (the checkpoints' share) it falls back to one
+    # workgroup per tile, in one pass and on bands
+    whole = _render(gpu, scene, limit=one["count"] + 1, splits=splits)
+    assert not whole["bands"] and not whole["split"]
+    np.testing.assert_allclose(whole["g_opacity"], one["g_opacity"], rtol=1e-3, atol=1e-4 * np.abs(one["g_opacity"]).max())
     banded = _render(gpu, scene, limit=int(one["rows"].max()) + 10, splits=splits)
-    assert banded["bands"]
+    assert banded["bands"] and not banded["split"]
     np.testing.assert_allclose(banded["g_opacity"], one["g_opacity"], rtol=1e-3, atol=1e-4 * np.abs(one["g_opacity"]).max())
 
 
