@@ -16,9 +16,11 @@
 #           the budget allows.                                  carry as C
 #   PART=E (for the next session): the backward split over 2 / 4 / 8 workgroups per tile
 #           (Rasterizer.backward_splits, built after call D), on the same models. carry as A
+#   PART=F / G (for the next session): 30,000 steps, ours and gsplat in one call, on fox (F)
+#           or DATASET=office_chair|mouse (G).                  carry as C
 #   (A and C ran builds whose switches were removed afterwards: see BENCHMARKS.md.)
 set -u
-part=${PART:?PART=A, B, C, D or E}
+part=${PART:?PART=A, B, C, D, E, F or G}
 export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 variants="WARP_CULL=0+TILE_SUMS=0,WARP_CULL=1+TILE_SUMS=0,WARP_CULL=0+TILE_SUMS=1,WARP_CULL=1+TILE_SUMS=1"
 # compare "dataset:warm ..." [step_overhead options]: per-kernel µs/step on each dataset's
@@ -64,5 +66,10 @@ D)
     bash benchmarks/h200_mixed.sh | cut -c1-330 ;;
 E)
   compare "fox:15000 office_chair:7000 mouse:7000" --splits 2,4,8 ;;
+F)  # 30,000 steps on fox in one call (gsplat first: its run took over 235 s with start-up)
+  SEQ="fox:0:gsplat fox:0:ours-vulkan" STEPS=30000 BUDGET_S=${BUDGET_S:-500} bash benchmarks/h200_mixed.sh | cut -c1-330 ;;
+G)  # 30,000 steps on one more dataset per call: DATASET=office_chair or mouse
+  SEQ="${DATASET:?DATASET=office_chair or mouse}:0:gsplat $DATASET:0:ours-vulkan" STEPS=30000 BUDGET_S=${BUDGET_S:-500} \
+    bash benchmarks/h200_mixed.sh | cut -c1-330 ;;
 esac
 tail -4 "$OUT/errors.log" 2>/dev/null
