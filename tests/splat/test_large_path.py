@@ -202,37 +202,65 @@ def _config(**kw) -> TrainConfig:
     return TrainConfig(**base)
 
 
-def test_training_on_bands_matches(gpu, monkeypatch):
-    """Capacity mode: the training step's capacity is over the limit, so each step counts
-    synchronously and renders in bands; the run matches one without a limit."""
+def _zoomed_dataset():
+    """Points filling the 20 tile rows of a 48 x 320 view (~18k intersections, ~2.2k a row,
+    several hundred a tile)."""
     ds = tiny_dataset(seed=21, w=48, h=320, n_points=3000)
-    for c in ds.cameras:  # zoom in: the points fill the 20 tile rows (~18k intersections, ~2.2k a row)
+    for c in ds.cameras:
         c.fx = c.fy = 5.0 * c.width
-    runs = {}
-    for limit in (None, 3500):
-        if limit is not None:
-            monkeypatch.setenv(MAX_INTERSECTIONS_ENV, str(limit))
-        tr = Trainer(gpu, ds, [0, 1, 2, 3], _config())
-        assert tr.raster.max_intersections_per_pass == (limit or tr.raster.max_intersections_per_pass)
-        banded_steps = 0
-        for s in range(tr.cfg.steps):
-            tr.train_step(s)
-            banded_steps += bool(tr.raster.bands)
-        tr.drain()
-        assert tr.pipeline.overflows == 0
-        if limit is not None:
-            assert banded_steps == tr.cfg.steps and tr.pipeline.last_count > 3 * limit
-        runs[limit] = {k: tr.gpu.read(tr.model.buf[k], np.float32, tr.model.n * tr.model.stride)
-                       for k in ("params", "exp_avg")}
-        runs[limit]["loss"] = tr.read_loss(tr.cfg.steps)
-        tr.release()
+    return ds
+
+
+def _train(gpu, ds, splits=1) -> tuple[dict, Trainer]:
+    """12 training steps; the model's params, exp_avg and the loss history (the trainer
+    released), and the trainer's per-step facts: steps on bands, steps with a split backward."""
+    tr = Trainer(gpu, ds, [0, 1, 2, 3], _config())
+    tr.raster.backward_splits = splits
+    facts = {"banded_steps": 0, "split_steps": 0}
+    for s in range(tr.cfg.steps):
+        tr.train_step(s)
+        facts["banded_steps"] += bool(tr.raster.bands)
+        facts["split_steps"] += tr.raster._split_backward()
+    tr.drain()
+    assert tr.pipeline.overflows == 0
+    facts.update(count=tr.pipeline.last_count, steps=tr.cfg.steps, stride=tr.model.stride,
+                 limit=tr.raster.max_intersections_per_pass)
+    out = {k: tr.gpu.read(tr.model.buf[k], np.float32, tr.model.n * tr.model.stride) for k in ("params", "exp_avg")}
+    out["loss"] = tr.read_loss(tr.cfg.steps)
+    tr.release()
+    return out, facts
+
+
+def _assert_runs_match(run, ref, stride):
     # Two runs of one configuration differ too (float atomics in the backward; lavapipe runs
     # several threads), and Adam's normalised step turns near-zero gradients' noise into
     # lr-sized moves of some quaternions and opacities: compare what noise leaves small
     # (measured 2026-11-30: same-configuration runs apart by 1.2e-5 in the means, 1.2e-6
     # in exp_avg, as far as banded vs single-pass runs)
-    np.testing.assert_allclose(runs[3500]["loss"], runs[None]["loss"], rtol=1e-4)
-    np.testing.assert_allclose(runs[3500]["params"].reshape(-1, tr.model.stride)[:, :3],
-                               runs[None]["params"].reshape(-1, tr.model.stride)[:, :3], rtol=0, atol=1e-4)
-    scale = np.abs(runs[None]["exp_avg"]).max()
-    np.testing.assert_allclose(runs[3500]["exp_avg"], runs[None]["exp_avg"], rtol=0, atol=2e-3 * scale)
+    np.testing.assert_allclose(run["loss"], ref["loss"], rtol=1e-4)
+    np.testing.assert_allclose(run["params"].reshape(-1, stride)[:, :3], ref["params"].reshape(-1, stride)[:, :3],
+                               rtol=0, atol=1e-4)
+    scale = np.abs(ref["exp_avg"]).max()
+    np.testing.assert_allclose(run["exp_avg"], ref["exp_avg"], rtol=0, atol=2e-3 * scale)
+
+
+def test_training_on_bands_matches(gpu, monkeypatch):
+    """Capacity mode: the training step's capacity is over the limit, so each step counts
+    synchronously and renders in bands; the run matches one without a limit."""
+    ds = _zoomed_dataset()
+    ref, _ = _train(gpu, ds)
+    monkeypatch.setenv(MAX_INTERSECTIONS_ENV, "3500")
+    run, facts = _train(gpu, ds)
+    assert facts["limit"] == 3500
+    assert facts["banded_steps"] == facts["steps"] and facts["count"] > 3 * 3500
+    _assert_runs_match(run, ref, facts["stride"])
+
+
+def test_training_with_a_split_backward_matches(gpu):
+    """Capacity mode with each tile's backward shared by 3 workgroups (from the forward's
+    checkpoints) matches the run with one workgroup per tile."""
+    ds = _zoomed_dataset()
+    ref, _ = _train(gpu, ds)
+    run, facts = _train(gpu, ds, splits=3)
+    assert facts["split_steps"] == facts["steps"] and facts["banded_steps"] == 0
+    _assert_runs_match(run, ref, facts["stride"])
