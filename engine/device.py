@@ -47,6 +47,16 @@ def shader_dir() -> Path:
 MAX_DISPATCH_GROUPS = 65535
 
 
+def dispatch_grid(items: int, group: int) -> tuple[list[int], int]:
+    """(thread_count, groups_x) of a dispatch over ``items`` in workgroups of ``group``
+    threads: ceil(items / group) workgroups laid out in rows of at most MAX_DISPATCH_GROUPS,
+    so the kernel's first item is (gid.y * groups_x + gid.x) * group (past the 1D limit a
+    grid goes 2D)."""
+    groups = max(1, -(-items // group))
+    gx = min(groups, MAX_DISPATCH_GROUPS)
+    return [gx * group, -(-groups // gx), 1], gx
+
+
 class Gpu:
     """A slangpy device plus a cache of compiled kernels and buffer helpers."""
 

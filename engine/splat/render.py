@@ -39,7 +39,7 @@ import os
 import numpy as np
 import slangpy as spy
 
-from ..device import MAX_DISPATCH_GROUPS, Gpu
+from ..device import Gpu, dispatch_grid
 from ..errors import IntersectionLimitError
 from ..profile import IMAGE, SPLAT_X_IMAGE, PhaseArena
 from ..profile.driver import device_limits
@@ -51,14 +51,6 @@ from .sort import RadixSort, Scan, read_total
 
 BWD_WG = 64  # Gaussians per workgroup of project_backward_adam (BWD_WG in project.slang)
 RASTER_BLOCK = 256  # splats per shared-memory batch of the raster kernels (BLOCK in raster.slang)
-
-
-def backward_adam_grid(n: int) -> tuple[list[int], int]:
-    """(thread_count, groups_x) of a project_backward_adam dispatch over ``n`` Gaussians:
-    ceil(n / 64) workgroups laid out as a grid of rows of at most MAX_DISPATCH_GROUPS."""
-    groups = max(1, -(-n // BWD_WG))
-    gx = min(groups, MAX_DISPATCH_GROUPS)
-    return [gx * BWD_WG, -(-groups // gx), 1], gx
 
 
 # Bits of the depth sort key (shaders/project/project.slang): 24 resolve 1.5e-5 of the depth
@@ -334,8 +326,10 @@ class Rasterizer:
             self.sort.record(enc, isect_tiles, isect_ids, m, bits, scratch=scratch, count=count, site=site + "tile")
         self.gpu.clear(enc, ranges)
         if m > 0:
-            self.k_ranges.record(enc, [m, 1, 1], site, isect_tiles=isect_tiles, ranges=ranges,
-                                 count=self._b("total", 4), m=m, count_from_buf=int(self.count_on_gpu))
+            threads, groups_x = dispatch_grid(m, 256)  # one thread per intersection: 2D past 16.7M
+            self.k_ranges.record(enc, threads, site, isect_tiles=isect_tiles, ranges=ranges,
+                                 count=self._b("total", 4), m=m, count_from_buf=int(self.count_on_gpu),
+                                 groups_x=groups_x)
 
     @property
     def image(self) -> spy.Buffer:
@@ -403,7 +397,7 @@ class Rasterizer:
             args = dict(optimizer)
             k = self.gpu.kernel("project/project", "project_backward_adam", MAX_SH_DEGREE=self.max_sh_degree,
                                 MOMENTS_BF16=int(args.pop("moments_bf16")))  # compiled on first use, then cached
-            threads, groups_x = backward_adam_grid(n)
+            threads, groups_x = dispatch_grid(n, BWD_WG)
             k.record(enc, threads, **common, **args, groups_x=groups_x)
 
     # --- convenience for eval and tests ---------------------------------------------------

@@ -8,9 +8,10 @@ import pytest
 
 from engine.splat.camera_table import camera_row
 from engine.splat.layout import row_stride
-from engine.splat import render
 from engine.splat.model import GaussianModel
-from engine.splat.render import backward_adam_grid
+from engine import device
+from engine.device import dispatch_grid
+from engine.splat.render import BWD_WG
 from tests.splat.scenes import random_camera, random_scene
 
 LRS = dict(means=1e-3, scales=5e-3, quats=1e-3, opacities=5e-2, sh0=2.5e-3, shN=0.0)  # shN frozen
@@ -81,7 +82,7 @@ class Scene:
         gpu = self.gpu
         stats = gpu.zeros(4 * self.n), gpu.zeros(4 * self.n)
         args = model.adam_args(flags=flags, step=step, seed=11)
-        threads, groups_x = backward_adam_grid(self.n)
+        threads, groups_x = dispatch_grid(self.n, BWD_WG)
         common = {**self.common(stats), "thread_count": threads}
         gpu.kernel("project/project", "project_backward_adam", MAX_SH_DEGREE=3,
                    MOMENTS_BF16=int(args.pop("moments_bf16"))).dispatch(params=model.buf["params"], **args,
@@ -108,8 +109,8 @@ def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, monkeypatch):
     """groups_x: workgroups per grid row forced to 2 (300 Gaussians: 5 workgroups in 3 rows,
     the last row half empty), as a dispatch of more than 65,535 workgroups would be laid out."""
     if groups_x:
-        monkeypatch.setattr(render, "MAX_DISPATCH_GROUPS", groups_x)
-        assert backward_adam_grid(300) == ([128, 3, 1], 2)
+        monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", groups_x)
+        assert dispatch_grid(300, BWD_WG) == ([128, 3, 1], 2)
     rng = np.random.default_rng()
     sc = Scene(gpu, rng)
     n, D = sc.n, row_stride(3)

@@ -164,3 +164,30 @@ def test_rasterize_backward_matches_finite_differences(gpu, kind):
         assert scale > 1e-6, f"{key}: gradients vanish, test is vacuous"
 
 
+
+
+@pytest.mark.parametrize("m,max_groups", [(5_000, 3), (16_776_960 + 3_000, None)],
+                         ids=["grid-forced-to-3-columns", "past-65535-workgroups"])
+def test_tile_ranges_over_a_2d_grid(gpu, m, max_groups, monkeypatch):
+    """tile_ranges, one thread per intersection, against NumPy's searchsorted: over a grid
+    forced to rows of 3 workgroups, and over a real list of more than 65,535 x 256
+    intersections (the 1D limit of Intel and lavapipe)."""
+    from engine import device
+    from engine.device import dispatch_grid
+
+    if max_groups:
+        monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", max_groups)
+    rng = np.random.default_rng()
+    ntiles = 4_099
+    tiles = np.sort(rng.integers(0, ntiles, m, dtype=np.uint32))
+    threads, groups_x = dispatch_grid(m, 256)
+    assert threads[1] > 1, "the grid must be 2D"
+    ranges = gpu.zeros(8 * ntiles)
+    gpu.kernel("raster/raster", "tile_ranges").dispatch(
+        thread_count=threads, isect_tiles=gpu.upload(tiles), ranges=ranges, count=gpu.zeros(4), m=m,
+        count_from_buf=0, groups_x=groups_x)
+    got = gpu.read(ranges, np.uint32, shape=(ntiles, 2))
+    starts = np.searchsorted(tiles, np.arange(ntiles), "left")
+    ends = np.searchsorted(tiles, np.arange(ntiles), "right")
+    want = np.stack([np.where(starts == ends, 0, starts), np.where(starts == ends, 0, ends)], 1)
+    np.testing.assert_array_equal(got, want)
