@@ -92,7 +92,7 @@ def bake(gpu: Gpu, cams, cameras: list, get_depth: Callable[[int], tuple[np.ndar
         views = dict(image=gpu.upload(_view_arrays(cam.image)), depth=gpu.upload(depth.astype(np.float32)),
                      alpha=gpu.upload(alpha.astype(np.float32)))
         enc = gpu.encoder()
-        k_tex.dispatch(thread_count=[size * size, 1, 1], command_encoder=enc, texel_face=texel_face, uvs=uvs_b,
+        k_tex.dispatch(thread_count=[size, size, 1], command_encoder=enc, texel_face=texel_face, uvs=uvs_b,
                        faces=faces_b, positions=pos_b, normals=nrm_b, accum=acc_tex, cam_index=i, size=size,
                        **views, **common)
         if num_src:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import slangpy as spy
 
-from ..device import Gpu
+from ..device import Gpu, dispatch_grid
 from ..errors import SpirulaError
 from .grid import BRICK, GridSpec
 
@@ -101,8 +101,9 @@ class SparseTsdf:
         voxels = self.slots * BRICK ** 3
         if voxels == 0:
             return
+        threads, groups_x = dispatch_grid(voxels, 256)  # 2D past 16.7M voxels
         self.k_integrate.dispatch(
-            thread_count=[voxels, 1, 1], command_encoder=enc, cams=self.cams, depth=depth, alpha=alpha,
+            thread_count=threads, command_encoder=enc, groups_x=groups_x, cams=self.cams, depth=depth, alpha=alpha,
             brick_coords=self.coords, tsdf=self.pool["tsdf"], weight=self.pool["weight"],
             support=self.pool["support"], cam_index=cam_index, voxels=voxels, width=width, height=height,
             trunc=float(self.spec.trunc), alpha_min=float(self.alpha_min), alpha_empty=float(self.alpha_empty),

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import trimesh
 
+from engine import device
 from engine.mesh.extract import extract_mesh
 from engine.mesh.grid import BRICK, grid_for_bounds
 from engine.mesh.tsdf import GridTooLarge, SparseTsdf, fuse_depth_maps
@@ -42,7 +43,12 @@ def reference_fusion(spec, coords, cams, maps, trunc, alpha_min, alpha_empty, ca
     return tsdf, weight, support
 
 
-def test_integrate_matches_numpy(gpu):
+@pytest.mark.parametrize("max_groups", [None, 5], ids=["1d", "grid-forced-to-5-columns"])
+def test_integrate_matches_numpy(gpu, max_groups, monkeypatch):
+    """max_groups: workgroups per grid row forced down, as past 65,535 workgroups (16.7M
+    voxels) on Intel and lavapipe."""
+    if max_groups:
+        monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", max_groups)
     rng = np.random.default_rng(7)
     cams = orbit_cameras(5, 3.0, 40, 40.0, seed_offset=rng.uniform(0.1, 0.9))
     maps = []
@@ -56,7 +62,9 @@ def test_integrate_matches_numpy(gpu):
         enc = gpu.encoder()
         vol.mark(enc, i, 40, 40, gpu.upload(d), gpu.upload(a))
         gpu.submit(enc)
-    vol.allocate()
+    voxels = vol.allocate()
+    if max_groups:
+        assert device.dispatch_grid(voxels, 256)[0][1] > 1, "the forced grid must be 2D"
     bufs = [(gpu.upload(d), gpu.upload(a)) for d, a in maps]
     for i, (d, a) in enumerate(bufs):
         enc = gpu.encoder()
