@@ -77,11 +77,27 @@ class Gpu:
         # were out of memory ($SPIRULA_VRAM_LIMIT, bytes, K/M/G suffixes allowed)
         self.vram_limit: int | None = _parse_bytes(os.environ.get("SPIRULA_VRAM_LIMIT"))
         self.prof = None  # engine.profile.profiler.Profiler while profiling is on
+        # threads of one 1D dispatch of 256-wide workgroups (the per-Gaussian kernels'
+        # ceiling: 16,776,960 where the driver allows only the guaranteed 65,535 workgroups)
+        try:
+            groups_x = int(self.device.info.limits.max_compute_dispatch_thread_groups.x)
+        except Exception:  # a backend without the limit: assume the guaranteed minimum
+            groups_x = MAX_DISPATCH_GROUPS
+        self.max_items_1d = max(groups_x, MAX_DISPATCH_GROUPS) * 256
         _profile.gpu_created(self)
 
     @property
     def adapter(self) -> str:
         return f"{self.device.info.adapter_name} ({self.device.info.api_name})"
+
+    def check_gaussians(self, n: int, what: str) -> None:
+        """Raise DeviceError when ``n`` Gaussians pass what one per-Gaussian dispatch of this
+        GPU covers (:attr:`max_items_1d`); ``what`` names the source, e.g. "--max-gaussians"."""
+        if n > self.max_items_1d:
+            raise DeviceError(
+                f"{what}: {n:,} Gaussians, but {self.adapter} runs at most {self.max_items_1d:,} threads in one "
+                f"dispatch (the per-Gaussian kernels' limit on this GPU): use at most {self.max_items_1d:,} "
+                f"Gaussians here (--max-gaussians), or a GPU that allows larger dispatches")
 
     # --- kernels -----------------------------------------------------------------------
     def kernel(self, module: str, entry: str, **constants) -> "Kernel":

@@ -206,6 +206,7 @@ class Rasterizer:
         module docstring); ``None`` for :meth:`prepare`'s exact mode. A capacity over
         :attr:`max_intersections_per_pass` takes the large path: the projection and count
         run here, synchronously, and :meth:`record_prepare` then records nothing."""
+        self.gpu.check_gaussians(n, "rendering")
         self.n, self.view, self.params, self.cams, self.sh_degree = n, view, params, cams, sh_degree
         self.capacity = None if capacity is None else int(capacity)
         self.count_on_gpu = capacity is not None

@@ -68,6 +68,7 @@ class Trainer:
         self.train_idx = list(train_idx)
         if cfg.adam_moments not in ("fp32", "bf16"):
             raise ValueError(f"adam_moments must be 'fp32' or 'bf16', not {cfg.adam_moments!r}")
+        gpu.check_gaussians(cfg.max_gaussians, "--max-gaussians")  # before anything is allocated
         self.rng = np.random.default_rng(cfg.seed)
         self.extent, self.warnings = training_extent(dataset)  # refuses degenerate camera sets
         pts, cols = initial_points(dataset, cfg.init_random_points, self.rng)

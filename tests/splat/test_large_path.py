@@ -264,3 +264,17 @@ def test_training_with_a_split_backward_matches(gpu):
     run, facts = _train(gpu, ds, splits=3)
     assert facts["split_steps"] == facts["steps"] and facts["banded_steps"] == 0
     _assert_runs_match(run, ref, facts["stride"])
+
+
+def test_gaussians_over_the_dispatch_limit_are_refused(gpu, monkeypatch):
+    """More Gaussians than one per-Gaussian dispatch covers (16,776,960 where a driver allows
+    only 65,535 workgroups): a clear error before any work, from the trainer's cap and from
+    a render."""
+    from engine.errors import DeviceError
+
+    scene = _scene(gpu, 940, n=1500)
+    monkeypatch.setattr(gpu, "max_items_1d", 1000)
+    with pytest.raises(DeviceError, match=r"rendering: 1,500 Gaussians, but .* at most 1,000 threads"):
+        Rasterizer(gpu, DEGREE).prepare(*scene[:4], DEGREE)
+    with pytest.raises(DeviceError, match=r"--max-gaussians: 6,000,000 Gaussians"):
+        Trainer(gpu, _zoomed_dataset(), [0, 1], _config())
