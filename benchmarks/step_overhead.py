@@ -123,8 +123,9 @@ def main() -> None:
     compared = [({"backward_splits": int(k)}, None) for k in filter(None, args.splits.split(","))]
     compared += [({}, {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split("+")})
                  for v in filter(None, args.variants.split(","))]
+    default_splits = tr.raster.backward_splits
     for attrs, consts in compared:  # each against the default build, one change at a time
-        tr.raster.backward_splits = attrs.get("backward_splits", 1)
+        tr.raster.backward_splits = attrs.get("backward_splits", default_splits)
         tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", **(consts or {}))
         s0 += args.window
         tr.train_step(s0)  # compile outside the window

@@ -34,7 +34,8 @@ radix_scatter(n)    read 8 n (key, value) + 1024 b histogram; write 8 n
 scan_reduce(m)      read 4 m; write 4 g (one sum per scan tile, g tiles)
 scan_tiles(m)       read 4 m (+ 4 g tile offsets); write 4 m (+ 4 for the total)
 gather_counts       read 8 N (order, tiles_touched[order]); write 4 N
-emit_intersections  read 8 N (order, tiles_touched) + 20 V (radii 8, means2d 8, offset);
+emit_intersections  read 8 N (order, tiles_touched) + 36 V (radii 8, means2d 8, conic+opacity 16,
+                    offset);
                     write 8 M (tile id, Gaussian id)
 tile_ranges         read 4 M tile ids; write 8 min(T, M) (range ends of non-empty tiles)
 rasterize_forward   read 8 T (ranges) + 40 M (per intersection: id 4, means2d 8,
@@ -219,9 +220,10 @@ def gather_counts(w: Workload) -> Traffic:
 
 def emit_intersections(w: Workload) -> Traffic:
     """shaders/raster/raster.slang:emit_intersections, one thread per Gaussian in depth
-    order: reads order and tiles_touched for all, radii (2), means2d (2) and the scanned
-    offset for the visible; writes (tile id, Gaussian id) per intersection."""
-    return Traffic(read=F32 * (2 * w.n + 5 * w.visible), write=F32 * 2 * w.intersections)
+    order: reads order and tiles_touched for all, radii (2), means2d (2), conic + opacity
+    (4, for the ellipse's tiles) and the scanned offset for the visible; writes (tile id,
+    Gaussian id) per intersection."""
+    return Traffic(read=F32 * (2 * w.n + 9 * w.visible), write=F32 * 2 * w.intersections)
 
 
 def tile_ranges(w: Workload) -> Traffic:

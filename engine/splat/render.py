@@ -142,9 +142,10 @@ class Rasterizer:
         self.k_fwd = gpu.kernel("raster/raster", "rasterize_forward")
         self.k_bwd = gpu.kernel("raster/raster", "rasterize_backward")
         self.k_clear_grads = gpu.kernel("raster/raster", "clear_screen_grads")
-        # workgroups per tile in the backward (1: one walks the whole list); measured per
-        # build with benchmarks/step_overhead.py --splits before it becomes a default
-        self.backward_splits = 1
+        # workgroups per tile in the backward (1: one walks the whole list). 8 measured
+        # fastest with 4 (benchmarks/step_overhead.py --splits, BENCHMARKS.md, sixth session):
+        # the backward 18-46% faster than 1 on fox, office_chair and mouse (H200)
+        self.backward_splits = 8
         self.n = 0
         self.m = 0
         self.count_on_gpu = False  # capacity mode (setup): m is a capacity, the count lives in "total"
@@ -182,22 +183,27 @@ class Rasterizer:
     def _plan_bands(self) -> list[tuple[int, int, int]]:
         """Per-tile-row counts (one small read-back, 64-bit) -> bands of at most the per-pass
         limit; :attr:`m` becomes their sum."""
+        per_row = self.row_counts()
+        total = int(per_row.sum(dtype=np.uint64))
+        # both count the same tiles; past 2^32 the scan's total may be a lower bound
+        if total != self.m and self.m < 1 << 32:
+            raise RuntimeError(f"tile rows hold {total} intersections, the scan counted {self.m}")
+        self.m = total
+        return split_bands(per_row, self.max_intersections_per_pass)
+
+    def row_counts(self) -> np.ndarray:
+        """Intersections per tile row of the projected view, [tiles_y] uint64 (counted on
+        the GPU with 64-bit sums, then read back: waits for the GPU)."""
         v = self.view
         rows = self._b("row_counts", 2 * v.tiles_y)
         enc = self.gpu.encoder()
         self.gpu.clear(enc, rows)
         self.k_rows.record(enc, [max(self.n, 1), 1, 1], tiles_touched=self._b("tiles_touched", self.n),
                            means2d=self._b("means2d", 2 * self.n), radii=self._b("radii", 2 * self.n),
-                           rows=rows, n=self.n, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
+                           conic_opac=self._b("conic_opac", 4 * self.n), rows=rows, n=self.n, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
         self.gpu.submit(enc)
         w = self.gpu.read(rows, np.uint32, 2 * v.tiles_y).astype(np.uint64)
-        per_row = w[0::2] | (w[1::2] << np.uint64(32))
-        total = int(per_row.sum(dtype=np.uint64))
-        # both count the same rectangles; past 2^32 the scan's total may be a lower bound
-        if total != self.m and self.m < 1 << 32:
-            raise RuntimeError(f"tile rows hold {total} intersections, the scan counted {self.m}")
-        self.m = total
-        return split_bands(per_row, self.max_intersections_per_pass)
+        return w[0::2] | (w[1::2] << np.uint64(32))
 
     def setup(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
               capacity: int | None) -> None:
@@ -302,7 +308,7 @@ class Rasterizer:
             self.k_band_counts.record(
                 enc, [max(n, 1), 1, 1], "band", order=self._b("depth_ids", n), tiles_touched=self._b("tiles_touched", n),
                 means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
-                counts_sorted=self._b("counts_sorted", n), n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y,
+                conic_opac=self._b("conic_opac", 4 * n), counts_sorted=self._b("counts_sorted", n), n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y,
                 row0=row0, row1=row1)
             self.scan.record(enc, self._b("counts_sorted", n), self._b("offsets", n), n, scratch=self._band_scratch,
                              site="band")
@@ -320,9 +326,9 @@ class Rasterizer:
                 enc, [max(n, 1), 1, 1], site, order=self._b("depth_ids", n),
                 offsets=self._b("offsets", n), tiles_touched=self._b("tiles_touched", n),
                 means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
-                isect_tiles=isect_tiles, isect_ids=isect_ids,
+                conic_opac=self._b("conic_opac", 4 * n), isect_tiles=isect_tiles, isect_ids=isect_ids,
                 n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y, capacity=m, row0=row0, row1=row1)
-            bits = max(1, math.ceil(math.log2(max((row1 - row0) * v.tiles_x, 2))))
+            bits = ((row1 - row0) * v.tiles_x).bit_length()  # tile ids up to the filler past the last tile
             count = self._b("total", 4) if self.count_on_gpu else None
             self.sort.record(enc, isect_tiles, isect_ids, m, bits, scratch=scratch, count=count, site=site + "tile")
         self.gpu.clear(enc, ranges)
@@ -330,7 +336,7 @@ class Rasterizer:
             threads, groups_x = dispatch_grid(m, 256)  # one thread per intersection: 2D past 16.7M
             self.k_ranges.record(enc, threads, site, isect_tiles=isect_tiles, ranges=ranges,
                                  count=self._b("total", 4), m=m, count_from_buf=int(self.count_on_gpu),
-                                 groups_x=groups_x)
+                                 groups_x=groups_x, tiles=(row1 - row0) * v.tiles_x)
 
     @property
     def image(self) -> spy.Buffer:

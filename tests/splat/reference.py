@@ -2,7 +2,8 @@
 
 Math: Kerbl et al. 2023 (eq. 3, 5, 6), EWA splatting with a 0.3 px^2 low-pass, the same
 clamping of x/z, y/z to the frustum plus a 30% margin, opacity-aware axis-aligned screen
-extents (at most 3.33 sigma, to where alpha reaches 1/255), 16 px tiles, alpha = min(0.999, o * G), skip alpha < 1/255, stop when T would fall below 1e-4.
+extents (at most 3.33 sigma, to where alpha reaches 1/255) of which a splat is binned to the
+16 px tiles its alpha >= 1/255 ellipse reaches, alpha = min(0.999, o * G), skip alpha < 1/255, stop when T would fall below 1e-4.
 """
 
 from __future__ import annotations
@@ -42,10 +43,13 @@ def sh_basis(d, degree):
     return np.stack(b, -1)
 
 
-def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, width, height, degree):
+def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, width, height, degree,
+            footprint=True):
     """Per-Gaussian screen-space quantities. sh: [N, K, 3] (sh0 first).
     Returns dict of means2d [N,2], conics [N,3], opacities [N], rgb [N,3], depths [N],
-    radii [N, 2] (x, y half-extents in px; 0 = culled), tiles_touched [N]."""
+    radii [N, 2] (x, y half-extents in px; 0 = culled), tiles_touched [N] (the tiles the
+    ellipse reaches; with footprint=False, a faster stand-in: the rectangle's tiles),
+    rects [N, 4], rect_tiles [N]."""
     R, t = w2c[:3, :3], w2c[:3, 3]
     p = means @ R.T + t
     z = p[:, 2]
@@ -77,8 +81,12 @@ def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, w
     x1 = np.clip(np.ceil((m2[:, 0] + rx) / 16), 0, tx)
     y0 = np.clip(np.floor((m2[:, 1] - ry) / 16), 0, ty)
     y1 = np.clip(np.ceil((m2[:, 1] + ry) / 16), 0, ty)
-    tiles = np.maximum(x1 - x0, 0) * np.maximum(y1 - y0, 0)
-    visible = (z > 0.01) & (det > 0) & (opac >= 1 / 255) & (tiles > 0)
+    rects = np.stack([x0, x1, y0, y1], -1).astype(np.int64)
+    conics = np.stack([c / det, -b / det, a / det], -1)
+    front = (z > 0.01) & (det > 0) & (opac >= 1 / 255)
+    rect_tiles = np.maximum(x1 - x0, 0) * np.maximum(y1 - y0, 0)
+    tiles = footprint_tiles(m2, conics, opac, np.where(front[:, None], rects, 0)) if footprint else rect_tiles
+    visible = front & (tiles > 0)
     cam_center = -R.T @ t
     d = means - cam_center
     d = d / np.linalg.norm(d, axis=1, keepdims=True)
@@ -86,11 +94,12 @@ def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, w
     k = basis.shape[1]
     rgb = np.maximum(np.einsum("nk,nkc->nc", basis, sh[:, :k]) + 0.5, 0)
     return {
-        "means2d": m2, "conics": np.stack([c / det, -b / det, a / det], -1),
+        "means2d": m2, "conics": conics,
         "opacities": opac, "rgb": rgb, "depths": z,
         "radii": np.where(visible[:, None], np.stack([rx, ry], -1), 0).astype(np.int64),
         "tiles_touched": np.where(visible, tiles, 0).astype(np.int64),
-        "rects": np.stack([x0, x1, y0, y1], -1).astype(np.int64),
+        "rects": rects,
+        "rect_tiles": np.where(visible, rect_tiles, 0).astype(np.int64),
     }
 
 
@@ -121,3 +130,36 @@ def composite(means2d, conics, opacities, rgb, depths, visible, rects, width, he
         C += np.where(use[..., None], rgb[g] * (alpha * T)[..., None], 0)
         T = np.where(use, nextT, T)
     return C + T[..., None] * np.asarray(background, np.float64)
+
+
+def footprint_tiles(means2d, conics, opacities, rects):
+    """Per splat, the tiles of its rectangle rects[g] = (x0, x1, y0, y1) (tile units, end
+    exclusive) where some pixel centre of the 16x16 tile (inside the image or not) has
+    alpha = o exp(-q / 2) >= 1/255, q = d^T K d: brute force over every pixel centre."""
+    counts = np.zeros(len(means2d), np.int64)
+    for g, y0, per_row in _reached_tiles(means2d, conics, opacities, rects):
+        counts[g] = per_row.sum()
+    return counts
+
+
+def footprint_rows(means2d, conics, opacities, rects, tiles_y):
+    """As footprint_tiles, summed per tile row over the splats: [tiles_y] int64."""
+    rows = np.zeros(tiles_y, np.int64)
+    for g, y0, per_row in _reached_tiles(means2d, conics, opacities, rects):
+        rows[y0:y0 + len(per_row)] += per_row
+    return rows
+
+
+def _reached_tiles(means2d, conics, opacities, rects):
+    """(g, y0, reached tiles per row of the rectangle from row y0) for each splat g with a
+    non-empty rectangle."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # culled splats' values are unused
+        tau = 2 * np.log(255 * np.asarray(opacities, np.float64))
+    for g, (x0, x1, y0, y1) in enumerate(rects):
+        if x1 <= x0 or y1 <= y0:
+            continue
+        ys, xs = np.mgrid[16 * y0:16 * y1, 16 * x0:16 * x1] + 0.5
+        dx, dy = xs - means2d[g, 0], ys - means2d[g, 1]
+        a, b, c = np.asarray(conics[g], np.float64)
+        reach = a * dx * dx + 2 * b * dx * dy + c * dy * dy <= tau[g]
+        yield g, y0, reach.reshape(y1 - y0, 16, x1 - x0, 16).any(axis=(1, 3)).sum(1)

