@@ -9,8 +9,10 @@
 #           ours, one at a time.   carry as A plus .gpu/torch_ext.tar.xz
 #   PART=C: as B on DATASET=office_chair or mouse.
 #   PART=D: timed 7,000-step gsplat runs of the three datasets.  carry as B
+#   PART=E: after the screen-space gradients became one [N, 9] buffer (one atomic
+#           instruction per splat): fox's step split after 15,000 steps, then PART=B.
 set -u
-part=${PART:?PART=A, B, C or D}
+part=${PART:?PART=A, B, C, D or E}
 export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 source benchmarks/h200_common.sh  # compare()
 case $part in
@@ -25,6 +27,9 @@ B)
 C)
   SEQ="${DATASET:?DATASET=office_chair or mouse}:0:gsplat $DATASET:0:ours-vulkan" STEPS=30000 BUDGET_S=${BUDGET_S:-500} \
     bash benchmarks/h200_mixed.sh | cut -c1-330 ;;
+E)
+  compare "fox:15000"
+  SEQ="fox:0:gsplat fox:0:ours-vulkan" STEPS=30000 BUDGET_S=${BUDGET_S:-440} bash benchmarks/h200_mixed.sh | cut -c1-330 ;;
 D)
   SEQ="fox:0:gsplat office_chair:0:gsplat mouse:0:gsplat" STEPS=7000 BUDGET_S=${BUDGET_S:-400} \
     bash benchmarks/h200_mixed.sh | cut -c1-330 ;;

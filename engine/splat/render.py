@@ -51,6 +51,26 @@ from .sort import RadixSort, Scan, read_total
 
 BWD_WG = 64  # Gaussians per workgroup of project_backward_adam (BWD_WG in project.slang)
 RASTER_BLOCK = 256  # splats per shared-memory batch of the raster kernels (BLOCK in raster.slang)
+# screen-space gradient rows (shaders/common/screen_grad.slang): name -> (first column, width)
+SCREEN_GRAD_STRIDE = 9
+SCREEN_GRAD_COLUMNS = {"g_rgb": (0, 3), "g_means2d": (3, 2), "g_conic": (5, 3), "g_opacity": (8, 1)}
+
+
+def split_screen_grads(rows: np.ndarray) -> dict[str, np.ndarray]:
+    """[N, 9] screen-space gradient rows -> {g_rgb [N, 3], g_means2d [N, 2], g_conic [N, 3],
+    g_opacity [N]} (views)."""
+    out = {k: rows[:, c:c + w] for k, (c, w) in SCREEN_GRAD_COLUMNS.items()}
+    out["g_opacity"] = out["g_opacity"][:, 0]
+    return out
+
+
+def pack_screen_grads(g_rgb, g_means2d, g_conic, g_opacity) -> np.ndarray:
+    """The inverse of :func:`split_screen_grads`: [N, 9] float32 rows."""
+    parts = {"g_rgb": g_rgb, "g_means2d": g_means2d, "g_conic": g_conic, "g_opacity": np.asarray(g_opacity)[:, None]}
+    rows = np.zeros((len(g_rgb), SCREEN_GRAD_STRIDE), np.float32)
+    for k, (c, w) in SCREEN_GRAD_COLUMNS.items():
+        rows[:, c:c + w] = parts[k]
+    return rows
 
 
 # Bits of the depth sort key (shaders/project/project.slang): 24 resolve 1.5e-5 of the depth
@@ -111,7 +131,8 @@ class Rasterizer:
     Buffers (device, float32 unless noted), N Gaussians, H x W pixels:
       means2d [N, 2] px, conic_opac [N, 4] (conic a b c, sigmoid opacity), rgb [N, 3],
       depths [N], radii [N, 2] int32 (screen half-extent x, y in px; 0 = culled), image [H, W, 3], final_T [H, W],
-      last_index [H, W] uint32; gradients g_means2d, g_conic, g_opacity, g_rgb alike.
+      last_index [H, W] uint32; the screen-space gradients in one buffer g_screen [N, 9]
+      (SCREEN_GRAD_COLUMNS: rgb, means2d, conic, opacity; :meth:`screen_grads`).
 
     ``max_intersections_per_pass`` (int, settable): the most intersections one pass bins;
     a render over it takes the banded large path (module docstring), whose bands are in
@@ -361,13 +382,17 @@ class Rasterizer:
             raise ValueError("record_backward() takes either grads or optimizer")
         n = self.n
         with self.arena.phase(enc, "backward") as s:  # screen-space gradients: this phase only
-            gc, gr = s.get("g_conic", 12 * n), s.get("g_rgb", 12 * n)  # largest first (arena slots)
-            g2, go = s.get("g_means2d", 8 * n), s.get("g_opacity", 4 * n)
-            self.k_clear_grads.record(enc, [max(n, 1), 1, 1], g_means2d=g2,
-                                      g_conic=gc, g_opacity=go, g_rgb=gr, n=n)
-            self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr, optimizer)
+            g_screen = s.get("g_screen", 4 * SCREEN_GRAD_STRIDE * n)
+            self.k_clear_grads.record(enc, [max(n, 1), 1, 1], g_screen=g_screen, n=n)
+            self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g_screen, optimizer)
 
-    def _record_raster_backward(self, enc, g2, gc, go, gr) -> None:
+    def screen_grads(self) -> dict[str, np.ndarray]:
+        """Host copies of the last backward's screen-space gradients (tests and tools):
+        g_rgb [N, 3], g_means2d [N, 2], g_conic [N, 3], g_opacity [N] float32 (read from
+        the backward phase's arena slot: valid until another phase reuses it)."""
+        return split_screen_grads(self.read("g_screen", np.float32, (self.n, SCREEN_GRAD_STRIDE)))
+
+    def _record_raster_backward(self, enc, g_screen) -> None:
         """Back-to-front replay into the screen-space gradients (accumulated): over the
         forward's tile lists, or per band over the same lists binned again (large path)."""
         n, v = self.n, self.view
@@ -384,17 +409,16 @@ class Rasterizer:
                 means2d=self._b("means2d", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
                 rgb=self._b("rgb", 3 * n), final_T=self._b("final_T", npix),
                 last_index=self._b("last_index", npix), g_image=self.image_grad(),
-                g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr,
-                checkpoints=self._checkpoints(), image=self.image, splits=splits,
+                g_screen=g_screen, checkpoints=self._checkpoints(), image=self.image, splits=splits,
                 width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background, row0=row0)
 
-    def _record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr,
+    def _record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g_screen,
                          optimizer=None) -> None:
         n, v = self.n, self.view
         isect_total, isect_capacity = self.overflow_guard()
-        self._record_raster_backward(enc, g2, gc, go, gr)
+        self._record_raster_backward(enc, g_screen)
         common = dict(params=self.params, cams=self.cams, radii=self._b("radii", 2 * n),
-                      conic_opac=self._b("conic_opac", 4 * n), g_means2d=g2, g_conic=gc, g_opacity=go, g_rgb=gr,
+                      conic_opac=self._b("conic_opac", 4 * n), g_screen=g_screen,
                       grad2d_sum=grad2d_sum, vis_count=vis_count, n=n, cam_index=v.cam_index,
                       isect_total=isect_total, isect_capacity=isect_capacity,
                       sh_degree=self.sh_degree, accumulate_stats=int(accumulate_stats))
@@ -418,7 +442,7 @@ class Rasterizer:
 
     def read(self, name: str, dtype=np.float32, shape=None) -> np.ndarray:
         """Host copy of an internal buffer (tests and debugging). A phase buffer (e.g.
-        ``g_means2d``) is read from the arena slot it had in its phase: after the phase it
+        ``g_screen``) is read from the arena slot it had in its phase: after the phase it
         may hold another phase's data (or poison), by design."""
         try:
             buf = self.bufs[name]

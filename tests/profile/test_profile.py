@@ -203,12 +203,12 @@ def test_aliasing_on_off_same_loss_and_poison(gpu, not_profiling, monkeypatch):
         if mode == "poison":
             # a read outside its phase sees the poison: the screen gradients and tile keys
             # are all 0xFFFFFFFF once their phases ended
-            for name in ("g_means2d", "isect_tiles"):
+            for name in ("g_screen", "isect_tiles"):
                 assert np.all(t.raster.read(name, np.uint32) == 0xFFFFFFFF), name
-            g = t.raster.read("g_conic", np.float32)
+            g = t.raster.read("g_screen", np.float32)
             assert np.isnan(g).all()
         elif mode == "on":
-            assert not np.all(t.raster.read("g_means2d", np.uint32) == 0xFFFFFFFF)
+            assert not np.all(t.raster.read("g_screen", np.uint32) == 0xFFFFFFFF)
     assert all(np.isfinite(losses["off"]))
     # the backward pass accumulates with float atomics, whose order differs run to run:
     # two runs with the same setting differ by ~5e-5 (relative) after 12 steps on lavapipe

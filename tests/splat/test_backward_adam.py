@@ -11,7 +11,7 @@ from engine.splat.layout import row_stride
 from engine.splat.model import GaussianModel
 from engine import device
 from engine.device import dispatch_grid
-from engine.splat.render import BWD_WG
+from engine.splat.render import BWD_WG, pack_screen_grads
 from tests.splat.scenes import random_camera, random_scene
 
 LRS = dict(means=1e-3, scales=5e-3, quats=1e-3, opacities=5e-2, sh0=2.5e-3, shN=0.0)  # shN frozen
@@ -57,10 +57,9 @@ class Scene:
         bad = np.flatnonzero(self.vis)[:2]
         g_opacity[bad[0]] = np.nan
         g_opacity[bad[1]] = np.inf
-        self.screen = dict(g_means2d=gpu.upload(rng.normal(0, 1, (n, 2)).astype(np.float32)),
-                           g_conic=gpu.upload((rng.normal(0, 1, (n, 3)) * 100).astype(np.float32)),
-                           g_opacity=gpu.upload(g_opacity),
-                           g_rgb=gpu.upload(rng.normal(0, 1, (n, 3)).astype(np.float32)))
+        self.screen = dict(g_screen=gpu.upload(pack_screen_grads(
+            g_rgb=rng.normal(0, 1, (n, 3)), g_means2d=rng.normal(0, 1, (n, 2)),
+            g_conic=rng.normal(0, 1, (n, 3)) * 100, g_opacity=g_opacity)))
         self.isect_total = gpu.zeros(16)  # count 0: never overflowed
 
     def common(self, stats):

@@ -51,7 +51,7 @@ def _render(gpu, scene, limit=None, splits=1):
     out = {"count": count, "bands": list(r.bands), "split": r._split_backward(), "image": r.read("image", np.float32, (h, w, 3)),
            "final_T": r.read("final_T", np.float32, (h, w)), "last_index": r.read("last_index", np.uint32, (h, w)),
            "grads": gpu.read(grads, np.float32, shape=(n, r.stride)), "grad2d_sum": gpu.read(stats[0], np.float32, n)}
-    out.update({k: r.read(k, np.float32, (n, c)) for k, c in GRADS.items()})
+    out.update({k: v.copy() for k, v in r.screen_grads().items()})
     out["rows"] = r.row_counts().astype(np.int64)  # the GPU's, as the band planning reads them
     out["rows_exact"], out["rows_whole"] = _numpy_rows(r, view)
     return out

@@ -9,6 +9,7 @@ import pytest
 
 from engine.splat.camera_table import camera_row
 from engine.splat.layout import row_stride
+from engine.splat.render import pack_screen_grads
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene
 
@@ -50,10 +51,11 @@ def test_project_backward_matches_finite_differences(gpu, degree, colour_only):
     D = row_stride(3)
     grads = gpu.buffer(4 * n * D)
     stats = gpu.zeros(4 * n), gpu.zeros(4 * n)
-    up = lambda a: gpu.upload((a * (vis[:, None] if a.ndim > 1 else vis)).astype(np.float32))
+    up = lambda a: a * (vis[:, None] if a.ndim > 1 else vis)
     gpu.kernel("project/project", "project_backward", MAX_SH_DEGREE=3).dispatch(
         thread_count=[n, 1, 1], params=params, cams=cams, radii=b["radii"], conic_opac=b["conic_opac"],
-        g_means2d=up(w2), g_conic=up(wc), g_opacity=up(wo), g_rgb=up(wr), grads=grads,
+        g_screen=gpu.upload(pack_screen_grads(g_rgb=up(wr), g_means2d=up(w2), g_conic=up(wc), g_opacity=up(wo))),
+        grads=grads,
         grad2d_sum=stats[0], vis_count=stats[1], n=n, cam_index=0, sh_degree=degree, accumulate_stats=1)
     g = gpu.read(grads, np.float32, shape=(n, D))
     assert np.all(g[~vis] == 0)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from engine.splat.camera_table import View
+from engine.splat.render import SCREEN_GRAD_STRIDE, split_screen_grads
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene
 
@@ -69,14 +70,12 @@ def _run(gpu, r, vis, view, background, g_image=None, splits=1):
     out["range_len"] = (ranges[:, 1] - ranges[:, 0])[tile]
     out["tile"] = tile
     if g_image is not None:
-        grads = {k: gpu.zeros(4 * c * n) for k, c in (("g_means2d", 2), ("g_conic", 3), ("g_opacity", 1), ("g_rgb", 3))}
+        g_screen = gpu.zeros(4 * SCREEN_GRAD_STRIDE * n)
         gpu.kernel("raster/raster", "rasterize_backward").dispatch(
             thread_count=[view.tiles_x * 16, view.tiles_y * 16 * splits, 1], final_T=final_T, last_index=last,
             g_image=gpu.upload(g_image.astype(np.float32)), checkpoints=checkpoints, image=image, splits=splits,
-            **grads, **common)
-        widths = {"g_means2d": 2, "g_conic": 3, "g_opacity": 1, "g_rgb": 3}
-        out.update({k: gpu.read(b, np.float32, shape=(n, widths[k])) for k, b in grads.items()})
-        out["g_opacity"] = out["g_opacity"][:, 0]
+            g_screen=g_screen, **common)
+        out.update(split_screen_grads(gpu.read(g_screen, np.float32, shape=(n, SCREEN_GRAD_STRIDE))))
     return out
 
 
