@@ -383,7 +383,8 @@ class Rasterizer:
         n = self.n
         with self.arena.phase(enc, "backward") as s:  # screen-space gradients: this phase only
             g_screen = s.get("g_screen", 4 * SCREEN_GRAD_STRIDE * n)
-            self.k_clear_grads.record(enc, [max(n, 1), 1, 1], g_screen=g_screen, n=n)
+            threads, groups_x = dispatch_grid(max(SCREEN_GRAD_STRIDE * n, 1), 256)  # one thread per float
+            self.k_clear_grads.record(enc, threads, g_screen=g_screen, n=n, groups_x=groups_x)
             self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g_screen, optimizer)
 
     def screen_grads(self) -> dict[str, np.ndarray]:

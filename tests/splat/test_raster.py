@@ -193,3 +193,20 @@ def test_tile_ranges_over_a_2d_grid(gpu, m, max_groups, monkeypatch):
     ends = np.searchsorted(tiles, np.arange(ntiles), "right")
     want = np.stack([np.where(starts == ends, 0, starts), np.where(starts == ends, 0, ends)], 1)
     np.testing.assert_array_equal(got, want)
+
+
+def test_clear_screen_grads_zeroes_exactly_n_rows_over_a_2d_grid(gpu, monkeypatch):
+    from engine import device
+    from engine.device import dispatch_grid
+
+    monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", 3)
+    rng = np.random.default_rng()
+    n = int(rng.integers(200, 400))
+    before = rng.uniform(1, 2, SCREEN_GRAD_STRIDE * n + 77).astype(np.float32)  # a slot longer than n rows
+    buf = gpu.upload(before)
+    threads, groups_x = dispatch_grid(SCREEN_GRAD_STRIDE * n, 256)
+    assert threads[1] > 1, "the grid must be 2D"
+    gpu.kernel("raster/raster", "clear_screen_grads").dispatch(thread_count=threads, g_screen=buf, n=n, groups_x=groups_x)
+    after = gpu.read(buf, np.float32, before.size)
+    assert (after[:SCREEN_GRAD_STRIDE * n] == 0).all()
+    np.testing.assert_array_equal(after[SCREEN_GRAD_STRIDE * n:], before[SCREEN_GRAD_STRIDE * n:])
