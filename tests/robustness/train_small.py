@@ -26,21 +26,22 @@ def small_config(steps: int = 160, checkpoint_every: int = 80, max_size: int = 6
 
 
 def inject_nan_at(monkeypatch, step_index: int) -> None:
-    """Make step ``step_index`` (from 0) produce NaN gradients: its screen-space opacity
-    gradients are NaN before the backward accumulates into them, so every visible
-    Gaussian's opacity-logit gradient is NaN when the fused projection backward + Adam
-    (which guards them) reads it."""
-    from engine.splat.render import Rasterizer
+    """Make step ``step_index`` (from 0) produce NaN gradients: its screen-space gradients
+    (opacity's among them) are NaN before the backward accumulates into them, so every
+    visible Gaussian's opacity-logit gradient is NaN when the fused projection backward +
+    Adam (which guards them) reads it."""
+    from engine.splat.render import SCREEN_GRAD_STRIDE, Rasterizer
 
     original = Rasterizer._record_backward
     keep = []
 
-    def record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr, optimizer=None):
+    def record_backward(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g_screen, optimizer=None):
         if optimizer is not None and optimizer["step"] == step_index:
-            nan = self.gpu.upload(np.full(self.n, np.nan, np.float32), "test.nan")
+            size = SCREEN_GRAD_STRIDE * self.n
+            nan = self.gpu.upload(np.full(size, np.nan, np.float32), "test.nan")
             keep.append(nan)  # alive until the command buffer has run
-            self.gpu.copy(enc, go, 0, nan, 0, 4 * self.n)
-        original(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g2, gc, go, gr, optimizer)
+            self.gpu.copy(enc, g_screen, 0, nan, 0, 4 * size)
+        original(self, enc, grads, grad2d_sum, vis_count, accumulate_stats, g_screen, optimizer)
 
     monkeypatch.setattr(Rasterizer, "_record_backward", record_backward)
 
