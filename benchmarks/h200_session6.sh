@@ -11,8 +11,11 @@
 #   PART=D: timed 7,000-step gsplat runs of the three datasets.  carry as B
 #   PART=E: after the screen-space gradients became one [N, 9] buffer (one atomic
 #           instruction per splat): fox's step split after 15,000 steps, then PART=B.
+#   PART=F: the final build (coalesced clear of the screen gradients, parameter rows staged
+#           in shared memory in project_backward_adam): fox's step split after 15,000
+#           steps; `spirula bench raster` (2M Gaussians) with memory-traffic floors.
 set -u
-part=${PART:?PART=A, B, C, D or E}
+part=${PART:?PART=A, B, C, D, E or F}
 export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 source benchmarks/h200_common.sh  # compare()
 case $part in
@@ -30,6 +33,12 @@ C)
 E)
   compare "fox:15000"
   SEQ="fox:0:gsplat fox:0:ours-vulkan" STEPS=30000 BUDGET_S=${BUDGET_S:-440} bash benchmarks/h200_mixed.sh | cut -c1-330 ;;
+F)
+  compare "fox:15000"
+  (source .gpu/gpu-env.sh
+   timeout ${RASTER_S:-100} python3 -m engine.cli bench raster --device vulkan --json "$OUT/raster-vulkan.json" > "$OUT/raster.txt" \
+     2>> "$OUT/errors.log" || echo "FAILED bench raster"
+   tail -30 "$OUT/raster.txt") ;;
 D)
   SEQ="fox:0:gsplat office_chair:0:gsplat mouse:0:gsplat" STEPS=7000 BUDGET_S=${BUDGET_S:-400} \
     bash benchmarks/h200_mixed.sh | cut -c1-330 ;;
