@@ -11,9 +11,10 @@
 #   PART=D: timed 7,000-step gsplat runs of the three datasets.  carry as B
 #   PART=E: after the screen-space gradients became one [N, 9] buffer (one atomic
 #           instruction per splat): fox's step split after 15,000 steps, then PART=B.
-#   PART=F: the final build (coalesced clear of the screen gradients, parameter rows staged
-#           in shared memory in project_backward_adam): fox's step split after 15,000
-#           steps; `spirula bench raster` (2M Gaussians) with memory-traffic floors.
+#   PART=F: coalesced clear of the screen gradients and parameter rows staged in shared
+#           memory in project_backward_adam (da6bbb9; the staging lost and was reverted):
+#           fox's step split after 15,000 steps; `spirula bench raster` (2M Gaussians) with
+#           memory-traffic floors.
 set -u
 part=${PART:?PART=A, B, C, D, E or F}
 export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
