@@ -136,7 +136,7 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
         t0 = time.perf_counter()
         m = raster.prepare(model.buf["params"], model.n, cams, view, sh_degree)
         enc = gpu.encoder()
-        raster.record_forward(enc)
+        raster.record_forward(enc, backward=True)
         loss.record(enc, raster.image, gt, width, height, raster.image_grad(), loss_sum, 0.2)
         raster.record_backward(enc, None, model.buf["grad2d_sum"], model.buf["vis_count"], True,
                                optimizer=model.adam_args(step=it))

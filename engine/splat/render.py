@@ -175,6 +175,7 @@ class Rasterizer:
         self.max_intersections_per_pass = default_max_intersections(gpu, self.sort)
         self.bands: list[tuple[int, int, int]] = []  # large path: (row0, row1, count); [] = one pass
         self._prepared = False  # the projection and count of this render are recorded already
+        self._checkpointed = False  # the recorded forward kept what a split backward replays from
         self._band_scratch = BufferSet(gpu, "raster.band")  # large path's binning (outlives arena phases)
 
     def _b(self, name: str, count: int, itemsize: int = 4):
@@ -238,7 +239,7 @@ class Rasterizer:
         self.capacity = None if capacity is None else int(capacity)
         self.count_on_gpu = capacity is not None
         self.m = int(capacity) if capacity is not None else 0
-        self.bands, self._prepared = [], False
+        self.bands, self._prepared, self._checkpointed = [], False, False
         if capacity is not None and capacity > self.max_intersections_per_pass:
             self._count()  # exact from here on; the guard still compares with the capacity
 
@@ -277,18 +278,21 @@ class Rasterizer:
         self.scan.record(enc, self._b("counts_sorted", n), self._b("offsets", n), n, total=self._b("total", 4), site="counts")
 
     # --- pass 2: binning, tile sort, compositing ---------------------------------------
-    def record_forward(self, enc) -> None:
+    def record_forward(self, enc, backward: bool = False) -> None:
         """Bin, tile-sort and composite the view into :attr:`image` [H, W, 3], final_T [H, W]
-        and last_index [H, W] (per band on the large path)."""
+        and last_index [H, W] (per band on the large path). ``backward``: a
+        :meth:`record_backward` follows, so the forward also keeps the per-pixel state a split
+        backward replays from (16 bytes an intersection; renders alone skip it)."""
         v = self.view
         npix = v.width * v.height
+        self._checkpointed = backward and self._split_backward()
         for row0, row1, isect_ids, ranges in self._record_bins(enc):
             self.k_fwd.record(
                 enc, [v.tiles_x * TILE, (row1 - row0) * TILE, 1], "band" if self.bands else "",
                 ranges=ranges, isect_ids=isect_ids, means2d=self._b("means2d", 2 * self.n),
                 conic_opac=self._b("conic_opac", 4 * self.n), rgb=self._b("rgb", 3 * self.n),
                 image=self.image, final_T=self._b("final_T", npix), last_index=self._b("last_index", npix),
-                checkpoints=self._checkpoints(), write_checkpoints=int(self._split_backward()),
+                checkpoints=self._checkpoints(), write_checkpoints=int(self._checkpointed),
                 width=v.width, height=v.height, tiles_x=v.tiles_x, background=self.background, row0=row0)
 
     def _split_backward(self) -> bool:
@@ -301,8 +305,8 @@ class Rasterizer:
     def _checkpoints(self) -> spy.Buffer:
         """The forward's per-pixel (C, T) before each tile batch after the first, float4 per
         slot, (intersections / 256 + 1) * 256 slots (raster.slang checkpoint_index); a
-        placeholder when the backward is not split."""
-        slots = (self.m // RASTER_BLOCK + 1) * RASTER_BLOCK if self._split_backward() else 1
+        placeholder when the forward keeps none."""
+        slots = (self.m // RASTER_BLOCK + 1) * RASTER_BLOCK if self._checkpointed else 1
         return self._b("checkpoints", 4 * slots)
 
     def _record_bins(self, enc):
@@ -402,7 +406,7 @@ class Rasterizer:
             passes = self._record_bins(enc)
         else:  # the forward's sorted list and ranges are still there
             passes = [(0, v.tiles_y, self._b("isect_ids", max(self.m, 1)), self._b("ranges", 2 * v.tiles_x * v.tiles_y))]
-        splits = self.backward_splits if self._split_backward() else 1
+        splits = self.backward_splits if self._checkpointed else 1  # split only from a forward's checkpoints
         for row0, row1, isect_ids, ranges in passes:
             self.k_bwd.record(
                 enc, [v.tiles_x * TILE, (row1 - row0) * TILE * splits, 1], "band" if self.bands else "",

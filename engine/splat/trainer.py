@@ -115,7 +115,7 @@ class Trainer:
         enc = self.gpu.encoder()
         if capacity is not None:
             self.raster.record_prepare(enc)
-        self.raster.record_forward(enc)
+        self.raster.record_forward(enc, backward=True)
         self.loss.record(enc, self.raster.image, self.gt[ci], cam.width, cam.height, self.raster.image_grad(),
                          self.loss_sum, cfg.lambda_dssim)
         # the projection backward applies Adam (no gradient buffer); Adam is also the NaN/Inf

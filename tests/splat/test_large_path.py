@@ -30,9 +30,10 @@ def _scene(gpu, seed, n=1500, width=200, height=150, spread=1.0, scale=(-2.8, -1
     return gpu.upload(rows), n, cams, View(0, width, height), g_image, bg
 
 
-def _render(gpu, scene, limit=None, splits=1):
-    """Exact-mode forward + backward (``splits`` workgroups per tile in the backward); host
-    copies of the outputs and gradients."""
+def _render(gpu, scene, limit=None, splits=1, announce_backward=True):
+    """Exact-mode forward + backward (``splits`` workgroups per tile in the backward; with
+    announce_backward=False the forward is recorded as a render alone); host copies of the
+    outputs and gradients."""
     params, n, cams, view, g_image, bg = scene
     r = Rasterizer(gpu, DEGREE, bg)
     r.backward_splits = splits
@@ -40,7 +41,7 @@ def _render(gpu, scene, limit=None, splits=1):
         r.max_intersections_per_pass = limit
     count = r.prepare(params, n, cams, view, DEGREE)
     enc = gpu.encoder()
-    r.record_forward(enc)
+    r.record_forward(enc, backward=announce_backward)
     gpu.submit(enc)
     gpu.write(r.image_grad(), g_image)
     grads, stats = gpu.buffer(4 * n * r.stride), (gpu.zeros(4 * n), gpu.zeros(4 * n))
@@ -48,10 +49,11 @@ def _render(gpu, scene, limit=None, splits=1):
     r.record_backward(enc, grads, *stats)
     gpu.submit(enc)
     h, w = view.height, view.width
-    out = {"count": count, "bands": list(r.bands), "split": r._split_backward(), "image": r.read("image", np.float32, (h, w, 3)),
+    out = {"count": count, "bands": list(r.bands), "split": r._checkpointed, "image": r.read("image", np.float32, (h, w, 3)),
            "final_T": r.read("final_T", np.float32, (h, w)), "last_index": r.read("last_index", np.uint32, (h, w)),
            "grads": gpu.read(grads, np.float32, shape=(n, r.stride)), "grad2d_sum": gpu.read(stats[0], np.float32, n)}
     out.update({k: v.copy() for k, v in r.screen_grads().items()})
+    out["checkpoint_bytes"] = r.bufs["checkpoints"].size  # the forward always binds one (a 1-slot placeholder)
     out["rows"] = r.row_counts().astype(np.int64)  # the GPU's, as the band planning reads them
     out["rows_exact"], out["rows_whole"] = _numpy_rows(r, view)
     return out
@@ -125,6 +127,11 @@ def test_split_backward_matches_one_workgroup_per_tile(gpu, splits):
     assert one["count"] / tiles > 600 and one["last_index"].max() > 2 * 256, "tiles must span several batches"
     split = _render(gpu, scene, splits=splits)
     assert split["split"] and not one["split"]
+    # a forward recorded as a render alone keeps no checkpoints; a backward after it walks
+    # each tile in one workgroup (still right)
+    alone = _render(gpu, scene, splits=splits, announce_backward=False)
+    assert not alone["split"] and alone["checkpoint_bytes"] <= 16 < split["checkpoint_bytes"]
+    np.testing.assert_allclose(alone["g_opacity"], one["g_opacity"], rtol=1e-3, atol=1e-4 * np.abs(one["g_opacity"]).max())
     for k in ("image", "final_T", "last_index"):
         np.testing.assert_array_equal(split[k], one[k], err_msg=k)
     for k in (*GRADS, "grads", "grad2d_sum"):
