@@ -44,6 +44,9 @@ ssim_fwd            read 12 P (render) + 4 P (RGBA8 target); write 36 P (9 parti
 ssim_bwd            read 36 P (partials) + 12 P + 4 P; write 12 P (dL/d render)
 rasterize_backward  read 8 T + 20 P (final T, last index, dL/d image) + 40 R;
                     write 36 V (dL/d means2d 8, conic 12, opacity 4, rgb 12)
+                    (the split backward's checkpoints, 16 B per pixel and tile batch,
+                    are not counted: a choice of this implementation, not bytes the work
+                    must move)
 project_backward    read 4 N (radii x) + V x (40 + 12 K params without opacity, 16
                     conic+opacity, 36 screen gradients, 8 statistics); write 4 D N (the
                     whole gradient row, zero when culled) + 8 V statistics
