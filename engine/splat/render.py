@@ -33,7 +33,6 @@ loss is given the same arena, the SSIM partials (``loss``).
 
 from __future__ import annotations
 
-import math
 import os
 
 import numpy as np
