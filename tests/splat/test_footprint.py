@@ -159,8 +159,9 @@ def test_binning_keeps_every_reached_tile_of_any_shape(gpu):
         assert (filler == tx * ty).all(), f"splat {g}: filler {filler}"
         emitted = {(int(t) % tx, int(t) // tx) for t in got}
         assert len(emitted) == count[g], f"splat {g}: a tile emitted twice"
-        r = np.array([np.floor((means[g, 0] - radii[g, 0]) / np.float32(16)), np.ceil((means[g, 0] + radii[g, 0]) / np.float32(16)),
-                      np.floor((means[g, 1] - radii[g, 1]) / np.float32(16)), np.ceil((means[g, 1] + radii[g, 1]) / np.float32(16))])
+        m, rad, t = means[g], radii[g].astype(np.float32), np.float32(16)  # float32 as tile_rect_of
+        r = np.array([np.floor((m[0] - rad[0]) / t), np.ceil((m[0] + rad[0]) / t),
+                      np.floor((m[1] - rad[1]) / t), np.ceil((m[1] + rad[1]) / t)])
         rect = np.clip(r, 0, [tx, tx, ty, ty]).astype(int)
         reached = _reached(means[g], co[g], rect) if rect[1] > rect[0] and rect[3] > rect[2] else set()
         missed = reached - emitted
