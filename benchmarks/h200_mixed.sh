@@ -22,6 +22,7 @@ one() { # dataset seed trainer extra...
   local left=$(( deadline - $(date +%s) ))
   [ "$left" -lt 20 ] && { echo "SKIPPED $tr $d $s"; return; }
   local line
+  [ "$tr" = gsplat ] || set -- "$@" ${OURS_ARGS:-}  # OURS_ARGS: extra train_bench options for our trainer
   line=$(timeout "$left" python3 benchmarks/train_bench.py --trainer "$tr" --data ".gpu/data/$d" --seed "$s" --steps "${STEPS:-7000}" "$@" 2>>"$errs.$tr.$d.$s" | grep '^RESULT ' | cut -c8-)
   if [ -n "$line" ]; then echo "$line" >> "$out"; echo "$line"; else echo "FAILED $tr $d $s"; tail -3 "$errs.$tr.$d.$s"; fi
   cat "$errs.$tr.$d.$s" >> "$errs"; rm -f "$errs.$tr.$d.$s"

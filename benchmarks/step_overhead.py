@@ -42,8 +42,11 @@ def main() -> None:
                     help="comma-separated workgroups per tile of the rasterize backward to compare after the "
                          "main window (Rasterizer.backward_splits), e.g. '2,4,8': a profiled window each")
     ap.add_argument("--variants", default="",
-                    help="comma-separated link-time constants of rasterize_backward to compare after the main "
-                         "window, e.g. 'NAME=0,NAME=1' for an `extern static const` NAME: a profiled window each")
+                    help="comma-separated link-time constants to compare after the main window, e.g. "
+                         "'NAME=0,NAME=1' for an `extern static const` NAME of rasterize_backward, "
+                         "'adam:NAME=16' of project_backward_adam ('+' joins several): a profiled window each")
+    ap.add_argument("--adam-moments", choices=["fp32", "bf16"], default="fp32",
+                    help="the Adam moments' storage of the whole run (TrainConfig.adam_moments)")
     args = ap.parse_args()
 
     from engine.config import TrainConfig
@@ -53,7 +56,8 @@ def main() -> None:
     ds = as_dataset(args.data, *load_prepared(args.data))
     train_idx, _ = split(len(ds.cameras))
     gpu = get_gpu(args.device)
-    tr = Trainer(gpu, ds, train_idx, TrainConfig(steps=args.warm + args.steps, log_interval=100))
+    tr = Trainer(gpu, ds, train_idx, TrainConfig(steps=args.warm + args.steps, log_interval=100,
+                                                    adam_moments=args.adam_moments))
     for s in range(args.warm):
         tr.train_step(s)
     tr.drain()
@@ -125,14 +129,17 @@ def main() -> None:
                  for v in filter(None, args.variants.split(","))]
     default_splits = tr.raster.backward_splits
     for attrs, consts in compared:  # each against the default build, one change at a time
+        consts = consts or {}
         tr.raster.backward_splits = attrs.get("backward_splits", default_splits)
-        tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", **(consts or {}))
+        tr.raster.adam_constants = {k[5:]: v for k, v in consts.items() if k.startswith("adam:")}
+        tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward",
+                                     **{k: v for k, v in consts.items() if not k.startswith("adam:")})
         s0 += args.window
         tr.train_step(s0)  # compile outside the window
         tr.drain()
         s0 += 1
         res = profiled_window(gpu, tr, s0, args.window)
-        print("VARIANT " + json.dumps({"dataset": args.data.name, "variant": {**attrs, **(consts or {})}, "gaussians": tr.model.n,
+        print("VARIANT " + json.dumps({"dataset": args.data.name, "variant": {**attrs, **consts}, "gaussians": tr.model.n,
                                         "intersections": tr.pipeline.last_count, **res}), flush=True)
 
 

@@ -85,7 +85,7 @@ def run_ours(args, backend, cams, images, pts, cols):
     ds = as_dataset(args.data, cams, images, pts, cols)
     train_idx, test_idx = split(len(ds.cameras))
     gpu = get_gpu(backend)
-    cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100)
+    cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100, adam_moments=args.adam_moments)
     # warm-up: compile every kernel outside the timed region, on a throwaway model
     warm = Trainer(gpu, ds, train_idx, cfg)
     warm.train_step(0)
@@ -215,6 +215,8 @@ def main() -> None:
     ap.add_argument("--vram", action="store_true", help="sample peak device memory with NVML")
     ap.add_argument("--concurrent", action="store_true",
                     help="other runs share the GPU: record quality only (time and memory set to null)")
+    ap.add_argument("--adam-moments", choices=["fp32", "bf16"], default="fp32",
+                    help="ours: the Adam moments' storage (TrainConfig.adam_moments)")
     args = ap.parse_args()
     # from before any GPU context exists: peak includes the context and everything else
     args.sampler = VramSampler() if args.vram and not args.concurrent else None
@@ -230,6 +232,7 @@ def main() -> None:
         except OSError:
             pass
     out = {"dataset": args.data.name, "trainer": args.trainer, "seed": args.seed, "steps": args.steps,
+           "adam_moments": None if args.trainer == "gsplat" else args.adam_moments,
            "psnr": r["psnr"], "ssim": r["ssim"], "sec_per_1k_steps": 1000 * r["seconds"] / args.steps,
            "peak_vram_mib": r["peak_vram_mib"], "num_gaussians": r["num_gaussians"], "gpu": r["adapter"],
            "commit": commit or os.environ.get("SPIRULA_COMMIT", "")}

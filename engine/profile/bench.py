@@ -38,7 +38,8 @@ import numpy as np
 STAGES = ("projection", "binning_sort", "rasterize_fwd", "loss", "rasterize_bwd", "projection_bwd_adam")
 _STAGE_OF = {
     "project_forward": "projection",
-    "radix_hist": "binning_sort", "radix_scatter": "binning_sort", "scan_reduce": "binning_sort",
+    "radix_hist": "binning_sort", "radix_offsets": "binning_sort", "radix_scatter": "binning_sort",
+    "scan_reduce": "binning_sort",
     "scan_tiles": "binning_sort", "gather_counts": "binning_sort", "emit_intersections": "binning_sort",
     "tile_ranges": "binning_sort",
     "rasterize_forward": "rasterize_fwd",
@@ -166,7 +167,7 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
     visible, replayed = _visible_and_replayed(raster, model.n, view)
     work = floors.Workload(n=model.n, max_sh_degree=sh_degree, sh_degree=sh_degree, visible=visible,
                            intersections=raster.m, width=width, height=height, replayed=replayed,
-                           sort_tile=raster.sort.tile, scan_tile=raster.sort.scan.tile)
+                           sort_tile=raster.sort.tile, scan_tile=raster.scan.tile)
     floor_rep = floors.floor_report(work, ops, bandwidth["gb_per_s"])
     raster.trim()
     vram = gpu.pool.stats()

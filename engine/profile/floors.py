@@ -30,7 +30,9 @@ project_forward     read 44 N (mean, log scale, quat, opacity logit) + 12 K V (S
                     visible); write 20 N (radii 8, tiles_touched, depth key, depth id)
                     + 40 V (means2d 8, conic+opacity 16, rgb 12, depth 4)
 radix_hist(n)       read 4 n keys; write 1024 b (256 counters per tile of the sort, b tiles)
-radix_scatter(n)    read 8 n (key, value) + 1024 b histogram; write 8 n
+radix_offsets(n)    read 1024 b histogram; write 1024 b (each digit's row scanned) + 1 KiB
+                    digit totals
+radix_scatter(n)    read 8 n (key, value) + 1024 b histogram + 1 KiB digit totals; write 8 n
 scan_reduce(m)      read 4 m; write 4 g (one sum per scan tile, g tiles)
 scan_tiles(m)       read 4 m (+ 4 g tile offsets); write 4 m (+ 4 for the total)
 gather_counts       read 8 N (order, tiles_touched[order]); write 4 N
@@ -198,10 +200,16 @@ def radix_hist(n: int, tile: int = _SORT_TILE) -> Traffic:
     return Traffic(read=F32 * n, write=F32 * 256 * -(-n // tile))
 
 
+def radix_offsets(n: int, tile: int = _SORT_TILE) -> Traffic:
+    """shaders/sort/radix.slang:radix_offsets: scans each digit's row of tile counts in
+    place and writes the 256 digit totals."""
+    return Traffic(read=F32 * 256 * -(-n // tile), write=F32 * 256 * (-(-n // tile) + 1))
+
+
 def radix_scatter(n: int, tile: int = _SORT_TILE) -> Traffic:
-    """shaders/sort/radix.slang:radix_scatter: reads n (key, value) pairs and the scanned
-    histogram, writes the n pairs at their sorted positions."""
-    return Traffic(read=F32 * (2 * n + 256 * -(-n // tile)), write=F32 * 2 * n)
+    """shaders/sort/radix.slang:radix_scatter: reads n (key, value) pairs, the scanned
+    histogram and the digit totals, writes the n pairs at their sorted positions."""
+    return Traffic(read=F32 * (2 * n + 256 * -(-n // tile) + 256), write=F32 * 2 * n)
 
 
 def scan_reduce(m: int, tile: int = _SCAN_TILE) -> Traffic:
@@ -316,14 +324,14 @@ def scan_calls(m: int, what: str, tile: int = _SCAN_TILE, total: bool = False) -
             + [Call("scan_tiles", what, scan_tiles(m, tile, offsets=True))])
 
 
-def sort_calls(n: int, bits: int, what: str, tile: int = _SORT_TILE, scan_tile: int = _SCAN_TILE) -> list[Call]:
+def sort_calls(n: int, bits: int, what: str, tile: int = _SORT_TILE) -> list[Call]:
     """Dispatches and copies of engine/splat/sort.py RadixSort.record (copy_back)."""
     if n <= 1:
         return []
     out = []
     for p in range(sort_passes(bits)):
         out.append(Call("radix_hist", f"{what} pass {p}", radix_hist(n, tile)))
-        out += scan_calls(256 * -(-n // tile), f"{what} pass {p} histogram scan", scan_tile)
+        out.append(Call("radix_offsets", f"{what} pass {p}", radix_offsets(n, tile)))
         out.append(Call("radix_scatter", f"{what} pass {p}", radix_scatter(n, tile)))
     if sort_passes(bits) % 2:
         out += [Call("copy", f"{what} keys back", copy(F32 * n)), Call("copy", f"{what} values back", copy(F32 * n))]
@@ -336,12 +344,12 @@ def iteration_calls(w: Workload) -> list[Call]:
     loss, backward (clears, raster, projection with Adam)."""
     n, m = w.n, w.intersections
     out = [Call("project_forward", "projection", project_forward(w))]
-    out += sort_calls(n, _depth_key_bits(), "depth sort", w.sort_tile, w.scan_tile)
+    out += sort_calls(n, _depth_key_bits(), "depth sort", w.sort_tile)
     out.append(Call("gather_counts", "tile counts in depth order", gather_counts(w)))
     out += scan_calls(n, "tile count offsets", w.scan_tile, total=True)
     if m > 0:
         out.append(Call("emit_intersections", "binning", emit_intersections(w)))
-        out += sort_calls(m, w.tile_sort_bits, "tile sort", w.sort_tile, w.scan_tile)
+        out += sort_calls(m, w.tile_sort_bits, "tile sort", w.sort_tile)
     out.append(Call("clear", "tile ranges", clear(F32 * 2 * w.tiles)))
     if m > 0:
         out.append(Call("tile_ranges", "tile ranges", tile_ranges(w)))

@@ -166,6 +166,8 @@ class Rasterizer:
         # fastest with 4 (benchmarks/step_overhead.py --splits, BENCHMARKS.md, sixth session):
         # the backward 18-46% faster than 1 on fox, office_chair and mouse (H200)
         self.backward_splits = 8
+        # extra link-time constants of project_backward_adam (benchmarks compare variants)
+        self.adam_constants: dict[str, int] = {}
         self.n = 0
         self.m = 0
         self.count_on_gpu = False  # capacity mode (setup): m is a capacity, the count lives in "total"
@@ -431,7 +433,8 @@ class Rasterizer:
         else:
             args = dict(optimizer)
             k = self.gpu.kernel("project/project", "project_backward_adam", MAX_SH_DEGREE=self.max_sh_degree,
-                                MOMENTS_BF16=int(args.pop("moments_bf16")))  # compiled on first use, then cached
+                                MOMENTS_BF16=int(args.pop("moments_bf16")),
+                                **self.adam_constants)  # compiled on first use, then cached
             threads, groups_x = dispatch_grid(n, BWD_WG)
             k.record(enc, threads, **common, **args, groups_x=groups_x)
 

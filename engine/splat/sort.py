@@ -44,7 +44,7 @@ def _groups(count: int, tile: int) -> int:
 class DispatchTimer:
     """Optional per-dispatch GPU timestamps for Scan/RadixSort (benchmarks only).
 
-    Assign to ``sorter.timer`` (and ``sorter.scan.timer``); each recorded dispatch then
+    Assign to ``sorter.timer`` (or ``scan.timer``); each recorded dispatch then
     writes a timestamp pair into ``pool``. After the submit completes, ``results()`` gives
     ``[(label, seconds), ...]`` in record order. ``reset()`` before re-recording.
     """
@@ -176,13 +176,12 @@ class Scan:
 class RadixSort:
     """Stable LSD radix sort of (uint32 key, uint32 value) pairs on the GPU.
 
-    8-bit digits: ``ceil(bits / 8)`` passes, each ``radix_hist`` + a ``Scan`` of the
-    ``256 x num_tiles`` tile histograms + ``radix_scatter``. A tile is
-    ``256 * items_per_thread`` pairs (4096 by default). Dispatches per sort:
-    ``passes * (2 + scan)`` where scan is 1 dispatch for n <= 64 Ki pairs and 3 up to
-    268 M pairs; plus one buffer copy pair when ``passes`` is odd and ``copy_back``.
-    Scratch: one ping-pong key/value pair (8 bytes per pair) and the histograms
-    (256 uint32 per tile, i.e. 1/16 of the keys at the default tile).
+    8-bit digits: ``ceil(bits / 8)`` passes, each three dispatches: ``radix_hist`` (256
+    counts per tile), ``radix_offsets`` (each digit's row of counts scanned over the tiles)
+    and ``radix_scatter``. A tile is ``256 * items_per_thread`` pairs (4096 by default);
+    plus one buffer copy pair when ``passes`` is odd and ``copy_back``. Scratch: one
+    ping-pong key/value pair (8 bytes per pair), the histograms (256 uint32 per tile, i.e.
+    1/16 of the keys at the default tile) and 256 digit totals.
     """
 
     def __init__(self, gpu: Gpu, items_per_thread: int = 16, use_waves: bool = True,
@@ -195,9 +194,10 @@ class RadixSort:
         unroll = _unroll_default(gpu) if unroll is None else unroll
         consts = dict(SORT_ITEMS=self.items, SORT_USE_WAVES=int(use_waves), SORT_UNROLL=int(unroll))
         self._hist = gpu.kernel("sort/radix", "radix_hist", **consts)
+        self._offsets = gpu.kernel("sort/radix", "radix_offsets", **consts)
         self._scatter = gpu.kernel("sort/radix", "radix_scatter", **consts)
-        self.scan = Scan(gpu, items_per_thread=self.items, use_waves=use_waves, unroll=unroll)
         self._pool = BufferSet(gpu, "radix")
+        self._dummy = gpu.buffer(16, label="radix.dummy")
         self.timer: DispatchTimer | None = None
 
     @property
@@ -211,13 +211,10 @@ class RadixSort:
 
     def dispatches(self, n: int, bits: int) -> int:
         """Number of compute dispatches ``record`` issues (copies not counted)."""
-        if n <= 1:
-            return 0
-        nb = -(-n // self.tile)
-        return self.passes(bits) * (2 + self.scan.dispatches(256 * nb))
+        return 0 if n <= 1 else 3 * self.passes(bits)
 
     def scratch_bytes(self) -> int:
-        return self._pool.nbytes() + self.scan.scratch_bytes()
+        return self._pool.nbytes()
 
     def record(self, enc: spy.CommandEncoder, keys: spy.Buffer, values: spy.Buffer, n: int, bits: int,
                copy_back: bool = True, scratch=None, count: spy.Buffer | None = None,
@@ -250,17 +247,20 @@ class RadixSort:
         tmp_k = pool.get("keys", 4 * n)
         tmp_v = pool.get("values", 4 * n)
         hist = pool.get("hist", 4 * 256 * nb)
-        on_gpu = dict(count=count if count is not None else self.scan._dummy, count_from_buf=int(count is not None))
+        digit_totals = pool.get("digit_totals", 4 * 256)
+        on_gpu = dict(count=count if count is not None else self._dummy, count_from_buf=int(count is not None))
         src_k, src_v, dst_k, dst_v = keys, values, tmp_k, tmp_v
         for p in range(self.passes(bits)):
             shift = 8 * p
             mask = (1 << min(8, bits - shift)) - 1
             _record(self._hist, enc, [nb * WG, 1, 1], self.timer, f"hist{p}", site,
                                 keys=src_k, hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb, **on_gpu)
-            self.scan.record(enc, hist, hist, 256 * nb, scratch=scratch, site=f"{site}/hist{p}")
+            _record(self._offsets, enc, [256 * WG, 1, 1], self.timer, f"offsets{p}", site,
+                    hist=hist, digit_totals=digit_totals, num_blocks=nb)
             _record(self._scatter, enc, [nb * WG, 1, 1], self.timer, f"scatter{p}", site,
                                    keys_in=src_k, vals_in=src_v, keys_out=dst_k, vals_out=dst_v,
-                                   hist=hist, n=n, shift=shift, mask=mask, num_blocks=nb, **on_gpu)
+                                   hist=hist, digit_totals=digit_totals, n=n, shift=shift, mask=mask,
+                                   num_blocks=nb, **on_gpu)
             src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v
         if src_k is not keys and copy_back:
             self.gpu.copy(enc, keys, 0, src_k, 0, 4 * n)
@@ -271,12 +271,10 @@ class RadixSort:
     def release(self) -> None:
         """Free the scratch buffers (only when no recorded work is pending)."""
         self._pool.release()
-        self.scan.release()
 
     def trim(self) -> None:
         """Free scratch buffers outgrown since the last trim (call after a wait)."""
         self._pool.trim()
-        self.scan.trim()
 
 
 def bench_sort(gpu: Gpu, n: int, bits: int, repeats: int = 10, seed: int = 0,
@@ -307,7 +305,7 @@ def bench_sort(gpu: Gpu, n: int, bits: int, repeats: int = 10, seed: int = 0,
         gpu.device.wait_for_idle()
         if timer is not None:
             timer.reset()
-        sorter.timer = sorter.scan.timer = timer
+        sorter.timer = timer
         t0 = time.perf_counter()
         enc = gpu.encoder()
         enc.write_timestamp(pool, 2 * r)
@@ -317,7 +315,7 @@ def bench_sort(gpu: Gpu, n: int, bits: int, repeats: int = 10, seed: int = 0,
         gpu.submit(enc)
         gpu.device.wait_for_idle()
         t2 = time.perf_counter()
-        sorter.timer = sorter.scan.timer = None
+        sorter.timer = None
         if r > 0:
             rec_ms.append((t1 - t0) * 1e3)
             wall_ms.append((t2 - t0) * 1e3)

@@ -118,8 +118,9 @@ def test_scan_empty_writes_zero_total(gpu, scan):
     assert total == 0 and (out == SENTINEL).all()
 
 
-def test_scan_three_levels_alt_path(gpu, sorter_alt):
-    scan = sorter_alt.scan  # tile 1024: 1.5 M elements need 3 levels (4 dispatches: the last sums are reduced per group)
+def test_scan_three_levels_alt_path(gpu):
+    # tile 1024: 1.5 M elements need 3 levels (4 dispatches: the last sums are reduced per group)
+    scan = Scan(gpu, items_per_thread=4, use_waves=False, unroll=True)
     assert scan.dispatches(1_500_000) == 4
     rng = np.random.default_rng(11)
     a = rng.integers(1, 50, 1_500_000, dtype=np.uint32)
@@ -169,7 +170,9 @@ def test_radix_sort_stable(gpu, sorter, n, bits):
     _check_sorted(keys, vals, bits, out_k, out_v)
 
 
-@pytest.mark.parametrize("bits,n", [(7, 50_001), (20, 123_457), (32, 4097)])
+# 600,001 pairs in 1024-pair tiles: 587 tiles, so radix_offsets scans each digit's row in
+# three chunks of 256 tiles with a carry between them
+@pytest.mark.parametrize("bits,n", [(7, 50_001), (20, 123_457), (32, 4097), (13, 600_001)])
 def test_radix_sort_alt_path(gpu, sorter_alt, bits, n):
     rng = np.random.default_rng(bits + n)
     keys = _keys(rng, n, bits)
