@@ -45,6 +45,9 @@ def main() -> None:
                     help="comma-separated link-time constants to compare after the main window, e.g. "
                          "'NAME=0,NAME=1' for an `extern static const` NAME of rasterize_backward, "
                          "'adam:NAME=16' of project_backward_adam ('+' joins several): a profiled window each")
+    ap.add_argument("--sort-items", default="",
+                    help="comma-separated items per thread of the rasterizer's radix sort and scan to compare "
+                         "(tiles of 256 x items; the default is 16): a profiled window each")
     ap.add_argument("--adam-moments", choices=["fp32", "bf16"], default="fp32",
                     help="the Adam moments' storage of the whole run (TrainConfig.adam_moments)")
     args = ap.parse_args()
@@ -125,12 +128,18 @@ def main() -> None:
     if args.tile_stats:
         print("TILES " + json.dumps({"dataset": args.data.name, **tile_stats(tr, train_idx)}), flush=True)
     compared = [({"backward_splits": int(k)}, None) for k in filter(None, args.splits.split(","))]
+    compared += [({"sort_items": int(k)}, None) for k in filter(None, args.sort_items.split(","))]
     compared += [({}, {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split("+")})
                  for v in filter(None, args.variants.split(","))]
-    default_splits = tr.raster.backward_splits
+    from engine.splat.sort import RadixSort, Scan
+
+    default_splits, default_sort, default_scan = tr.raster.backward_splits, tr.raster.sort, tr.raster.scan
     for attrs, consts in compared:  # each against the default build, one change at a time
         consts = consts or {}
         tr.raster.backward_splits = attrs.get("backward_splits", default_splits)
+        items = attrs.get("sort_items")
+        tr.raster.sort = RadixSort(gpu, items_per_thread=items) if items else default_sort
+        tr.raster.scan = Scan(gpu, items_per_thread=items) if items else default_scan
         tr.raster.adam_constants = {k[5:]: v for k, v in consts.items() if k.startswith("adam:")}
         tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward",
                                      **{k: v for k, v in consts.items() if not k.startswith("adam:")})
