@@ -7,13 +7,15 @@
 #           (7,000 steps).       carry .gpu/{gpu-env.sh,debs,slangpy.tar.xz,wheels,data}
 #   PART=D: fox's step split after 15,000 steps: project_backward_adam with 32 words in
 #           flight; the radix sort and scan on tiles of 256 x 8 and 256 x 4 items (16 default).
+#   PART=E: the raster kernels with 2 and 4 pixels per thread against 1, on fox after
+#           15,000 steps and mouse after 7,000.
 #   PART=B: 30,000 steps on DATASET (fox, office_chair or mouse), gsplat first, then ours,
 #           one at a time.       carry as A plus .gpu/torch_ext.tar.xz
 #   PART=C: `spirula bench raster` (2M Gaussians) with memory-traffic floors, then a timed
 #           7,000-step fox run through slangpy's CUDA backend.
 # OURS_ARGS (e.g. "--adam-moments bf16") goes to our trainer's runs of PART=B.
 set -u
-part=${PART:?PART=A, B, C or D}
+part=${PART:?PART=A, B, C, D or E}
 export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 source benchmarks/h200_common.sh  # compare()
 case $part in
@@ -24,6 +26,8 @@ A)
   OURS_ARGS="--adam-moments bf16" STEPS=7000 BUDGET_S=${BUDGET_PAR:-220} NO_GSPLAT=1 bash benchmarks/h200_mixed.sh | cut -c1-260 ;;
 D)
   compare "fox:15000" --variants adam:ADAM_BATCH=32 --sort-items 8,4 ;;
+E)
+  compare "fox:15000 mouse:7000" --pixels-per-thread 2,4 ;;
 B)
   SEQ="${DATASET:?DATASET=fox, office_chair or mouse}:0:gsplat $DATASET:0:ours-vulkan" STEPS=30000 BUDGET_S=${BUDGET_S:-520} \
     bash benchmarks/h200_mixed.sh | cut -c1-330 ;;

@@ -45,9 +45,10 @@ def _intersections(r, vis, view):
     return ids, ranges
 
 
-def _run(gpu, r, vis, view, background, g_image=None, splits=1):
+def _run(gpu, r, vis, view, background, g_image=None, splits=1, py=1):
     """Forward (and with ``g_image`` the backward, its tiles split over ``splits``
-    workgroups from the forward's checkpoints) over a NumPy-built intersection list."""
+    workgroups from the forward's checkpoints) over a NumPy-built intersection list, both
+    kernels with ``py`` pixels per thread."""
     import slangpy as spy
 
     n = len(r["depths"])
@@ -60,8 +61,8 @@ def _run(gpu, r, vis, view, background, g_image=None, splits=1):
                   row0=0)
     image, final_T, last = gpu.buffer(12 * npix), gpu.buffer(4 * npix), gpu.buffer(4 * npix)
     checkpoints = gpu.buffer(16 * (len(ids) // 256 + 1) * 256)
-    gpu.kernel("raster/raster", "rasterize_forward").dispatch(
-        thread_count=[view.tiles_x * 16, view.tiles_y * 16, 1], image=image, final_T=final_T, last_index=last,
+    gpu.kernel("raster/raster", "rasterize_forward", PY=py).dispatch(
+        thread_count=[view.tiles_x * 16, view.tiles_y * (16 // py), 1], image=image, final_T=final_T, last_index=last,
         checkpoints=checkpoints, write_checkpoints=int(splits > 1), **common)
     out = {"image": gpu.read(image, np.float32, shape=(view.height, view.width, 3)),
            "last_index": gpu.read(last, np.uint32, shape=(view.height, view.width))}
@@ -71,21 +72,21 @@ def _run(gpu, r, vis, view, background, g_image=None, splits=1):
     out["tile"] = tile
     if g_image is not None:
         g_screen = gpu.zeros(4 * SCREEN_GRAD_STRIDE * n)
-        gpu.kernel("raster/raster", "rasterize_backward").dispatch(
-            thread_count=[view.tiles_x * 16, view.tiles_y * 16 * splits, 1], final_T=final_T, last_index=last,
+        gpu.kernel("raster/raster", "rasterize_backward", PY=py).dispatch(
+            thread_count=[view.tiles_x * 16, view.tiles_y * (16 // py) * splits, 1], final_T=final_T, last_index=last,
             g_image=gpu.upload(g_image.astype(np.float32)), checkpoints=checkpoints, image=image, splits=splits,
             g_screen=g_screen, **common)
         out.update(split_screen_grads(gpu.read(g_screen, np.float32, shape=(n, SCREEN_GRAD_STRIDE))))
     return out
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_rasterize_forward_matches_compositor(gpu, seed):
+@pytest.mark.parametrize("seed,py", [(0, 1), (1, 1), (2, 2), (3, 4)])
+def test_rasterize_forward_matches_compositor(gpu, seed, py):
     rng = np.random.default_rng(200 + seed)
     view = View(0, 83, 57)
     r, vis = _splats(rng, 400, view.width, view.height)
     bg = tuple(rng.uniform(0, 1, 3))
-    out = _run(gpu, r, vis, view, bg)
+    out = _run(gpu, r, vis, view, bg, py=py)
     want = ref.composite(r["means2d"], r["conics"], r["opacities"], r["rgb"], r["depths"], vis, r["rects"],
                          view.width, view.height, bg)
     err = np.abs(out["image"] - want)
@@ -95,13 +96,15 @@ def test_rasterize_forward_matches_compositor(gpu, seed):
     assert want.std() > 0.05, "scene renders nearly flat"
 
 
-@pytest.mark.parametrize("kind", ["translucent", "saturating", "deep", "deep-split"])
-def test_rasterize_backward_matches_finite_differences(gpu, kind):
+@pytest.mark.parametrize("kind,py", [("translucent", 1), ("saturating", 1), ("deep", 1), ("deep-split", 1),
+                                     ("saturating", 2), ("deep-split", 2), ("translucent", 4)])
+def test_rasterize_backward_matches_finite_differences(gpu, kind, py):
     """``saturating``: near-opaque splats stacked deep, so pixels stop (T < 1e-4) long before
     the end of their tile's list and the backward starts from the tile's last contributor.
     ``deep``: faint splats, several hundred per tile, so a tile's replay spans batches of
     256; ``deep-split``: the same with each tile's batches shared by 3 workgroups, each
-    starting from the forward's checkpoint at the end of its share."""
+    starting from the forward's checkpoint at the end of its share. ``py``: pixels per
+    thread of both kernels."""
     rng = np.random.default_rng(7)
     opaque = kind == "saturating"
     deep = kind.startswith("deep")
@@ -116,7 +119,7 @@ def test_rasterize_backward_matches_finite_differences(gpu, kind):
     else:
         r["opacities"] = np.clip(r["opacities"], 0.05, 0.9)  # keep away from the 0.999 clamp
     w = rng.normal(0, 1, (view.height, view.width, 3))
-    out = _run(gpu, r, vis, view, (0.2, 0.3, 0.4), g_image=w, splits=3 if kind == "deep-split" else 1)
+    out = _run(gpu, r, vis, view, (0.2, 0.3, 0.4), g_image=w, splits=3 if kind == "deep-split" else 1, py=py)
     if deep:
         replayed = out["last_index"].max()
         print(f"deep scene: up to {out['range_len'].max()} splats per tile, a pixel composites up to {replayed}")
