@@ -46,8 +46,8 @@ def main() -> None:
                          "'NAME=0,NAME=1' for an `extern static const` NAME of rasterize_backward, "
                          "'adam:NAME=16' of project_backward_adam ('+' joins several): a profiled window each")
     ap.add_argument("--pixels-per-thread", default="",
-                    help="comma-separated pixels per thread of the raster kernels to compare (PY in "
-                         "raster.slang; Rasterizer.set_pixels_per_thread): a profiled window each")
+                    help="comma-separated pixels per thread of rasterize_backward to compare (PY in "
+                         "raster.slang; Rasterizer.set_backward_pixels_per_thread): a profiled window each")
     ap.add_argument("--sort-items", default="",
                     help="comma-separated items per thread of the rasterizer's radix sort and scan to compare "
                          "(tiles of 256 x items; the default is 16): a profiled window each")
@@ -138,7 +138,7 @@ def main() -> None:
     from engine.splat.sort import RadixSort, Scan
 
     default_splits, default_sort, default_scan = tr.raster.backward_splits, tr.raster.sort, tr.raster.scan
-    default_py = tr.raster.pixels_per_thread
+    default_py = tr.raster.backward_pixels_per_thread
     for attrs, consts in compared:  # each against the default build, one change at a time
         consts = consts or {}
         tr.raster.backward_splits = attrs.get("backward_splits", default_splits)
@@ -146,8 +146,8 @@ def main() -> None:
         tr.raster.sort = RadixSort(gpu, items_per_thread=items) if items else default_sort
         tr.raster.scan = Scan(gpu, items_per_thread=items) if items else default_scan
         tr.raster.adam_constants = {k[5:]: v for k, v in consts.items() if k.startswith("adam:")}
-        tr.raster.set_pixels_per_thread(attrs.get("pixels_per_thread", default_py))
-        tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", PY=tr.raster.pixels_per_thread,
+        tr.raster.set_backward_pixels_per_thread(attrs.get("pixels_per_thread", default_py))
+        tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", PY=tr.raster.backward_pixels_per_thread,
                                      **{k: v for k, v in consts.items() if not k.startswith("adam:")})
         s0 += args.window
         tr.train_step(s0)  # compile outside the window

@@ -50,9 +50,9 @@ from .sort import RadixSort, Scan, read_total
 
 BWD_WG = 64  # Gaussians per workgroup of project_backward_adam (BWD_WG in project.slang)
 RASTER_BLOCK = 256  # splats per shared-memory batch of the raster kernels (BLOCK in raster.slang)
-# pixels per thread of the raster kernels (PY in raster.slang), stacked in y: each splat's
+# pixels per thread of rasterize_backward (PY in raster.slang), stacked in y: each splat's
 # shared-memory loads and subgroup sum then serve that many pixels
-RASTER_PIXELS_PER_THREAD = 1
+BACKWARD_PIXELS_PER_THREAD = 1
 # screen-space gradient rows (shaders/common/screen_grad.slang): name -> (first column, width)
 SCREEN_GRAD_STRIDE = 9
 SCREEN_GRAD_COLUMNS = {"g_rgb": (0, 3), "g_means2d": (3, 2), "g_conic": (5, 3), "g_opacity": (8, 1)}
@@ -162,7 +162,8 @@ class Rasterizer:
         self.k_band_counts = gpu.kernel("raster/raster", "band_counts")
         self.k_emit = gpu.kernel("raster/raster", "emit_intersections")
         self.k_ranges = gpu.kernel("raster/raster", "tile_ranges")
-        self.set_pixels_per_thread(RASTER_PIXELS_PER_THREAD)
+        self.k_fwd = gpu.kernel("raster/raster", "rasterize_forward")
+        self.set_backward_pixels_per_thread(BACKWARD_PIXELS_PER_THREAD)
         self.k_clear_grads = gpu.kernel("raster/raster", "clear_screen_grads")
         # workgroups per tile in the backward (1: one walks the whole list). 8 measured
         # fastest with 4 (benchmarks/step_overhead.py --splits, BENCHMARKS.md, sixth session):
@@ -181,13 +182,12 @@ class Rasterizer:
         self._checkpointed = False  # the recorded forward kept what a split backward replays from
         self._band_scratch = BufferSet(gpu, "raster.band")  # large path's binning (outlives arena phases)
 
-    def set_pixels_per_thread(self, py: int) -> None:
-        """Specialise the raster kernels for ``py`` pixels per thread (1, 2 or 4; PY in
+    def set_backward_pixels_per_thread(self, py: int) -> None:
+        """Specialise rasterize_backward for ``py`` pixels per thread (1, 2 or 4; PY in
         raster.slang): a workgroup of 16 x 16 / py threads per tile."""
         if py not in (1, 2, 4):
             raise ValueError(f"pixels per thread must be 1, 2 or 4, not {py}")
-        self.pixels_per_thread = py
-        self.k_fwd = self.gpu.kernel("raster/raster", "rasterize_forward", PY=py)
+        self.backward_pixels_per_thread = py
         self.k_bwd = self.gpu.kernel("raster/raster", "rasterize_backward", PY=py)
 
     def _b(self, name: str, count: int, itemsize: int = 4):
@@ -300,8 +300,8 @@ class Rasterizer:
         self._checkpointed = backward and self._split_backward()
         for row0, row1, isect_ids, ranges in self._record_bins(enc):
             self.k_fwd.record(
-                enc, [v.tiles_x * TILE, (row1 - row0) * (TILE // self.pixels_per_thread), 1],
-                "band" if self.bands else "", ranges=ranges, isect_ids=isect_ids, means2d=self._b("means2d", 2 * self.n),
+                enc, [v.tiles_x * TILE, (row1 - row0) * TILE, 1], "band" if self.bands else "",
+                ranges=ranges, isect_ids=isect_ids, means2d=self._b("means2d", 2 * self.n),
                 conic_opac=self._b("conic_opac", 4 * self.n), rgb=self._b("rgb", 3 * self.n),
                 image=self.image, final_T=self._b("final_T", npix), last_index=self._b("last_index", npix),
                 checkpoints=self._checkpoints(), write_checkpoints=int(self._checkpointed),
@@ -421,7 +421,7 @@ class Rasterizer:
         splits = self.backward_splits if self._checkpointed else 1  # split only from a forward's checkpoints
         for row0, row1, isect_ids, ranges in passes:
             self.k_bwd.record(
-                enc, [v.tiles_x * TILE, (row1 - row0) * (TILE // self.pixels_per_thread) * splits, 1],
+                enc, [v.tiles_x * TILE, (row1 - row0) * (TILE // self.backward_pixels_per_thread) * splits, 1],
                 "band" if self.bands else "",
                 ranges=ranges, isect_ids=isect_ids,
                 means2d=self._b("means2d", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
