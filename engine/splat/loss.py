@@ -15,11 +15,7 @@ from __future__ import annotations
 from .metrics import gaussian_window
 from .buffers import BufferSet
 
-# Must match shaders/loss/ssim.slang: one workgroup of 16 x 16 threads per output tile of
-# _TILE_W x _TILE_H pixels.
-_TILE_W = 32
-_TILE_H = 16
-_GROUP = 16
+_TILE = 16  # must match T in shaders/loss/ssim.slang
 
 
 def _loss_constants() -> dict[str, float]:
@@ -71,7 +67,7 @@ class PhotometricLoss:
                              loss_sum, lambda_dssim)
 
     def _record(self, enc, partials, render, gt, w, h, grad_render, loss_sum, lambda_dssim) -> None:
-        tc = [-(-w // _TILE_W) * _GROUP, -(-h // _TILE_H) * _GROUP, 1]  # one workgroup per tile
+        tc = [(w + _TILE - 1) // _TILE * _TILE, (h + _TILE - 1) // _TILE * _TILE, 1]
         common = dict(width=w, height=h, lambda_dssim=float(lambda_dssim), inv_count=1.0 / (3.0 * w * h))
         self._fwd.record(enc, tc, render=render, gt=gt,
                            partials=partials, loss_sum=loss_sum, **common)

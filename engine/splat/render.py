@@ -51,8 +51,9 @@ from .sort import RadixSort, Scan, read_total
 BWD_WG = 64  # Gaussians per workgroup of project_backward_adam (BWD_WG in project.slang)
 RASTER_BLOCK = 256  # splats per shared-memory batch of the raster kernels (BLOCK in raster.slang)
 # pixels per thread of rasterize_backward (PY in raster.slang), stacked in y: each splat's
-# shared-memory loads and subgroup sum then serve that many pixels
-BACKWARD_PIXELS_PER_THREAD = 1
+# shared-memory loads and subgroup sum then serve that many pixels. On the H200 2 against 1:
+# fox @15k 866 -> 837 us, mouse @7k 574 -> 540; 4 was slower (BENCHMARKS.md, seventh session)
+BACKWARD_PIXELS_PER_THREAD = 2
 # screen-space gradient rows (shaders/common/screen_grad.slang): name -> (first column, width)
 SCREEN_GRAD_STRIDE = 9
 SCREEN_GRAD_COLUMNS = {"g_rgb": (0, 3), "g_means2d": (3, 2), "g_conic": (5, 3), "g_opacity": (8, 1)}
