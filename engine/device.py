@@ -64,7 +64,9 @@ class Gpu:
         if backend not in BACKENDS:
             raise DeviceError(f"unknown device '{backend}': choose one of {', '.join(BACKENDS)}")
         kind = {"vulkan": spy.DeviceType.vulkan, "cuda": spy.DeviceType.cuda, "cpu": spy.DeviceType.cpu}[backend]
-        opts = spy.SlangCompilerOptions({"include_paths": [str(shader_dir())]})
+        # `precise` exists in SPIR-V only (shaders/common/footprint.slang)
+        defines = {} if backend == "vulkan" else {"PRECISE": ""}
+        opts = spy.SlangCompilerOptions({"include_paths": [str(shader_dir())], "defines": defines})
         try:
             self.device = spy.Device(type=kind, compiler_options=opts, enable_hot_reload=False)
         except Exception as exc:  # slangpy raises RuntimeError with a driver message
