@@ -52,3 +52,33 @@ def test_wheel_ships_the_shaders(tmp_path):
     want = {f"spirula_shaders/{p.relative_to(shader_dir()).as_posix()}" for p in shader_dir().rglob("*.slang")}
     assert want and want <= set(names), sorted(want - set(names))
     assert "engine/cli.py" in names
+
+
+def test_shaders_use_precise_only_through_the_macro():
+    """Slang copies `precise` verbatim into CUDA source, where nvrtc rejects it (it broke
+    the CUDA backend once): kernels write PRECISE, which engine/device.py empties there."""
+    import re
+
+    bad = []
+    for path in shader_dir().rglob("*.slang"):
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("//")[0]
+            if re.search(r"\bprecise\b", code) and not code.strip().startswith("#define PRECISE"):
+                bad.append(f"{path.name}:{i}: {line.strip()}")
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("backend,defined", [("vulkan", None), ("cuda", ""), ("cpu", "")])
+def test_precise_is_emptied_off_spirv(monkeypatch, backend, defined):
+    import slangpy
+
+    seen = {}
+
+    def capture(*a, compiler_options=None, **k):
+        seen["defines"] = dict(compiler_options.defines)
+        raise RuntimeError("no device here")
+
+    monkeypatch.setattr(slangpy, "Device", capture)
+    with pytest.raises(DeviceError):
+        Gpu(backend)
+    assert seen["defines"].get("PRECISE") == defined

@@ -11,6 +11,12 @@ Tolerances (float32 GPU vs float64 reference):
                  entries within 1e-3 of the L1 kink x == y are not sampled)
                  (measured on lavapipe: loss rel. error <= 4e-7, gradient <= 2e-6 of max|g|)
   metrics.ssim   1e-12 (both float64); GPU mean SSIM 1e-5, GPU PSNR 1e-3 dB.
+
+The kernels work on 16 x 16 pixel tiles with a 5-pixel halo; the sizes below include
+images smaller than a tile, exact multiples, one pixel past a tile, odd sizes and widths
+that are a multiple of 16 but not of 32.
+Besides finite differences on sampled entries, every entry of the gradient is compared
+with an analytic float64 gradient (ref_grad), itself checked against finite differences.
 """
 
 from __future__ import annotations
@@ -52,6 +58,26 @@ def ref_ssim_map(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def ref_loss(x: np.ndarray, y: np.ndarray, lam: float) -> float:
     return float((1 - lam) * np.abs(x - y).mean() + lam * (1 - ref_ssim_map(x, y).mean()))
+
+
+def ref_grad(x: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
+    """dL/dx of ref_loss, float64, every entry: quotient rule on the SSIM map in terms of the
+    blurred moments, then the adjoint of the zero-padded blur (the window is symmetric, so
+    the adjoint is the same convolution)."""
+    c1, c2 = 0.01 ** 2, 0.03 ** 2
+    n = x.size
+    mx, my = _blur(x), _blur(y)
+    exx, eyy, exy = _blur(x * x), _blur(y * y), _blur(x * y)
+    num_l, num_c = 2 * mx * my + c1, 2 * (exy - mx * my) + c2
+    den_l, den_c = mx ** 2 + my ** 2 + c1, (exx - mx ** 2) + (eyy - my ** 2) + c2
+    s = num_l * num_c / (den_l * den_c)
+    # d num_l/dmx = 2 my, d num_c/dmx = -2 my, d den_l/dmx = 2 mx, d den_c/dmx = -2 mx;
+    # d num_c/dexy = 2, d den_c/dexx = 1
+    ds_dmx = (2 * my * num_c - 2 * my * num_l) / (den_l * den_c) - s * (2 * mx * den_c - 2 * mx * den_l) / (den_l * den_c)
+    ds_dexx = -s / den_c
+    ds_dexy = 2 * num_l / (den_l * den_c)
+    dssim = _blur(ds_dmx) + 2 * x * _blur(ds_dexx) + y * _blur(ds_dexy)
+    return -lam / n * dssim + (1 - lam) * np.sign(x - y) / n
 
 
 # ---- helpers ---------------------------------------------------------------------------
@@ -133,7 +159,9 @@ def assert_grad_close(g_gpu, g_fd):
 
 # ---- loss ------------------------------------------------------------------------------
 
-SIZES = [(23, 37), (48, 64), (35, 50), (9, 13)]  # (H, W): partial tiles, exact tiles, tiny
+# (H, W): partial tiles, exact tiles, tiny, one pixel past a tile, W a multiple of 16 but
+# not of 32
+SIZES = [(23, 37), (48, 64), (35, 50), (9, 13), (17, 33), (37, 80)]
 
 
 @pytest.mark.parametrize("hw", SIZES)
@@ -177,6 +205,23 @@ def test_gradient_fd_full_tiny_image(gpu, loss_fn):
     assert_grad_close(g[tuple(idx.T)], g_fd)
 
 
+@pytest.mark.parametrize("hw,correlated,lam", [((37, 80), False, 0.2), ((17, 33), True, 0.2),
+                                                ((48, 64), True, 0.5)])
+def test_gradient_every_entry(gpu, loss_fn, hw, correlated, lam):
+    """Every entry of the GPU gradient against ref_grad (tile seams, borders, odd widths);
+    ref_grad itself against central differences on sampled entries."""
+    rng = np.random.default_rng(2000 + hw[0] * hw[1] + int(correlated))
+    x, gt8, y = make_pair(rng, *hw, correlated)
+    x64 = x.astype(np.float64)
+    g_ref = ref_grad(x64, y, lam)
+    idx = sample_entries(rng, x, y, 20)
+    assert_grad_close(g_ref[tuple(idx.T)], fd_grad(x, y, lam, idx))
+    _, g = run_gpu(gpu, loss_fn, x, gt8, lam)
+    keep = np.abs(x64 - y) > 1e-5  # float32 vs float64 target: the L1 sign may differ closer to the kink
+    assert keep.mean() > 0.9
+    assert_grad_close(g[keep], g_ref[keep])
+
+
 # ---- metrics ---------------------------------------------------------------------------
 
 
@@ -198,12 +243,15 @@ def test_metrics_psnr_known_value():
     assert metrics.psnr(a, a) == float("inf")
 
 
-def test_gpu_metrics_match_reference(gpu):
-    rng = np.random.default_rng(13)
-    x, gt8, y = make_pair(rng, 35, 50, True)
-    packed = np.ascontiguousarray(gt8).view(np.uint32).reshape(35, 50)
+@pytest.mark.parametrize("hw", [(35, 50), (9, 13), (17, 33), (48, 64), (37, 80)])
+def test_gpu_metrics_match_reference(gpu, hw):
+    """Evaluation mode (MODE 1) of ssim_fwd, dispatched by GpuImageMetrics on its own grid."""
+    h, w = hw
+    rng = np.random.default_rng(13 + h * w)
+    x, gt8, y = make_pair(rng, h, w, True)
+    packed = np.ascontiguousarray(gt8).view(np.uint32).reshape(h, w)
     m = metrics.GpuImageMetrics(gpu)
-    s, p = m.compute(gpu.upload(x), gpu.upload(packed), 50, 35)
+    s, p = m.compute(gpu.upload(x), gpu.upload(packed), w, h)
     x64 = x.astype(np.float64)
     assert abs(s - ref_ssim_map(x64, y).mean()) < 1e-5
     assert abs(p - metrics.psnr(x64, y)) < 1e-3
