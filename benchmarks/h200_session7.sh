@@ -7,13 +7,15 @@
 #           (7,000 steps).       carry .gpu/{gpu-env.sh,debs,slangpy.tar.xz,wheels,data}
 #   PART=D: fox's step split after 15,000 steps: project_backward_adam with 32 words in
 #           flight; the radix sort and scan on tiles of 256 x 8 and 256 x 4 items (16 default).
-#   PART=E: the raster kernels with 2 and 4 pixels per thread against 1, on fox after
-#           15,000 steps and mouse after 7,000.
+#   PART=E: rasterize_backward with 1 and 4 pixels per thread against the default 2, on fox
+#           after 15,000 steps and mouse after 7,000 (calls 3 and 4 ran '2,4' against a
+#           default of 1; call 3 with a rewritten forward taking PY too, since reverted).
 #   PART=B: 30,000 steps on DATASET (fox, office_chair or mouse), gsplat first, then ours,
 #           one at a time.       carry as A plus .gpu/torch_ext.tar.xz
 #   PART=C: `spirula bench raster` (2M Gaussians) with memory-traffic floors, then a timed
 #           7,000-step fox run through slangpy's CUDA backend.
-# OURS_ARGS (e.g. "--adam-moments bf16") goes to our trainer's runs of PART=B.
+# OURS_ARGS (e.g. "--adam-moments bf16"), when exported, goes to every run of our trainer
+# that h200_mixed.sh makes (PART=A sets its own).
 set -u
 part=${PART:?PART=A, B, C, D or E}
 export SPIRULA_COMMIT=${SPIRULA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
@@ -27,7 +29,7 @@ A)
 D)
   compare "fox:15000" --variants adam:ADAM_BATCH=32 --sort-items 8,4 ;;
 E)
-  compare "fox:15000 mouse:7000" --pixels-per-thread 2,4 ;;
+  compare "fox:15000 mouse:7000" --pixels-per-thread 1,4 ;;
 B)
   SEQ="${DATASET:?DATASET=fox, office_chair or mouse}:0:gsplat $DATASET:0:ours-vulkan" STEPS=30000 BUDGET_S=${BUDGET_S:-520} \
     bash benchmarks/h200_mixed.sh | cut -c1-330 ;;

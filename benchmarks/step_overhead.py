@@ -44,7 +44,8 @@ def main() -> None:
     ap.add_argument("--variants", default="",
                     help="comma-separated link-time constants to compare after the main window, e.g. "
                          "'NAME=0,NAME=1' for an `extern static const` NAME of rasterize_backward, "
-                         "'adam:NAME=16' of project_backward_adam ('+' joins several): a profiled window each")
+                         "'adam:NAME=16' of project_backward_adam ('+' joins several): a profiled window each "
+                         "(the backward's PY goes through --pixels-per-thread)")
     ap.add_argument("--pixels-per-thread", default="",
                     help="comma-separated pixels per thread of rasterize_backward to compare (PY in "
                          "raster.slang; Rasterizer.set_backward_pixels_per_thread): a profiled window each")

@@ -97,7 +97,7 @@ def test_rasterize_forward_matches_compositor(gpu, seed):
 
 
 @pytest.mark.parametrize("kind,py", [("translucent", 1), ("saturating", 1), ("deep", 1), ("deep-split", 1),
-                                     ("saturating", 2), ("deep-split", 2), ("translucent", 4)])
+                                     ("saturating", 2), ("deep-split", 2), ("translucent", 4), ("deep-split", 4)])
 def test_rasterize_backward_matches_finite_differences(gpu, kind, py):
     """``saturating``: near-opaque splats stacked deep, so pixels stop (T < 1e-4) long before
     the end of their tile's list and the backward starts from the tile's last contributor.

@@ -228,8 +228,11 @@ def test_odd_passes_without_copy_back(gpu, sorter):
                   np.concatenate([gpu.read(rv, np.uint32, n), np.full(3, SENTINEL, np.uint32)]))
 
 
+# the last two: past 256 tiles of 4096 pairs, so radix_offsets carries between chunks on the
+# default path (subgroup scans) too, with and without a count below the capacity
 @pytest.mark.parametrize("count,capacity,bits", [(70_001, 100_000, 13), (5, 9000, 12), (123_457, 123_457, 20),
-                                                (150_000, 100_000, 13), (60_000, 100_000, 20)])
+                                                (150_000, 100_000, 13), (60_000, 100_000, 20),
+                                                (1_000_003, 1_100_000, 13), (1_100_000, 1_100_000, 20)])
 def test_radix_sort_count_on_gpu(gpu, sorter, count, capacity, bits):
     """The training step's use: dispatches sized for ``capacity`` pairs, the number to sort
     (count) only in a GPU buffer. The first min(count, capacity) pairs come out sorted
