@@ -148,8 +148,10 @@ def main() -> None:
         tr.raster.scan = Scan(gpu, items_per_thread=items) if items else default_scan
         tr.raster.adam_constants = {k[5:]: v for k, v in consts.items() if k.startswith("adam:")}
         tr.raster.set_backward_pixels_per_thread(attrs.get("pixels_per_thread", default_py))
-        tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward", PY=tr.raster.backward_pixels_per_thread,
-                                     **{k: v for k, v in consts.items() if not k.startswith("adam:")})
+        backward_consts = {k: v for k, v in consts.items() if not k.startswith("adam:")}
+        if backward_consts:
+            tr.raster.k_bwd = gpu.kernel("raster/raster", "rasterize_backward",
+                                         PY=tr.raster.backward_pixels_per_thread, **backward_consts)
         s0 += args.window
         tr.train_step(s0)  # compile outside the window
         tr.drain()
