@@ -7,6 +7,14 @@ this harness applies the reset itself (every 3000 steps until 15000) so the refe
 follows the classic 3DGS schedule.
 
     python benchmarks/train_bench.py --trainer ours-vulkan --data .gpu/data/fox --seed 0 --steps 7000
+
+A gsplat run longer than one device command (native resolution, 30,000 steps) runs in
+segments: ``--state FILE --segment-s S`` stops after the first step past S seconds of
+timed training, saves everything the next steps depend on (parameters, Adam state, the
+learning-rate schedule, the densification statistics, the image order and the generator)
+to FILE and prints a ``PARTIAL`` line; the same command again resumes from FILE. The
+final RESULT's time is the sum of the segments' timed loops, its peak VRAM the largest of
+theirs.
 """
 
 from __future__ import annotations
@@ -170,9 +178,16 @@ def run_gsplat(args, cams, images, pts, cols):
 
     rng = np.random.default_rng(args.seed)
     order = []
+    start, before = 0, {"seconds": 0.0, "peak_vram_mib": None}
+    if args.state is not None and args.state.exists():
+        start, order, before = load_gsplat_state(args.state, params, opts, sched, state, rng)
+        print(f"resumed at step {start} from {args.state}", flush=True)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    for step in range(args.steps):
+    step = start
+    for step in range(start, args.steps):
+        if args.segment_s and step > start and time.perf_counter() - t0 > args.segment_s:
+            break
         if not order:
             order = list(rng.permutation(train_idx))
         i = int(order.pop())
@@ -190,9 +205,16 @@ def run_gsplat(args, cams, images, pts, cols):
         if (step + 1) % 3000 == 0 and step + 1 < 15000:
             from gsplat.strategy.ops import reset_opa
             reset_opa(params=params, optimizers=opts, state=state, value=0.01)
+    else:
+        step = args.steps
     torch.cuda.synchronize()
-    sec = time.perf_counter() - t0
+    sec = before["seconds"] + time.perf_counter() - t0
     peak = args.sampler.stop() if args.sampler else None
+    if before["peak_vram_mib"] is not None and peak is not None:
+        peak = max(peak, before["peak_vram_mib"])
+    if step < args.steps:  # the segment's time is up: save, report, stop
+        save_gsplat_state(args.state, step, order, sec, peak, params, opts, sched, state, rng)
+        return {"partial": True, "step": step, "seconds": sec, "peak_vram_mib": peak, "num_gaussians": len(params["means"])}
     ps, ss = [], []
     with torch.no_grad():
         for i in test_idx:
@@ -206,6 +228,40 @@ def run_gsplat(args, cams, images, pts, cols):
             "adapter": torch.cuda.get_device_name()}
 
 
+def save_gsplat_state(path: Path, step, order, seconds, peak, params, opts, sched, strategy_state, rng) -> None:
+    """Everything gsplat's next step depends on, to ``path`` (written whole, then renamed)."""
+    import torch
+
+    blob = {"step": step, "order": [int(i) for i in order], "seconds": seconds, "peak_vram_mib": peak,
+            "params": {k: v.detach() for k, v in params.items()},
+            "opts": {k: o.state_dict() for k, o in opts.items()}, "sched": sched.state_dict(),
+            "strategy": strategy_state, "rng": rng.bit_generator.state, "torch_rng": torch.cuda.get_rng_state()}
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(blob, tmp)
+    os.replace(tmp, path)
+
+
+def load_gsplat_state(path: Path, params, opts, sched, strategy_state, rng):
+    """Restore what :func:`save_gsplat_state` wrote into the freshly built objects (the
+    parameters take the saved sizes: densification changed them); returns (step, order,
+    {"seconds", "peak_vram_mib"} so far)."""
+    import torch
+
+    blob = torch.load(path, map_location="cuda", weights_only=False)
+    for k, v in blob["params"].items():
+        params[k] = torch.nn.Parameter(v)
+    for k, o in opts.items():  # the groups point at the new tensors before the state is loaded
+        o.param_groups[0]["params"] = [params[k]]
+        o.state.clear()
+        o.load_state_dict(blob["opts"][k])
+    sched.load_state_dict(blob["sched"])
+    strategy_state.clear()
+    strategy_state.update(blob["strategy"])
+    rng.bit_generator.state = blob["rng"]
+    torch.cuda.set_rng_state(blob["torch_rng"].cpu())
+    return blob["step"], blob["order"], {"seconds": blob["seconds"], "peak_vram_mib": blob["peak_vram_mib"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainer", choices=["ours-vulkan", "ours-cuda", "gsplat"], required=True)
@@ -217,12 +273,21 @@ def main() -> None:
                     help="other runs share the GPU: record quality only (time and memory set to null)")
     ap.add_argument("--adam-moments", choices=["fp32", "bf16"], default="fp32",
                     help="ours: the Adam moments' storage (TrainConfig.adam_moments)")
+    ap.add_argument("--state", type=Path, help="gsplat: resume from / save to this file (see the module docstring)")
+    ap.add_argument("--segment-s", type=float, default=0.0,
+                    help="gsplat with --state: stop after this many seconds of timed training and save")
     args = ap.parse_args()
+    if args.segment_s and (args.state is None or args.trainer != "gsplat"):
+        ap.error("--segment-s needs --state and --trainer gsplat")
     # from before any GPU context exists: peak includes the context and everything else
     args.sampler = VramSampler() if args.vram and not args.concurrent else None
     cams, images, pts, cols = load_prepared(args.data)
     if args.trainer == "gsplat":
         r = run_gsplat(args, cams, images, pts, cols)
+        if r.get("partial"):
+            print("PARTIAL " + json.dumps({"dataset": args.data.name, "seed": args.seed, "steps": args.steps, **r}),
+                  flush=True)
+            return
     else:
         r = run_ours(args, args.trainer.split("-")[1], cams, images, pts, cols)
     commit = os.environ.get("SPIRULA_COMMIT", "")  # the carried tree may have no (or a stale) .git
