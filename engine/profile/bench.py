@@ -20,6 +20,14 @@ operation in ``floors.calls``), and the three slowest are named with their ratio
 whether each is within 3x of its floor (``floors.slowest``). The model's list of
 operations is checked against the profiler's trace (``floors.model_matches_trace``).
 
+Compute floors (engine/profile/compute_floors.py), for rasterize_forward and
+rasterize_backward, which are bound by per-pixel arithmetic rather than bytes: the run
+also measures the device's FP32 rate (shaders/profile/flops.slang, independent FMA chains,
+GPU timestamps, median of 5; JSON ``compute_floors.probe``), and each of the two gets
+floor = pixel-splat pairs (sum of the last iteration's last_index) x FP32 FLOPs per pair
+(counted from raster.slang) / that rate, and the ratio measured / floor, next to its byte
+floor's ratio (JSON ``compute_floors.kernels``).
+
 train: a short training run on the embedded sample (resources/sample/fox) with fixed
 settings; reports seconds per 1,000 steps, the last loss, the Gaussian count and the VRAM
 pool's high-water mark.
@@ -104,7 +112,7 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
     ``bandwidth_bytes``: size of the bandwidth probe (default 256 MiB, 16 MiB on a software
     device; engine/profile/floors.py measure_bandwidth)."""
     from .. import profile
-    from . import floors
+    from . import compute_floors, floors
     from ..splat.camera_table import View, camera_row
     from ..splat.loss import PhotometricLoss
     from ..splat.model import GaussianModel
@@ -112,6 +120,7 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
     from ..splat.trainer import pack_rgba8
 
     bandwidth = floors.measure_bandwidth(gpu, bandwidth_bytes)
+    flop_rate = compute_floors.measure_flops(gpu)
     t_setup = time.perf_counter()
     sc = synthetic_scene(gaussians, width, height, sh_degree, seed)
     was_on = profile.enabled()
@@ -164,11 +173,15 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
         if progress is not None:
             progress(it + 1 - warmup, iters)
     gpu.wait_idle()
-    visible, replayed = _visible_and_replayed(raster, model.n, view)
+    visible, replayed, pairs = _raster_counts(raster, model.n, view)
     work = floors.Workload(n=model.n, max_sh_degree=sh_degree, sh_degree=sh_degree, visible=visible,
                            intersections=raster.m, width=width, height=height, replayed=replayed,
                            sort_tile=raster.sort.tile, scan_tile=raster.scan.tile)
     floor_rep = floors.floor_report(work, ops, bandwidth["gb_per_s"])
+    by_name = {r["name"]: r for r in floor_rep["kernels"]}
+    compute_rep = compute_floors.compute_report(
+        pairs, {k: by_name[k]["ms"] for k in compute_floors.KERNELS if k in by_name}, flop_rate,
+        {k: by_name[k]["ratio"] for k in compute_floors.KERNELS if k in by_name})
     raster.trim()
     vram = gpu.pool.stats()
     if not was_on:
@@ -183,25 +196,28 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
                                                 key=lambda kv: -kv[1])),
         "vram_high_water_mib": vram["total"]["high_water_mib"],
         "aliasing_saved_mib": vram["aliasing_saved_mib"], "setup_s": setup_s,
-        "bandwidth": bandwidth, "floors": floor_rep,
+        "bandwidth": bandwidth, "floors": floor_rep, "compute_floors": compute_rep,
         "note": "stage = median over iterations of the summed per-dispatch GPU time (timestamps); "
                 "memsets/copies count toward the next kernel's stage",
     }
 
 
-def _visible_and_replayed(raster, n: int, view) -> tuple[int, int]:
-    """Of the last rendered iteration: V, the Gaussians with tiles_touched > 0, and R, the
+def _raster_counts(raster, n: int, view) -> tuple[int, int, int]:
+    """Of the last rendered iteration: V, the Gaussians with tiles_touched > 0; R, the
     intersections rasterize_backward replays (per tile, min(range length, largest last
-    contributor index of its pixels)). Host reads after the timed loop (reporting only)."""
+    contributor index of its pixels)); and the compulsory pixel-splat pairs of both
+    rasterizers, the sum of last_index over the pixels (compute_floors.pair_count, int64).
+    Host reads after the timed loop (reporting only)."""
     from ..splat.camera_table import TILE
+    from .compute_floors import pair_count
 
     visible = int(np.count_nonzero(raster.read("tiles_touched", np.uint32)[:n]))
     tx, ty = view.tiles_x, view.tiles_y
-    last = np.zeros((ty * TILE, tx * TILE), np.uint32)
+    last = np.zeros((ty * TILE, tx * TILE), np.uint32)  # padded to whole tiles with 0 (no pairs)
     last[:view.height, :view.width] = raster.read("last_index", np.uint32, shape=(view.height, view.width))
     max_last = last.reshape(ty, TILE, tx, TILE).max(axis=(1, 3)).reshape(-1).astype(np.int64)
     ranges = raster.read("ranges", np.uint32, shape=(tx * ty, 2)).astype(np.int64)
-    return visible, int(np.minimum(max_last, ranges[:, 1] - ranges[:, 0]).sum())
+    return visible, int(np.minimum(max_last, ranges[:, 1] - ranges[:, 0]).sum()), pair_count(last)
 
 
 def bench_train(gpu, data: Path | None = None, steps: int = 1000, max_size: int = 0, init_points: int = 100_000,
@@ -262,6 +278,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..device import get_gpu
     from ..fileio import write_json_atomic
+    from .compute_floors import format_compute_floors
     from .floors import format_floors
 
     gpu = get_gpu(args.device)
@@ -277,6 +294,9 @@ def run(args) -> int:
                   f"  {'iteration (wall)':22s}{res['iteration_wall_ms']:10.3f} ms",
                   "memory-traffic floors (engine/profile/floors.py; floor = compulsory bytes / measured bandwidth):"]
         lines += format_floors(res["floors"], res["bandwidth"])
+        lines.append("compute floors of the rasterizers (engine/profile/compute_floors.py; floor = pixel-splat pairs "
+                     "x FP32 FLOPs per pair / measured FP32 rate):")
+        lines += format_compute_floors(res["compute_floors"])
     else:
         res = bench_train(gpu, args.data, args.steps, args.max_size, args.init_points, args.seed,
                           progress=lambda p: print(f"\r  step {p.step}/{p.steps} loss {p.loss:.4f}", end="", file=sys.stderr))

@@ -266,3 +266,6 @@ def test_cli_profile_reports_and_json(tmp_path):
     assert "x floor" in r.stderr and "slowest three:" in r.stderr and "measured bandwidth" in r.stderr
     assert bench["bandwidth"]["gb_per_s"] > 0 and bench["floors"]["model_matches_trace"]
     assert {k["name"] for k in bench["floors"]["kernels"]} >= set(bench["kernels_ms_per_iteration"])
+    # compute floors of the rasterizers (tests/profile/test_compute_floors.py checks them in detail)
+    assert "compute floors of the rasterizers" in r.stderr and "x byte floor" in r.stderr
+    assert {k["name"] for k in bench["compute_floors"]["kernels"]} == {"rasterize_forward", "rasterize_backward"}

@@ -1,0 +1,243 @@
+"""Compute floors of the two rasterizer kernels (`spirula bench raster`).
+
+The memory-traffic floors (engine/profile/floors.py) say how far a kernel is from moving
+its bytes at the measured bandwidth. rasterize_forward and rasterize_backward are bound by
+per-pixel arithmetic instead, so they also get a *compute floor*: the time the FP32
+arithmetic the algorithm must do would take at the FP32 rate the device really reaches,
+
+    floor_ms = pairs x flops_per_pair / measured FLOP/s,     ratio = measured_ms / floor_ms
+
+**pairs** (compulsory pixel-splat pairs, same for both kernels): every pixel must evaluate
+the splats of its tile's depth-ordered list up to and including its last contributor, and
+the backward must revisit the same ones. The forward writes that count per pixel as
+``last_index[p]`` (1 + the list position of the last composited splat, 0 if none), so
+pairs = sum over pixels of last_index (:func:`pair_count`). Pairs past a pixel's last
+contributor (the rest of a saturated tile's list; in the backward, the positions a
+subgroup replays for its deepest pixel only) are not compulsory and not counted.
+
+**FLOPs per pair**: counted from the inner loops of shaders/raster/raster.slang, as
+written, one term per expression (:data:`FORWARD_OPS`, :data:`BACKWARD_OPS`). Rules: a
+multiply, add or subtract is 1 FLOP, a fused multiply-add 2 (so the count does not depend
+on what the compiler fuses); a product that appears twice in the same pair's code (common
+subexpression, same operands in the same order) is counted once; negation is free (a
+source modifier); exp, and the reciprocal of a division, are special-function (SFU) ops,
+counted separately and not in the FLOPs (x / y = rcp(y) SFU + one multiply; one rcp serves
+every division by the same denominator: Vulkan allows 2.5 ulp for OpFDiv, so drivers
+compile it that way); loads, stores, integer index arithmetic, compares, min/max
+(a compare-select), branches and selects are not FLOPs.
+
+rasterize_forward, per pair (the ``for k`` loop of a contributing splat)::
+
+    d = s_xy[k] - pix                                   2   (2 sub)
+    power = -0.5 (co.x d.x d.x + co.z d.y d.y)
+            - co.y d.x d.y                              9   (7 mul, 2 add/sub)
+    if (power > 0) continue                             0   compare
+    alpha = min(ALPHA_MAX, co.w * exp(power))           1   (co.w * G) + 1 SFU (exp); min: compare
+    if (alpha < ALPHA_MIN) continue                     0   compare
+    nextT = T * (1 - alpha)                             2   (sub, mul)
+    if (nextT < T_MIN) ...                              0   compare
+    C += s_rgb[k] * (alpha * T)                         7   (1 mul, 3 FMA)
+    last = b0 + k + 1 - start                           0   integer
+                                                       --
+                                                       21 FLOPs + 1 SFU
+
+rasterize_backward, per pair (the ``for j < PY`` body of a contributing pixel)::
+
+    d = xy - pix[j]                                     2
+    power = (as the forward)                            9
+    G = exp(power)                                      0   + 1 SFU
+    a_raw = co.w * G                                    1
+    alpha = min(ALPHA_MAX, a_raw); contrib = ...        0   compares
+    Ti = T[j] / (1 - alpha)                             2   (sub, mul) + 1 SFU (rcp(1 - alpha))
+    gcol = alpha * Ti * gC[j]                           4   (alpha Ti, 3 mul)
+    ga = dot(gC[j], c * Ti - S[j] / (1 - alpha))       14   (c Ti 3, S rcp 3 (same rcp), 3 sub,
+                                                             dot 3 mul + 2 add)
+    S[j] += c * (alpha * Ti)                            6   (alpha Ti shared with gcol; 3 FMA)
+    gpow = ga * alpha;  goj = ga * G                    2
+    w[3] = gpow * -(co.x d.x + co.y d.y)                3   (co.x d.x from power; mul, add, mul)
+    w[4] = gpow * -(co.z d.y + co.y d.x)                2   (both products from power; add, mul)
+    w[5] = gpow * (-0.5 d.x d.x)                        3
+    w[6] = gpow * (-d.x d.y)                            2
+    w[7] = gpow * (-0.5 d.y d.y)                        3
+    sum of the 9 terms (gcol 3, w[3..7], goj) over
+      the splat's pixels                                9   (1 add per term and pair)
+                                                       --
+                                                       62 FLOPs + 2 SFU
+
+The last line is the compulsory reduction: each pair's 9 gradient terms must be added into
+the splat's sums once, however that is done (the kernel sums a thread's PY pixels, then
+the subgroup with a shuffle butterfly, then one atomic add; the butterfly's extra adds
+and the atomics are the implementation's, not counted).
+
+Where this is a floor and where not:
+  - Every pair is charged the full count of a composited pair. A pair rejected by the
+    power or alpha test (before its pixel's last contributor) does only d, power, exp and
+    co.w * G: :data:`SKIPPED_FLOPS` = 12 FLOPs (+ 1 SFU) in both kernels (a rejected pair
+    has no gradient). The JSON gives that lower variant too (``floor_ms_all_skipped``): the
+    strict lower bound whatever fraction of pairs composites; the true floor lies between.
+  - FLOPs at an FMA-derived rate: the probe's rate counts 2 FLOPs per FMA, so a lone
+    multiply or add (1 FLOP in one issue slot that could have done 2) is charged half its
+    issue cost: the floor assumes perfect fusion and stays a lower bound.
+  - The SFU ops (exp, rcp) are reported but not in the floor: their throughput is not
+    measured (on NVIDIA, 16 per SM and clock against 128 FP32 lanes, so 1 exp per 21
+    FLOPs can matter; on lavapipe exp is a polynomial of several FMAs in software).
+  - Not counted: the split backward's per-pixel checkpoint restore, the per-batch shared
+    memory loads and barriers, and the final C += T * background: per pixel or per batch,
+    not per pair.
+
+**measured FLOP/s** (:func:`measure_flops`): shaders/profile/flops.slang, each thread
+running 8 independent chains of FMAs (``x = fma(x, a, b)``, uniforms a and b), timed with
+GPU timestamps in its own command buffer, one warm-up then the median of a few repeats;
+FLOPs = 2 x threads x 8 x 32 x iters.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+CHAINS = 8    # shaders/profile/flops.slang CHAINS
+UNROLL = 32   # shaders/profile/flops.slang UNROLL
+
+# (expression in shaders/raster/raster.slang, FP32 FLOPs, SFU ops) per pixel-splat pair
+FORWARD_OPS: tuple[tuple[str, int, int], ...] = (
+    ("d = s_xy[k] - pix", 2, 0),
+    ("power = -0.5 (co.x d.x d.x + co.z d.y d.y) - co.y d.x d.y", 9, 0),
+    ("alpha = min(ALPHA_MAX, co.w * exp(power))", 1, 1),
+    ("nextT = T * (1 - alpha)", 2, 0),
+    ("C += s_rgb[k] * (alpha * T)", 7, 0),
+)
+BACKWARD_OPS: tuple[tuple[str, int, int], ...] = (
+    ("d = xy - pix[j]", 2, 0),
+    ("power = -0.5 (co.x d.x d.x + co.z d.y d.y) - co.y d.x d.y", 9, 0),
+    ("G = exp(power)", 0, 1),
+    ("a_raw = co.w * G", 1, 0),
+    ("Ti = T[j] / (1 - alpha)", 2, 1),
+    ("gcol = alpha * Ti * gC[j]", 4, 0),
+    ("ga = dot(gC[j], c * Ti - S[j] / (1 - alpha))", 14, 0),
+    ("S[j] += c * (alpha * Ti)", 6, 0),
+    ("gpow = ga * alpha; goj = ga * G", 2, 0),
+    ("w[3] = gpow * -(co.x d.x + co.y d.y)", 3, 0),
+    ("w[4] = gpow * -(co.z d.y + co.y d.x)", 2, 0),
+    ("w[5] = gpow * (-0.5 d.x d.x)", 3, 0),
+    ("w[6] = gpow * (-d.x d.y)", 2, 0),
+    ("w[7] = gpow * (-0.5 d.y d.y)", 3, 0),
+    ("sum of the 9 gradient terms over the splat's pixels", 9, 0),
+)
+# what a pair rejected by the power / alpha test costs: d, power, co.w * exp(power)
+SKIPPED_FLOPS = 2 + 9 + 1
+
+KERNELS = {"rasterize_forward": FORWARD_OPS, "rasterize_backward": BACKWARD_OPS}
+
+
+def flops_per_pair(kernel: str) -> int:
+    """FP32 FLOPs per composited pixel-splat pair of ``kernel`` (21 forward, 62 backward)."""
+    return sum(f for _, f, _ in KERNELS[kernel])
+
+
+def sfu_per_pair(kernel: str) -> int:
+    """Special-function ops (exp, rcp) per pair (1 forward, 2 backward)."""
+    return sum(s for _, _, s in KERNELS[kernel])
+
+
+def pair_count(last_index) -> int:
+    """Compulsory pixel-splat pairs: the sum over pixels of the forward's ``last_index``
+    (any shape, uint32 per pixel) in int64 (a 4K image over deep lists passes 2^32)."""
+    import numpy as np
+
+    return int(np.asarray(last_index).sum(dtype=np.int64))
+
+
+def kernel_floor(pairs: int, flops_per_pair: int, flop_per_s: float, ms: float | None = None) -> dict:
+    """Compute floor of one kernel: ``flops`` = pairs x flops_per_pair, ``floor_ms`` =
+    flops / flop_per_s in ms (None without a positive rate), ``ratio`` = ms / floor_ms
+    (None without a time or a floor)."""
+    flops = int(pairs) * int(flops_per_pair)
+    floor_ms = flops / flop_per_s * 1e3 if flop_per_s and flop_per_s > 0 else None
+    ratio = ms / floor_ms if ms is not None and floor_ms else None
+    return {"pairs": int(pairs), "flops_per_pair": int(flops_per_pair), "flops": flops, "floor_ms": floor_ms,
+            "ms": ms, "ratio": ratio}
+
+
+def compute_report(pairs: int, kernel_ms: dict, flop_rate: dict, byte_ratio: dict | None = None) -> dict:
+    """The ``compute_floors`` section of the bench JSON.
+
+    pairs: :func:`pair_count` of the last rendered iteration; kernel_ms: measured ms per
+    iteration by kernel name (missing: None); flop_rate: :func:`measure_flops`'s result;
+    byte_ratio: the memory-traffic floor's ratio by kernel name (floors.floor_report), for
+    comparison. Returns ``flop_per_s``, ``probe`` (how it was measured) and ``kernels``
+    (per kernel: pairs, flops_per_pair, flops, floor_ms, ms, ratio, sfu_per_pair,
+    floor_ms_all_skipped and ratio_all_skipped (every pair charged SKIPPED_FLOPS only),
+    byte_ratio, and the per-expression ``ops``)."""
+    rate = flop_rate["flop_per_s"]
+    rows = []
+    for name in KERNELS:
+        ms = kernel_ms.get(name)
+        row = {"name": name, **kernel_floor(pairs, flops_per_pair(name), rate, ms), "sfu_per_pair": sfu_per_pair(name)}
+        low = kernel_floor(pairs, SKIPPED_FLOPS, rate, ms)
+        row["floor_ms_all_skipped"], row["ratio_all_skipped"] = low["floor_ms"], low["ratio"]
+        row["byte_ratio"] = (byte_ratio or {}).get(name)
+        row["ops"] = [{"expr": e, "flops": f, "sfu": s} for e, f, s in KERNELS[name]]
+        rows.append(row)
+    return {"flop_per_s": rate, "probe": flop_rate, "pairs": int(pairs), "kernels": rows}
+
+
+def format_compute_floors(rep: dict) -> list[str]:
+    """Text table of :func:`compute_report` (for the CLI)."""
+    p = rep["probe"]
+    fmt = lambda v, f: format(v, f) if v is not None else "-"
+    lines = [f"  measured FP32 rate {rep['flop_per_s'] / 1e9:.1f} GFLOP/s ({p['threads']:,} threads x {p['chains']} "
+             f"FMA chains x {p['unroll'] * p['iters']} steps, 2 FLOPs per FMA, median of {p['repeats']}); "
+             f"{rep['pairs']:,} pixel-splat pairs (sum of last_index)",
+             f"  {'kernel':22s}{'ms/iter':>10s}{'FLOP/pair':>11s}{'floor ms':>11s}{'x floor':>9s}"
+             f"{'x if skipped':>14s}{'x byte floor':>14s}"]
+    for r in rep["kernels"]:
+        lines.append(f"  {r['name']:22s}{fmt(r['ms'], '10.3f'):>10s}{r['flops_per_pair']:11d}"
+                     f"{fmt(r['floor_ms'], '11.4f'):>11s}{fmt(r['ratio'], '9.1f'):>9s}"
+                     f"{fmt(r['ratio_all_skipped'], '14.1f'):>14s}{fmt(r['byte_ratio'], '14.1f'):>14s}")
+    lines.append(f"  (x if skipped: were every pair rejected by the power/alpha test, {SKIPPED_FLOPS} FLOPs each: "
+                 "the strict lower bound)")
+    return lines
+
+
+# --- measured FP32 rate --------------------------------------------------------------------------
+def measure_flops(gpu, threads: int | None = None, iters: int | None = None, repeats: int = 5,
+                  a: float = 0.99, b: float = 0.01) -> dict:
+    """Device FP32 rate from ``2 x threads x CHAINS x UNROLL x iters / GPU time`` of
+    shaders/profile/flops.slang:fma_chains, in its own command buffer between two GPU
+    timestamps, one warm-up then the median of ``repeats`` (as floors.measure_bandwidth).
+    Default 2^20 threads x 1024 iterations (5.5e11 FLOPs, ~8 ms at 67 TFLOP/s), on a
+    software device (lavapipe) 2^14 x 64. a, b: the chain's x <- fma(x, a, b) (|a| < 1:
+    the values stay finite for any length). Bypasses the profiler and the VRAM pool.
+    Returns flop_per_s, kernel_ms, flops, threads, iters, chains, unroll, repeats."""
+    import slangpy as spy
+
+    device = gpu.device
+    try:
+        soft = device.has_feature(spy.Feature.software_device)
+    except Exception:
+        soft = False
+    threads = int(threads) if threads is not None else (1 << 14 if soft else 1 << 20)
+    iters = int(iters) if iters is not None else (64 if soft else 1024)
+    # straight from slangpy, not through gpu.buffer: outside the VRAM pool's high-water mark
+    out = device.create_buffer(size=4 * threads, usage=spy.BufferUsage.unordered_access
+                               | spy.BufferUsage.shader_resource, label="bench.flops_out")
+    kern = gpu.kernel("profile/flops", "fma_chains").raw  # slangpy's own dispatch: not in the profile
+    pool = device.create_query_pool(type=spy.QueryType.timestamp, count=2 * (repeats + 1))
+    for r in range(repeats + 1):
+        enc = device.create_command_encoder()
+        kern.dispatch(thread_count=[threads, 1, 1], command_encoder=enc, query_pool=pool,
+                      query_index_before=2 * r, query_index_after=2 * r + 1, out=out, n=threads, iters=iters,
+                      a=float(a), b=float(b))
+        device.submit_command_buffer(enc.finish())
+        device.wait_for_idle()
+    ts = pool.get_timestamp_results(0, 2 * (repeats + 1))
+    sec = statistics.median(ts[2 * r + 1] - ts[2 * r] for r in range(1, repeats + 1))
+    flops = 2 * threads * CHAINS * UNROLL * iters
+    rate = flops / sec if sec > 0 else 0.0
+    if not math.isfinite(rate):
+        rate = 0.0
+    return {"flop_per_s": rate, "kernel_ms": sec * 1e3, "flops": flops, "threads": threads, "iters": iters,
+            "chains": CHAINS, "unroll": UNROLL, "repeats": repeats,
+            "how": "shaders/profile/flops.slang fma_chains: independent FMA chains per thread, GPU timestamps, "
+                   "2 FLOPs per FMA, median after one warm-up"}

@@ -1,0 +1,162 @@
+"""Compute floors of the rasterizers (engine/profile/compute_floors.py).
+
+The pair count is checked against an independent float64 NumPy re-run of the forward's
+front-to-back compositing over the GPU's own tile lists and projected splats; the FLOP
+probe against the FMA chain it claims to compute, evaluated here step by step; the floor
+arithmetic on given numbers; the bench's report for consistency with its byte floors.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from engine.profile import compute_floors as cf
+from engine.profile.bench import _raster_counts, bench_raster, synthetic_scene
+from engine.splat.camera_table import TILE, View, camera_row
+
+SENTINEL = np.uint32(0x7FC0_0DEF)  # a NaN payload the probe never writes
+
+
+def _last_contributors(means2d, conic_opac, ranges, isect_ids, view) -> np.ndarray:
+    """Per pixel, 1 + the list position of its last composited splat (0 if none): the
+    compositing of raster.slang's header (alpha = min(0.999, o exp(power)), skipped when
+    power > 0 or alpha < 1/255, the pixel stops where T would fall below 1e-4) in float64,
+    vectorised over pixels, one step per list position. Returns that [H, W] int64 and
+    whether each pixel stopped at T < 1e-4 [H, W] bool."""
+    ys, xs = np.mgrid[0:view.height, 0:view.width]
+    tile = ((ys // TILE) * view.tiles_x + xs // TILE).ravel()
+    px, py = xs.ravel() + 0.5, ys.ravel() + 0.5
+    start = ranges[tile, 0].astype(np.int64)
+    length = (ranges[tile, 1] - ranges[tile, 0]).astype(np.int64)
+    T = np.ones(px.size)
+    last = np.zeros(px.size, np.int64)
+    done = np.zeros(px.size, bool)
+    m2, co = means2d.astype(np.float64), conic_opac.astype(np.float64)
+    for k in range(int(length.max(initial=0))):
+        valid = (k < length) & ~done
+        g = isect_ids[np.where(valid, start + k, 0)]
+        dx, dy = m2[g, 0] - px, m2[g, 1] - py
+        a, b, c, o = co[g].T
+        power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
+        alpha = np.minimum(0.999, o * np.exp(np.minimum(power, 0.0)))
+        use = valid & (power <= 0.0) & (alpha >= 1.0 / 255.0)
+        next_T = T * (1.0 - alpha)
+        stop = use & (next_T < 1e-4)
+        done |= stop
+        use &= ~stop
+        T = np.where(use, next_T, T)
+        last = np.where(use, k + 1, last)
+    return last.reshape(view.height, view.width), done.reshape(view.height, view.width)
+
+
+def test_pairs_match_a_numpy_recompositing(gpu):
+    from engine.splat.render import Rasterizer
+
+    # partial edge tiles on both axes; dense enough that some pixels stop at T < 1e-4 (16%)
+    deg, n, width, height = 1, 40_000, 100, 70
+    sc = synthetic_scene(n, width, height, deg, seed=11)
+    view = View(0, width, height)
+    raster = Rasterizer(gpu, deg)
+    cams = gpu.upload(camera_row(sc["w2c"], sc["fx"], sc["fy"], sc["cx"], sc["cy"], width, height)[None])
+    raster.render(gpu.upload(sc["rows"]), n, cams, view, deg)
+    m = raster.m
+    ranges = raster.read("ranges", np.uint32, shape=(view.tiles_x * view.tiles_y, 2))
+    ids = raster.read("isect_ids", np.uint32)[:m]
+    want, stopped = _last_contributors(raster.read("means2d", np.float32, shape=(n, 2)),
+                              raster.read("conic_opac", np.float32, shape=(n, 4)), ranges, ids, view)
+    got = raster.read("last_index", np.uint32, shape=(height, width))
+    # float32 on the GPU against float64 here: a pixel may flip at the 1/255 or 1e-4 cut-offs
+    assert np.mean(got == want) > 0.995, f"{np.mean(got == want):.4f} of pixels agree"
+    ref_pairs = int(want.sum())
+    pairs = cf.pair_count(got)
+    # exactly the recomputed pairs, but for the pixels that flipped (none in this scene)
+    assert pairs == ref_pairs + int((got.astype(np.int64) - want).sum()), (pairs, ref_pairs)
+    assert abs(pairs - ref_pairs) <= 1e-4 * ref_pairs, (pairs, ref_pairs)
+    # the bench's helper: same pairs from the same readback (padding to whole tiles adds none)
+    visible, replayed, bench_pairs = _raster_counts(raster, n, view)
+    assert bench_pairs == pairs
+    # the scene must tell pairs apart from the tile lists' length: pixels end before their list
+    ys, xs = np.mgrid[0:height, 0:width]
+    listed = int((ranges[:, 1] - ranges[:, 0]).astype(np.int64)[(ys // TILE) * view.tiles_x + xs // TILE].sum())
+    print(f"{pairs} pairs, {ref_pairs} recomputed, {listed} listed, {m} intersections, "
+          f"{stopped.mean():.0%} of pixels stopped")
+    assert stopped.mean() > 0.1 and np.all(want[stopped] > 0)
+    assert 0 < ref_pairs < 0.97 * listed and replayed <= pairs <= TILE * TILE * replayed
+
+
+def _fma_chains_reference(threads: int, iters: int, a: float, b: float) -> np.ndarray:
+    """out[t] of shaders/profile/flops.slang for threads 0..threads-1: each chain stepped
+    x <- round_f32(x a + b) (float64 product of two float32 is exact) CHAINS x UNROLL x
+    iters times in total, then the chains summed."""
+    t = np.arange(threads)
+    c = np.arange(cf.CHAINS)
+    f = np.float32
+    x = (f(0.5) + f(0.001) * (t % 1000).astype(f))[:, None] + f(0.1) * c.astype(f)[None, :]
+    a64, b64 = float(f(a)), float(f(b))
+    for _ in range(cf.UNROLL * iters):
+        x = (x.astype(np.float64) * a64 + b64).astype(np.float32)
+    return x.astype(np.float64).sum(1)
+
+
+def test_flop_probe_measures_and_really_computes(gpu):
+    r = cf.measure_flops(gpu, threads=2048, iters=4, repeats=2)
+    assert math.isfinite(r["flop_per_s"]) and r["flop_per_s"] > 0, r
+    assert r["flops"] == 2 * 2048 * cf.CHAINS * cf.UNROLL * 4
+    assert r["flop_per_s"] == pytest.approx(r["flops"] / (r["kernel_ms"] / 1e3))
+    # the kernel's outputs are the chain's values: every step done (a step fewer or more
+    # moves the result by ~0.03 (x0 - 1), 1000x the tolerance), threads past n untouched
+    threads, n, iters, a, b = 1024, 1000, 3, 0.97, 0.02
+    out = gpu.upload(np.full(threads, SENTINEL, np.uint32))
+    gpu.kernel("profile/flops", "fma_chains").raw.dispatch(thread_count=[threads, 1, 1], out=out, n=n,
+                                                          iters=iters, a=a, b=b)
+    raw = gpu.read(out, np.uint32, threads)
+    assert np.all(raw[n:] == SENTINEL)
+    got = raw[:n].view(np.float32).astype(np.float64)
+    want = _fma_chains_reference(n, iters, a, b)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=0)
+    fewer = _fma_chains_reference(n, iters - 1, a, b)
+    assert np.min(np.abs(fewer - want) / want) > 1e-3  # the check could tell a short chain
+
+
+def test_floor_arithmetic():
+    assert cf.flops_per_pair("rasterize_forward") == 21 and cf.sfu_per_pair("rasterize_forward") == 1
+    assert cf.flops_per_pair("rasterize_backward") == 62 and cf.sfu_per_pair("rasterize_backward") == 2
+    # 10^6 pairs x 21 FLOPs at 2.1e10 FLOP/s: 1 ms; measured 5 ms -> 5x
+    f = cf.kernel_floor(1_000_000, 21, 2.1e10, 5.0)
+    assert f["flops"] == 21_000_000 and f["floor_ms"] == pytest.approx(1.0) and f["ratio"] == pytest.approx(5.0)
+    assert cf.kernel_floor(10, 21, 0.0, 1.0)["floor_ms"] is None
+    assert cf.kernel_floor(10, 21, 1e9)["ratio"] is None
+    # pairs past 2^32 (a 4K frame over deep lists) stay exact
+    last = np.full((300, 300), 60_000, np.uint32)
+    assert cf.pair_count(last) == 300 * 300 * 60_000 > 2**32
+    probe = {"flop_per_s": 6.2e10, "threads": 1, "chains": 8, "unroll": 32, "iters": 1, "repeats": 1}
+    rep = cf.compute_report(2_000_000, {"rasterize_forward": 7.0, "rasterize_backward": 4.0}, probe,
+                            {"rasterize_forward": 44.0})
+    rows = {r["name"]: r for r in rep["kernels"]}
+    fwd, bwd = rows["rasterize_forward"], rows["rasterize_backward"]
+    assert fwd["floor_ms"] == pytest.approx(2e6 * 21 / 6.2e10 * 1e3) and fwd["ratio"] == pytest.approx(7.0 / fwd["floor_ms"])
+    assert bwd["floor_ms"] == pytest.approx(2.0) and bwd["ratio"] == pytest.approx(2.0)
+    assert bwd["floor_ms_all_skipped"] == pytest.approx(2e6 * cf.SKIPPED_FLOPS / 6.2e10 * 1e3)
+    assert fwd["byte_ratio"] == 44.0 and bwd["byte_ratio"] is None
+    assert sum(o["flops"] for o in bwd["ops"]) == 62
+    text = "\n".join(cf.format_compute_floors(rep))
+    assert "rasterize_forward" in text and "rasterize_backward" in text and "62.0 GFLOP/s" in text
+
+
+def test_bench_reports_compute_floors(gpu):
+    res = bench_raster(gpu, gaussians=3000, width=64, height=48, iters=1, warmup=1, bandwidth_bytes=1 << 20)
+    json.dumps(res, allow_nan=False)
+    rep = res["compute_floors"]
+    assert rep["flop_per_s"] > 0 and rep["probe"]["flop_per_s"] == rep["flop_per_s"]
+    byte_rows = {r["name"]: r for r in res["floors"]["kernels"]}
+    replayed = res["floors"]["workload"]["replayed"]
+    assert 0 < replayed <= rep["pairs"] <= TILE * TILE * replayed
+    for r in rep["kernels"]:
+        b = byte_rows[r["name"]]
+        assert r["pairs"] == rep["pairs"] and r["ms"] == b["ms"] > 0 and r["byte_ratio"] == b["ratio"]
+        assert r["floor_ms"] == pytest.approx(r["pairs"] * r["flops_per_pair"] / rep["flop_per_s"] * 1e3)
+        assert r["ratio"] == pytest.approx(r["ms"] / r["floor_ms"])
