@@ -155,6 +155,10 @@ class PhaseArena:
         """Drop outgrown slots (call only after waiting for the GPU)."""
         self._retired.clear()
 
+    def outgrown(self) -> bool:
+        """Whether an outgrown slot is still held (until :meth:`trim`)."""
+        return bool(self._retired)
+
     def release(self) -> None:
         """Drop every slot (only when no recorded work is pending)."""
         self._shared.clear()

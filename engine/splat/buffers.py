@@ -43,3 +43,7 @@ class BufferSet:
     def trim(self) -> None:
         """Drop buffers replaced by growth (call only when no recorded work is pending)."""
         self._retired.clear()
+
+    def outgrown(self) -> bool:
+        """Whether a buffer replaced by growth is still held (until :meth:`trim`)."""
+        return bool(self._retired)

@@ -478,3 +478,7 @@ class Rasterizer:
         self._band_scratch.trim()
         self.sort.trim()
         self.scan.trim()
+
+    def outgrown(self) -> bool:
+        """Whether scratch replaced by growth is still held (freed by :meth:`trim`)."""
+        return any(s.outgrown() for s in (self.arena, self.bufs, self._band_scratch, self.sort, self.scan))

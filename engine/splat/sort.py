@@ -172,6 +172,9 @@ class Scan:
         then because work recorded earlier may still use them. Call after a wait."""
         self._pool.trim()
 
+    def outgrown(self) -> bool:
+        return self._pool.outgrown()
+
 
 class RadixSort:
     """Stable LSD radix sort of (uint32 key, uint32 value) pairs on the GPU.
@@ -275,6 +278,9 @@ class RadixSort:
     def trim(self) -> None:
         """Free scratch buffers outgrown since the last trim (call after a wait)."""
         self._pool.trim()
+
+    def outgrown(self) -> bool:
+        return self._pool.outgrown()
 
 
 def bench_sort(gpu: Gpu, n: int, bits: int, repeats: int = 10, seed: int = 0,

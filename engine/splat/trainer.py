@@ -126,6 +126,13 @@ class Trainer:
         self.raster.record_count_copy(enc, pipe.readback, pipe.slot_offset())
         pipe.submitted(self.gpu.submit(enc), ci, capacity)
         self._order.extend(pipe.retire())  # waits for the step before this one, not for this one
+        if self.raster.outgrown() or self.loss.scratch.outgrown():
+            # scratch replaced by growth (rare: intersections or Gaussians grew) goes as soon
+            # as the GPU is done with it, not at the next densify, where it would sit on top
+            # of densify's temporary (10M Gaussians: two checkpoint buffers, 880 MiB, H200)
+            self.drain()
+            self.raster.trim()
+            self.loss.scratch.trim()
         done = step + 1
         if cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0:
             self.drain()
