@@ -129,6 +129,7 @@ def run_gsplat(args, cams, images, pts, cols):
 
     from engine.splat.metrics import psnr, ssim
 
+    import gsplat.cuda._backend  # noqa: F401 - builds or loads the CUDA extension (~60 s on a fresh machine) untimed
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     dev = "cuda"
