@@ -100,6 +100,8 @@ def run_ours(args, backend, cams, images, pts, cols):
     gpu.device.wait_for_idle()
     del warm
     trainer = Trainer(gpu, ds, train_idx, cfg)
+    if args.eager_trim_mib is not None:
+        trainer.eager_trim_bytes = int(args.eager_trim_mib * 2**20)
     t0 = time.perf_counter()
     trainer.train()
     sec = time.perf_counter() - t0
@@ -274,6 +276,8 @@ def main() -> None:
                     help="other runs share the GPU: record quality only (time and memory set to null)")
     ap.add_argument("--adam-moments", choices=["fp32", "bf16"], default="fp32",
                     help="ours: the Adam moments' storage (TrainConfig.adam_moments)")
+    ap.add_argument("--eager-trim-mib", type=float,
+                    help="ours: Trainer.eager_trim_bytes in MiB (0: free any outgrown scratch the step after)")
     ap.add_argument("--state", type=Path, help="gsplat: resume from / save to this file (see the module docstring)")
     ap.add_argument("--segment-s", type=float, default=0.0,
                     help="gsplat with --state: stop after this many seconds of timed training and save")

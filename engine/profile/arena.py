@@ -155,9 +155,9 @@ class PhaseArena:
         """Drop outgrown slots (call only after waiting for the GPU)."""
         self._retired.clear()
 
-    def outgrown(self) -> bool:
-        """Whether an outgrown slot is still held (until :meth:`trim`)."""
-        return bool(self._retired)
+    def outgrown_bytes(self) -> int:
+        """Bytes of the outgrown slots, held until :meth:`trim`."""
+        return sum(b.size for b in self._retired)
 
     def release(self) -> None:
         """Drop every slot (only when no recorded work is pending)."""

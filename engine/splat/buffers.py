@@ -44,6 +44,6 @@ class BufferSet:
         """Drop buffers replaced by growth (call only when no recorded work is pending)."""
         self._retired.clear()
 
-    def outgrown(self) -> bool:
-        """Whether a buffer replaced by growth is still held (until :meth:`trim`)."""
-        return bool(self._retired)
+    def outgrown_bytes(self) -> int:
+        """Bytes of the buffers replaced by growth, held until :meth:`trim`."""
+        return sum(b.size for b in self._retired)

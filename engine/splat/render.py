@@ -479,6 +479,6 @@ class Rasterizer:
         self.sort.trim()
         self.scan.trim()
 
-    def outgrown(self) -> bool:
-        """Whether scratch replaced by growth is still held (freed by :meth:`trim`)."""
-        return any(s.outgrown() for s in (self.arena, self.bufs, self._band_scratch, self.sort, self.scan))
+    def outgrown_bytes(self) -> int:
+        """Bytes of the scratch replaced by growth, held until :meth:`trim`."""
+        return sum(s.outgrown_bytes() for s in (self.arena, self.bufs, self._band_scratch, self.sort, self.scan))

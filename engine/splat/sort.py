@@ -172,8 +172,8 @@ class Scan:
         then because work recorded earlier may still use them. Call after a wait."""
         self._pool.trim()
 
-    def outgrown(self) -> bool:
-        return self._pool.outgrown()
+    def outgrown_bytes(self) -> int:
+        return self._pool.outgrown_bytes()
 
 
 class RadixSort:
@@ -279,8 +279,8 @@ class RadixSort:
         """Free scratch buffers outgrown since the last trim (call after a wait)."""
         self._pool.trim()
 
-    def outgrown(self) -> bool:
-        return self._pool.outgrown()
+    def outgrown_bytes(self) -> int:
+        return self._pool.outgrown_bytes()
 
 
 def bench_sort(gpu: Gpu, n: int, bits: int, repeats: int = 10, seed: int = 0,

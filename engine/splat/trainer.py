@@ -61,6 +61,12 @@ def pack_rgba8(image: np.ndarray) -> np.ndarray:
 
 
 class Trainer:
+    # scratch outgrown by at least this many bytes (0: any) is freed the step after it grew,
+    # less at the next densify (train_step). 0 is what was measured on the H200 (BENCHMARKS.md,
+    # eighth session): 10M Gaussians 8,287 -> 7,596 MiB peak, but fox's 30k peak 744 -> 924 MiB
+    # (the pool's own high-water unchanged); a threshold such as 256 MiB is not measured yet
+    eager_trim_bytes = 0
+
     def __init__(self, gpu: Gpu, dataset: Dataset, train_idx: list[int], cfg: TrainConfig):
         if not train_idx:
             raise ValueError("no training images")
@@ -126,10 +132,11 @@ class Trainer:
         self.raster.record_count_copy(enc, pipe.readback, pipe.slot_offset())
         pipe.submitted(self.gpu.submit(enc), ci, capacity)
         self._order.extend(pipe.retire())  # waits for the step before this one, not for this one
-        if self.raster.outgrown() or self.loss.scratch.outgrown():
-            # scratch replaced by growth (rare: intersections or Gaussians grew) goes as soon
-            # as the GPU is done with it, not at the next densify, where it would sit on top
-            # of densify's temporary (10M Gaussians: two checkpoint buffers, 880 MiB, H200)
+        outgrown = self.raster.outgrown_bytes() + self.loss.scratch.outgrown_bytes()
+        if outgrown and outgrown >= self.eager_trim_bytes:
+            # scratch replaced by growth goes as soon as the GPU is done with it, not at the
+            # next densify, where it would sit on top of densify's temporary (10M Gaussians:
+            # two checkpoint buffers, 880 MiB, H200); the drain costs one step's pipelining
             self.drain()
             self.raster.trim()
             self.loss.scratch.trim()

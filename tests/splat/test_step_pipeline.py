@@ -118,17 +118,31 @@ def test_released_trainer_leaves_no_buffer_alive(gpu):
 
 
 def test_outgrown_scratch_is_freed_by_the_next_step(gpu):
-    """Scratch replaced by growth goes once the GPU is done with it (the step after), not
-    at the next densify, where it would sit on top of densify's temporary: after every
-    step no outgrown buffer is held, though buffers did grow (densify doubles the model)."""
+    """Scratch replaced by growth (at least Trainer.eager_trim_bytes of it; default: any)
+    goes once the GPU is done with it (the step after), not at the next densify, where it
+    would sit on top of densify's temporary: after every step no outgrown buffer is held,
+    though buffers did grow (densify doubles the model); with a threshold above what grew,
+    they stay."""
     ds = tiny_dataset(seed=15, n_points=1500)
     tr = Trainer(gpu, ds, [0, 1, 2, 3], _config(steps=40, densify_from=2, densify_interval=10, densify_until=35,
                                                grad_threshold=1e-7))
+    assert tr.eager_trim_bytes == 0  # the default: any outgrown scratch
     sizes, n0 = [], tr.model.n
     for s in range(36):
         tr.train_step(s)
-        assert not tr.raster.outgrown() and not tr.loss.scratch.outgrown(), f"step {s}"
+        assert tr.raster.outgrown_bytes() == 0 and tr.loss.scratch.outgrown_bytes() == 0, f"step {s}"
         sizes.append(tr.raster.bufs.nbytes())
     tr.drain()
     assert tr.model.n > 1.5 * n0  # densify grew the model ...
     assert sizes[-1] > sizes[0]   # ... and the rasterizer's scratch with it
+    # the same run with a threshold of 256 MiB (far above this scene's scratch) holds
+    # outgrown scratch at some step: the eager freeing above was the threshold's doing
+    tr = Trainer(gpu, ds, [0, 1, 2, 3], _config(steps=40, densify_from=2, densify_interval=10, densify_until=35,
+                                               grad_threshold=1e-7))
+    tr.eager_trim_bytes = 256 << 20
+    held = []
+    for s in range(36):
+        tr.train_step(s)
+        held.append(tr.raster.outgrown_bytes())
+    tr.drain()
+    assert max(held) > 0
