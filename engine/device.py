@@ -92,6 +92,15 @@ class Gpu:
     def adapter(self) -> str:
         return f"{self.device.info.adapter_name} ({self.device.info.api_name})"
 
+    @property
+    def software(self) -> bool:
+        """Whether the device is a CPU implementation (lavapipe): smaller probes, lower
+        frame-rate targets."""
+        try:
+            return bool(self.device.has_feature(spy.Feature.software_device))
+        except (AttributeError, RuntimeError):  # a slangpy without the feature flag
+            return False
+
     def check_gaussians(self, n: int, what: str) -> None:
         """Raise DeviceError when ``n`` Gaussians pass what one per-Gaussian dispatch of this
         GPU covers (:attr:`max_items_1d`); ``what`` names the source, e.g. "--max-gaussians"."""

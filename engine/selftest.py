@@ -128,7 +128,7 @@ def device_report(gpu) -> dict:
             limits[name] = [int(x) for x in v] if hasattr(v, "__len__") else int(v) if isinstance(v, int) else str(v)
     return {
         "adapter": info.adapter_name, "api": info.api_name, "backend": gpu.backend,
-        "software": bool(dev.has_feature(spy.Feature.software_device)),
+        "software": gpu.software,
         "slangpy": getattr(spy, "__version__", "?"), "features": feats, "limits": limits,
         "python": platform.python_version(), "platform": platform.platform(),
         "frozen": bool(getattr(sys, "frozen", False)),

@@ -364,10 +364,7 @@ class _Engine:
             self.state("failed", "no GPU device")
             log.exception("engine start failed")
             return
-        import slangpy as spy
-
-        software = bool(self.gpu.device.has_feature(spy.Feature.software_device)) if hasattr(spy.Feature, "software_device") else False
-        self.emit(M.EngineReady(adapter=self.gpu.adapter, backend=self.gpu.backend, software=software,
+        self.emit(M.EngineReady(adapter=self.gpu.adapter, backend=self.gpu.backend, software=self.gpu.software,
                                 warmup_s=time.perf_counter() - t0))
         self.loader = ThreadPoolExecutor(1, thread_name_prefix="spirula-load")
         try:

@@ -172,7 +172,7 @@ class Viewer:
         self.last_render_size = (0, 0)
         self.last_full_res = True
         # dynamic resolution of the splat render (1 = viewport resolution)
-        software = bool(gpu.device.has_feature(spy.Feature.software_device)) if hasattr(spy.Feature, "software_device") else False
+        software = gpu.software
         self.target_ms = 120.0 if software else 12.0
         self.max_scale = 8.0
         self.render_scale = 2.0 if software else 1.0

@@ -213,10 +213,7 @@ def measure_flops(gpu, threads: int | None = None, iters: int | None = None, rep
     import slangpy as spy
 
     device = gpu.device
-    try:
-        soft = device.has_feature(spy.Feature.software_device)
-    except Exception:
-        soft = False
+    soft = gpu.software
     threads = int(threads) if threads is not None else (1 << 14 if soft else 1 << 20)
     iters = int(iters) if iters is not None else (64 if soft else 1024)
     # straight from slangpy, not through gpu.buffer: outside the VRAM pool's high-water mark

@@ -383,11 +383,7 @@ def measure_bandwidth(gpu, nbytes: int | None = None, repeats: int = 5) -> dict:
 
     device = gpu.device
     if nbytes is None:
-        try:
-            soft = device.has_feature(spy.Feature.software_device)
-        except Exception:
-            soft = False
-        nbytes = (16 if soft else 256) << 20
+        nbytes = (16 if gpu.software else 256) << 20
     nbytes = max(16, int(nbytes) // 16 * 16)
     # straight from slangpy, not through gpu.buffer: the probe's transient buffers stay out of
     # the VRAM pool's high-water mark, which the bench reports for the training buffers

@@ -28,10 +28,7 @@ WG = 256                     # threads per workgroup of every sort/ kernel (SORT
 def _unroll_default(gpu: Gpu) -> bool:
     """Unroll striped loops on real GPUs; on software Vulkan (lavapipe) keep them loops,
     which compiles about 3x faster there (LLVM) at no measurable run-time cost."""
-    try:
-        return not gpu.device.has_feature(spy.Feature.software_device)
-    except Exception:
-        return True
+    return not gpu.software
 
 
 def _groups(count: int, tile: int) -> int:
