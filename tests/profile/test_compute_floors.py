@@ -35,7 +35,8 @@ def _last_contributors(means2d, conic_opac, ranges, isect_ids, view) -> np.ndarr
     T = np.ones(px.size)
     last = np.zeros(px.size, np.int64)
     done = np.zeros(px.size, bool)
-    m2, co = means2d.astype(np.float64), conic_opac.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # culled Gaussians' rows hold whatever was there (NaN bit
+        m2, co = means2d.astype(np.float64), conic_opac.astype(np.float64)  # patterns); only listed ids are read
     for k in range(int(length.max(initial=0))):
         valid = (k < length) & ~done
         g = isect_ids[np.where(valid, start + k, 0)]
