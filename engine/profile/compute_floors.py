@@ -94,7 +94,8 @@ FLOPs = 2 x threads x 8 x 32 x iters.
 from __future__ import annotations
 
 import math
-import statistics
+
+from .floors import median_gpu_seconds
 
 CHAINS = 8    # shaders/profile/flops.slang CHAINS
 UNROLL = 32   # shaders/profile/flops.slang UNROLL
@@ -220,16 +221,9 @@ def measure_flops(gpu, threads: int | None = None, iters: int | None = None, rep
     out = device.create_buffer(size=4 * threads, usage=spy.BufferUsage.unordered_access
                                | spy.BufferUsage.shader_resource, label="bench.flops_out")
     kern = gpu.kernel("profile/flops", "fma_chains").raw  # slangpy's own dispatch: not in the profile
-    pool = device.create_query_pool(type=spy.QueryType.timestamp, count=2 * (repeats + 1))
-    for r in range(repeats + 1):
-        enc = device.create_command_encoder()
-        kern.dispatch(thread_count=[threads, 1, 1], command_encoder=enc, query_pool=pool,
-                      query_index_before=2 * r, query_index_after=2 * r + 1, out=out, n=threads, iters=iters,
-                      a=float(a), b=float(b))
-        device.submit_command_buffer(enc.finish())
-        device.wait_for_idle()
-    ts = pool.get_timestamp_results(0, 2 * (repeats + 1))
-    sec = statistics.median(ts[2 * r + 1] - ts[2 * r] for r in range(1, repeats + 1))
+    sec = median_gpu_seconds(device, lambda enc, pool, before, after: kern.dispatch(
+        thread_count=[threads, 1, 1], command_encoder=enc, query_pool=pool, query_index_before=before,
+        query_index_after=after, out=out, n=threads, iters=iters, a=float(a), b=float(b)), repeats)
     flops = 2 * threads * CHAINS * UNROLL * iters
     rate = flops / sec if sec > 0 else 0.0
     if not math.isfinite(rate):

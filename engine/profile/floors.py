@@ -371,6 +371,23 @@ def kernel_bytes(w: Workload) -> dict[str, Traffic]:
 
 
 # --- measured bandwidth -------------------------------------------------------------------------
+def median_gpu_seconds(device, record, repeats: int) -> float:
+    """Median GPU time (s) of one operation over ``repeats`` runs after one warm-up, each in
+    its own command buffer: ``record(enc, pool, before, after)`` records it between the
+    timestamps ``before`` and ``after`` of ``pool`` (written by the encoder, or by a
+    dispatch's query_index_before/after). The probes of the bench use it."""
+    import slangpy as spy
+
+    pool = device.create_query_pool(type=spy.QueryType.timestamp, count=2 * (repeats + 1))
+    for r in range(repeats + 1):
+        enc = device.create_command_encoder()
+        record(enc, pool, 2 * r, 2 * r + 1)
+        device.submit_command_buffer(enc.finish())
+        device.wait_for_idle()
+    ts = pool.get_timestamp_results(0, 2 * (repeats + 1))
+    return statistics.median(ts[2 * r + 1] - ts[2 * r] for r in range(1, repeats + 1))
+
+
 def measure_bandwidth(gpu, nbytes: int | None = None, repeats: int = 5) -> dict:
     """Device bandwidth from ``2 x nbytes / GPU time`` of (a) a device-to-device buffer copy
     and (b) the read+write kernel shaders/profile/bandwidth.slang, each in its own command
@@ -394,28 +411,21 @@ def measure_bandwidth(gpu, nbytes: int | None = None, repeats: int = 5) -> dict:
     kern = gpu.kernel("profile/bandwidth", "copy_vec4").raw  # slangpy's own dispatch: not in the profile
     n16 = nbytes // 16
     threads = min(n16, MAX_DISPATCH_GROUPS * 256)
-    pool = device.create_query_pool(type=spy.QueryType.timestamp, count=4 * (repeats + 1))
     enc = device.create_command_encoder()
     enc.clear_buffer(src)  # touch the memory before timing
     enc.clear_buffer(dst)
     device.submit_command_buffer(enc.finish())
     device.wait_for_idle()
-    for r in range(repeats + 1):
-        enc = device.create_command_encoder()
-        enc.write_timestamp(pool, 4 * r)
+
+    def copy(enc, pool, before, after):
+        enc.write_timestamp(pool, before)
         enc.copy_buffer(dst, 0, src, 0, nbytes)
-        enc.write_timestamp(pool, 4 * r + 1)
-        device.submit_command_buffer(enc.finish())
-        device.wait_for_idle()
-        enc = device.create_command_encoder()
-        kern.dispatch(thread_count=[threads, 1, 1], command_encoder=enc, query_pool=pool,
-                      query_index_before=4 * r + 2, query_index_after=4 * r + 3, src=src, dst=dst, n=n16,
-                      stride=threads)
-        device.submit_command_buffer(enc.finish())
-        device.wait_for_idle()
-    ts = pool.get_timestamp_results(0, 4 * (repeats + 1))
-    copy_s = statistics.median(ts[4 * r + 1] - ts[4 * r] for r in range(1, repeats + 1))
-    kern_s = statistics.median(ts[4 * r + 3] - ts[4 * r + 2] for r in range(1, repeats + 1))
+        enc.write_timestamp(pool, after)
+
+    copy_s = median_gpu_seconds(device, copy, repeats)
+    kern_s = median_gpu_seconds(device, lambda enc, pool, before, after: kern.dispatch(
+        thread_count=[threads, 1, 1], command_encoder=enc, query_pool=pool, query_index_before=before,
+        query_index_after=after, src=src, dst=dst, n=n16, stride=threads), repeats)
     gbs = lambda s: 2.0 * nbytes / s / 1e9 if s > 0 else 0.0
     copy_gbs, kern_gbs = gbs(copy_s), gbs(kern_s)
     return {"bytes": nbytes, "repeats": repeats, "copy_ms": copy_s * 1e3, "kernel_ms": kern_s * 1e3,
