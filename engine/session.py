@@ -326,7 +326,6 @@ class _Engine:
         self.last_vram = 0.0
         self.rate_t = time.perf_counter()
         self.rate_step = 0
-        self.last_log_step = 0
         self.t_run_start = 0.0
         self.reported_mode = None
         self.surface_args = None
@@ -641,7 +640,8 @@ class _Engine:
         tr = Trainer(self.gpu, ds, [0, 1], TrainConfig(steps=4, log_interval=2))
         for step in range(2):
             tr.train_step(step)
-        tr.read_loss(2)
+        tr.drain()
+        tr.collect_losses()
         tr.model.densify(1e-9, 0.01, 0.005, 3.0e38, 10_000, seed=1)
         tr.model.reset_opacity(0.01)
         tr.render(0)
@@ -824,8 +824,8 @@ class _Engine:
             for e in scene.evals:
                 self.emit(M.TrainMetrics(int(e["step"]), float("nan"), tr.model.n, 0.0, psnr=e["psnr"]))
             self.state("running", f"{scene.name}: resumed at step {step} of {cmd.steps} -> {project}")
-        self.rate_t, self.rate_step, self.last_log_step = time.perf_counter(), step, tr.state.logged_step
-        self.t_run_start = time.perf_counter()
+        self.rate_t, self.rate_step = time.perf_counter(), step
+        self.t_run_start = tr.t_start = time.perf_counter()
 
     def _begin_ply(self, cmd: M.OpenPly, g) -> None:
         scene = _PlyScene(self.gpu, Path(cmd.path), g)
@@ -856,12 +856,15 @@ class _Engine:
             tr.state.step += 1
             s = tr.state.step
             self.model_dirty = True
-            if s % cfg.log_interval == 0 or s == cfg.steps:
+            eval_due = cfg.eval_interval and s % cfg.eval_interval == 0 and s < cfg.steps and sc.test_idx
+            checkpoint_due = cfg.checkpoint_every and s % cfg.checkpoint_every == 0 and s < cfg.steps
+            if eval_due or checkpoint_due:  # both wait for the GPU: report this step's loss first
                 wait_polling(self.gpu)
-                self._log_metrics(s)
-            if cfg.eval_interval and s % cfg.eval_interval == 0 and s < cfg.steps and sc.test_idx:
+                tr.drain()
+            self._log_metrics()  # the losses of retired steps (no wait)
+            if eval_due:
                 self._evaluate(s)
-            if cfg.checkpoint_every and s % cfg.checkpoint_every == 0 and s < cfg.steps:
+            if checkpoint_due:
                 sc.t_train += time.perf_counter() - t_slice
                 t_slice = time.perf_counter()
                 self._checkpoint(stopped=False)
@@ -869,23 +872,22 @@ class _Engine:
                 break
         wait_polling(self.gpu)
         tr.drain()  # finished by now: reads the last counts, queues overflowed cameras again
+        self._log_metrics()
         sc.t_train += time.perf_counter() - t_slice  # wall time of the steps (viewer frames excluded)
         if tr.state.step >= cfg.steps:
             self._finish(stopped=False)
 
-    def _log_metrics(self, s: int) -> None:
-        sc = self.training
-        tr = sc.trainer
-        loss = tr.read_loss(s - self.last_log_step)
-        now = time.perf_counter()
-        rate = (s - self.rate_step) / max(now - self.rate_t, 1e-9)
-        self.rate_t, self.rate_step, self.last_log_step = now, s, s
-        tr.state.logged_step = s  # the accumulator now holds the steps since s (checkpoints record it)
-        if not math.isfinite(loss):
-            raise SpirulaError(f"training diverged at step {s}: loss is {loss}")
-        tr.state.history.append({"step": s, "loss": loss, "num_gaussians": tr.model.n, "elapsed_s": now - self.t_run_start})
-        self.emit(M.TrainMetrics(s, loss, tr.model.n, rate))
-        self.emit(M.StageProgress("train", s, tr.cfg.steps, f"loss {loss:.4f}, {tr.model.n:,} Gaussians, {rate:.1f} steps/s"))
+    def _log_metrics(self) -> None:
+        """Emit the losses the trainer has read back since the last call (Trainer.collect_losses:
+        non-finite ones raise NonFiniteError)."""
+        tr = self.training.trainer
+        for h in tr.collect_losses():
+            s, loss, n = h["step"], h["loss"], h["num_gaussians"]
+            now = time.perf_counter()
+            rate = (s - self.rate_step) / max(now - self.rate_t, 1e-9)
+            self.rate_t, self.rate_step = now, s
+            self.emit(M.TrainMetrics(s, loss, n, rate))
+            self.emit(M.StageProgress("train", s, tr.cfg.steps, f"loss {loss:.4f}, {n:,} Gaussians, {rate:.1f} steps/s"))
 
     def _evaluate(self, step: int) -> dict | None:
         from .splat.evaluate import evaluate

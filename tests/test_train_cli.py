@@ -37,7 +37,8 @@ def test_interrupt_still_writes_ply(shared_data, tmp_path):
 
     cfg = RunConfig(dataset=DatasetConfig(max_size=160), train=TrainConfig(steps=1000, log_interval=25))
     m = run_training(shared_data / "book", tmp_path, cfg, on_progress=interrupt)
-    assert m["stopped_early"] and m["step"] == 25
+    # step 25's loss is read back when step 26 retires the step before it (a step late)
+    assert m["stopped_early"] and m["step"] == 26
     assert len(read_ply(tmp_path / "splat.ply").means) == m["num_gaussians"]
 
 

@@ -37,6 +37,7 @@ class InFlight:
     slot: int
     camera: int
     capacity: int | None  # None: exact mode (no overflow possible)
+    loss_tag: object = None  # set: the step also copied a 4-word loss block to its slot (loss_offset)
 
 
 class StepPipeline:
@@ -46,7 +47,7 @@ class StepPipeline:
     the studio installs a polling wait that releases the GIL).
     """
 
-    SLOT_BYTES = 16
+    SLOT_BYTES = 32  # the intersection count in word 0; a loss block in words 4..7 (loss_offset)
 
     def __init__(self, gpu: Gpu, depth: int = 2, margin: float = 1.25, window: int = 200):
         if not 1 <= depth <= 8:
@@ -57,6 +58,7 @@ class StepPipeline:
         self.in_flight: deque[InFlight] = deque()
         self.counts: deque[int] = deque(maxlen=int(window))
         self.overflows = 0          # steps skipped because their intersections outgrew the capacity
+        self.loss_blocks: list[tuple[object, np.ndarray]] = []  # (loss_tag, uint32 [4]) of retired steps
         self._next_slot = 0
         self.wait: Callable[[int], None] = lambda submit_id: gpu.wait_for(submit_id)  # as installed when waiting
 
@@ -88,11 +90,18 @@ class StepPipeline:
         """Byte offset in :attr:`readback` where the next step copies its count."""
         return self._next_slot * self.SLOT_BYTES
 
-    def submitted(self, submit_id: int, camera: int, capacity: int | None) -> None:
-        """Register a submitted step (its count goes to :meth:`slot_offset`'s slot)."""
+    def loss_offset(self) -> int:
+        """Byte offset in :attr:`readback` where the next step may copy a 16-byte loss block
+        (read back a step late, like the count: see ``loss_blocks``)."""
+        return self.slot_offset() + 16
+
+    def submitted(self, submit_id: int, camera: int, capacity: int | None, loss_tag: object = None) -> None:
+        """Register a submitted step (its count goes to :meth:`slot_offset`'s slot). With a
+        ``loss_tag``, the step copied a loss block to :meth:`loss_offset`; once it retires,
+        ``(loss_tag, block)`` is appended to :attr:`loss_blocks`."""
         if len(self.in_flight) >= self.slots:
             raise RuntimeError(f"more than {self.slots} training steps in flight (depth {self.depth})")
-        self.in_flight.append(InFlight(submit_id, self._next_slot, camera, capacity))
+        self.in_flight.append(InFlight(submit_id, self._next_slot, camera, capacity, loss_tag))
         self._next_slot = (self._next_slot + 1) % self.slots
 
     def retire(self, keep: int | None = None) -> list[int]:
@@ -104,7 +113,10 @@ class StepPipeline:
         while len(self.in_flight) > keep:
             f = self.in_flight.popleft()
             self.wait(f.submit_id)
-            count = int(self.gpu.read_finished(self.readback, np.uint32)[f.slot * self.SLOT_BYTES // 4])
+            words = self.gpu.read_finished(self.readback, np.uint32)[f.slot * self.SLOT_BYTES // 4:]
+            count = int(words[0])
+            if f.loss_tag is not None:
+                self.loss_blocks.append((f.loss_tag, words[4:8].copy()))
             self.observe(count)
             if f.capacity is not None and count > f.capacity:
                 self.overflows += 1

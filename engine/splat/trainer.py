@@ -4,7 +4,9 @@ Per step, one command buffer and no host read: project, depth sort, tile-count s
 binning, tile sort, rasterize, L1 + D-SSIM loss, backward with Adam fused into it. The tile sort is sized
 from earlier steps' intersection counts, read a step late (engine/splat/step_pipeline.py),
 so the host records step s + 1 while the GPU runs step s. The loss is accumulated on the
-GPU and read every ``log_interval`` steps. Densification and opacity reset follow the 3DGS
+GPU; every ``log_interval`` steps the step itself copies the sum to the host-visible ring and
+clears it, and the host reads it when that step retires (:meth:`Trainer.collect_losses`), so
+logging adds no wait either. Densification and opacity reset follow the 3DGS
 schedule.
 """
 
@@ -88,6 +90,8 @@ class Trainer:
         self.pipeline = StepPipeline(gpu)
         self.state = TrainState()
         self._order: list[int] = []
+        self.t_start = time.perf_counter()  # history's elapsed_s counts from here
+        self._unreported: list[dict] = []   # history entries collect_losses has not returned yet
 
     def _next_camera(self) -> int:
         if not self._order:
@@ -130,7 +134,15 @@ class Trainer:
                                     accumulate_stats=step < cfg.densify_until,
                                     optimizer=m.adam_args(flags=self.loss_sum, step=step, seed=cfg.seed))
         self.raster.record_count_copy(enc, pipe.readback, pipe.slot_offset())
-        pipe.submitted(self.gpu.submit(enc), ci, capacity)
+        done = step + 1
+        loss_tag = None
+        if done % cfg.log_interval == 0 or done == cfg.steps:
+            # the mean loss since the last log comes back with this step's count, a step late
+            loss_tag = {"step": done, "steps": done - self.state.logged_step, "num_gaussians": m.n}
+            self.gpu.copy(enc, pipe.readback, pipe.loss_offset(), self.loss_sum, 0, 16)
+            self.gpu.clear(enc, self.loss_sum)
+            self.state.logged_step = done  # the accumulator holds the steps since (checkpoints record it)
+        pipe.submitted(self.gpu.submit(enc), ci, capacity, loss_tag)
         self._order.extend(pipe.retire())  # waits for the step before this one, not for this one
         outgrown = self.raster.outgrown_bytes() + self.loss.scratch.outgrown_bytes()
         if outgrown and outgrown >= self.eager_trim_bytes:
@@ -140,7 +152,6 @@ class Trainer:
             self.drain()
             self.raster.trim()
             self.loss.scratch.trim()
-        done = step + 1
         if cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0:
             self.drain()
             self.raster.params = None  # densify may replace it: hold no old buffer while it does
@@ -149,6 +160,8 @@ class Trainer:
                                       prune_scale if math.isfinite(prune_scale) else 3.0e38, cfg.max_gaussians,
                                       seed=cfg.seed * 1_000_003 + done)
             pipe.rescale(after / max(before, 1))
+            if loss_tag is not None:
+                loss_tag["num_gaussians"] = after  # the logged count is the one after this step
             self.raster.trim()  # densify waited for the GPU: outgrown scratch can go
             self.loss.scratch.trim()
         if done < cfg.densify_until and cfg.opacity_reset_interval and done % cfg.opacity_reset_interval == 0:
@@ -168,16 +181,34 @@ class Trainer:
         again."""
         self._order.extend(self.pipeline.drain())
 
-    def read_loss(self, steps: int) -> float:
-        """Mean loss over the last ``steps`` steps; resets the accumulator (waits for the GPU)."""
-        self.drain()
-        block = self.gpu.read(self.loss_sum, np.float32, 4)
-        raise_if_flagged(block)  # the guard's flags come back with the loss: no extra read
-        total = float(block[0])
-        enc = self.gpu.encoder()
-        self.gpu.clear(enc, self.loss_sum)
-        self.gpu.submit(enc)
-        return total / max(steps, 1)
+    def collect_losses(self) -> list[dict]:
+        """History entries ``{"step", "loss", "num_gaussians", "elapsed_s"}`` logged since the
+        last call, in step order: one per ``log_interval`` steps whose step has retired (no
+        wait; :meth:`drain` first for all of them). ``loss`` is the mean over the steps since
+        the previous entry. Raises NonFiniteError when the guard flagged a NaN/Inf gradient or
+        the loss is not finite."""
+        self._convert_losses()
+        out, self._unreported = self._unreported, []
+        return out
+
+    @staticmethod
+    def _mean_loss(block: np.ndarray, steps: int) -> float:
+        """Mean of a read-back loss block: word 0 is the float32 sum over ``steps`` steps."""
+        return float(block[:1].view(np.float32)[0]) / max(steps, 1)
+
+    def _convert_losses(self) -> None:
+        blocks = self.pipeline.loss_blocks
+        now = time.perf_counter()
+        while blocks:
+            tag, block = blocks.pop(0)
+            raise_if_flagged(block)  # the guard's flags come back with the loss: no extra read
+            loss = self._mean_loss(block, tag["steps"])
+            if not math.isfinite(loss):
+                raise NonFiniteError(f"training diverged at step {tag['step']}: loss is {loss}")
+            entry = {"step": tag["step"], "loss": loss, "num_gaussians": tag["num_gaussians"],
+                     "elapsed_s": now - self.t_start}
+            self.state.history.append(entry)
+            self._unreported.append(entry)
 
     def train(self, on_progress: Callable[[Progress], None] | None = None,
               on_eval: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
@@ -185,8 +216,18 @@ class Trainer:
         """Steps until ``cfg.steps``. ``on_checkpoint(step)`` is called every
         ``cfg.checkpoint_every`` steps (not at the last one), between two steps."""
         cfg = self.cfg
-        t0 = time.perf_counter()
-        last_t, last_step = t0, self.state.logged_step
+        self.t_start = last_t = time.perf_counter()
+        last_step = self.state.step
+
+        def report() -> None:
+            nonlocal last_t, last_step
+            for h in self.collect_losses():
+                now = time.perf_counter()
+                rate = (h["step"] - last_step) / max(now - last_t, 1e-9)
+                last_t, last_step = now, h["step"]
+                if on_progress is not None:
+                    on_progress(Progress(h["step"], cfg.steps, h["loss"], h["num_gaussians"], rate))
+
         try:
             while self.state.step < cfg.steps:
                 if should_stop is not None and should_stop():
@@ -197,26 +238,21 @@ class Trainer:
                 self.state.step += 1
                 self.state.in_step = False
                 s = self.state.step
-                if s % cfg.log_interval == 0 or s == cfg.steps:
-                    loss = self.read_loss(s - last_step)
-                    now = time.perf_counter()
-                    rate = (s - last_step) / max(now - last_t, 1e-9)
-                    last_t, last_step = now, s
-                    self.state.logged_step = s
-                    if not math.isfinite(loss):
-                        raise NonFiniteError(f"training diverged at step {s}: loss is {loss}")
-                    self.state.history.append({"step": s, "loss": loss, "num_gaussians": self.model.n,
-                                               "elapsed_s": now - t0})
-                    if on_progress is not None:
-                        on_progress(Progress(s, cfg.steps, loss, self.model.n, rate))
-                if on_eval is not None and cfg.eval_interval and s % cfg.eval_interval == 0 and s < cfg.steps:
+                eval_due = on_eval is not None and cfg.eval_interval and s % cfg.eval_interval == 0 and s < cfg.steps
+                checkpoint_due = (on_checkpoint is not None and cfg.checkpoint_every and s % cfg.checkpoint_every == 0
+                                  and s < cfg.steps)
+                if eval_due or checkpoint_due:
+                    self.drain()  # both wait for the GPU anyway: report this step's loss first
+                report()
+                if eval_due:
                     on_eval(s)
-                if on_checkpoint is not None and cfg.checkpoint_every and s % cfg.checkpoint_every == 0 and s < cfg.steps:
+                if checkpoint_due:
                     on_checkpoint(s)
         except KeyboardInterrupt:
             self.state.stopped_early = True
         self.drain()
         self.gpu.wait_idle()
+        report()
         return self.state
 
     # --- checkpoints (engine/checkpoint.py) ------------------------------------------------
@@ -229,6 +265,7 @@ class Trainer:
             raise RuntimeError("state_dict() in the middle of a step")
         self.drain()
         self.gpu.wait_idle()
+        self._convert_losses()  # the history saved holds every logged step
         block = self.gpu.read(self.loss_sum, np.uint32, 4)
         raise_if_flagged(block)
         return {"step": self.state.step, "logged_step": self.state.logged_step, "model": self.model.state_dict(),

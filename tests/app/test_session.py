@@ -199,7 +199,7 @@ def test_a_training_error_names_the_checkpoint_it_keeps(driver, tiny_dataset, tm
     s.send(M.OpenProject(str(project)))
     err = driver.wait(lambda m: isinstance(m, M.Error), 60, "error: no checkpoint")
     assert err.path == str(project) and "no training checkpoint" in err.text
-    monkeypatch.setattr(Trainer, "read_loss", lambda self, steps: float("nan"))  # diverges at the first read
+    monkeypatch.setattr(Trainer, "_mean_loss", staticmethod(lambda block, steps: float("nan")))  # diverges at the first read
     s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=25, max_size=48, init_points=300,
                            checkpoint_every=10))
     err = driver.wait(lambda m: isinstance(m, M.Error), 120, "error: diverged")
