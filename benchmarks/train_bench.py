@@ -41,14 +41,18 @@ def load_prepared(folder: Path):
 
 class VramSampler:
     """Peak device memory used by this process's GPU work: NVML used-memory minus the
-    baseline at start, sampled every 5 ms (works for Vulkan and CUDA alike)."""
+    baseline at start, sampled every 5 ms (works for Vulkan and CUDA alike), on NVML device
+    ``$BENCH_NVML_INDEX`` (default 0; on a machine of several GPUs, the one the run was sent
+    to: ``CUDA_VISIBLE_DEVICES`` for gsplat, ``SPIRULA_ADAPTER`` for ours; the result's
+    ``nvml_devices_used`` checks it)."""
 
     def __init__(self):
         import pynvml
 
         pynvml.nvmlInit()
         self.nvml = pynvml
-        self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        self.index = int(os.environ.get("BENCH_NVML_INDEX", "0"))
+        self.h = pynvml.nvmlDeviceGetHandleByIndex(self.index)
         self.base = self._used()
         self.peak = 0
         self._stop = False
@@ -67,6 +71,21 @@ class VramSampler:
         self._stop = True
         self.t.join()
         return self.peak / 2**20
+
+    def devices_used(self) -> list[int]:
+        """NVML indices of the GPUs that list this process (compute or graphics)."""
+        nv, pid, used = self.nvml, os.getpid(), []
+        for i in range(nv.nvmlDeviceGetCount()):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            procs = []
+            for query in (nv.nvmlDeviceGetComputeRunningProcesses, nv.nvmlDeviceGetGraphicsRunningProcesses):
+                try:
+                    procs += query(h)
+                except nv.NVMLError:
+                    pass
+            if any(p.pid == pid for p in procs):
+                used.append(i)
+        return used
 
 
 def as_dataset(folder: Path, cams, images, pts, cols):
@@ -106,6 +125,7 @@ def run_ours(args, backend, cams, images, pts, cols):
     trainer.train()
     sec = time.perf_counter() - t0
     peak = args.sampler.stop() if args.sampler else None
+    used = args.sampler.devices_used() if args.sampler else None
     pool = gpu.pool.stats(largest=12)  # before evaluation allocates its own buffers
     try:  # the driver-side heaps (staging, descriptors): what NVML sees beyond the pool
         heaps = [{"name": h.label, "pages": h.num_pages, "mib": h.total_mem_usage / 2**20}
@@ -115,7 +135,8 @@ def run_ours(args, backend, cams, images, pts, cols):
     m = evaluate(trainer, test_idx)
     return {"psnr": m["psnr"], "ssim": m["ssim"], "seconds": sec, "peak_vram_mib": peak,
             "num_gaussians": trainer.model.n, "adapter": gpu.adapter,
-            "overflowed_steps": trainer.pipeline.overflows, "heaps": heaps, "last_intersections": trainer.pipeline.last_count,
+            "overflowed_steps": trainer.pipeline.overflows, "heaps": heaps, "nvml_devices_used": used,
+            "host_stats": trainer.host_stats, "last_intersections": trainer.pipeline.last_count,
             "pool": {"total": pool["total"], "categories": pool["categories"],
                      "largest_at_high_water": pool["largest_at_high_water"]}}
 
@@ -213,6 +234,7 @@ def run_gsplat(args, cams, images, pts, cols):
     torch.cuda.synchronize()
     sec = before["seconds"] + time.perf_counter() - t0
     peak = args.sampler.stop() if args.sampler else None
+    used = args.sampler.devices_used() if args.sampler else None
     if before["peak_vram_mib"] is not None and peak is not None:
         peak = max(peak, before["peak_vram_mib"])
     if step < args.steps:  # the segment's time is up: save, report, stop
@@ -228,7 +250,7 @@ def run_gsplat(args, cams, images, pts, cols):
             ss.append(ssim(a, b))
     return {"psnr": float(np.mean(ps)), "ssim": float(np.mean(ss)), "seconds": sec, "peak_vram_mib": peak,
             "torch_peak_mib": torch.cuda.max_memory_allocated() / 2**20, "num_gaussians": len(params["means"]),
-            "adapter": torch.cuda.get_device_name()}
+            "adapter": torch.cuda.get_device_name(), "nvml_devices_used": used}
 
 
 def save_gsplat_state(path: Path, step, order, seconds, peak, params, opts, sched, strategy_state, rng) -> None:
@@ -306,7 +328,10 @@ def main() -> None:
            "psnr": r["psnr"], "ssim": r["ssim"], "sec_per_1k_steps": 1000 * r["seconds"] / args.steps,
            "peak_vram_mib": r["peak_vram_mib"], "num_gaussians": r["num_gaussians"], "gpu": r["adapter"],
            "commit": commit or os.environ.get("SPIRULA_COMMIT", "")}
-    for key in ("torch_peak_mib", "overflowed_steps", "last_intersections", "pool", "heaps"):
+    if args.sampler:
+        out["nvml_index"] = args.sampler.index
+    for key in ("torch_peak_mib", "overflowed_steps", "last_intersections", "nvml_devices_used", "host_stats",
+                "pool", "heaps"):
         if key in r:
             out[key] = r[key]
     if args.concurrent:

@@ -67,8 +67,10 @@ class Gpu:
         # `precise` exists in SPIR-V only (shaders/common/footprint.slang)
         defines = {} if backend == "vulkan" else {"PRECISE": ""}
         opts = spy.SlangCompilerOptions({"include_paths": [str(shader_dir())], "defines": defines})
+        self.adapter_luid = _chosen_adapter(kind, backend)
         try:
-            self.device = spy.Device(type=kind, compiler_options=opts, enable_hot_reload=False)
+            self.device = spy.Device(type=kind, compiler_options=opts, enable_hot_reload=False,
+                                     adapter_luid=self.adapter_luid)
         except Exception as exc:  # slangpy raises RuntimeError with a driver message
             raise DeviceError(_device_help(backend, exc)) from exc
         self.backend = backend
@@ -380,6 +382,20 @@ def _device_help(backend: str, exc: Exception) -> str:
     else:
         fix = "use --device vulkan"
     return f"No GPU device: {tried}. Fix: {fix}."
+
+
+def _chosen_adapter(kind, backend: str) -> list[int] | None:
+    """The LUID of adapter ``$SPIRULA_ADAPTER`` (an index into the backend's adapter list,
+    for machines with several GPUs); None (the driver's default) when unset. Raises
+    DeviceError naming the adapters when the index is not one of them."""
+    chosen = os.environ.get("SPIRULA_ADAPTER", "").strip()
+    if not chosen:
+        return None
+    adapters = spy.Device.enumerate_adapters(kind)
+    names = ", ".join(f"{i}: {a.name}" for i, a in enumerate(adapters)) or "none"
+    if not chosen.isdigit() or int(chosen) >= len(adapters):
+        raise DeviceError(f"$SPIRULA_ADAPTER={chosen} is not an adapter of {backend} (adapters: {names})")
+    return list(adapters[int(chosen)].luid)
 
 
 _shared: dict[str, Gpu] = {}

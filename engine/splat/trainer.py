@@ -92,6 +92,11 @@ class Trainer:
         self._order: list[int] = []
         self.t_start = time.perf_counter()  # history's elapsed_s counts from here
         self._unreported: list[dict] = []   # history entries collect_losses has not returned yet
+        # host wall time outside the pipelined steps (seconds, counts): what a benchmark's
+        # s/1k holds beyond the GPU's step time
+        # (densify_wait_s: waiting for the steps in flight before densifying)
+        self.host_stats = {"densify_wait_s": 0.0, "densify_s": 0.0, "densifications": 0,
+                           "eager_trim_s": 0.0, "eager_trims": 0}
 
     def _next_camera(self) -> int:
         if not self._order:
@@ -149,11 +154,17 @@ class Trainer:
             # scratch replaced by growth goes as soon as the GPU is done with it, not at the
             # next densify, where it would sit on top of densify's temporary (10M Gaussians:
             # two checkpoint buffers, 880 MiB, H200); the drain costs one step's pipelining
+            t = time.perf_counter()
             self.drain()
             self.raster.trim()
             self.loss.scratch.trim()
+            self.host_stats["eager_trim_s"] += time.perf_counter() - t
+            self.host_stats["eager_trims"] += 1
         if cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0:
+            t = time.perf_counter()
             self.drain()
+            self.host_stats["densify_wait_s"] += time.perf_counter() - t
+            t = time.perf_counter()
             self.raster.params = None  # densify may replace it: hold no old buffer while it does
             prune_scale = cfg.prune_scale * self.extent if done > cfg.opacity_reset_interval else float("inf")
             before, after = m.densify(cfg.grad_threshold, cfg.clone_scale * self.extent, cfg.prune_opacity,
@@ -164,6 +175,8 @@ class Trainer:
                 loss_tag["num_gaussians"] = after  # the logged count is the one after this step
             self.raster.trim()  # densify waited for the GPU: outgrown scratch can go
             self.loss.scratch.trim()
+            self.host_stats["densify_s"] += time.perf_counter() - t
+            self.host_stats["densifications"] += 1
         if done < cfg.densify_until and cfg.opacity_reset_interval and done % cfg.opacity_reset_interval == 0:
             m.reset_opacity(0.01)
 

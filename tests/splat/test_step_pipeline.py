@@ -151,25 +151,28 @@ def test_outgrown_scratch_is_freed_by_the_next_step(gpu):
 def test_logged_loss_is_the_mean_of_the_steps_since_the_last_log(gpu):
     """The loss comes back a step late through the read-back ring (Trainer.collect_losses):
     a log every 4 steps must be the mean of the per-step losses of a run that logs every
-    step, with the Gaussian count after that step (a densification at step 6)."""
+    step; each entry carries the Gaussian count after its step (densifications at steps 6
+    and 12; the runs differ in their counts there, float atomics reach the decision)."""
     ds = tiny_dataset(seed=13, n_points=2000)
-    runs = {}
-    for every in (1, 4):
-        tr = Trainer(gpu, ds, [0, 1, 2, 3], _config(steps=12, log_interval=every, densify_from=2,
+    runs, counts = {}, {}
+    for every, densify_from in ((1, 1000), (4, 1000), (4, 2)):
+        tr = Trainer(gpu, ds, [0, 1, 2, 3], _config(steps=12, log_interval=every, densify_from=densify_from,
                                                     densify_interval=6, densify_until=100))
-        seen = []
+        seen, n_after = [], []
         for s in range(12):
             tr.train_step(s)
+            n_after.append(tr.model.n)
             seen += tr.collect_losses()
         tr.drain()
         seen += tr.collect_losses()
         assert tr.collect_losses() == []  # each entry is returned once
         assert seen == tr.state.history
-        runs[every] = seen
-    per_step, logged = runs[1], runs[4]
+        runs[every, densify_from], counts[every, densify_from] = seen, n_after
+    per_step, logged = runs[1, 1000], runs[4, 1000]
     assert [h["step"] for h in per_step] == list(range(1, 13)) and [h["step"] for h in logged] == [4, 8, 12]
-    assert per_step[5]["num_gaussians"] != per_step[4]["num_gaussians"]  # the densification happened
     for h in logged:
         window = per_step[h["step"] - 4:h["step"]]
         assert h["loss"] == pytest.approx(np.mean([w["loss"] for w in window]), rel=1e-4)
-        assert h["num_gaussians"] == per_step[h["step"] - 1]["num_gaussians"]
+    grown, n_after = runs[4, 2], counts[4, 2]
+    assert n_after[5] != n_after[4] and n_after[11] != n_after[10]  # both densifications changed the count
+    assert [h["num_gaussians"] for h in grown] == [n_after[3], n_after[7], n_after[11]]
