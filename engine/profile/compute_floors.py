@@ -28,11 +28,12 @@ compile it that way); loads, stores, integer index arithmetic, compares, min/max
 
 rasterize_forward, per pair (the ``for k`` loop of a contributing splat)::
 
-    d = s_xyf[k].xy - pix                               2   (2 sub)
+    d = s_xy[k] - pix                                   2   (2 sub)
     power = -0.5 (co.x d.x d.x + co.z d.y d.y)
             - co.y d.x d.y                              9   (7 mul, 2 add/sub)
-    if (!reaches(power, floor)) continue                0   compares (floor per splat, at load)
+    if (power > 0) continue                             0   compare
     alpha = min(ALPHA_MAX, co.w * exp(power))           1   (co.w * G) + 1 SFU (exp); min: compare
+    if (alpha < ALPHA_MIN) continue                     0   compare
     nextT = T * (1 - alpha)                             2   (sub, mul)
     if (nextT < T_MIN) ...                              0   compare
     C += s_rgb[k] * (alpha * T)                         7   (1 mul, 3 FMA)
@@ -70,8 +71,8 @@ and the atomics are the implementation's, not counted).
 
 Where this is a floor and where not:
   - Every pair is charged the full count of a composited pair. A pair rejected by the
-    power test (before its pixel's last contributor) does only d and power (the test is
-    on the power, before any exp): :data:`SKIPPED_FLOPS` = 11 FLOPs in both kernels (a rejected pair
+    power or alpha test (before its pixel's last contributor) does only d, power, exp and
+    co.w * G: :data:`SKIPPED_FLOPS` = 12 FLOPs (+ 1 SFU) in both kernels (a rejected pair
     has no gradient). The JSON gives that lower variant too (``floor_ms_all_skipped``): the
     strict lower bound whatever fraction of pairs composites; the true floor lies between.
   - FLOPs at an FMA-derived rate: the probe's rate counts 2 FLOPs per FMA, so a lone
@@ -101,7 +102,7 @@ UNROLL = 32   # shaders/profile/flops.slang UNROLL
 
 # (expression in shaders/raster/raster.slang, FP32 FLOPs, SFU ops) per pixel-splat pair
 FORWARD_OPS: tuple[tuple[str, int, int], ...] = (
-    ("d = s_xyf[k].xy - pix", 2, 0),
+    ("d = s_xy[k] - pix", 2, 0),
     ("power = -0.5 (co.x d.x d.x + co.z d.y d.y) - co.y d.x d.y", 9, 0),
     ("alpha = min(ALPHA_MAX, co.w * exp(power))", 1, 1),
     ("nextT = T * (1 - alpha)", 2, 0),
@@ -124,8 +125,8 @@ BACKWARD_OPS: tuple[tuple[str, int, int], ...] = (
     ("w[7] = gpow * (-0.5 d.y d.y)", 3, 0),
     ("sum of the 9 gradient terms over the splat's pixels", 9, 0),
 )
-# what a pair rejected by the power test costs: d, power
-SKIPPED_FLOPS = 2 + 9
+# what a pair rejected by the power / alpha test costs: d, power, co.w * exp(power)
+SKIPPED_FLOPS = 2 + 9 + 1
 
 KERNELS = {"rasterize_forward": FORWARD_OPS, "rasterize_backward": BACKWARD_OPS}
 
@@ -195,7 +196,7 @@ def format_compute_floors(rep: dict) -> list[str]:
         lines.append(f"  {r['name']:22s}{fmt(r['ms'], '10.3f'):>10s}{r['flops_per_pair']:11d}"
                      f"{fmt(r['floor_ms'], '11.4f'):>11s}{fmt(r['ratio'], '9.1f'):>9s}"
                      f"{fmt(r['ratio_all_skipped'], '14.1f'):>14s}{fmt(r['byte_ratio'], '14.1f'):>14s}")
-    lines.append(f"  (x if skipped: were every pair rejected by the power test, {SKIPPED_FLOPS} FLOPs each: "
+    lines.append(f"  (x if skipped: were every pair rejected by the power/alpha test, {SKIPPED_FLOPS} FLOPs each: "
                  "the strict lower bound)")
     return lines
 
