@@ -28,7 +28,7 @@ collect() {
   nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader
   cp $S/results-*.jsonl $S/raster-*.json $S/errors-*.log "$OUT"/ 2>/dev/null
   for f in $S/results-*.jsonl; do [ -f "$f" ] && cut -c1-400 "$f"; done
-  tail -3 $S/errors-*.log 2>/dev/null
+  tail -n 3 $S/errors-*.log 2>/dev/null
   { [ -f $S/chain0.done ] && [ -f $S/chain1.done ]; } && echo "ALL DONE" || echo "STILL RUNNING"
 }
 case $part in
@@ -70,5 +70,5 @@ D)
   [ $g = 1 ] || [ "${CUDA_RUN:-0}" = 1 ] && CUDA_VISIBLE_DEVICES=0 BENCH_NVML_INDEX=0 bench 240 --trainer ours-cuda --steps 7000 2>>"$OUT/errors-0.log" \
     | grep '^RESULT' >> "$OUT/results-d0.jsonl"
   wait
-  cut -c1-420 "$OUT"/results-d*.jsonl; tail -3 "$OUT"/errors-*.log ;;
+  cut -c1-420 "$OUT"/results-d*.jsonl; tail -n 3 "$OUT"/errors-*.log ;;
 esac

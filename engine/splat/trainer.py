@@ -64,9 +64,9 @@ def pack_rgba8(image: np.ndarray) -> np.ndarray:
 
 class Trainer:
     # scratch outgrown by at least this many bytes (0: any) is freed the step after it grew,
-    # less at the next densify (train_step). 0 is what was measured on the H200 (BENCHMARKS.md,
-    # eighth session): 10M Gaussians 8,287 -> 7,596 MiB peak, but fox's 30k peak 744 -> 924 MiB
-    # (the pool's own high-water unchanged); a threshold such as 256 MiB is not measured yet
+    # less at the next densify (train_step). Measured on the H200 (BENCHMARKS.md): 0 took 10M
+    # Gaussians from 8,287 to 7,596 MiB peak (eighth session); on fox 30k, 256 MiB gave the
+    # same s/1k and a peak 46 MiB lower, inside the run-to-run spread of 742-946 MiB (ninth)
     eager_trim_bytes = 0
 
     def __init__(self, gpu: Gpu, dataset: Dataset, train_idx: list[int], cfg: TrainConfig):
