@@ -74,7 +74,12 @@ Where this is a floor and where not:
     power or alpha test (before its pixel's last contributor) does only d, power, exp and
     co.w * G: :data:`SKIPPED_FLOPS` = 12 FLOPs (+ 1 SFU) in both kernels (a rejected pair
     has no gradient). The JSON gives that lower variant too (``floor_ms_all_skipped``): the
-    strict lower bound whatever fraction of pairs composites; the true floor lies between.
+    strict lower bound whatever fraction of pairs composites. The floor proper charges the
+    composited pairs in full and the rejected ones SKIPPED_FLOPS (``floor_ms_composited``),
+    from a count of the composited pairs (:func:`composited_count`,
+    shaders/profile/composited.slang); ``composited_over_byte_floor`` is that floor over
+    the kernel's memory-traffic floor: above 3, no implementation of this algorithm can come
+    within 3x of its byte floor.
   - FLOPs at an FMA-derived rate: the probe's rate counts 2 FLOPs per FMA, so a lone
     multiply or add (1 FLOP in one issue slot that could have done 2) is charged half its
     issue cost: the floor assumes perfect fusion and stays a lower bound.
@@ -149,6 +154,32 @@ def pair_count(last_index) -> int:
     return int(np.asarray(last_index).sum(dtype=np.int64))
 
 
+def composited_count(gpu, raster, view) -> int:
+    """Composited pixel-splat pairs of ``raster``'s last rendered ``view`` (a single-pass
+    render: ranges from tile row 0): per pixel, the splats before its ``last_index`` that
+    pass the forward's alpha test, summed in int64. One dispatch of
+    shaders/profile/composited.slang on the rasterizer's own buffers, then a read; reporting
+    only. Raises ValueError past the device's 1D dispatch limit (pixels)."""
+    import numpy as np
+    import slangpy as spy
+
+    pixels = view.width * view.height
+    if pixels > gpu.max_items_1d:
+        raise ValueError(f"{pixels:,} pixels: more than one dispatch of {gpu.max_items_1d:,} threads")
+    device = gpu.device  # straight from slangpy: outside the profile and the VRAM pool's high-water mark
+    out = device.create_buffer(size=4 * max(pixels, 4), usage=spy.BufferUsage.unordered_access
+                               | spy.BufferUsage.shader_resource, label="bench.composited")
+    enc = device.create_command_encoder()
+    gpu.kernel("profile/composited", "count_composited").raw.dispatch(
+        thread_count=[pixels, 1, 1], command_encoder=enc, ranges=raster.buffer("ranges"),
+        isect_ids=raster.buffer("isect_ids"), means2d=raster.buffer("means2d"),
+        conic_opac=raster.buffer("conic_opac"), last_index=raster.buffer("last_index"), composited=out,
+        width=view.width, height=view.height, tiles_x=view.tiles_x)
+    device.submit_command_buffer(enc.finish())
+    device.wait_for_idle()
+    return int(out.to_numpy().view(np.uint32)[:pixels].sum(dtype=np.int64))
+
+
 def kernel_floor(pairs: int, flops_per_pair: int, flop_per_s: float, ms: float | None = None) -> dict:
     """Compute floor of one kernel: ``flops`` = pairs x flops_per_pair, ``floor_ms`` =
     flops / flop_per_s in ms (None without a positive rate), ``ratio`` = ms / floor_ms
@@ -160,27 +191,43 @@ def kernel_floor(pairs: int, flops_per_pair: int, flop_per_s: float, ms: float |
             "ms": ms, "ratio": ratio}
 
 
-def compute_report(pairs: int, kernel_ms: dict, flop_rate: dict, byte_ratio: dict | None = None) -> dict:
+def compute_report(pairs: int, kernel_ms: dict, flop_rate: dict, byte_ratio: dict | None = None,
+                   composited: int | None = None) -> dict:
     """The ``compute_floors`` section of the bench JSON.
 
     pairs: :func:`pair_count` of the last rendered iteration; kernel_ms: measured ms per
     iteration by kernel name (missing: None); flop_rate: :func:`measure_flops`'s result;
     byte_ratio: the memory-traffic floor's ratio by kernel name (floors.floor_report), for
-    comparison. Returns ``flop_per_s``, ``probe`` (how it was measured) and ``kernels``
-    (per kernel: pairs, flops_per_pair, flops, floor_ms, ms, ratio, sfu_per_pair,
+    comparison; composited: :func:`composited_count` of the same render (None: not counted).
+    Returns ``flop_per_s``, ``probe`` (how it was measured), ``pairs``, ``composited`` and
+    ``kernels`` (per kernel: pairs, flops_per_pair, flops, floor_ms, ms, ratio, sfu_per_pair,
     floor_ms_all_skipped and ratio_all_skipped (every pair charged SKIPPED_FLOPS only),
-    byte_ratio, and the per-expression ``ops``)."""
+    floor_ms_composited and ratio_composited (composited pairs in full, the rest at
+    SKIPPED_FLOPS), byte_ratio, composited_over_byte_floor (floor_ms_composited over the
+    byte floor), and the per-expression ``ops``)."""
     rate = flop_rate["flop_per_s"]
+    if composited is not None and not 0 <= composited <= pairs:
+        raise ValueError(f"composited pairs {composited} outside 0..{pairs}")
     rows = []
     for name in KERNELS:
         ms = kernel_ms.get(name)
         row = {"name": name, **kernel_floor(pairs, flops_per_pair(name), rate, ms), "sfu_per_pair": sfu_per_pair(name)}
         low = kernel_floor(pairs, SKIPPED_FLOPS, rate, ms)
         row["floor_ms_all_skipped"], row["ratio_all_skipped"] = low["floor_ms"], low["ratio"]
+        row["floor_ms_composited"] = row["ratio_composited"] = row["composited_over_byte_floor"] = None
+        if composited is not None:
+            full, rest = kernel_floor(composited, flops_per_pair(name), rate), kernel_floor(pairs - composited, SKIPPED_FLOPS, rate)
+            if full["floor_ms"] is not None:
+                mixed = full["floor_ms"] + rest["floor_ms"]
+                row["floor_ms_composited"] = mixed
+                row["ratio_composited"] = ms / mixed if ms is not None and mixed > 0 else None
         row["byte_ratio"] = (byte_ratio or {}).get(name)
+        if row["byte_ratio"] and row["ratio_composited"]:
+            row["composited_over_byte_floor"] = row["byte_ratio"] / row["ratio_composited"]
         row["ops"] = [{"expr": e, "flops": f, "sfu": s} for e, f, s in KERNELS[name]]
         rows.append(row)
-    return {"flop_per_s": rate, "probe": flop_rate, "pairs": int(pairs), "kernels": rows}
+    return {"flop_per_s": rate, "probe": flop_rate, "pairs": int(pairs),
+            "composited": None if composited is None else int(composited), "kernels": rows}
 
 
 def format_compute_floors(rep: dict) -> list[str]:
@@ -189,15 +236,19 @@ def format_compute_floors(rep: dict) -> list[str]:
     fmt = lambda v, f: format(v, f) if v is not None else "-"
     lines = [f"  measured FP32 rate {rep['flop_per_s'] / 1e9:.1f} GFLOP/s ({p['threads']:,} threads x {p['chains']} "
              f"FMA chains x {p['unroll'] * p['iters']} steps, 2 FLOPs per FMA, median of {p['repeats']}); "
-             f"{rep['pairs']:,} pixel-splat pairs (sum of last_index)",
+             f"{rep['pairs']:,} pixel-splat pairs (sum of last_index)"
+             + (f", {rep['composited']:,} of them composited ({rep['composited'] / max(rep['pairs'], 1):.1%})"
+                if rep.get("composited") is not None else ""),
              f"  {'kernel':22s}{'ms/iter':>10s}{'FLOP/pair':>11s}{'floor ms':>11s}{'x floor':>9s}"
-             f"{'x if skipped':>14s}{'x byte floor':>14s}"]
+             f"{'x if skipped':>14s}{'x mixed':>9s}{'x byte floor':>14s}{'mixed/byte':>12s}"]
     for r in rep["kernels"]:
         lines.append(f"  {r['name']:22s}{fmt(r['ms'], '10.3f'):>10s}{r['flops_per_pair']:11d}"
                      f"{fmt(r['floor_ms'], '11.4f'):>11s}{fmt(r['ratio'], '9.1f'):>9s}"
-                     f"{fmt(r['ratio_all_skipped'], '14.1f'):>14s}{fmt(r['byte_ratio'], '14.1f'):>14s}")
+                     f"{fmt(r['ratio_all_skipped'], '14.1f'):>14s}{fmt(r.get('ratio_composited'), '9.1f'):>9s}"
+                     f"{fmt(r['byte_ratio'], '14.1f'):>14s}{fmt(r.get('composited_over_byte_floor'), '12.2f'):>12s}")
     lines.append(f"  (x if skipped: were every pair rejected by the power/alpha test, {SKIPPED_FLOPS} FLOPs each: "
-                 "the strict lower bound)")
+                 "the strict lower bound; x mixed: composited pairs in full, the rest at that price; "
+                 "mixed/byte: that floor over the byte floor, above 3 no implementation is within 3x of it)")
     return lines
 
 

@@ -460,15 +460,18 @@ class Rasterizer:
         self.gpu.submit(enc)
         return self.gpu.read(self.image, np.float32, shape=(view.height, view.width, 3))
 
-    def read(self, name: str, dtype=np.float32, shape=None) -> np.ndarray:
-        """Host copy of an internal buffer (tests and debugging). A phase buffer (e.g.
-        ``g_screen``) is read from the arena slot it had in its phase: after the phase it
-        may hold another phase's data (or poison), by design."""
+    def buffer(self, name: str):
+        """An internal buffer (tests, benchmarks). A phase buffer (e.g. ``g_screen``) is the
+        arena slot it had in its phase: after the phase it may hold another phase's data (or
+        poison), by design."""
         try:
-            buf = self.bufs[name]
+            return self.bufs[name]
         except KeyError:
-            buf = next(d[name] for d in self.arena._last.values() if name in d)
-        return self.gpu.read(buf, dtype, shape=shape)
+            return next(d[name] for d in self.arena._last.values() if name in d)
+
+    def read(self, name: str, dtype=np.float32, shape=None) -> np.ndarray:
+        """Host copy of :meth:`buffer` ``name`` (tests and debugging)."""
+        return self.gpu.read(self.buffer(name), dtype, shape=shape)
 
     def trim(self) -> None:
         """Free scratch outgrown since the last call (only after waiting for the GPU)."""

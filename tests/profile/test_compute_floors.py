@@ -25,8 +25,9 @@ def _last_contributors(means2d, conic_opac, ranges, isect_ids, view) -> np.ndarr
     """Per pixel, 1 + the list position of its last composited splat (0 if none): the
     compositing of raster.slang's header (alpha = min(0.999, o exp(power)), skipped when
     power > 0 or alpha < 1/255, the pixel stops where T would fall below 1e-4) in float64,
-    vectorised over pixels, one step per list position. Returns that [H, W] int64 and
-    whether each pixel stopped at T < 1e-4 [H, W] bool."""
+    vectorised over pixels, one step per list position. Returns that [H, W] int64, whether
+    each pixel stopped at T < 1e-4 [H, W] bool, and how many splats each pixel composited
+    [H, W] int64."""
     ys, xs = np.mgrid[0:view.height, 0:view.width]
     tile = ((ys // TILE) * view.tiles_x + xs // TILE).ravel()
     px, py = xs.ravel() + 0.5, ys.ravel() + 0.5
@@ -35,6 +36,7 @@ def _last_contributors(means2d, conic_opac, ranges, isect_ids, view) -> np.ndarr
     T = np.ones(px.size)
     last = np.zeros(px.size, np.int64)
     done = np.zeros(px.size, bool)
+    composited = np.zeros(px.size, np.int64)
     with np.errstate(invalid="ignore"):  # culled Gaussians' rows hold whatever was there (NaN bit
         m2, co = means2d.astype(np.float64), conic_opac.astype(np.float64)  # patterns); only listed ids are read
     for k in range(int(length.max(initial=0))):
@@ -51,7 +53,9 @@ def _last_contributors(means2d, conic_opac, ranges, isect_ids, view) -> np.ndarr
         use &= ~stop
         T = np.where(use, next_T, T)
         last = np.where(use, k + 1, last)
-    return last.reshape(view.height, view.width), done.reshape(view.height, view.width)
+        composited += use
+    shape = (view.height, view.width)
+    return last.reshape(shape), done.reshape(shape), composited.reshape(shape)
 
 
 def test_pairs_match_a_numpy_recompositing(gpu):
@@ -67,7 +71,7 @@ def test_pairs_match_a_numpy_recompositing(gpu):
     m = raster.m
     ranges = raster.read("ranges", np.uint32, shape=(view.tiles_x * view.tiles_y, 2))
     ids = raster.read("isect_ids", np.uint32)[:m]
-    want, stopped = _last_contributors(raster.read("means2d", np.float32, shape=(n, 2)),
+    want, stopped, want_composited = _last_contributors(raster.read("means2d", np.float32, shape=(n, 2)),
                               raster.read("conic_opac", np.float32, shape=(n, 4)), ranges, ids, view)
     got = raster.read("last_index", np.uint32, shape=(height, width))
     # float32 on the GPU against float64 here: a pixel may flip at the 1/255 or 1e-4 cut-offs
@@ -86,6 +90,14 @@ def test_pairs_match_a_numpy_recompositing(gpu):
     print(f"{pairs} pairs, {ref_pairs} recomputed, {listed} listed, {m} intersections, "
           f"{stopped.mean():.0%} of pixels stopped")
     assert stopped.mean() > 0.1 and np.all(want[stopped] > 0)
+    # composited pairs: the GPU's count over its own last_index against the re-run's, which
+    # flips with the same pixels (none here); most pairs of the scene are rejected (3.4%
+    # composite), so the count is not the pair count again
+    composited = cf.composited_count(gpu, raster, view)
+    ref_composited = int(want_composited.sum())
+    print(f"{composited} composited, {ref_composited} recomputed")
+    assert abs(composited - ref_composited) <= 1e-4 * ref_composited, (composited, ref_composited)
+    assert 0 < composited < 0.5 * pairs, (composited, pairs)
     assert 0 < ref_pairs < 0.97 * listed and replayed <= pairs <= TILE * TILE * replayed
 
 
@@ -143,6 +155,20 @@ def test_floor_arithmetic():
     assert bwd["floor_ms"] == pytest.approx(2.0) and bwd["ratio"] == pytest.approx(2.0)
     assert bwd["floor_ms_all_skipped"] == pytest.approx(2e6 * cf.SKIPPED_FLOPS / 6.2e10 * 1e3)
     assert fwd["byte_ratio"] == 44.0 and bwd["byte_ratio"] is None
+    assert rep["composited"] is None and fwd["floor_ms_composited"] is None and fwd["ratio_composited"] is None
+    # a quarter of the pairs composited: those at the full count, the rest at SKIPPED_FLOPS
+    rep = cf.compute_report(2_000_000, {"rasterize_forward": 7.0, "rasterize_backward": 4.0}, probe,
+                            {"rasterize_forward": 44.0}, composited=500_000)
+    rows = {r["name"]: r for r in rep["kernels"]}
+    fwd, bwd = rows["rasterize_forward"], rows["rasterize_backward"]
+    assert rep["composited"] == 500_000
+    assert bwd["floor_ms_composited"] == pytest.approx((5e5 * 62 + 1.5e6 * 12) / 6.2e10 * 1e3)
+    assert bwd["ratio_composited"] == pytest.approx(4.0 / bwd["floor_ms_composited"])
+    byte_floor_ms = 7.0 / 44.0  # ms / byte ratio
+    assert fwd["composited_over_byte_floor"] == pytest.approx(fwd["floor_ms_composited"] / byte_floor_ms)
+    assert bwd["composited_over_byte_floor"] is None
+    with pytest.raises(ValueError, match="composited"):
+        cf.compute_report(10, {}, probe, composited=11)
     assert sum(o["flops"] for o in bwd["ops"]) == 62
     text = "\n".join(cf.format_compute_floors(rep))
     assert "rasterize_forward" in text and "rasterize_backward" in text and "62.0 GFLOP/s" in text
@@ -156,8 +182,10 @@ def test_bench_reports_compute_floors(gpu):
     byte_rows = {r["name"]: r for r in res["floors"]["kernels"]}
     replayed = res["floors"]["workload"]["replayed"]
     assert 0 < replayed <= rep["pairs"] <= TILE * TILE * replayed
+    assert 0 < rep["composited"] <= rep["pairs"]
     for r in rep["kernels"]:
         b = byte_rows[r["name"]]
         assert r["pairs"] == rep["pairs"] and r["ms"] == b["ms"] > 0 and r["byte_ratio"] == b["ratio"]
         assert r["floor_ms"] == pytest.approx(r["pairs"] * r["flops_per_pair"] / rep["flop_per_s"] * 1e3)
         assert r["ratio"] == pytest.approx(r["ms"] / r["floor_ms"])
+        assert r["floor_ms_all_skipped"] <= r["floor_ms_composited"] <= r["floor_ms"]
