@@ -73,10 +73,16 @@ def test_render_binned_by_ellipse_matches_whole_rectangles(gpu, seed):
 def _random_splats(rng, n, width, height):
     """Splats of every shape straight in screen space: round to needles (axis ratio up to
     2000, any angle), 0.5-400 px, opacity from just over 1/255 to 1, means up to a third of
-    the image outside it. Returns float32 means2d [N, 2], conic_opac [N, 4], radii [N, 2]."""
+    the image outside it; the first eighth are sure needles (40-400 px long, axis ratio
+    500-2000, 25-65 degrees off the axes), so every draw mixes both kinds. Returns float32
+    means2d [N, 2], conic_opac [N, 4], radii [N, 2]."""
     major = np.exp(rng.uniform(np.log(0.5), np.log(400), n))
     minor = major / np.exp(rng.uniform(0, np.log(2000), n))
     angle = rng.uniform(0, np.pi, n)
+    k = n // 8
+    major[:k] = np.exp(rng.uniform(np.log(40), np.log(400), k))
+    minor[:k] = major[:k] / np.exp(rng.uniform(np.log(500), np.log(2000), k))
+    angle[:k] = np.radians(rng.uniform(25, 65, k)) + rng.integers(0, 2, k) * np.pi / 2
     c, s = np.cos(angle), np.sin(angle)
     var_a = c * c * major ** 2 + s * s * minor ** 2 + 0.3  # the projection's 0.3 px^2 low-pass
     var_c = s * s * major ** 2 + c * c * minor ** 2 + 0.3
