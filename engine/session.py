@@ -399,7 +399,8 @@ class _Engine:
         the project of the training it ``ends``; a bad command ends no training). The
         message of an ending training says which checkpoint is kept."""
         text = str(exc) if isinstance(exc, SpirulaError) else f"{type(exc).__name__}: {exc}"
-        log.error("engine error: %s\n%s", text, traceback.format_exc())
+        trace = "".join(traceback.format_exception(exc)) if exc.__traceback__ is not None else ""
+        log.error("engine error: %s%s", text, "\n" + trace if trace else "")
         path = path or getattr(exc, "filename", None) or (ends.project if ends is not None else None)
         if ends is not None:
             ends.finished = True

@@ -97,15 +97,16 @@ def run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig,
 def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress, on_message, should_stop,
                   resume: str, checkpoint_path: Path | None, keep_checkpoint: bool) -> dict:
     out_dir = Path(out_dir)
-    check_output_dir(out_dir)
     ckpt_path = Path(checkpoint_path) if checkpoint_path is not None else out_dir / checkpoint.NAME
     if resume == "require" and not ckpt_path.is_file():
         raise checkpoint.CheckpointError(f"--resume: no checkpoint at {ckpt_path} (one is written every "
                                          "--checkpoint-every steps)")
     t0 = time.perf_counter()
+    # a bad dataset fails before the output folder or the GPU device exists (no empty folder left)
+    dataset = load_dataset(dataset_path, cfg.dataset.max_size)
+    check_output_dir(out_dir)
     gpu = get_gpu(cfg.device)
     on_message(f"device: {gpu.adapter}")
-    dataset = load_dataset(dataset_path, cfg.dataset.max_size)
     for w in dataset.warnings:
         on_message(f"warning: {w}")
     train_idx, test_idx = dataset.split(cfg.dataset.eval_every)

@@ -47,6 +47,7 @@ def test_missing_dataset_is_a_clear_error(tmp_path, capsys):
     assert rc == 1
     err = capsys.readouterr().err
     assert "nope" in err
+    assert not (tmp_path / "out").exists()  # the dataset is checked before the output folder is made
 
 
 def test_unwritable_output_is_refused_before_work(shared_data, tmp_path, capsys):
