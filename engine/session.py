@@ -23,7 +23,6 @@ thread keeps running while the GPU (or the CPU doing software Vulkan) works.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import queue
 import re

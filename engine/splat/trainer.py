@@ -92,9 +92,8 @@ class Trainer:
         self._order: list[int] = []
         self.t_start = time.perf_counter()  # history's elapsed_s counts from here
         self._unreported: list[dict] = []   # history entries collect_losses has not returned yet
-        # host wall time outside the pipelined steps (seconds, counts): what a benchmark's
-        # s/1k holds beyond the GPU's step time
-        # (densify_wait_s: waiting for the steps in flight before densifying)
+        # host wall time outside the pipelined steps (seconds, counts), what a benchmark's s/1k
+        # holds beyond the GPU's step time; densify_wait_s: waiting for the steps in flight
         self.host_stats = {"densify_wait_s": 0.0, "densify_s": 0.0, "densifications": 0,
                            "eager_trim_s": 0.0, "eager_trims": 0}
 
