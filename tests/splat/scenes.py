@@ -56,3 +56,29 @@ def tiny_dataset(seed: int = 0, n_cams: int = 4, w: int = 64, h: int = 48, n_poi
                            image=rng.integers(0, 256, (h, w, 3), dtype=np.uint8)))
     pts = rng.normal(0.0, 0.5, (n_points, 3)).astype(np.float32)
     return Dataset(root=Path("."), cameras=cams, points=pts, colors=rng.integers(0, 256, (n_points, 3), dtype=np.uint8))
+
+
+def random_screen_splats(rng, n, width, height):
+    """Splats of every shape straight in screen space: round to needles (axis ratio up to
+    2000, any angle), 0.5-400 px, opacity from just over 1/255 to 1, means up to a third of
+    the image outside it; the first eighth are sure needles (40-400 px long, axis ratio
+    500-2000, 25-65 degrees off the axes), so every draw mixes both kinds. Returns float32
+    means2d [N, 2], conic_opac [N, 4], radii [N, 2]."""
+    major = np.exp(rng.uniform(np.log(0.5), np.log(400), n))
+    minor = major / np.exp(rng.uniform(0, np.log(2000), n))
+    angle = rng.uniform(0, np.pi, n)
+    k = n // 8
+    major[:k] = np.exp(rng.uniform(np.log(40), np.log(400), k))
+    minor[:k] = major[:k] / np.exp(rng.uniform(np.log(500), np.log(2000), k))
+    angle[:k] = np.radians(rng.uniform(25, 65, k)) + rng.integers(0, 2, k) * np.pi / 2
+    c, s = np.cos(angle), np.sin(angle)
+    var_a = c * c * major ** 2 + s * s * minor ** 2 + 0.3  # the projection's 0.3 px^2 low-pass
+    var_c = s * s * major ** 2 + c * c * minor ** 2 + 0.3
+    cov_b = c * s * (major ** 2 - minor ** 2)
+    det = var_a * var_c - cov_b ** 2
+    opac = np.exp(rng.uniform(np.log(1.001 / 255), 0, n))
+    extend = np.minimum(3.33, np.sqrt(2 * np.log(255 * opac)))
+    radii = np.stack([np.ceil(extend * np.sqrt(var_a)), np.ceil(extend * np.sqrt(var_c))], 1)
+    means = rng.uniform(-0.3, 1.3, (n, 2)) * [width, height]
+    co = np.stack([var_c / det, -cov_b / det, var_a / det, opac], 1)
+    return means.astype(np.float32), co.astype(np.float32), radii.astype(np.int32)

@@ -10,7 +10,7 @@ import pytest
 from engine.splat.camera_table import View, camera_row
 from engine.splat.render import Rasterizer
 from tests.splat import reference as ref
-from tests.splat.scenes import random_camera, random_scene
+from tests.splat.scenes import random_camera, random_scene, random_screen_splats
 
 
 def _elongated_scene(seed, n, width, height):
@@ -70,32 +70,6 @@ def test_render_binned_by_ellipse_matches_whole_rectangles(gpu, seed):
     assert raster.m < r["rect_tiles"].sum()
 
 
-def _random_splats(rng, n, width, height):
-    """Splats of every shape straight in screen space: round to needles (axis ratio up to
-    2000, any angle), 0.5-400 px, opacity from just over 1/255 to 1, means up to a third of
-    the image outside it; the first eighth are sure needles (40-400 px long, axis ratio
-    500-2000, 25-65 degrees off the axes), so every draw mixes both kinds. Returns float32
-    means2d [N, 2], conic_opac [N, 4], radii [N, 2]."""
-    major = np.exp(rng.uniform(np.log(0.5), np.log(400), n))
-    minor = major / np.exp(rng.uniform(0, np.log(2000), n))
-    angle = rng.uniform(0, np.pi, n)
-    k = n // 8
-    major[:k] = np.exp(rng.uniform(np.log(40), np.log(400), k))
-    minor[:k] = major[:k] / np.exp(rng.uniform(np.log(500), np.log(2000), k))
-    angle[:k] = np.radians(rng.uniform(25, 65, k)) + rng.integers(0, 2, k) * np.pi / 2
-    c, s = np.cos(angle), np.sin(angle)
-    var_a = c * c * major ** 2 + s * s * minor ** 2 + 0.3  # the projection's 0.3 px^2 low-pass
-    var_c = s * s * major ** 2 + c * c * minor ** 2 + 0.3
-    cov_b = c * s * (major ** 2 - minor ** 2)
-    det = var_a * var_c - cov_b ** 2
-    opac = np.exp(rng.uniform(np.log(1.001 / 255), 0, n))
-    extend = np.minimum(3.33, np.sqrt(2 * np.log(255 * opac)))
-    radii = np.stack([np.ceil(extend * np.sqrt(var_a)), np.ceil(extend * np.sqrt(var_c))], 1)
-    means = rng.uniform(-0.3, 1.3, (n, 2)) * [width, height]
-    co = np.stack([var_c / det, -cov_b / det, var_a / det, opac], 1)
-    return means.astype(np.float32), co.astype(np.float32), radii.astype(np.int32)
-
-
 def _reached(means, co, rect):
     """Tiles (tx, ty) of rect where a pixel centre passes the rasterizer's alpha >= 1/255
     test in exact arithmetic or in float32 (as raster.slang evaluates it)."""
@@ -121,7 +95,7 @@ def test_binning_keeps_every_reached_tile_of_any_shape(gpu):
     width, height = 1008, 400
     view = View(0, width, height)
     tx, ty = view.tiles_x, view.tiles_y
-    means, co, radii = _random_splats(rng, 160, width, height)
+    means, co, radii = random_screen_splats(rng, 160, width, height)
     # a needle (a c / det ~ 1.6e5) whose float32 pixel test reaches a tile past its exact
     # ellipse (alpha 1.01/255 at pixel (287.5, 368.5)), where a float32 evaluation of the
     # closed-form span dropped that tile (found in review in NumPy; lavapipe's own span

@@ -8,7 +8,7 @@ import pytest
 from engine.splat.camera_table import View
 from engine.splat.render import SCREEN_GRAD_STRIDE, split_screen_grads
 from tests.splat import reference as ref
-from tests.splat.scenes import random_camera, random_scene
+from tests.splat.scenes import random_camera, random_scene, random_screen_splats
 
 
 def _splats(rng, n, width, height, scale=(-2.5, -1.2)):
@@ -213,3 +213,42 @@ def test_clear_screen_grads_zeroes_exactly_n_rows_over_a_2d_grid(gpu, monkeypatc
     after = gpu.read(buf, np.float32, before.size)
     assert (after[:SCREEN_GRAD_STRIDE * n] == 0).all()
     np.testing.assert_array_equal(after[SCREEN_GRAD_STRIDE * n:], before[SCREEN_GRAD_STRIDE * n:])
+
+
+def test_strip_masks_keep_every_strip_a_pixel_composites_in(gpu):
+    """raster.slang's strip_mask (the 2-row strips of a tile a subgroup may skip a splat
+    for) on screen-space splats of every shape, needles included, each in a tile near its
+    mean: every strip one of whose pixel centres passes the alpha >= 1/255 test (float64 or
+    float32, as the rasterizer evaluates it) is kept; well-conditioned splats keep little
+    more than the strips they reach."""
+    rng = np.random.default_rng()
+    n = 3000
+    means, co, radii = random_screen_splats(rng, n, 1008, 400)
+    # a tile around a point within the splat's rectangle, so most tiles meet the ellipse's edge
+    point = means + rng.uniform(-1, 1, (n, 2)) * radii
+    origins = (np.floor(point / 16) * 16).astype(np.float32)
+    masks = gpu.buffer(4 * n)
+    gpu.kernel("raster/raster", "strip_masks").dispatch(
+        thread_count=[n, 1, 1], means2d=gpu.upload(means), conic_opac=gpu.upload(co), origins=gpu.upload(origins),
+        masks=masks, n=n)
+    got = gpu.read(masks, np.uint32, n)
+    ys, xs = np.mgrid[0:16, 0:16] + 0.5
+    need = np.zeros((n, 8), bool)
+    for dt in (np.float64, np.float32):
+        dx = means[:, 0, None, None].astype(dt) - (origins[:, 0, None, None] + xs).astype(dt)
+        dy = means[:, 1, None, None].astype(dt) - (origins[:, 1, None, None] + ys).astype(dt)
+        a, b, c, o = (co[:, k, None, None].astype(dt) for k in range(4))
+        power = dt(-0.5) * (a * dx * dx + c * dy * dy) - b * dx * dy
+        hit = (power <= 0) & (np.minimum(dt(0.999), o * np.exp(power)) >= dt(1) / dt(255))
+        need |= hit.reshape(n, 8, 2, 16).any(axis=(2, 3))
+    kept = (got[:, None] >> np.arange(8)) & 1 == 1
+    dropped = need & ~kept
+    assert not dropped.any(), f"{dropped.any(1).sum()} splats lose a strip, e.g. {np.flatnonzero(dropped.any(1))[:5]}"
+    # the draw mixes splats that reach some strips of their tile but not all
+    assert 0.2 * n < (need.any(1) & ~need.all(1)).sum()
+    a, b, c = (co[:, k].astype(np.float32) for k in range(3))
+    conditioned = (a * c - b * b) * np.float32(2000) > a * c
+    extra = (kept & ~need)[conditioned].sum()
+    assert extra <= 0.05 * need[conditioned].sum() + 10, f"{extra} strips kept that no pixel reaches"
+    # an ill-conditioned conic keeps its whole tile
+    assert (got[~conditioned] == 0xFF).all()
