@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Issue 8 on the lent H200, tenth session: the rasterizer's strip culling A/B'd in
+# Issue 8 on the lent H200, tenth session: the forward rasterizer's strip culling A/B'd in
 # `spirula bench raster` (2M Gaussians), then 30,000-step runs of the faster build against
 # gsplat in the same call. One GPU, everything in sequence, so no run shares the GPU.
 #   VARIANTS: trees to bench, in order (repeats allowed: the spread between them is the
-#     noise): base = .gpu/s10/base (`git archive` of the build before the change), cull = this
-#     tree, adj = this tree with the backward's PY pixels in adjacent rows (backward_row).
+#     noise): base = this tree with the shaders before the change (.gpu/s10/base/shaders:
+#     `git archive 188525b shaders`), cull = this tree, adj = this tree with the backward's
+#     PY pixels in adjacent rows (backward_row), s4 = this tree with strips of 4 rows.
 #   RUNS: kind:data after the raster runs; kind = ours (the variant with the smallest
 #     rasterize_forward + rasterize_backward; base if none beats it) or gsplat.
 #   carry .gpu/{gpu-env.sh,debs,slangpy.tar.xz,wheels,torch_ext.tar.xz,s10} + the data named
@@ -16,7 +17,8 @@ R=$PWD W=/tmp/s10; rm -rf $W; mkdir -p $W
 tar --exclude=./.gpu --exclude=./.git -cf - . | (mkdir -p $W/cull && tar -xf - -C $W/cull)
 cp -r $W/cull $W/adj && sed -i 's/    return y + j \* TROWS;/    return y * PY + j;/' $W/adj/shaders/raster/raster.slang
 grep -q 'return y \* PY + j;' $W/adj/shaders/raster/raster.slang || echo "adj: sed found nothing"
-cp -r .gpu/s10/base $W/base
+cp -r $W/cull $W/base && rm -rf $W/base/shaders && cp -r .gpu/s10/base/shaders $W/base/
+cp -r $W/cull $W/s4 && sed -i 's/STRIP_ROWS = 2;/STRIP_ROWS = 4;/' $W/s4/shaders/raster/raster.slang
 nvidia-smi -L
 for v in ${VARIANTS:-base cull adj cull base}; do
   i=$(ls $W | grep -c "^raster-$v") 
@@ -43,6 +45,6 @@ for job in ${RUNS:-}; do
   else
     ( cd $W/$best && SPIRULA_COMMIT=$SPIRULA_COMMIT-$best PYTHONPATH=/tmp/gpu-site:$W/$best timeout 300 python3 \
         benchmarks/train_bench.py --trainer ours-vulkan --data $R/.gpu/$data --seed 0 --steps 30000 --vram )
-  fi 2>>$OUT/errors.log | grep '^RESULT' | sed "s/^RESULT {/RESULT {\"job\": \"$job\", /" >> $OUT/results.jsonl
+  fi 2>>$OUT/errors.log | grep '^RESULT' | sed "s#^RESULT {#RESULT {\"job\": \"$job\", #" >> $OUT/results.jsonl
   tail -n 1 $OUT/results.jsonl | cut -c1-400
 done
