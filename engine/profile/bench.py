@@ -29,7 +29,8 @@ floor = pixel-splat pairs (sum of the last iteration's last_index) x FP32 FLOPs 
 floor's ratio (JSON ``compute_floors.kernels``). A count of the pairs that composite
 (shaders/profile/composited.slang; the rest are rejected by the alpha test at a fraction
 of the arithmetic) gives the floor proper, ``floor_ms_composited``, and its ratio to the
-byte floor.
+byte floor; a count per 32-lane subgroup (JSON ``compute_floors.lane_sets``) gives the
+backward's floor under SIMT execution, ``floor_ms_subgroup``.
 
 train: a short training run on the embedded sample (resources/sample/fox) with fixed
 settings; reports seconds per 1,000 steps, the last loss, the Gaussian count and the VRAM
@@ -183,9 +184,10 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
     floor_rep = floors.floor_report(work, ops, bandwidth["gb_per_s"])
     by_name = {r["name"]: r for r in floor_rep["kernels"]}
     composited = compute_floors.composited_count(gpu, raster, view) if not raster.bands else None
+    lane_sets = compute_floors.lane_set_counts(gpu, raster, view) if not raster.bands else None
     compute_rep = compute_floors.compute_report(
         pairs, {k: by_name[k]["ms"] for k in compute_floors.KERNELS if k in by_name}, flop_rate,
-        {k: by_name[k]["ratio"] for k in compute_floors.KERNELS if k in by_name}, composited)
+        {k: by_name[k]["ratio"] for k in compute_floors.KERNELS if k in by_name}, composited, lane_sets)
     raster.trim()
     vram = gpu.pool.stats()
     if not was_on:

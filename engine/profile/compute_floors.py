@@ -80,6 +80,15 @@ Where this is a floor and where not:
     shaders/profile/composited.slang); ``composited_over_byte_floor`` is that floor over
     the kernel's memory-traffic floor: above 3, no implementation of this algorithm can come
     within 3x of its byte floor.
+  - Under SIMT a subgroup pays a composited pair's arithmetic when any of its lanes
+    composites, so the backward as built (one pixel per lane, 32-lane subgroups, PY = 2
+    pixels per thread in adjacent rows) has a higher floor: ``floor_ms_subgroup`` counts,
+    per lane set of 32 pixels, the list positions its subgroup replays (up to its deepest
+    pixel's last contributor) and charges those where some pixel composites the full count
+    on all 32 lanes, the rest SKIPPED_FLOPS (:func:`lane_set_counts`,
+    composited.slang:count_lane_sets); ``subgroup_over_byte_floor`` is that over the byte
+    floor. It is a floor of this kernel's mapping of pixels to lanes, not of every
+    implementation.
   - FLOPs at an FMA-derived rate: the probe's rate counts 2 FLOPs per FMA, so a lone
     multiply or add (1 FLOP in one issue slot that could have done 2) is charged half its
     issue cost: the floor assumes perfect fusion and stays a lower bound.
@@ -132,6 +141,7 @@ BACKWARD_OPS: tuple[tuple[str, int, int], ...] = (
 )
 # what a pair rejected by the power / alpha test costs: d, power, co.w * exp(power)
 SKIPPED_FLOPS = 2 + 9 + 1
+LANES = 32  # a subgroup of the backward's floor under SIMT (composited.slang:count_lane_sets)
 
 KERNELS = {"rasterize_forward": FORWARD_OPS, "rasterize_backward": BACKWARD_OPS}
 
@@ -154,30 +164,49 @@ def pair_count(last_index) -> int:
     return int(np.asarray(last_index).sum(dtype=np.int64))
 
 
-def composited_count(gpu, raster, view) -> int:
-    """Composited pixel-splat pairs of ``raster``'s last rendered ``view`` (a single-pass
-    render: ranges from tile row 0): per pixel, the splats before its ``last_index`` that
-    pass the forward's alpha test, summed in int64. One dispatch of
-    shaders/profile/composited.slang on the rasterizer's own buffers, then a read; reporting
-    only. Raises ValueError past the device's 1D dispatch limit (pixels)."""
+def _count(gpu, raster, view, entry: str, threads: int, outputs: tuple[str, ...], **uniforms) -> list:
+    """Run shaders/profile/composited.slang:``entry``, ``threads`` threads, over ``raster``'s
+    own buffers (its last single-pass render of ``view``), writing one uint32 per thread to
+    each buffer named in ``outputs``; returns those arrays (int64), in that order. Reporting
+    only: outside the profile and the VRAM pool. Raises ValueError past the 1D dispatch
+    limit."""
     import numpy as np
     import slangpy as spy
 
-    pixels = view.width * view.height
-    if pixels > gpu.max_items_1d:
-        raise ValueError(f"{pixels:,} pixels: more than one dispatch of {gpu.max_items_1d:,} threads")
-    device = gpu.device  # straight from slangpy: outside the profile and the VRAM pool's high-water mark
-    out = device.create_buffer(size=4 * max(pixels, 4), usage=spy.BufferUsage.unordered_access
-                               | spy.BufferUsage.shader_resource, label="bench.composited")
+    if threads > gpu.max_items_1d:
+        raise ValueError(f"{threads:,} threads: more than one dispatch of {gpu.max_items_1d:,}")
+    device = gpu.device
+    bufs = {k: device.create_buffer(size=4 * max(threads, 4), usage=spy.BufferUsage.unordered_access
+                                    | spy.BufferUsage.shader_resource, label=f"bench.{k}") for k in outputs}
     enc = device.create_command_encoder()
-    gpu.kernel("profile/composited", "count_composited").raw.dispatch(
-        thread_count=[pixels, 1, 1], command_encoder=enc, ranges=raster.buffer("ranges"),
+    gpu.kernel("profile/composited", entry).raw.dispatch(
+        thread_count=[threads, 1, 1], command_encoder=enc, ranges=raster.buffer("ranges"),
         isect_ids=raster.buffer("isect_ids"), means2d=raster.buffer("means2d"),
-        conic_opac=raster.buffer("conic_opac"), last_index=raster.buffer("last_index"), composited=out,
-        width=view.width, height=view.height, tiles_x=view.tiles_x)
+        conic_opac=raster.buffer("conic_opac"), last_index=raster.buffer("last_index"),
+        width=view.width, height=view.height, tiles_x=view.tiles_x, **uniforms, **bufs)
     device.submit_command_buffer(enc.finish())
     device.wait_for_idle()
-    return int(out.to_numpy().view(np.uint32)[:pixels].sum(dtype=np.int64))
+    return [bufs[k].to_numpy().view(np.uint32)[:threads].astype(np.int64) for k in outputs]
+
+
+def composited_count(gpu, raster, view) -> int:
+    """Composited pixel-splat pairs of ``raster``'s last rendered ``view`` (a single-pass
+    render: ranges from tile row 0): per pixel, the splats before its ``last_index`` that
+    pass the forward's alpha test, summed in int64 (composited.slang:count_composited).
+    Raises ValueError past the device's 1D dispatch limit (pixels)."""
+    (per_pixel,) = _count(gpu, raster, view, "count_composited", view.width * view.height, ("composited",))
+    return int(per_pixel.sum())
+
+
+def lane_set_counts(gpu, raster, view) -> tuple[int, int]:
+    """How rasterize_backward's 32-lane subgroups (PY = 2, adjacent rows) replay ``raster``'s
+    last single-pass render of ``view``: (visits, any), summed in int64 over the lane sets of
+    32 pixels (two per subgroup, composited.slang:count_lane_sets): visits = positions each
+    lane set evaluates (its subgroup's last contributor), any = those at which at least one
+    of its pixels composites."""
+    tiles = view.tiles_x * view.tiles_y
+    visits, hit = _count(gpu, raster, view, "count_lane_sets", 8 * tiles, ("visits", "any"), tiles=tiles)
+    return int(visits.sum()), int(hit.sum())
 
 
 def kernel_floor(pairs: int, flops_per_pair: int, flop_per_s: float, ms: float | None = None) -> dict:
@@ -192,22 +221,27 @@ def kernel_floor(pairs: int, flops_per_pair: int, flop_per_s: float, ms: float |
 
 
 def compute_report(pairs: int, kernel_ms: dict, flop_rate: dict, byte_ratio: dict | None = None,
-                   composited: int | None = None) -> dict:
+                   composited: int | None = None, lane_sets: tuple[int, int] | None = None) -> dict:
     """The ``compute_floors`` section of the bench JSON.
 
     pairs: :func:`pair_count` of the last rendered iteration; kernel_ms: measured ms per
     iteration by kernel name (missing: None); flop_rate: :func:`measure_flops`'s result;
     byte_ratio: the memory-traffic floor's ratio by kernel name (floors.floor_report), for
-    comparison; composited: :func:`composited_count` of the same render (None: not counted).
+    comparison; composited: :func:`composited_count` of the same render (None: not counted);
+    lane_sets: :func:`lane_set_counts` of the same render (None: not counted).
     Returns ``flop_per_s``, ``probe`` (how it was measured), ``pairs``, ``composited`` and
     ``kernels`` (per kernel: pairs, flops_per_pair, flops, floor_ms, ms, ratio, sfu_per_pair,
     floor_ms_all_skipped and ratio_all_skipped (every pair charged SKIPPED_FLOPS only),
     floor_ms_composited and ratio_composited (composited pairs in full, the rest at
     SKIPPED_FLOPS), byte_ratio, composited_over_byte_floor (floor_ms_composited over the
-    byte floor), and the per-expression ``ops``)."""
+    byte floor), floor_ms_subgroup, ratio_subgroup and subgroup_over_byte_floor (the
+    backward only, else None: its lane sets' visits, those with a composited pixel in full
+    for all 32 lanes, the rest at SKIPPED_FLOPS), and the per-expression ``ops``)."""
     rate = flop_rate["flop_per_s"]
     if composited is not None and not 0 <= composited <= pairs:
         raise ValueError(f"composited pairs {composited} outside 0..{pairs}")
+    if lane_sets is not None and not 0 <= lane_sets[1] <= lane_sets[0]:
+        raise ValueError(f"lane sets: {lane_sets[1]} visits with a composited pixel of {lane_sets[0]}")
     rows = []
     for name in KERNELS:
         ms = kernel_ms.get(name)
@@ -224,10 +258,21 @@ def compute_report(pairs: int, kernel_ms: dict, flop_rate: dict, byte_ratio: dic
         row["byte_ratio"] = (byte_ratio or {}).get(name)
         if row["byte_ratio"] and row["ratio_composited"]:
             row["composited_over_byte_floor"] = row["byte_ratio"] / row["ratio_composited"]
+        row["floor_ms_subgroup"] = row["ratio_subgroup"] = row["subgroup_over_byte_floor"] = None
+        if lane_sets is not None and name == "rasterize_backward" and rate and rate > 0:
+            visits, hit = lane_sets
+            full, rest = kernel_floor(LANES * hit, flops_per_pair(name), rate), kernel_floor(LANES * (visits - hit), SKIPPED_FLOPS, rate)
+            row["floor_ms_subgroup"] = full["floor_ms"] + rest["floor_ms"]
+            if ms is not None and row["floor_ms_subgroup"] > 0:
+                row["ratio_subgroup"] = ms / row["floor_ms_subgroup"]
+                if row["byte_ratio"]:
+                    row["subgroup_over_byte_floor"] = row["byte_ratio"] / row["ratio_subgroup"]
         row["ops"] = [{"expr": e, "flops": f, "sfu": s} for e, f, s in KERNELS[name]]
         rows.append(row)
     return {"flop_per_s": rate, "probe": flop_rate, "pairs": int(pairs),
-            "composited": None if composited is None else int(composited), "kernels": rows}
+            "composited": None if composited is None else int(composited),
+            "lane_sets": None if lane_sets is None else {"visits": int(lane_sets[0]), "any": int(lane_sets[1])},
+            "kernels": rows}
 
 
 def format_compute_floors(rep: dict) -> list[str]:
@@ -246,6 +291,13 @@ def format_compute_floors(rep: dict) -> list[str]:
                      f"{fmt(r['floor_ms'], '11.4f'):>11s}{fmt(r['ratio'], '9.1f'):>9s}"
                      f"{fmt(r['ratio_all_skipped'], '14.1f'):>14s}{fmt(r.get('ratio_composited'), '9.1f'):>9s}"
                      f"{fmt(r['byte_ratio'], '14.1f'):>14s}{fmt(r.get('composited_over_byte_floor'), '12.2f'):>12s}")
+    back = next((r for r in rep["kernels"] if r.get("floor_ms_subgroup") is not None), None)
+    if back is not None:
+        ls = rep["lane_sets"]
+        lines.append(f"  {back['name']} in 32-lane subgroups: {ls['visits']:,} lane-set visits, {ls['any']:,} with a "
+                     f"composited pixel ({ls['any'] / max(ls['visits'], 1):.1%}): floor {back['floor_ms_subgroup']:.4f} ms, "
+                     f"{fmt(back['ratio_subgroup'], '.1f')}x; that floor is "
+                     f"{fmt(back['subgroup_over_byte_floor'], '.2f')}x the byte floor")
     lines.append(f"  (x if skipped: were every pair rejected by the power/alpha test, {SKIPPED_FLOPS} FLOPs each: "
                  "the strict lower bound; x mixed: composited pairs in full, the rest at that price; "
                  "mixed/byte: that floor over the byte floor, above 3 no implementation is within 3x of it)")

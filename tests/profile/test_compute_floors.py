@@ -26,8 +26,9 @@ def _last_contributors(means2d, conic_opac, ranges, isect_ids, view) -> np.ndarr
     compositing of raster.slang's header (alpha = min(0.999, o exp(power)), skipped when
     power > 0 or alpha < 1/255, the pixel stops where T would fall below 1e-4) in float64,
     vectorised over pixels, one step per list position. Returns that [H, W] int64, whether
-    each pixel stopped at T < 1e-4 [H, W] bool, and how many splats each pixel composited
-    [H, W] int64."""
+    each pixel stopped at T < 1e-4 [H, W] bool, how many splats each pixel composited
+    [H, W] int64, and per lane set of rasterize_backward's subgroups (:func:`_lane_set`)
+    how many list positions some pixel of it composited at [8 tiles] int64."""
     ys, xs = np.mgrid[0:view.height, 0:view.width]
     tile = ((ys // TILE) * view.tiles_x + xs // TILE).ravel()
     px, py = xs.ravel() + 0.5, ys.ravel() + 0.5
@@ -37,6 +38,8 @@ def _last_contributors(means2d, conic_opac, ranges, isect_ids, view) -> np.ndarr
     last = np.zeros(px.size, np.int64)
     done = np.zeros(px.size, bool)
     composited = np.zeros(px.size, np.int64)
+    lane_set = _lane_set(view).ravel()
+    lane_any = np.zeros(8 * view.tiles_x * view.tiles_y, np.int64)
     with np.errstate(invalid="ignore"):  # culled Gaussians' rows hold whatever was there (NaN bit
         m2, co = means2d.astype(np.float64), conic_opac.astype(np.float64)  # patterns); only listed ids are read
     for k in range(int(length.max(initial=0))):
@@ -54,8 +57,22 @@ def _last_contributors(means2d, conic_opac, ranges, isect_ids, view) -> np.ndarr
         T = np.where(use, next_T, T)
         last = np.where(use, k + 1, last)
         composited += use
+        hit = np.zeros(lane_any.size, bool)
+        hit[lane_set[use]] = True
+        lane_any += hit
     shape = (view.height, view.width)
-    return last.reshape(shape), done.reshape(shape), composited.reshape(shape)
+    return last.reshape(shape), done.reshape(shape), composited.reshape(shape), lane_any
+
+
+def _lane_set(view) -> np.ndarray:
+    """[H, W] index of each pixel's lane set: rasterize_backward's threads hold PY = 2
+    pixels in adjacent rows and 32 lanes make a subgroup, so subgroup w (0..3) of a tile
+    covers its rows 4w..4w+3, and the first pixels of its lanes (rows 4w, 4w + 2) form lane
+    set 2w, the second ones (rows 4w + 1, 4w + 3) lane set 2w + 1; index = 8 tile + set."""
+    ys, xs = np.mgrid[0:view.height, 0:view.width]
+    tile = (ys // TILE) * view.tiles_x + xs // TILE
+    row = ys % TILE
+    return 8 * tile + 2 * (row // 4) + row % 2
 
 
 def test_pairs_match_a_numpy_recompositing(gpu):
@@ -71,7 +88,7 @@ def test_pairs_match_a_numpy_recompositing(gpu):
     m = raster.m
     ranges = raster.read("ranges", np.uint32, shape=(view.tiles_x * view.tiles_y, 2))
     ids = raster.read("isect_ids", np.uint32)[:m]
-    want, stopped, want_composited = _last_contributors(raster.read("means2d", np.float32, shape=(n, 2)),
+    want, stopped, want_composited, want_lane_any = _last_contributors(raster.read("means2d", np.float32, shape=(n, 2)),
                               raster.read("conic_opac", np.float32, shape=(n, 4)), ranges, ids, view)
     got = raster.read("last_index", np.uint32, shape=(height, width))
     # float32 on the GPU against float64 here: a pixel may flip at the 1/255 or 1e-4 cut-offs
@@ -99,6 +116,18 @@ def test_pairs_match_a_numpy_recompositing(gpu):
     assert abs(composited - ref_composited) <= 1e-4 * ref_composited, (composited, ref_composited)
     assert 0 < composited < 0.5 * pairs, (composited, pairs)
     assert 0 < ref_pairs < 0.97 * listed and replayed <= pairs <= TILE * TILE * replayed
+    # the backward's lane sets: each visits the positions up to its subgroup's (two lane
+    # sets') deepest pixel, from the GPU's last_index (exact); the visits with a composited
+    # pixel against the re-run's
+    visits, lane_any = cf.lane_set_counts(gpu, raster, view)
+    deepest = np.zeros(4 * view.tiles_x * view.tiles_y, np.int64)
+    np.maximum.at(deepest, (_lane_set(view) // 2).ravel(), got.ravel().astype(np.int64))
+    assert visits == 2 * int(deepest.sum())
+    ref_any = int(want_lane_any.sum())
+    print(f"{visits} lane-set visits, {lane_any} with a composited pixel, {ref_any} recomputed")
+    assert abs(lane_any - ref_any) <= 1e-4 * ref_any, (lane_any, ref_any)
+    # a visit with a composite holds 1 to 32 of the composited pairs; most visits hold none
+    assert composited / 32 <= lane_any <= composited and lane_any < 0.5 * visits
 
 
 def _fma_chains_reference(threads: int, iters: int, a: float, b: float) -> np.ndarray:
@@ -170,7 +199,22 @@ def test_floor_arithmetic():
     with pytest.raises(ValueError, match="composited"):
         cf.compute_report(10, {}, probe, composited=11)
     assert sum(o["flops"] for o in bwd["ops"]) == 62
+    assert bwd["floor_ms_subgroup"] is None and rep["lane_sets"] is None
+    # lane sets: 100,000 visits, 30,000 with a composited pixel: those at the full count on
+    # all 32 lanes, the rest at SKIPPED_FLOPS; the backward only
+    rep = cf.compute_report(2_000_000, {"rasterize_forward": 7.0, "rasterize_backward": 4.0}, probe,
+                            {"rasterize_backward": 80.0}, composited=500_000, lane_sets=(100_000, 30_000))
+    rows = {r["name"]: r for r in rep["kernels"]}
+    fwd, bwd = rows["rasterize_forward"], rows["rasterize_backward"]
+    assert rep["lane_sets"] == {"visits": 100_000, "any": 30_000}
+    assert bwd["floor_ms_subgroup"] == pytest.approx(32 * (3e4 * 62 + 7e4 * 12) / 6.2e10 * 1e3)
+    assert bwd["ratio_subgroup"] == pytest.approx(4.0 / bwd["floor_ms_subgroup"])
+    assert bwd["subgroup_over_byte_floor"] == pytest.approx(bwd["floor_ms_subgroup"] / (4.0 / 80.0))
+    assert fwd["floor_ms_subgroup"] is None and fwd["subgroup_over_byte_floor"] is None
+    with pytest.raises(ValueError, match="lane sets"):
+        cf.compute_report(10, {}, probe, lane_sets=(5, 6))
     text = "\n".join(cf.format_compute_floors(rep))
+    assert "32-lane subgroups" in text
     assert "rasterize_forward" in text and "rasterize_backward" in text and "62.0 GFLOP/s" in text
 
 
@@ -189,3 +233,8 @@ def test_bench_reports_compute_floors(gpu):
         assert r["floor_ms"] == pytest.approx(r["pairs"] * r["flops_per_pair"] / rep["flop_per_s"] * 1e3)
         assert r["ratio"] == pytest.approx(r["ms"] / r["floor_ms"])
         assert r["floor_ms_all_skipped"] <= r["floor_ms_composited"] <= r["floor_ms"]
+    # every lane-set visit is at least one pair's evaluation on 32 lanes, so the backward's
+    # subgroup floor is at least the one of its composited pairs
+    bwd = next(r for r in rep["kernels"] if r["name"] == "rasterize_backward")
+    assert 0 < rep["lane_sets"]["any"] <= rep["lane_sets"]["visits"]
+    assert bwd["floor_ms_subgroup"] >= bwd["floor_ms_composited"]
