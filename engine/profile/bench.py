@@ -177,6 +177,10 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
         if progress is not None:
             progress(it + 1 - warmup, iters)
     gpu.wait_idle()
+    # the FP32 probe again: a GPU slower during the loop than before it (lower clocks,
+    # another process) shows here; some H200 runs had every kernel 1.6-3.6x slower with
+    # normal probes before the loop (BENCHMARKS.md, tenth session)
+    flop_rate_after = compute_floors.measure_flops(gpu)
     visible, replayed, pairs = _raster_counts(raster, model.n, view)
     work = floors.Workload(n=model.n, max_sh_degree=sh_degree, sh_degree=sh_degree, visible=visible,
                            intersections=raster.m, width=width, height=height, replayed=replayed,
@@ -198,6 +202,8 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
         "iters": iters, "warmup": warmup, "seed": seed, "intersections": int(np.median(isects)) if isects else None,
         "stages_ms": {k: _median(v) for k, v in stages.items()},
         "iteration_gpu_ms": _median(gpu_ms), "iteration_wall_ms": _median(wall_ms),
+        "iteration_gpu_ms_each": gpu_ms,
+        "flop_rate_after_over_before": flop_rate_after["flop_per_s"] / flop_rate["flop_per_s"],
         "kernels_ms_per_iteration": dict(sorted(((k.rpartition(":")[2], _median(v)) for k, v in per_kernel.items()),
                                                 key=lambda kv: -kv[1])),
         "vram_high_water_mib": vram["total"]["high_water_mib"],
@@ -303,6 +309,11 @@ def run(args) -> int:
         lines.append("compute floors of the rasterizers (engine/profile/compute_floors.py; floor = pixel-splat pairs "
                      "x FP32 FLOPs per pair / measured FP32 rate):")
         lines += format_compute_floors(res["compute_floors"])
+        drift = res["flop_rate_after_over_before"]
+        if not 0.8 <= drift <= 1.25:
+            lines.append(f"warning: the FP32 probe after the timed loop ran at {drift:.0%} of its rate before it: "
+                         "the GPU's speed changed during this run (clocks, or another process on it); "
+                         "its times are not comparable with other runs")
     else:
         res = bench_train(gpu, args.data, args.steps, args.max_size, args.init_points, args.seed,
                           progress=lambda p: print(f"\r  step {p.step}/{p.steps} loss {p.loss:.4f}", end="", file=sys.stderr))

@@ -223,6 +223,9 @@ def test_bench_reports_compute_floors(gpu):
     json.dumps(res, allow_nan=False)
     rep = res["compute_floors"]
     assert rep["flop_per_s"] > 0 and rep["probe"]["flop_per_s"] == rep["flop_per_s"]
+    # the probe again after the loop, and each timed iteration's GPU time
+    assert res["flop_rate_after_over_before"] > 0
+    assert len(res["iteration_gpu_ms_each"]) == 1 and res["iteration_gpu_ms_each"][0] == res["iteration_gpu_ms"]
     byte_rows = {r["name"]: r for r in res["floors"]["kernels"]}
     replayed = res["floors"]["workload"]["replayed"]
     assert 0 < replayed <= rep["pairs"] <= TILE * TILE * replayed
