@@ -38,6 +38,7 @@ import numpy as np
 
 from . import checkpoint
 from . import messages as M
+from .step_rate import StepRate
 from .config import DatasetConfig, RunConfig, TrainConfig
 from .errors import SpirulaError
 from .fileio import write_json_atomic
@@ -323,8 +324,7 @@ class _Engine:
         self.last_stats = 0.0
         self.stats_frames = -1  # viewer frame count of the last ViewerStats
         self.last_vram = 0.0
-        self.rate_t = time.perf_counter()
-        self.rate_step = 0
+        self.rate = StepRate()
         self.t_run_start = 0.0
         self.reported_mode = None
         self.surface_args = None
@@ -480,7 +480,7 @@ class _Engine:
         elif isinstance(cmd, M.Resume):
             if self.training is not None and not self.training.finished and self.paused:
                 self.paused = False
-                self.rate_t, self.rate_step = time.perf_counter(), self.training.trainer.state.step
+                self.rate.reset(self.training.trainer.state.step)
                 self.state("running", f"step {self.training.trainer.state.step}")
         elif isinstance(cmd, M.Cancel):
             self._cancel(cmd.save)
@@ -824,7 +824,7 @@ class _Engine:
             for e in scene.evals:
                 self.emit(M.TrainMetrics(int(e["step"]), float("nan"), tr.model.n, 0.0, psnr=e["psnr"]))
             self.state("running", f"{scene.name}: resumed at step {step} of {cmd.steps} -> {project}")
-        self.rate_t, self.rate_step = time.perf_counter(), step
+        self.rate.reset(step)
         self.t_run_start = tr.t_start = time.perf_counter()
 
     def _begin_ply(self, cmd: M.OpenPly, g) -> None:
@@ -883,9 +883,7 @@ class _Engine:
         tr = self.training.trainer
         for h in tr.collect_losses():
             s, loss, n = h["step"], h["loss"], h["num_gaussians"]
-            now = time.perf_counter()
-            rate = (s - self.rate_step) / max(now - self.rate_t, 1e-9)
-            self.rate_t, self.rate_step = now, s
+            rate = self.rate.at(s)
             self.emit(M.TrainMetrics(s, loss, n, rate))
             self.emit(M.StageProgress("train", s, tr.cfg.steps, f"loss {loss:.4f}, {n:,} Gaussians, {rate:.1f} steps/s"))
 

@@ -23,6 +23,7 @@ from ..config import TrainConfig
 from ..device import Gpu
 from ..errors import NonFiniteError
 from ..ingest.dataset import Dataset
+from ..step_rate import StepRate
 from .camera_table import View, camera_table
 from .guard import raise_if_flagged
 from .init import gaussians_from_points, initial_points
@@ -60,6 +61,7 @@ def pack_rgba8(image: np.ndarray) -> np.ndarray:
     rgba[..., :3] = image
     rgba[..., 3] = 255
     return rgba.view(np.uint32)[..., 0]
+
 
 
 class Trainer:
@@ -228,17 +230,14 @@ class Trainer:
         """Steps until ``cfg.steps``. ``on_checkpoint(step)`` is called every
         ``cfg.checkpoint_every`` steps (not at the last one), between two steps."""
         cfg = self.cfg
-        self.t_start = last_t = time.perf_counter()
-        last_step = self.state.step
+        self.t_start = time.perf_counter()
+        rate = StepRate(self.state.step)
 
         def report() -> None:
-            nonlocal last_t, last_step
             for h in self.collect_losses():
-                now = time.perf_counter()
-                rate = (h["step"] - last_step) / max(now - last_t, 1e-9)
-                last_t, last_step = now, h["step"]
+                steps_per_sec = rate.at(h["step"])
                 if on_progress is not None:
-                    on_progress(Progress(h["step"], cfg.steps, h["loss"], h["num_gaussians"], rate))
+                    on_progress(Progress(h["step"], cfg.steps, h["loss"], h["num_gaussians"], steps_per_sec))
 
         try:
             while self.state.step < cfg.steps:
