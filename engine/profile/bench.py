@@ -188,7 +188,8 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
     floor_rep = floors.floor_report(work, ops, bandwidth["gb_per_s"])
     by_name = {r["name"]: r for r in floor_rep["kernels"]}
     composited = compute_floors.composited_count(gpu, raster, view) if not raster.bands else None
-    lane_sets = compute_floors.lane_set_counts(gpu, raster, view) if not raster.bands else None
+    lane_sets = (compute_floors.lane_set_counts(gpu, raster, view)
+                 if not raster.bands and raster.backward_pixels_per_thread == 2 else None)
     compute_rep = compute_floors.compute_report(
         pairs, {k: by_name[k]["ms"] for k in compute_floors.KERNELS if k in by_name}, flop_rate,
         {k: by_name[k]["ratio"] for k in compute_floors.KERNELS if k in by_name}, composited, lane_sets)

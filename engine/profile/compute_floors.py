@@ -203,7 +203,10 @@ def lane_set_counts(gpu, raster, view) -> tuple[int, int]:
     last single-pass render of ``view``: (visits, any), summed in int64 over the lane sets of
     32 pixels (two per subgroup, composited.slang:count_lane_sets): visits = positions each
     lane set evaluates (its subgroup's last contributor), any = those at which at least one
-    of its pixels composites."""
+    of its pixels composites. Raises ValueError when ``raster``'s backward takes another
+    number of pixels per thread (the count is written for 2)."""
+    if raster.backward_pixels_per_thread != 2:
+        raise ValueError(f"lane sets are counted for 2 pixels per thread, not {raster.backward_pixels_per_thread}")
     tiles = view.tiles_x * view.tiles_y
     visits, hit = _count(gpu, raster, view, "count_lane_sets", 8 * tiles, ("visits", "any"), tiles=tiles)
     return int(visits.sum()), int(hit.sum())
