@@ -38,11 +38,11 @@ import numpy as np
 
 from . import checkpoint
 from . import messages as M
-from .step_rate import StepRate
 from .config import DatasetConfig, RunConfig, TrainConfig
 from .errors import SpirulaError
 from .fileio import write_json_atomic
 from .stages import train_checkpoint_path
+from .step_rate import StepRate
 
 log = logging.getLogger("spirula.session")
 

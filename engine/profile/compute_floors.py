@@ -264,7 +264,8 @@ def compute_report(pairs: int, kernel_ms: dict, flop_rate: dict, byte_ratio: dic
         row["floor_ms_subgroup"] = row["ratio_subgroup"] = row["subgroup_over_byte_floor"] = None
         if lane_sets is not None and name == "rasterize_backward" and rate and rate > 0:
             visits, hit = lane_sets
-            full, rest = kernel_floor(LANES * hit, flops_per_pair(name), rate), kernel_floor(LANES * (visits - hit), SKIPPED_FLOPS, rate)
+            full = kernel_floor(LANES * hit, flops_per_pair(name), rate)
+            rest = kernel_floor(LANES * (visits - hit), SKIPPED_FLOPS, rate)
             row["floor_ms_subgroup"] = full["floor_ms"] + rest["floor_ms"]
             if ms is not None and row["floor_ms_subgroup"] > 0:
                 row["ratio_subgroup"] = ms / row["floor_ms_subgroup"]

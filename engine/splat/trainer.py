@@ -63,7 +63,6 @@ def pack_rgba8(image: np.ndarray) -> np.ndarray:
     return rgba.view(np.uint32)[..., 0]
 
 
-
 class Trainer:
     # scratch outgrown by at least this many bytes (0: any) is freed the step after it grew,
     # less at the next densify (train_step). Measured on the H200 (BENCHMARKS.md): 0 took 10M
