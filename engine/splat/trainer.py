@@ -156,8 +156,7 @@ class Trainer:
             # two checkpoint buffers, 880 MiB, H200); the drain costs one step's pipelining
             t = time.perf_counter()
             self.drain()
-            self.raster.trim()
-            self.loss.scratch.trim()
+            self._trim_scratch()
             self.host_stats["eager_trim_s"] += time.perf_counter() - t
             self.host_stats["eager_trims"] += 1
         if cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0:
@@ -173,8 +172,7 @@ class Trainer:
             pipe.rescale(after / max(before, 1))
             if loss_tag is not None:
                 loss_tag["num_gaussians"] = after  # the logged count is the one after this step
-            self.raster.trim()  # densify waited for the GPU: outgrown scratch can go
-            self.loss.scratch.trim()
+            self._trim_scratch()  # densify waited for the GPU: outgrown scratch can go
             self.host_stats["densify_s"] += time.perf_counter() - t
             self.host_stats["densifications"] += 1
         if done < cfg.densify_until and cfg.opacity_reset_interval and done % cfg.opacity_reset_interval == 0:
@@ -193,6 +191,12 @@ class Trainer:
         """Wait for every step in flight; cameras of overflowed (skipped) steps are queued
         again."""
         self._order.extend(self.pipeline.drain())
+
+    def _trim_scratch(self) -> None:
+        """Free the rasterizer's and the loss's outgrown scratch (only once the GPU is done
+        with the steps that used it)."""
+        self.raster.trim()
+        self.loss.scratch.trim()
 
     def collect_losses(self) -> list[dict]:
         """History entries ``{"step", "loss", "num_gaussians", "elapsed_s"}`` logged since the
