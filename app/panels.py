@@ -62,6 +62,7 @@ class TrainingPanel(QtWidgets.QWidget):
     }
 
     MOMENTS = (("float32", "fp32"), ("bfloat16 (half the memory)", "bf16"))
+    STRATEGIES = (("ADC (3DGS)", "adc"), ("MCMC (exact budget)", "mcmc"))
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -86,6 +87,12 @@ class TrainingPanel(QtWidgets.QWidget):
         self.max_gaussians.setGroupSeparatorShown(True)
         self.max_gaussians.setValue(TrainConfig.max_gaussians)
         self.max_gaussians.setToolTip("Densification stops growing here (the largest gradients grow first)")
+        self.strategy = QtWidgets.QComboBox()
+        for label, value in self.STRATEGIES:
+            self.strategy.addItem(label, value)
+        self.strategy.setToolTip("ADC clones and splits where the image gradient is large, up to Max Gaussians; "
+                                 "MCMC moves transparent Gaussians onto opaque ones and grows to exactly Max Gaussians")
+        self.strategy.currentIndexChanged.connect(self._strategy_changed)
         self.adam_moments = QtWidgets.QComboBox()
         for label, value in self.MOMENTS:
             self.adam_moments.addItem(label, value)
@@ -95,6 +102,7 @@ class TrainingPanel(QtWidgets.QWidget):
         form.addRow("Image size", self.max_size)
         form.addRow("Held-out PSNR every", self.eval_interval)
         form.addRow("Random init points", self.init_points)
+        form.addRow("Densification", self.strategy)
         form.addRow("Max Gaussians", self.max_gaussians)
         form.addRow("Adam moments", self.adam_moments)
         lay.addLayout(form)
@@ -150,6 +158,11 @@ class TrainingPanel(QtWidgets.QWidget):
         self.init_points.setValue(p["init_points"])
         self.eval_interval.setValue(p["eval_interval"])
 
+    def _strategy_changed(self) -> None:
+        """Max Gaussians takes the chosen strategy's default (a cap for ADC, the budget for MCMC)."""
+        mcmc = self.strategy.currentData() == "mcmc"
+        self.max_gaussians.setValue(TrainConfig.mcmc_budget if mcmc else TrainConfig.max_gaussians)
+
     def use_software_defaults(self, software: bool) -> None:
         self.preset.setCurrentIndex(0 if software else 2)
         self._apply_preset(self.preset.currentText())
@@ -158,7 +171,7 @@ class TrainingPanel(QtWidgets.QWidget):
         """The settings as StartTraining / StartPipeline fields."""
         return dict(steps=self.steps.value(), max_size=self.max_size.value(), init_points=self.init_points.value(),
                     eval_interval=self.eval_interval.value(), max_gaussians=self.max_gaussians.value(),
-                    adam_moments=self.adam_moments.currentData())
+                    adam_moments=self.adam_moments.currentData(), strategy=self.strategy.currentData())
 
     def _pause_clicked(self) -> None:
         (self.resume_requested if self.state == "paused" else self.pause_requested).emit()

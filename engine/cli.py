@@ -12,7 +12,8 @@ import sys
 import threading
 from pathlib import Path
 
-from .config import DatasetConfig, RunConfig, TrainConfig
+from .cli_options import add_density_options
+from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from .errors import SpirulaError
 
 
@@ -27,7 +28,7 @@ def _train_parser(sub) -> None:
     p.add_argument("--eval-interval", type=int, default=t.eval_interval, help="evaluate every k steps (0 = at the end)")
     p.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4), help="max SH degree (default 3)")
     p.add_argument("--seed", type=int, default=t.seed)
-    p.add_argument("--max-gaussians", type=int, default=t.max_gaussians)
+    add_density_options(p, t)
     p.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
                    help="Adam moments in float32 or bfloat16 (half their memory; for very large models)")
     p.add_argument("--init-points", type=int, default=t.init_random_points,
@@ -58,8 +59,9 @@ def cmd_train(args) -> int:
     check_writable(args.output)  # fail before loading anything
     cfg = RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
                     train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
-                                      seed=args.seed, max_gaussians=args.max_gaussians, adam_moments=args.adam_moments,
-                                      init_random_points=args.init_points, checkpoint_every=args.checkpoint_every))
+                                      seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
+                                      init_random_points=args.init_points, checkpoint_every=args.checkpoint_every,
+                                      **density_settings(args.strategy, args.max_gaussians)))
     bar, update = _progress_bar(cfg.train.steps)
     try:
         with _clean_stop_on_ctrl_c(bar.write) as should_stop:

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from . import messages as msg
-from .config import DatasetConfig, RunConfig, TrainConfig
+from .cli_options import add_density_options
+from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from .ingest.frames import FramesConfig
 from .ingest.photos import PhotosConfig
 from .sfm.config import SfmConfig
@@ -48,7 +49,7 @@ def add_parser(sub) -> None:
     g.add_argument("--eval-interval", type=int, default=t.eval_interval)
     g.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4))
     g.add_argument("--seed", type=int, default=t.seed)
-    g.add_argument("--max-gaussians", type=int, default=t.max_gaussians)
+    add_density_options(g, t)
     g.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
                    help="Adam moments in float32 or bfloat16 (half their memory; for very large models)")
     g.add_argument("--init-points", type=int, default=t.init_random_points)
@@ -70,8 +71,9 @@ def config_from_args(args):
                       device=args.sfm_device, seed=args.seed),
         run=RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
                       train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
-                                        seed=args.seed, max_gaussians=args.max_gaussians, adam_moments=args.adam_moments,
+                                        seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                         init_random_points=args.init_points,
+                                        **density_settings(args.strategy, args.max_gaussians),
                                         checkpoint_every=args.checkpoint_every)))
 
 

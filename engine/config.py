@@ -40,8 +40,11 @@ class TrainConfig:
     prune_scale: float = 0.1          # x extent, applied after the first opacity reset
     opacity_reset_interval: int = 3000
     max_gaussians: int = 6_000_000
+    strategy: str = "adc"             # densification: "adc" (3DGS clone/split/prune) or "mcmc" (engine/splat/mcmc.py)
+    mcmc_budget: int = 1_000_000      # mcmc: the exact Gaussian count it grows to (at most max_gaussians)
     adam_moments: str = "fp32"        # Adam moments' storage: "fp32" or "bf16" (half the memory, stochastic rounding)
     init_random_points: int = 100_000
+    init_random: str = "views"        # without SfM points: "views" (along the cameras' rays) or "box" (gsplat's cube)
     init_opacity: float = 0.1
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
@@ -59,11 +62,25 @@ class RunConfig:
         return asdict(self)
 
 
+def density_settings(strategy: str, max_gaussians: int | None) -> dict:
+    """TrainConfig fields for a densification strategy and an optional Gaussian cap from
+    a command line or the studio: ADC's cap (default 6M), or MCMC's exact budget (default
+    1M, gsplat's cap_max) with the cap raised to it."""
+    if strategy == "mcmc":
+        budget = TrainConfig.mcmc_budget if max_gaussians is None else int(max_gaussians)
+        return {"strategy": "mcmc", "mcmc_budget": budget, "max_gaussians": max(budget, 1)}
+    if strategy != "adc":
+        raise ValueError(f"strategy must be 'adc' or 'mcmc', not {strategy!r}")
+    return {"strategy": "adc", "max_gaussians": TrainConfig.max_gaussians if max_gaussians is None
+            else int(max_gaussians)}
+
+
 def added_later(section: str) -> dict:
     """Settings of ``section`` ("dataset" or "train") added after runs were first saved,
     with their defaults: a saved run or checkpoint without one had the default, so it is
     neither a changed setting on resume nor part of a cached stage's key while default."""
-    return {"train": {"adam_moments": TrainConfig.adam_moments}}.get(section, {})
+    return {"train": {"adam_moments": TrainConfig.adam_moments, "init_random": TrainConfig.init_random,
+                      "strategy": TrainConfig.strategy, "mcmc_budget": TrainConfig.mcmc_budget}}.get(section, {})
 
 
 def override(cfg, **values):

@@ -195,8 +195,9 @@ class StartTraining:
     init_points: int = 100_000
     checkpoint_every: int = TrainConfig.checkpoint_every  # 0 = only when stopped with save
     checkpoint: str = ""       # checkpoint file; "" = <project>/checkpoints/train.npz (as `spirula run`)
-    max_gaussians: int = TrainConfig.max_gaussians  # densification cap
+    max_gaussians: int = TrainConfig.max_gaussians  # adc: densification cap; mcmc: the exact budget
     adam_moments: str = TrainConfig.adam_moments    # "fp32" or "bf16" (half the optimizer memory)
+    strategy: str = TrainConfig.strategy            # "adc" or "mcmc"
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,7 @@ class StartPipeline:
     init_points: int = 100_000
     max_gaussians: int = TrainConfig.max_gaussians
     adam_moments: str = TrainConfig.adam_moments
+    strategy: str = TrainConfig.strategy
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ import numpy as np
 
 from . import checkpoint
 from . import messages as M
-from .config import DatasetConfig, RunConfig, TrainConfig
+from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from .errors import SpirulaError
 from .fileio import write_json_atomic
 from .stages import train_checkpoint_path
@@ -195,7 +195,8 @@ class _TrainingScene(_Scene):
         self.cfg = RunConfig(device=gpu.backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
                              train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
                                                init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
-                                               max_gaussians=cmd.max_gaussians, adam_moments=cmd.adam_moments))
+                                               adam_moments=cmd.adam_moments,
+                                               **density_settings(cmd.strategy, cmd.max_gaussians)))
         self.train_idx, self.test_idx = dataset.split(cmd.eval_every)
         if not self.train_idx:
             self.train_idx, self.test_idx = list(range(len(dataset.cameras))), []
@@ -756,7 +757,8 @@ class _Engine:
             self._start_training(M.StartTraining(str(project), str(project / "train"), pcmd.steps, pcmd.max_size,
                                                  pcmd.eval_every, pcmd.eval_interval, pcmd.init_points,
                                                  checkpoint=str(train_checkpoint_path(project)),
-                                                 max_gaussians=pcmd.max_gaussians, adam_moments=pcmd.adam_moments))
+                                                 max_gaussians=pcmd.max_gaussians, adam_moments=pcmd.adam_moments,
+                                                 strategy=pcmd.strategy))
             return
         try:
             if kind == "train":

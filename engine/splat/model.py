@@ -161,20 +161,23 @@ class GaussianModel:
             self._lrs_host = lrs
 
     def adam_args(self, flags: spy.Buffer | None = None, step: int = 0, seed: int = 0, beta1: float = 0.9,
-                  beta2: float = 0.999, eps: float = 1e-15) -> dict:
+                  beta2: float = 0.999, eps: float = 1e-15, reg_opacity: float = 0.0, reg_scale: float = 0.0) -> dict:
         """Advance the Adam step count and return the optimizer's arguments of the fused
         projection backward (Rasterizer.record_backward(optimizer=...)): one Adam step
         (Kingma & Ba 2015) on every parameter with the gradients it computes. Non-finite
         gradients count as 0 and are recorded, with ``step`` (the training step, from 0),
         into words 1..3 of ``flags`` (shaders/optim/adam_math.slang, engine/splat/guard.py);
         without ``flags`` they go to the model's own scratch block. ``seed`` varies the
-        stochastic rounding of bfloat16 moments."""
+        stochastic rounding of bfloat16 moments. ``reg_opacity`` and ``reg_scale`` add
+        the gradients of the L1 regularisers reg_opacity * mean_i sigmoid(logit_i) and
+        reg_scale * mean_i,k exp(log_scale_ik) over all N Gaussians (MCMC; 0: none)."""
         self.step += 1
         return dict(moments_bf16=self.moments_bf16,  # the kernel's specialisation, not a kernel argument
                     params_out=self.buf["params"], exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"],
                     lrs=self._lrs, flags=self._flag_block(flags), lr_means=self._lr_means, beta1=beta1,
                     beta2=beta2, eps=eps, bias1=1.0 - beta1 ** self.step, bias2=1.0 - beta2 ** self.step,
-                    step=int(step) & 0xFFFFFFFF, seed=int(seed) & 0xFFFFFFFF)
+                    step=int(step) & 0xFFFFFFFF, seed=int(seed) & 0xFFFFFFFF,
+                    reg_opacity=float(reg_opacity) / max(self.n, 1), reg_scale=float(reg_scale) / max(3 * self.n, 1))
 
     def _flag_block(self, flags: spy.Buffer | None) -> spy.Buffer:
         if self._flags is None:
@@ -333,6 +336,32 @@ class GaussianModel:
             scatter(enc, name, b[name], new)
             self.gpu.submit(enc)
             self.gpu.wait_idle()  # the old buffer must outlive the scatter
+            b[name] = new
+            del new
+        self._alloc_small(capacity)
+        self.capacity = capacity
+        self.clear(("grad2d_sum", "vis_count"))
+
+    def reserve(self, rows: int, max_rows: int) -> None:
+        """Make room for ``rows`` Gaussians keeping the first N rows of params and moments
+        (MCMC growth appends after them). Beyond the capacity each state buffer is replaced
+        by one of 1.5 x ``rows`` (at most ``max_rows``, at least ``rows``), one at a time;
+        the densification statistics are cleared."""
+        if rows <= self.capacity:
+            return
+        capacity = max(int(rows), min(int(rows * 1.5), int(max_rows)))
+        self.gpu.wait_idle()
+        self.gpu.forget_bindings()
+        b = self.buf
+        for name in ("grad2d_sum", "vis_count"):
+            del b[name]
+        for name in _STATE:
+            new = self.gpu.buffer(self._row_bytes(name) * capacity, f"splat.{name}")
+            enc = self.gpu.encoder()
+            if self.n:
+                self.gpu.copy(enc, new, 0, b[name], 0, self._row_bytes(name) * self.n)
+            self.gpu.submit(enc)
+            self.gpu.wait_idle()  # the old buffer must outlive the copy
             b[name] = new
             del new
         self._alloc_small(capacity)

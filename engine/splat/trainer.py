@@ -28,10 +28,15 @@ from .camera_table import View, camera_table
 from .guard import raise_if_flagged
 from .init import gaussians_from_points, initial_points
 from .loss import PhotometricLoss
+from .mcmc import McmcDensifier, McmcSettings
 from .model import GaussianModel
 from .render import Rasterizer
 from .scene_scale import training_extent
 from .step_pipeline import StepPipeline
+
+
+STRATEGIES = ("adc", "mcmc")
+MCMC_INIT_OPACITY, MCMC_INIT_SCALE = 0.5, 0.1  # gsplat simple_trainer.py's MCMC preset (init_opa, init_scale)
 
 
 @dataclass
@@ -80,9 +85,19 @@ class Trainer:
         gpu.check_gaussians(cfg.max_gaussians, "--max-gaussians")  # before anything is allocated
         self.rng = np.random.default_rng(cfg.seed)
         self.extent, self.warnings = training_extent(dataset)  # refuses degenerate camera sets
-        pts, cols = initial_points(dataset, cfg.init_random_points, self.rng)
-        rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.init_opacity)
+        if cfg.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {cfg.strategy!r}")
+        mcmc = cfg.strategy == "mcmc"
+        pts, cols = initial_points(dataset, cfg.init_random_points, self.rng, self.train_idx, cfg.init_random)
+        if mcmc:  # gsplat's simple_trainer MCMC start: opaque, small splats (the noise spreads them)
+            rows = gaussians_from_points(pts, cols, cfg.sh_degree, MCMC_INIT_OPACITY, MCMC_INIT_SCALE)
+        else:
+            rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.init_opacity)
         self.model = GaussianModel(gpu, rows, cfg.sh_degree, moments_bf16=cfg.adam_moments == "bf16")
+        self.mcmc = None
+        if mcmc:
+            settings = McmcSettings(start=cfg.densify_from, interval=cfg.densify_interval)
+            self.mcmc = McmcDensifier(gpu, self.model, settings, min(cfg.mcmc_budget, cfg.max_gaussians))
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
@@ -135,9 +150,13 @@ class Trainer:
                          self.loss_sum, cfg.lambda_dssim)
         # the projection backward applies Adam (no gradient buffer); Adam is also the NaN/Inf
         # guard, and both skip an overflowed step
+        mcmc = self.mcmc
         self.raster.record_backward(enc, None, m.buf["grad2d_sum"], m.buf["vis_count"],
-                                    accumulate_stats=step < cfg.densify_until,
-                                    optimizer=m.adam_args(flags=self.loss_sum, step=step, seed=cfg.seed))
+                                    accumulate_stats=mcmc is None and step < cfg.densify_until,
+                                    optimizer=m.adam_args(flags=self.loss_sum, step=step, seed=cfg.seed,
+                                                          **(mcmc.regularisers() if mcmc else {})))
+        if mcmc is not None:
+            mcmc.record_noise(enc, self.mean_lr(step), cfg.seed * 1_000_003 + step, *self.raster.overflow_guard())
         self.raster.record_count_copy(enc, pipe.readback, pipe.slot_offset())
         done = step + 1
         loss_tag = None
@@ -159,24 +178,39 @@ class Trainer:
             self._trim_scratch()
             self.host_stats["eager_trim_s"] += time.perf_counter() - t
             self.host_stats["eager_trims"] += 1
-        if cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0:
+        if self._refine_due(done):
             t = time.perf_counter()
             self.drain()
             self.host_stats["densify_wait_s"] += time.perf_counter() - t
             t = time.perf_counter()
             self.raster.params = None  # densify may replace it: hold no old buffer while it does
-            prune_scale = cfg.prune_scale * self.extent if done > cfg.opacity_reset_interval else float("inf")
-            before, after = m.densify(cfg.grad_threshold, cfg.clone_scale * self.extent, cfg.prune_opacity,
-                                      prune_scale if math.isfinite(prune_scale) else 3.0e38, cfg.max_gaussians,
-                                      seed=cfg.seed * 1_000_003 + done)
+            before, after = self._refine(done)
             pipe.rescale(after / max(before, 1))
             if loss_tag is not None:
                 loss_tag["num_gaussians"] = after  # the logged count is the one after this step
             self._trim_scratch()  # densify waited for the GPU: outgrown scratch can go
             self.host_stats["densify_s"] += time.perf_counter() - t
             self.host_stats["densifications"] += 1
-        if done < cfg.densify_until and cfg.opacity_reset_interval and done % cfg.opacity_reset_interval == 0:
+        if (mcmc is None and done < cfg.densify_until and cfg.opacity_reset_interval
+                and done % cfg.opacity_reset_interval == 0):
             m.reset_opacity(0.01)
+
+    def _refine_due(self, done: int) -> bool:
+        """Whether the density control (ADC's densify, MCMC's relocate and grow) follows step ``done``."""
+        cfg = self.cfg
+        if self.mcmc is not None:
+            return self.mcmc.refine_due(done)
+        return cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0
+
+    def _refine(self, done: int) -> tuple[int, int]:
+        """The density control after step ``done`` (the GPU is idle): (count before, after)."""
+        cfg = self.cfg
+        seed = cfg.seed * 1_000_003 + done
+        if self.mcmc is not None:
+            return self.mcmc.refine(seed)
+        prune_scale = cfg.prune_scale * self.extent if done > cfg.opacity_reset_interval else 3.0e38
+        return self.model.densify(cfg.grad_threshold, cfg.clone_scale * self.extent, cfg.prune_opacity,
+                                  prune_scale, cfg.max_gaussians, seed=seed)
 
     def release(self) -> None:
         """Finish the GPU work and let go of what the device's kernels still reference

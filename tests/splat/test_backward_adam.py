@@ -76,11 +76,12 @@ class Scene:
             params=gpu.upload(self.rows), grads=grads, **self.common(stats))
         return gpu.read(grads, np.float32, shape=(self.n, D)), gpu.read(stats[0], np.float32, self.n)
 
-    def fused_step(self, model, flags, step):
-        """One project_backward_adam dispatch on ``model``; returns the statistic [N]."""
+    def fused_step(self, model, flags, step, **reg):
+        """One project_backward_adam dispatch on ``model`` (``reg``: the MCMC regularisers of
+        adam_args); returns the statistic [N]."""
         gpu = self.gpu
         stats = gpu.zeros(4 * self.n), gpu.zeros(4 * self.n)
-        args = model.adam_args(flags=flags, step=step, seed=11)
+        args = model.adam_args(flags=flags, step=step, seed=11, **reg)
         threads, groups_x = dispatch_grid(self.n, BWD_WG)
         common = {**self.common(stats), "thread_count": threads}
         gpu.kernel("project/project", "project_backward_adam", MAX_SH_DEGREE=3,
@@ -102,11 +103,15 @@ def reference_adam(p, m, v, g, lr, t, b1=0.9, b2=0.999, eps=1e-15):
     return np.where(frozen, p, p1), np.where(frozen, m, m1), np.where(frozen, v, v1)
 
 
-@pytest.mark.parametrize("bf16,groups_x", [(False, None), (True, None), (False, 2)],
-                         ids=["fp32-moments", "bf16-moments", "2d-grid"])
-def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, monkeypatch):
+@pytest.mark.parametrize("bf16,groups_x,reg", [(False, None, False), (True, None, False), (False, 2, False),
+                                                (False, None, True)],
+                         ids=["fp32-moments", "bf16-moments", "2d-grid", "mcmc-regularisers"])
+def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, reg, monkeypatch):
     """groups_x: workgroups per grid row forced to 2 (300 Gaussians: 5 workgroups in 3 rows,
-    the last row half empty), as a dispatch of more than 65,535 workgroups would be laid out."""
+    the last row half empty), as a dispatch of more than 65,535 workgroups would be laid out.
+    reg: MCMC's L1 regularisers, whose gradients reach every Gaussian, culled ones too:
+    d/d logit of r_o * mean(sigmoid) is r_o / N * s (1 - s), d/d log-scale of r_s *
+    mean(exp) is r_s / (3 N) * exp (scaled up here to the size of the image gradients)."""
     if groups_x:
         monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", groups_x)
         assert dispatch_grid(300, BWD_WG) == ([128, 3, 1], 2)
@@ -125,9 +130,20 @@ def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, monkeypatch):
                                vis_count=np.zeros(n, np.float32), adam_step=4))
     model.set_learning_rates(**LRS)
     flags = gpu.zeros(16)
-    got_stat = sc.fused_step(model, flags, step=41)
+    regs = dict(reg_opacity=float(rng.uniform(1, 5) * n), reg_scale=float(rng.uniform(1, 5) * 3 * n)) if reg else {}
+    got_stat = sc.fused_step(model, flags, step=41, **regs)
 
     lr = lr_columns(D)
+    if reg:
+        rows = sc.rows.astype(np.float64)
+        sig = 1.0 / (1.0 + np.exp(-rows[:, 10]))
+        g = np.where(np.isfinite(g), g, 0.0)  # the guard zeroes a NaN before the regulariser adds
+        reg_part = np.zeros_like(g)
+        reg_part[:, 10] = regs["reg_opacity"] / n * sig * (1 - sig)
+        reg_part[:, 3:6] = regs["reg_scale"] / (3 * n) * np.exp(rows[:, 3:6])
+        parts = np.abs(g) + reg_part  # the float32 sum's error scales with its parts, not with g
+        g = g + reg_part
+        assert np.all(g[~sc.vis][:, 10] != 0), "culled Gaussians get the regulariser's gradient"
     p, m, v = reference_adam(sc.rows.astype(np.float64), m0.astype(np.float64), v0.astype(np.float64), g, lr, t=5)
     st = model.state_dict()
     # parameters step with the exact moments (rounding to bfloat16 happens after the update)
@@ -138,12 +154,14 @@ def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, monkeypatch):
     assert w[1] == nonfinite and w[2] == 42 and 0xFFFFFFFF - int(w[3]) == 41, w
     frozen = np.broadcast_to(lr == 0, (n, D))
     g0 = np.where(np.isfinite(g), g, 0.0).astype(np.float64)
-    for name, want, terms in (("exp_avg", m, 0.9 * np.abs(m0) + 0.1 * np.abs(g0)),
-                              ("exp_avg_sq", v, 0.999 * v0 + 0.001 * g0 ** 2)):  # magnitudes of the terms
+    # the regularisers' float32 sigmoid, exp and sum: ~1e-6 of the gradient's parts
+    g_err = 1e-6 * parts if reg else 0.0
+    for name, want, terms, from_g in (("exp_avg", m, 0.9 * np.abs(m0) + 0.1 * np.abs(g0), 0.1 * g_err),
+                                      ("exp_avg_sq", v, 0.999 * v0 + 0.001 * g0 ** 2, 0.002 * (np.abs(g0) + g_err) * g_err)):
         got = st[name].astype(np.float64)
         np.testing.assert_array_equal(got[frozen], want[frozen])  # frozen: untouched
         if not bf16:  # float32 rounding of the two terms (m can cancel to far below them)
-            assert np.all(np.abs(got - want) <= 8 * 2.0 ** -24 * terms + 1e-30)
+            assert np.all(np.abs(got - want) <= 8 * 2.0 ** -24 * terms + from_g + 1e-30)
             continue
         # stochastic rounding: one of the two bfloat16 neighbours of the exact value...
         err = (got - want)[~frozen] / bf16_ulp(want[~frozen])

@@ -1,0 +1,159 @@
+"""MCMC densification (Kheradmand et al. 2024, "3D Gaussian Splatting as Markov Chain
+Monte Carlo"), on the GPU (shaders/densify/mcmc.slang).
+
+The Gaussians are treated as samples: nothing is cloned, split or pruned. Every
+``interval`` steps from ``start`` to ``stop``:
+
+1. *Relocation*: every dead Gaussian (opacity <= ``min_opacity``) is moved onto a live
+   one drawn with probability proportional to opacity (with replacement). A Gaussian
+   drawn k times and its k copies all get opacity 1 - (1 - o)^(1/(k+1)) and scales times
+   the paper's eq. 9 factor, so together they render like the original; their Adam
+   moments restart from zero.
+2. *Growth*: min(budget, (1 + growth) N) - N new Gaussians are drawn the same way and
+   appended. ``budget`` (the trainer's ``max_gaussians``) is reached exactly and never
+   passed.
+
+Every step: each mean moves by Sigma z * sigmoid(-100 (1 - o - 0.995)) * lr_means *
+``noise_lr`` (eq. 10; z ~ N(0, I), Sigma the Gaussian's covariance), recorded into the
+step's command buffer; and the Adam step adds the gradients of ``opacity_reg`` * mean
+opacity and ``scale_reg`` * mean scale over all Gaussians (the L1 regularisers of the
+paper's sec. 4.3; project_backward_adam). Defaults are gsplat 1.5.3's MCMCStrategy and
+its ``simple_trainer.py`` MCMC settings.
+
+The sampling weights are opacities in fixed point (``quantum`` units, at least 1 for a
+live Gaussian) so their prefix sum is an exact uint32 scan: ``quantum`` =
+min(65536, (2^32 - 1) // N) is 4,095 units per opacity at N = 1M and 429 at 10M.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..device import Gpu
+from .model import GaussianModel
+from .sort import Scan
+
+
+@dataclass
+class McmcSettings:
+    start: int = 500           # first refine after this many steps
+    stop: int = 25_000         # no refine from this step on (the noise continues)
+    interval: int = 100
+    min_opacity: float = 0.005
+    growth: float = 0.05       # new Gaussians per refine, fraction of N
+    noise_lr: float = 5e5
+    opacity_reg: float = 0.01
+    scale_reg: float = 0.01
+
+
+class McmcDensifier:
+    """The MCMC refine step and per-step noise for one :class:`GaussianModel`."""
+
+    def __init__(self, gpu: Gpu, model: GaussianModel, settings: McmcSettings, budget: int):
+        if budget < 1:
+            raise ValueError(f"MCMC needs a Gaussian budget of at least 1, not {budget}")
+        self.gpu, self.model, self.s, self.budget = gpu, model, settings, int(budget)
+        consts = dict(MAX_SH_DEGREE=model.max_sh_degree, MOMENTS_BF16=int(model.moments_bf16))
+        k = lambda entry: gpu.kernel("densify/mcmc", entry, **consts)
+        self.k_weights, self.k_dead = k("mcmc_weights"), k("mcmc_dead_list")
+        self.k_sample, self.k_write, self.k_update = k("mcmc_sample"), k("mcmc_write_targets"), k("mcmc_update_sources")
+        self.k_noise = k("mcmc_noise")
+        self.scan = Scan(gpu)
+        self._totals = (gpu.buffer(16, "mcmc.weight_total"), gpu.buffer(16, "mcmc.dead_total"))
+        self._rows = 0
+        self.buf: dict = {}
+        self.last = {"dead": 0, "relocated": 0, "added": 0}
+
+    def refine_due(self, done: int) -> bool:
+        """Whether a refine follows step ``done`` (counted from 1)."""
+        s = self.s
+        return s.start < done < s.stop and done % s.interval == 0
+
+    def regularisers(self) -> dict:
+        """Keyword arguments of GaussianModel.adam_args for the regularisers."""
+        return {"reg_opacity": self.s.opacity_reg, "reg_scale": self.s.scale_reg}
+
+    def record_noise(self, enc, lr_means: float, seed: int, isect_total, isect_capacity: int) -> None:
+        """Record the step's position noise (after its Adam update) into ``enc``."""
+        m = self.model
+        self.k_noise.record(enc, [max(m.n, 1), 1, 1], params=m.buf["params"], isect_total=isect_total,
+                            isect_capacity=isect_capacity, n=m.n, scaler=float(lr_means * self.s.noise_lr),
+                            seed=int(seed) & 0xFFFFFFFF)
+
+    def refine(self, seed: int) -> tuple[int, int]:
+        """Relocate the dead, then grow towards the budget. Returns (before, after); waits
+        for the GPU (one small read for the dead count)."""
+        m = self.model
+        before = m.n
+        self._scratch(m.capacity)
+        dead = self._relocate(seed)
+        target = min(self.budget, int((1.0 + self.s.growth) * m.n))
+        added = 0
+        if target > m.n:
+            m.reserve(target, self.budget)
+            self._scratch(m.capacity)
+            added = self._grow(target - m.n, seed ^ 0x5bd1e995)
+        self.last = {"dead": dead, "relocated": dead if self._live_total else 0, "added": added}
+        return before, m.n
+
+    # --- internals ------------------------------------------------------------------------
+    def _scratch(self, rows: int) -> None:
+        if rows <= self._rows:
+            return
+        self.buf = {}
+        for name in ("weights", "flags", "targets", "sources", "picks"):
+            self.buf[name] = self.gpu.buffer(4 * rows, f"mcmc.{name}")
+        enc = self.gpu.encoder()
+        self.gpu.clear(enc, self.buf["picks"])
+        self.gpu.submit(enc)
+        self._rows = rows
+
+    def _record_weights(self, enc) -> None:
+        m, b = self.model, self.buf
+        quantum = float(min(65536, (2**32 - 1) // max(m.n, 1)))
+        self.k_weights.record(enc, [m.n, 1, 1], params=m.buf["params"], weights=b["weights"], dead=b["flags"],
+                              n=m.n, min_opacity=self.s.min_opacity, quantum=quantum)
+        self.scan.record(enc, b["weights"], b["weights"], m.n, total=self._totals[0])
+
+    def _relocate(self, seed: int) -> int:
+        m, b = self.model, self.buf
+        enc = self.gpu.encoder()
+        self._record_weights(enc)
+        self.scan.record(enc, b["flags"], b["sources"], m.n, total=self._totals[1])
+        self.k_dead.record(enc, [m.n, 1, 1], dead=b["flags"], dead_offsets=b["sources"], targets=b["targets"], n=m.n)
+        self.gpu.submit(enc)
+        totals = [self.gpu.read(t, np.uint32, 1)[0] for t in self._totals]
+        self._live_total = int(totals[0])
+        dead = int(totals[1])
+        if dead and self._live_total:
+            self._move(dead, seed, listed=True, base=0)
+        return dead
+
+    def _grow(self, count: int, seed: int) -> int:
+        m = self.model
+        enc = self.gpu.encoder()
+        self._record_weights(enc)
+        self.gpu.submit(enc)
+        if not int(self.gpu.read(self._totals[0], np.uint32, 1)[0]):
+            return 0  # nothing alive to draw from
+        self._move(count, seed, listed=False, base=m.n)
+        m.n += count
+        return count
+
+    def _move(self, count: int, seed: int, listed: bool, base: int) -> None:
+        """Draw ``count`` sources, write them to the targets (listed, or rows base..), split the sources."""
+        m, b = self.model, self.buf
+        n = m.n
+        moments = dict(exp_avg=m.buf["exp_avg"], exp_avg_sq=m.buf["exp_avg_sq"])
+        enc = self.gpu.encoder()
+        self.k_sample.record(enc, [count, 1, 1], offsets=b["weights"], totals=self._totals[0], sources=b["sources"],
+                             picks=b["picks"], n=n, count=count, seed=int(seed) & 0xFFFFFFFF)
+        self.k_write.record(enc, [count, 1, 1], params=m.buf["params"], **moments, targets=b["targets"],
+                            sources=b["sources"], picks=b["picks"], count=count, target_base=base,
+                            targets_listed=int(listed), min_opacity=self.s.min_opacity)
+        self.k_update.record(enc, [n, 1, 1], params=m.buf["params"], **moments, picks=b["picks"], n=n,
+                            min_opacity=self.s.min_opacity)
+        self.gpu.submit(enc)
+        self.gpu.wait_idle()
