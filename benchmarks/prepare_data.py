@@ -1,10 +1,16 @@
-"""Prepare identical inputs for our trainer and gsplat (run on the CPU machine).
+"""Prepare one dataset for the benchmark trainers (run on the CPU machine).
 
 Loads a dataset with Spirula's readers (undistorted, cropped to the valid rectangle,
-downscaled to --max-size), draws the initial points (SfM points, or the random box for
-datasets without points, with a fixed seed), and writes a compact folder:
+downscaled to --max-size) and writes a compact folder:
 
-    <out>/<name>/images/<i>.jpg   (quality 95)   <out>/<name>/cameras.json   <out>/<name>/points.npz
+    <out>/<name>/images/<i>.jpg   (quality 95)
+    <out>/<name>/cameras.json     {"source", "has_points", "cameras": [...]}
+    <out>/<name>/points.npz       the dataset's SfM points and colours only: points [P, 3]
+                                  float32, colors [P, 3] uint8 (P = 0 when it has none)
+
+No initial points are drawn here: every trainer does its own initialisation (ours, and
+gsplat's own as its users run it). The labelled parity check that hands both trainers the
+same Spirula points draws them at run time (benchmarks/train_bench.py:parity_points).
 """
 
 from __future__ import annotations
@@ -17,7 +23,6 @@ import numpy as np
 from PIL import Image
 
 from engine.ingest import load_dataset
-from engine.splat.init import initial_points
 
 
 def main() -> None:
@@ -26,7 +31,6 @@ def main() -> None:
     ap.add_argument("--name", required=True)
     ap.add_argument("--out", type=Path, default=Path(".gpu/data"))
     ap.add_argument("--max-size", type=int, default=1000)
-    ap.add_argument("--random-points", type=int, default=100_000)
     args = ap.parse_args()
     ds = load_dataset(args.dataset, args.max_size)
     out = args.out / args.name
@@ -36,10 +40,18 @@ def main() -> None:
         Image.fromarray(c.image).save(out / "images" / f"{i:04d}.jpg", quality=95)
         cams.append({"name": c.name, "file": f"images/{i:04d}.jpg", "width": c.width, "height": c.height,
                      "fx": c.fx, "fy": c.fy, "cx": c.cx, "cy": c.cy, "w2c": c.w2c.tolist()})
-    pts, cols = initial_points(ds, args.random_points, np.random.default_rng(0))
+    has_points = ds.points is not None and len(ds.points) > 0
+    if has_points:
+        pts = np.asarray(ds.points, np.float32)
+        cols = (np.asarray(ds.colors, np.uint8) if ds.colors is not None
+                else np.full((len(pts), 3), 128, np.uint8))  # as engine.splat.init does for colourless points
+    else:
+        pts, cols = np.zeros((0, 3), np.float32), np.zeros((0, 3), np.uint8)
     np.savez_compressed(out / "points.npz", points=pts, colors=cols)
-    (out / "cameras.json").write_text(json.dumps({"source": str(args.dataset), "cameras": cams}))
-    print(f"{args.name}: {len(cams)} cameras, {len(pts)} points, {sum(f.stat().st_size for f in out.rglob('*')) / 1e6:.1f} MB")
+    (out / "cameras.json").write_text(json.dumps({"source": str(args.dataset), "has_points": has_points,
+                                                  "cameras": cams}))
+    print(f"{args.name}: {len(cams)} cameras, {len(pts)} SfM points, "
+          f"{sum(f.stat().st_size for f in out.rglob('*')) / 1e6:.1f} MB")
 
 
 if __name__ == "__main__":

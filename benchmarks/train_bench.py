@@ -1,6 +1,9 @@
 """One benchmark training run on the GPU machine: ours (Vulkan or CUDA) or gsplat 1.5.3,
-on a folder made by prepare_data.py, under one protocol: same images, split (every 8th
-held out), initial points, schedule (3DGS defaults) and metrics code. Prints one JSON line.
+on a folder made by prepare_data.py, under one protocol, the kernel-parity one: same
+images, split (every 8th held out), initial points (the SfM points, or Spirula's random
+init drawn once with seed 0: :func:`parity_points`), schedule (3DGS defaults) and metrics
+code. Prints one JSON line. Peers at their own defaults, scored from their exported PLYs:
+benchmarks/quality_bench.py.
 
 gsplat 1.5.3's DefaultStrategy never applies its periodic opacity reset (gsplat #797), so
 this harness applies the reset itself (every 3000 steps until 15000) so the reference
@@ -32,11 +35,47 @@ from PIL import Image
 
 
 def load_prepared(folder: Path):
+    """(cameras, images, points [P,3], colors [P,3]) of a prepare_data.py folder; P = 0
+    when the dataset has no SfM points."""
     meta = json.loads((folder / "cameras.json").read_text())
     pts = np.load(folder / "points.npz")
     cams = meta["cameras"]
     images = [np.asarray(Image.open(folder / c["file"]).convert("RGB")) for c in cams]
     return cams, images, pts["points"], pts["colors"]
+
+
+def parity_points(folder: Path, cams, images, pts, cols, count: int = 100_000):
+    """The inputs of the kernel-parity protocol: the SfM points when the folder has them,
+    else Spirula's random init (engine.splat.init.initial_points over all cameras, count
+    points, generator seed 0), the same for every trainer and seed."""
+    if len(pts):
+        return pts, cols
+    from engine.splat.init import initial_points
+
+    return initial_points(as_dataset(folder, cams, images, None, None), count, np.random.default_rng(0))
+
+
+def commit_id() -> str:
+    """$SPIRULA_COMMIT (the carried tree may have no, or a stale, .git), else git's short HEAD."""
+    commit = os.environ.get("SPIRULA_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        except OSError:
+            pass
+    return commit
+
+
+def write_gsplat_ply(path: Path, params, scale: float = 1.0, origin=None) -> None:
+    """gsplat's parameters (means, scales, quats, opacities, sh0 [N,1,3], shN [N,K,3]) as a
+    3DGS PLY in our world: x = x_trained / scale + origin, log scales - log(scale) (for a
+    run trained in a scaled, shifted copy of our world; rotations are unchanged)."""
+    from engine.io.ply import write_ply
+
+    p = {k: v.detach().float().cpu().numpy() for k, v in params.items()}
+    means = p["means"] / scale + (0.0 if origin is None else np.asarray(origin, np.float64))
+    write_ply(path, {"means": means, "scales": p["scales"] - np.log(scale), "quats": p["quats"],
+                     "opacities": p["opacities"], "sh0": p["sh0"][:, 0], "shN": p["shN"]})
 
 
 class VramSampler:
@@ -103,7 +142,10 @@ def split(n):
     return [i for i in range(n) if i % 8 != 0], test
 
 
-def run_ours(args, backend, cams, images, pts, cols):
+def run_ours(args, backend, cams, images, pts, cols, cfg=None, ply_out: Path | None = None):
+    """Our run: warm-up untimed, trainer.train() timed, then the held-out evaluation; with
+    ``ply_out``, the trained model is exported there (engine.train_job.export_ply) first.
+    ``cfg`` defaults to the 3DGS defaults at ``args.steps`` / ``args.seed``."""
     from engine.config import TrainConfig
     from engine.device import get_gpu
     from engine.splat.evaluate import evaluate
@@ -112,14 +154,15 @@ def run_ours(args, backend, cams, images, pts, cols):
     ds = as_dataset(args.data, cams, images, pts, cols)
     train_idx, test_idx = split(len(ds.cameras))
     gpu = get_gpu(backend)
-    cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100, adam_moments=args.adam_moments)
+    if cfg is None:
+        cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100, adam_moments=args.adam_moments)
     # warm-up: compile every kernel outside the timed region, on a throwaway model
     warm = Trainer(gpu, ds, train_idx, cfg)
     warm.train_step(0)
     gpu.device.wait_for_idle()
     del warm
     trainer = Trainer(gpu, ds, train_idx, cfg)
-    if args.eager_trim_mib is not None:
+    if getattr(args, "eager_trim_mib", None) is not None:
         trainer.eager_trim_bytes = int(args.eager_trim_mib * 2**20)
     t0 = time.perf_counter()
     trainer.train()
@@ -132,6 +175,10 @@ def run_ours(args, backend, cams, images, pts, cols):
                  for h in gpu.device.report_heaps()]
     except Exception as exc:  # noqa: BLE001 - a report, not a requirement
         heaps = [{"error": str(exc)}]
+    if ply_out is not None:
+        from engine.train_job import export_ply
+
+        export_ply(trainer, ply_out)
     m = evaluate(trainer, test_idx)
     return {"psnr": m["psnr"], "ssim": m["ssim"], "seconds": sec, "peak_vram_mib": peak,
             "num_gaussians": trainer.model.n, "adapter": gpu.adapter,
@@ -240,6 +287,8 @@ def run_gsplat(args, cams, images, pts, cols):
     if step < args.steps:  # the segment's time is up: save, report, stop
         save_gsplat_state(args.state, step, order, sec, peak, params, opts, sched, state, rng)
         return {"partial": True, "step": step, "seconds": sec, "peak_vram_mib": peak, "num_gaussians": len(params["means"])}
+    if getattr(args, "ply_out", None) is not None:
+        write_gsplat_ply(args.ply_out, params)
     ps, ss = [], []
     with torch.no_grad():
         for i in test_idx:
@@ -309,6 +358,7 @@ def main() -> None:
     # from before any GPU context exists: peak includes the context and everything else
     args.sampler = VramSampler() if args.vram and not args.concurrent else None
     cams, images, pts, cols = load_prepared(args.data)
+    pts, cols = parity_points(args.data, cams, images, pts, cols)  # this bench is the parity protocol
     if args.trainer == "gsplat":
         r = run_gsplat(args, cams, images, pts, cols)
         if r.get("partial"):
@@ -317,17 +367,11 @@ def main() -> None:
             return
     else:
         r = run_ours(args, args.trainer.split("-")[1], cams, images, pts, cols)
-    commit = os.environ.get("SPIRULA_COMMIT", "")  # the carried tree may have no (or a stale) .git
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        except OSError:
-            pass
     out = {"dataset": args.data.name, "trainer": args.trainer, "seed": args.seed, "steps": args.steps,
            "adam_moments": None if args.trainer == "gsplat" else args.adam_moments,
            "psnr": r["psnr"], "ssim": r["ssim"], "sec_per_1k_steps": 1000 * r["seconds"] / args.steps,
            "peak_vram_mib": r["peak_vram_mib"], "num_gaussians": r["num_gaussians"], "gpu": r["adapter"],
-           "commit": commit or os.environ.get("SPIRULA_COMMIT", "")}
+           "commit": commit_id()}
     if args.sampler:
         out["nvml_index"] = args.sampler.index
     for key in ("torch_peak_mib", "overflowed_steps", "last_intersections", "nvml_devices_used", "host_stats",

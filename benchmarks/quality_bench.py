@@ -1,0 +1,330 @@
+"""One quality run "as users get it" (issue 28): a trainer at its own defaults on a folder
+made by prepare_data.py, its exported PLY scored by ONE renderer and ONE metric. Prints
+one ``RESULT {json}`` line.
+
+    python benchmarks/quality_bench.py --trainer gsplat-mcmc --data .gpu/data/fox --seed 0 --steps 7000
+
+Trainers (same images, same split as train_bench.py: every 8th image held out):
+  ours-adc, ours-mcmc   our Trainer (TrainConfig strategy "adc" / "mcmc"; mcmc's budget and cap
+                        = --cap) with its own init (SfM points, or its own random init).
+  gsplat-default        gsplat 1.5.3 as ``examples/simple_trainer.py default`` runs it (below).
+  gsplat-mcmc           gsplat 1.5.3 as ``examples/simple_trainer.py mcmc`` runs it.
+``--protocol parity`` is the labelled kernel-parity check instead: every trainer gets our
+Spirula init points (train_bench.parity_points) and gsplat-default runs train_bench.py's
+loop (our schedule); the trainer name gets a ``-parity`` suffix. gsplat-mcmc-parity swaps
+in the points only (train_bench has no MCMC schedule).
+
+gsplat's users train in its normalised world (``normalize_world_space=True``): the
+similarity of ``examples/datasets/normalize.py:similarity_from_cameras`` (cameras' mean up
+to -y, origin at the median of the points nearest to the world origin on each optical
+axis, "focus"; scale 1 / median camera distance to it), then rigid moves from the points.
+Near plane (0.01) and the scale regulariser are in those units, so gsplat runs here in
+``x_g = s (x - focus)`` (:func:`gsplat_frame`), in our orientation: training does not
+depend on the world's rotation (up to Adam's per-axis moments), except the random-init
+cube, which is drawn in gsplat's axes and rotated back. Its PLY is written back in our
+world. Scoring (:func:`score_ply`): gsplat's ``rasterization`` (classic, packed=False,
+the PLY's SH degree, black background), clamped to [0, 1], PSNR and SSIM of
+engine.splat.metrics on the held-out views.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from train_bench import (VramSampler, commit_id, load_prepared, parity_points, run_gsplat, run_ours,
+                         split, write_gsplat_ply)
+
+TRAINERS = ("ours-adc", "ours-mcmc", "gsplat-default", "gsplat-mcmc")
+# gsplat 1.5.3 examples/simple_trainer.py, Config defaults (the "default" subcommand):
+INIT_NUM_PTS, INIT_EXTENT = 100_000, 3.0            # Config.init_num_pts, init_extent (init_type="random")
+LR = {"means": 1.6e-4, "scales": 5e-3, "quats": 1e-3, "opacities": 5e-2, "sh0": 2.5e-3, "shN": 2.5e-3 / 20}
+SSIM_LAMBDA, SH_DEGREE, SH_INTERVAL = 0.2, 3, 1000  # Config.ssim_lambda, sh_degree, sh_degree_interval
+# (init_opa, init_scale, opacity_reg, scale_reg): Config defaults, and the "mcmc" entry of the
+# configs dict in simple_trainer.py's __main__: Config(init_opa=0.5, init_scale=0.1,
+# opacity_reg=0.01, scale_reg=0.01, strategy=MCMCStrategy(verbose=True))
+SETTINGS = {"gsplat-default": (0.1, 1.0, 0.0, 0.0), "gsplat-mcmc": (0.5, 0.1, 0.01, 0.01)}
+
+
+def camera_tensors(cams, dev, scale: float = 1.0, origin=None):
+    """(Ks, viewmats) torch float32 per camera; viewmats of the world x_g = scale (x - origin):
+    [R | scale (R origin + t)] (camera coordinates scaled alike, so the pixels do not move)."""
+    import torch
+
+    o = np.zeros(3) if origin is None else np.asarray(origin, np.float64)
+    ks, vms = [], []
+    for c in cams:
+        w2c = np.array(c["w2c"], np.float64)
+        w2c[:3, 3] = scale * (w2c[:3, :3] @ o + w2c[:3, 3])
+        vms.append(torch.tensor(w2c, dtype=torch.float32, device=dev))
+        ks.append(torch.tensor([[c["fx"], 0, c["cx"]], [0, c["fy"], c["cy"]], [0, 0, 1]], dtype=torch.float32,
+                               device=dev))
+    return ks, vms
+
+
+def camera_centers(cams) -> np.ndarray:
+    """[C, 3] camera centres -R^T t of the prepared cameras' w2c."""
+    w2c = np.stack([np.array(c["w2c"], np.float64) for c in cams])
+    return -np.einsum("nji,nj->ni", w2c[:, :3, :3], w2c[:, :3, 3])
+
+
+def gsplat_frame(cams) -> tuple[float, np.ndarray, np.ndarray]:
+    """(scale s, focus [3] in our world, align [3,3]) of gsplat's similarity_from_cameras
+    (center_method "focus", strict_scaling False) on our cameras (OpenCV axes, like its
+    COLMAP parser's): align turns the cameras' mean up (-y) onto -y; the focus is the
+    componentwise median, in the aligned axes, of each optical axis's point nearest to the
+    world origin; s = 1 / median camera distance to the focus. gsplat's normalised world is
+    x_n = align (s (x - focus)) before the point-derived rigid moves (principal axes, flip)."""
+    w2c = np.stack([np.array(c["w2c"], np.float64) for c in cams])
+    rot = np.transpose(w2c[:, :3, :3], (0, 2, 1))              # camera-to-world rotations
+    centers = camera_centers(cams)
+    up = -rot[:, :, 1].mean(axis=0)
+    up /= np.linalg.norm(up)
+    target = np.array([0.0, -1.0, 0.0])
+    cos = float(up @ target)
+    if cos > -1.0:  # the rotation taking up onto target (Rodrigues, axis up x target)
+        k = np.cross(up, target)
+        kx = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
+        align = np.eye(3) + kx + kx @ kx / (1.0 + cos)
+    else:  # up is exactly +y: gsplat flips x instead
+        align = np.diag([-1.0, 1.0, 1.0])
+    c_a = centers @ align.T
+    fwd = rot[:, :, 2] @ align.T
+    nearest = c_a - np.sum(fwd * c_a, axis=1, keepdims=True) * fwd
+    focus_a = np.median(nearest, axis=0)
+    s = 1.0 / float(np.median(np.linalg.norm(c_a - focus_a, axis=1)))
+    return s, align.T @ focus_a, align
+
+
+def gsplat_scene_scale(cams, s: float) -> float:
+    """simple_trainer's scene_scale: its Parser's max camera distance from the cameras' mean
+    in the normalised world (s x ours: the later moves are rigid) x 1.1 x global_scale (1)."""
+    centers = camera_centers(cams)
+    return 1.1 * s * float(np.linalg.norm(centers - centers.mean(axis=0), axis=1).max())
+
+
+def ssim_valid(a, b, w2d):
+    """Mean SSIM of [1,3,H,W] images over the window positions inside the image: what
+    fused_ssim(..., padding="valid") returns (its zero-padded map cropped by 5 each side)."""
+    import torch.nn.functional as F
+
+    from engine.splat.metrics import SSIM_C1, SSIM_C2
+
+    def blur(x):
+        return F.conv2d(x, w2d, groups=3)
+    mu_a, mu_b = blur(a), blur(b)
+    var_a, var_b, cov = blur(a * a) - mu_a ** 2, blur(b * b) - mu_b ** 2, blur(a * b) - mu_a * mu_b
+    return (((2 * mu_a * mu_b + SSIM_C1) * (2 * cov + SSIM_C2))
+            / ((mu_a ** 2 + mu_b ** 2 + SSIM_C1) * (var_a + var_b + SSIM_C2))).mean()
+
+
+def run_gsplat_user(args, cams, images, pts, cols, ply_out: Path) -> dict:
+    """gsplat 1.5.3 as simple_trainer.py runs it (batch 1, one GPU, no viewer); see SETTINGS.
+    DefaultStrategy() at its defaults (prune_opa 0.005, grow_grad2d 2e-4, grow_scale3d 0.01,
+    grow_scale2d 0.05, prune_scale3d 0.1, prune_scale2d 0.15, refine 500..15000 every 100,
+    reset_every 3000, absgrad and revised_opacity off); MCMCStrategy(cap_max=--cap) at its
+    other defaults (noise_lr 5e5, refine 500..25000 every 100, min_opacity 0.005). Config:
+    packed, absgrad, antialiased (rasterize_mode "classic"), sparse_grad, visible_adam off;
+    Adam eps 1e-15 / sqrt(batch 1), betas (0.9, 0.999); means lr x scene_scale decaying
+    to 0.01x over the run (ExponentialLR); near 0.01, far 1e10."""
+    import torch
+    from gsplat import rasterization
+    from gsplat.strategy import DefaultStrategy, MCMCStrategy
+    from gsplat.strategy.ops import reset_opa
+    from scipy.spatial import cKDTree
+
+    import gsplat.cuda._backend  # noqa: F401 - builds or loads the CUDA extension untimed
+    from engine.splat.layout import SH_C0
+    from engine.splat.metrics import gaussian_window
+
+    mcmc = args.trainer == "gsplat-mcmc"
+    init_opa, init_scale, opacity_reg, scale_reg = SETTINGS[args.trainer]
+    torch.manual_seed(args.seed)
+    dev = "cuda"
+    train_idx, _ = split(len(cams))
+    s, focus, align = gsplat_frame(cams)
+    scene_scale = gsplat_scene_scale(cams, s)
+    if len(pts):  # init_type "sfm"
+        means = torch.tensor(s * (pts - focus), dtype=torch.float32)
+        rgbs = torch.tensor(cols / 255.0, dtype=torch.float32)
+    else:  # init_type "random": the cube in gsplat's normalised axes, rotated into ours
+        cube = INIT_EXTENT * scene_scale * (torch.rand((INIT_NUM_PTS, 3)) * 2 - 1)
+        means = cube @ torch.tensor(align, dtype=torch.float32)
+        rgbs = torch.rand((INIT_NUM_PTS, 3))
+    d, _ = cKDTree(means.numpy()).query(means.numpy(), k=4)
+    dist = np.sqrt((d[:, 1:] ** 2).mean(axis=1))  # utils.knn + sqrt(mean d^2) of the 3 nearest
+    n = len(means)
+    sh = torch.zeros(n, (SH_DEGREE + 1) ** 2, 3)
+    sh[:, 0] = (rgbs - 0.5) / SH_C0
+    params = torch.nn.ParameterDict({
+        "means": means, "scales": torch.log(torch.tensor(dist * init_scale, dtype=torch.float32))[:, None].repeat(1, 3),
+        "quats": torch.rand((n, 4)), "opacities": torch.logit(torch.full((n,), init_opa)),
+        "sh0": sh[:, :1].clone(), "shN": sh[:, 1:].clone()}).to(dev)
+    lrs = dict(LR, means=LR["means"] * scene_scale)
+    opts = {k: torch.optim.Adam([{"params": params[k], "lr": lr, "name": k}], eps=1e-15, betas=(0.9, 0.999))
+            for k, lr in lrs.items()}
+    sched = torch.optim.lr_scheduler.ExponentialLR(opts["means"], gamma=0.01 ** (1.0 / args.steps))
+    strategy = MCMCStrategy(cap_max=args.cap) if mcmc else DefaultStrategy()
+    strategy.check_sanity(params, opts)
+    state = strategy.initialize_state() if mcmc else strategy.initialize_state(scene_scale=scene_scale)
+    ks, vms = camera_tensors(cams, dev, s, focus)
+    gts = {i: torch.tensor(images[i], device=dev, dtype=torch.float32)[None] / 255 for i in train_idx}
+    win = torch.tensor(gaussian_window(), dtype=torch.float32, device=dev)
+    w2d = (win[:, None] * win[None, :])[None, None].repeat(3, 1, 1, 1)
+    rng, order = np.random.default_rng(args.seed), []
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for step in range(args.steps):
+        if not order:  # DataLoader(shuffle=True, batch_size=1): each epoch a permutation
+            order = list(rng.permutation(train_idx))
+        i = int(order.pop())
+        c = cams[i]
+        img, _, info = rasterization(
+            params["means"], params["quats"], torch.exp(params["scales"]), torch.sigmoid(params["opacities"]),
+            torch.cat([params["sh0"], params["shN"]], 1), vms[i][None], ks[i][None], c["width"], c["height"],
+            sh_degree=min(step // SH_INTERVAL, SH_DEGREE), near_plane=0.01, far_plane=1e10, packed=False,
+            absgrad=False, rasterize_mode="classic")
+        strategy.step_pre_backward(params, opts, state, step, info)
+        l1 = (img - gts[i]).abs().mean()
+        ssim_loss = 1.0 - ssim_valid(img.permute(0, 3, 1, 2), gts[i].permute(0, 3, 1, 2), w2d)
+        loss = l1 * (1.0 - SSIM_LAMBDA) + ssim_loss * SSIM_LAMBDA
+        if opacity_reg > 0.0:
+            loss = loss + opacity_reg * torch.sigmoid(params["opacities"]).mean()
+        if scale_reg > 0.0:
+            loss = loss + scale_reg * torch.exp(params["scales"]).mean()
+        loss.backward()
+        for o in opts.values():
+            o.step()
+            o.zero_grad(set_to_none=True)
+        sched.step()
+        if mcmc:
+            strategy.step_post_backward(params, opts, state, step, info, lr=sched.get_last_lr()[0])
+        else:
+            strategy.step_post_backward(params, opts, state, step, info, packed=False)
+            # gsplat #797: the reset DefaultStrategy means to do here (step % reset_every == 0,
+            # 0 < step < refine_stop_iter, to 2 x prune_opa) never fires; the harness applies it
+            if 0 < step < strategy.refine_stop_iter and step % strategy.reset_every == 0:
+                reset_opa(params=params, optimizers=opts, state=state, value=strategy.prune_opa * 2.0)
+    torch.cuda.synchronize()
+    sec = time.perf_counter() - t0
+    peak = args.sampler.stop() if args.sampler else None
+    write_gsplat_ply(ply_out, params, scale=s, origin=focus)
+    out = {"seconds": sec, "peak_vram_mib": peak, "adapter": torch.cuda.get_device_name(),
+           "gsplat_scene_scale": scene_scale, "gsplat_world_scale": s}
+    if not len(pts):
+        out["init_box_half_size"] = INIT_EXTENT * scene_scale / s  # in our world's units
+    return out
+
+
+def run_ours_quality(args, cams, images, pts, cols, ply_out: Path) -> dict:
+    """Our Trainer with strategy adc or mcmc (train_bench.run_ours: warm-up untimed, train()
+    timed, PLY export, our own evaluation as psnr_self)."""
+    from engine.config import TrainConfig, density_settings
+
+    strategy = args.trainer.split("-")[1]
+    # strategy, and for mcmc its budget (mcmc_budget) and cap = --cap, as `spirula train` sets them
+    cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100,
+                      **density_settings(strategy, args.cap if strategy == "mcmc" else None))
+    has = len(pts) > 0
+    return run_ours(args, "vulkan", cams, images, pts if has else None, cols if has else None, cfg=cfg,
+                    ply_out=ply_out)
+
+
+def score_ply(ply_path, cams, images, test_idx) -> dict:
+    """{psnr, ssim (means over test_idx), views, num_gaussians} of a 3DGS PLY: each held-out
+    view rendered by gsplat's rasterization (CUDA; classic, packed=False, the PLY's SH
+    degree, black background), clamped to [0, 1], against its image with engine.splat.metrics."""
+    import torch
+    from gsplat import rasterization
+
+    from engine.io.ply import read_ply
+    from engine.splat.metrics import psnr, ssim
+
+    g = read_ply(ply_path)
+    dev = "cuda"
+
+    def t(a):
+        return torch.from_numpy(np.ascontiguousarray(a, np.float32)).to(dev)
+    means, quats, scales, opac = t(g.means), t(g.quats), torch.exp(t(g.scales)), torch.sigmoid(t(g.opacities))
+    colors = torch.cat([t(g.sh0)[:, None], t(g.shN)], 1)
+    ks, vms = camera_tensors(cams, dev)
+    views = []
+    with torch.no_grad():
+        for i in test_idx:
+            c = cams[i]
+            img, _, _ = rasterization(means, quats, scales, opac, colors, vms[i][None], ks[i][None], c["width"],
+                                      c["height"], sh_degree=g.sh_degree, packed=False)
+            a = img[0].clamp(0.0, 1.0).cpu().numpy()
+            b = images[i].astype(np.float32) / 255
+            views.append({"name": c["name"], "psnr": psnr(a, b), "ssim": ssim(a, b)})
+    return {"psnr": float(np.mean([v["psnr"] for v in views])), "ssim": float(np.mean([v["ssim"] for v in views])),
+            "views": views, "num_gaussians": len(g)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trainer", choices=TRAINERS, required=True)
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=7000)
+    ap.add_argument("--cap", type=int, default=1_000_000, help="mcmc trainers: the Gaussian count cap")
+    ap.add_argument("--protocol", choices=["user", "parity"], default="user")
+    ap.add_argument("--vram", action="store_true", help="sample peak device memory with NVML")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="other runs share the GPU: record quality only (time and memory set to null)")
+    ap.add_argument("--ply-out", type=Path, help="keep the exported PLY here (default: a temporary file)")
+    ap.add_argument("--no-score", action="store_true",
+                    help="CPU smoke tests only: skip the gsplat scoring (psnr and ssim are null)")
+    args = ap.parse_args()
+    args.sampler = VramSampler() if args.vram and not args.concurrent else None  # before any GPU context
+    args.state, args.segment_s = None, 0.0  # train_bench.run_gsplat's segmenting: off
+    cams, images, pts, cols = load_prepared(args.data)
+    has_points = len(pts) > 0
+    if args.protocol == "parity":
+        pts, cols = parity_points(args.data, cams, images, pts, cols)
+    _, test_idx = split(len(cams))
+    tmp = None
+    if args.ply_out is None:
+        tmp = tempfile.TemporaryDirectory(prefix="quality_bench.")
+        args.ply_out = Path(tmp.name) / "model.ply"
+    if args.trainer.startswith("ours"):
+        r = run_ours_quality(args, cams, images, pts, cols, args.ply_out)
+        r["psnr_self"], r["ssim_self"] = r["psnr"], r["ssim"]
+    elif args.trainer == "gsplat-default" and args.protocol == "parity":
+        r = run_gsplat(args, cams, images, pts, cols)  # train_bench's loop: our schedule; writes args.ply_out
+        r["psnr_self"], r["ssim_self"] = r["psnr"], r["ssim"]
+    else:
+        r = run_gsplat_user(args, cams, images, pts, cols, args.ply_out)
+    score = (score_ply(args.ply_out, cams, images, test_idx) if not args.no_score
+             else {"psnr": None, "ssim": None, "views": None, "num_gaussians": None})
+    if score["num_gaussians"] is None:
+        from engine.io.ply import read_ply
+
+        score["num_gaussians"] = len(read_ply(args.ply_out))
+    out = {"dataset": args.data.name, "trainer": args.trainer + ("-parity" if args.protocol == "parity" else ""),
+           "seed": args.seed, "steps": args.steps, "psnr": score["psnr"], "ssim": score["ssim"],
+           "sec_per_1k_steps": 1000 * r["seconds"] / args.steps, "peak_vram_mib": r["peak_vram_mib"],
+           "num_gaussians": score["num_gaussians"], "gpu": r["adapter"], "commit": commit_id(),
+           "protocol": args.protocol, "init": "sfm" if has_points else "random",
+           "cap": args.cap if args.trainer.endswith("mcmc") else None,
+           "opacity_reset_fix": True if args.trainer == "gsplat-default" else None,
+           "psnr_self": r.get("psnr_self"), "ssim_self": r.get("ssim_self"), "views": score["views"]}
+    for key in ("gsplat_scene_scale", "gsplat_world_scale", "init_box_half_size", "overflowed_steps"):
+        if key in r:
+            out[key] = r[key]
+    if args.sampler:
+        out["nvml_index"] = args.sampler.index
+    if args.concurrent:
+        out.update(sec_per_1k_steps=None, peak_vram_mib=None, concurrent=True)
+    print("RESULT " + json.dumps(out), flush=True)
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
