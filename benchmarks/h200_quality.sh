@@ -10,6 +10,7 @@
 #   DATASETS "fox mouse office_chair"   SEEDS "0 1 2"   STEPS 7000   CAP 1000000   PROTOCOL user|parity
 #   TRAINERS "ours-adc ours-mcmc gsplat-default gsplat-mcmc"
 #   JOBS 6      matrix runs at once; with JOBS > 1 they run --concurrent (quality only)
+#   MATRIX ""   explicit matrix runs instead: "trainer dataset seed,trainer dataset seed,..."
 #   TIMED ""    e.g. "fox:30000": each trainer alone, seed 0, with --vram (time and memory);
 #               these go first, the matrix gets the time left
 #   BUDGET_S 570  no run outlives this many seconds from the start (killed: TERM, then KILL)
@@ -83,7 +84,11 @@ done
 
 echo "== matrix: $STEPS steps, seeds $SEEDS, $JOBS at once"
 export CONC=""; [ "$JOBS" -gt 1 ] && CONC=--concurrent
-for s in $SEEDS; do for d in $datasets; do for tr in $trainers; do echo "$tr $d $s"; done; done; done > "$OUT/matrix.txt"
+if [ -n "${MATRIX:-}" ]; then  # explicit runs, "trainer dataset seed" separated by commas (the gaps of earlier calls)
+  echo "$MATRIX" | tr ',' '\n' | sed '/^ *$/d' > "$OUT/matrix.txt"
+else
+  for s in $SEEDS; do for d in $datasets; do for tr in $trainers; do echo "$tr $d $s"; done; done; done > "$OUT/matrix.txt"
+fi
 [ -n "$trainers" ] && xargs -P "$JOBS" -L 1 bash -c 'run_one "$OUT/logs" "$0" "$1" "$2" "$STEPS" $CONC' < "$OUT/matrix.txt"
 
 echo "== collected ($(( DEADLINE - $(date +%s) )) s before the deadline)"

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.train_bench import VramSampler, as_dataset, load_prepared, split  # noqa: E402
+from benchmarks.train_bench import VramSampler, as_dataset, load_prepared, parity_points, split  # noqa: E402
 
 
 def dense_rows(pts: np.ndarray, cols: np.ndarray, count: int, max_sh_degree: int, rng) -> np.ndarray:
@@ -62,6 +62,7 @@ def main() -> None:
     from engine.splat.trainer import Trainer
 
     cams, images, pts, cols = load_prepared(args.data)
+    pts, cols = parity_points(args.data, cams, images, pts, cols)  # the points prepare_data.py used to draw
     ds = as_dataset(args.data, cams, images, pts, cols)
     train_idx, _ = split(len(ds.cameras))
     gpu = get_gpu(args.device)

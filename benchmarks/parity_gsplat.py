@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_bench import as_dataset, load_prepared  # noqa: E402
+from train_bench import as_dataset, load_prepared, parity_points  # noqa: E402
 
 
 def random_scene(pts: np.ndarray, cols: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -101,6 +101,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     cams_meta, images, pts, cols = load_prepared(args.data)
+    pts, cols = parity_points(args.data, cams_meta, images, pts, cols)  # the points prepare_data.py used to draw
     cams = as_dataset(args.data, cams_meta, images, pts, cols).cameras
     rng = np.random.default_rng(args.seed)
     rows = random_scene(pts, cols, args.count, rng)

@@ -26,7 +26,7 @@ import slangpy as spy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_bench import as_dataset, load_prepared, split  # noqa: E402
+from train_bench import as_dataset, load_prepared, parity_points, split  # noqa: E402
 
 
 def main() -> None:
@@ -60,7 +60,8 @@ def main() -> None:
     from engine.device import get_gpu
     from engine.splat.trainer import Trainer
 
-    ds = as_dataset(args.data, *load_prepared(args.data))
+    cams, images, pts, cols = load_prepared(args.data)
+    ds = as_dataset(args.data, cams, images, *parity_points(args.data, cams, images, pts, cols))  # as before: fixed points
     train_idx, _ = split(len(ds.cameras))
     gpu = get_gpu(args.device)
     tr = Trainer(gpu, ds, train_idx, TrainConfig(steps=args.warm + args.steps, log_interval=100,
