@@ -325,22 +325,7 @@ class GaussianModel:
             self.gpu.submit(enc)
             self.gpu.wait_idle()  # callers (the trainer's scratch trim) rely on an idle GPU
             return
-        capacity = max(after, min(int(after * 1.5), max_gaussians))
-        self.gpu.wait_idle()
-        self.gpu.forget_bindings()  # kernels' cached arguments must not keep old buffers alive
-        for name in ("grad2d_sum", "vis_count"):  # reset anyway: free before growing
-            del b[name]
-        for name in _STATE:
-            new = self.gpu.buffer(self._row_bytes(name) * capacity, f"splat.{name}")
-            enc = self.gpu.encoder()
-            scatter(enc, name, b[name], new)
-            self.gpu.submit(enc)
-            self.gpu.wait_idle()  # the old buffer must outlive the scatter
-            b[name] = new
-            del new
-        self._alloc_small(capacity)
-        self.capacity = capacity
-        self.clear(("grad2d_sum", "vis_count"))
+        self._grow_state(max(after, min(int(after * 1.5), max_gaussians)), scatter)
 
     def reserve(self, rows: int, max_rows: int) -> None:
         """Make room for ``rows`` Gaussians keeping the first N rows of params and moments
@@ -349,19 +334,28 @@ class GaussianModel:
         the densification statistics are cleared."""
         if rows <= self.capacity:
             return
-        capacity = max(int(rows), min(int(rows * 1.5), int(max_rows)))
+        n = self.n
+
+        def keep(enc, name, old, new):
+            if n:
+                self.gpu.copy(enc, new, 0, old, 0, self._row_bytes(name) * n)
+        self._grow_state(max(int(rows), min(int(rows * 1.5), int(max_rows))), keep)
+
+    def _grow_state(self, capacity: int, fill) -> None:
+        """Replace each state buffer by one of ``capacity`` rows, one at a time (the old one
+        freed before the next is allocated), ``fill(enc, name, old, new)`` recording what the
+        new one receives; the statistics and densify scratch are reallocated and cleared."""
         self.gpu.wait_idle()
-        self.gpu.forget_bindings()
+        self.gpu.forget_bindings()  # kernels' cached arguments must not keep old buffers alive
         b = self.buf
-        for name in ("grad2d_sum", "vis_count"):
+        for name in ("grad2d_sum", "vis_count"):  # reset anyway: free before growing
             del b[name]
         for name in _STATE:
             new = self.gpu.buffer(self._row_bytes(name) * capacity, f"splat.{name}")
             enc = self.gpu.encoder()
-            if self.n:
-                self.gpu.copy(enc, new, 0, b[name], 0, self._row_bytes(name) * self.n)
+            fill(enc, name, b[name], new)
             self.gpu.submit(enc)
-            self.gpu.wait_idle()  # the old buffer must outlive the copy
+            self.gpu.wait_idle()  # the old buffer must outlive the fill
             b[name] = new
             del new
         self._alloc_small(capacity)
