@@ -195,3 +195,15 @@ def test_short_run_on_book_improves_and_mcmc_holds_its_budget(gpu, shared_data, 
     assert end > start + 3.0, (start, end)
     if strategy == "mcmc":
         assert max(counts) <= budget and counts[-1] == budget == t.model.n, counts
+
+
+def test_density_settings_budget_and_cap():
+    """--max-gaussians is ADC's cap and MCMC's exact budget; each has its own default."""
+    from engine.config import density_settings
+
+    assert density_settings("adc", None) == {"strategy": "adc", "max_gaussians": TrainConfig.max_gaussians}
+    assert density_settings("adc", 5000)["max_gaussians"] == 5000
+    assert density_settings("mcmc", None) == {"strategy": "mcmc", "mcmc_budget": 1_000_000, "max_gaussians": 1_000_000}
+    assert density_settings("mcmc", 250_000)["mcmc_budget"] == 250_000
+    with pytest.raises(ValueError, match="strategy"):
+        density_settings("3dgs", None)
