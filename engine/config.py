@@ -79,8 +79,9 @@ def added_later(section: str) -> dict:
     """Settings of ``section`` ("dataset" or "train") added after runs were first saved,
     with their defaults: a saved run or checkpoint without one had the default, so it is
     neither a changed setting on resume nor part of a cached stage's key while default."""
-    return {"train": {"adam_moments": TrainConfig.adam_moments, "init_random": TrainConfig.init_random,
-                      "strategy": TrainConfig.strategy, "mcmc_budget": TrainConfig.mcmc_budget}}.get(section, {})
+    # init_random is not here: runs saved before it started from another random init
+    return {"train": {"adam_moments": TrainConfig.adam_moments, "strategy": TrainConfig.strategy,
+                      "mcmc_budget": TrainConfig.mcmc_budget}}.get(section, {})
 
 
 def override(cfg, **values):

@@ -5,13 +5,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from engine.checkpoint import Checkpoint, compare
-from engine.config import RunConfig, TrainConfig
+from engine.config import RunConfig, TrainConfig, added_later
 from engine.pipeline import PipelineConfig
 
 
 def _old_run_config() -> dict:
     cfg = asdict(RunConfig())
-    del cfg["train"]["adam_moments"]  # as saved before the setting existed
+    for name in added_later("train"):  # as saved before the settings existed
+        del cfg["train"][name]
     return cfg
 
 
