@@ -6,8 +6,10 @@ from earlier steps' intersection counts, read a step late (engine/splat/step_pip
 so the host records step s + 1 while the GPU runs step s. The loss is accumulated on the
 GPU; every ``log_interval`` steps the step itself copies the sum to the host-visible ring and
 clears it, and the host reads it when that step retires (:meth:`Trainer.collect_losses`), so
-logging adds no wait either. Densification and opacity reset follow the 3DGS
-schedule.
+logging adds no wait either. Density control is the config's ``strategy``: "adc" (3DGS's
+clone / split / prune and opacity reset, GaussianModel.densify) or "mcmc" (relocation,
+growth to an exact budget, per-step position noise and regularisers: engine/splat/mcmc.py);
+either waits for the GPU only on its refine steps.
 """
 
 from __future__ import annotations
