@@ -35,6 +35,8 @@ from ..device import Gpu
 from .model import GaussianModel
 from .sort import Scan
 
+MAX_ROWS = 65_535 * 256  # 65,535 workgroups of 256 threads: the 1D dispatch limit Intel and lavapipe have
+
 
 @dataclass
 class McmcSettings:
@@ -54,6 +56,8 @@ class McmcDensifier:
     def __init__(self, gpu: Gpu, model: GaussianModel, settings: McmcSettings, budget: int):
         if budget < 1:
             raise ValueError(f"MCMC needs a Gaussian budget of at least 1, not {budget}")
+        if budget > MAX_ROWS:  # its kernels dispatch one 1D grid of N threads
+            raise ValueError(f"MCMC's Gaussian budget is at most {MAX_ROWS:,} (1D dispatches), not {budget:,}")
         self.gpu, self.model, self.s, self.budget = gpu, model, settings, int(budget)
         consts = dict(MAX_SH_DEGREE=model.max_sh_degree, MOMENTS_BF16=int(model.moments_bf16))
         k = lambda entry: gpu.kernel("densify/mcmc", entry, **consts)
