@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+STRATEGIES = ("adc", "mcmc")      # TrainConfig.strategy
+RANDOM_INITS = ("views", "box")   # TrainConfig.init_random (engine/splat/init.py)
+
 
 @dataclass
 class DatasetConfig:
@@ -69,8 +72,8 @@ def density_settings(strategy: str, max_gaussians: int | None) -> dict:
     if strategy == "mcmc":
         budget = TrainConfig.mcmc_budget if max_gaussians is None else int(max_gaussians)
         return {"strategy": "mcmc", "mcmc_budget": budget, "max_gaussians": max(budget, 1)}
-    if strategy != "adc":
-        raise ValueError(f"strategy must be 'adc' or 'mcmc', not {strategy!r}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     return {"strategy": "adc", "max_gaussians": TrainConfig.max_gaussians if max_gaussians is None
             else int(max_gaussians)}
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
+from ..config import RANDOM_INITS
 from ..ingest.dataset import Camera, Dataset
 from .layout import SH_C0, pack
 
-RANDOM_INIT = ("views", "box")
 BOX = 3.0          # gsplat's init_extent: the cube's half size in units of its scene scale
 FAR = 10.0         # ``views``' rays reach this many median camera distances past the cube
 RAY_SHARE = 0.2    # of ``views``' points, drawn on pixel rays beyond the cube
@@ -75,7 +75,7 @@ def initial_points(dataset: Dataset, count: int, rng: np.random.Generator, camer
     elif mode == "box":
         pts = points_in_box(cams, count, rng)
     else:
-        raise ValueError(f"random init must be one of {', '.join(RANDOM_INIT)}, not {mode!r}")
+        raise ValueError(f"random init must be one of {', '.join(RANDOM_INITS)}, not {mode!r}")
     return pts.astype(np.float32), rng.integers(0, 256, (count, 3), dtype=np.uint8)
 
 
@@ -86,9 +86,11 @@ def points_in_views(cameras: list[Camera], count: int, rng: np.random.Generator)
     log-uniform in depth from the cube's edge to FAR median camera distances beyond it (the
     walls and sky behind a scene the cube does not reach)."""
     n_ray = int(round(RAY_SHARE * count))
+    mid, _ = look_point(cameras)
+    half = box_half_size(cameras)
     kept, have, tries = [], 0, 0
     while have < count - n_ray and tries < 20:  # ~40% of the cube is in view for an orbit (fox)
-        p = points_in_box(cameras, 2 * (count - n_ray), rng)
+        p = mid + rng.uniform(-half, half, (2 * (count - n_ray), 3))
         p = p[seen_by_any(cameras, p)]
         kept.append(p)
         have += len(p)

@@ -10,8 +10,8 @@ The Gaussians are treated as samples: nothing is cloned, split or pruned. Every
    the paper's eq. 9 factor, so together they render like the original; their Adam
    moments restart from zero.
 2. *Growth*: min(budget, (1 + growth) N) - N new Gaussians are drawn the same way and
-   appended. ``budget`` (the trainer's ``max_gaussians``) is reached exactly and never
-   passed.
+   appended. ``budget`` (TrainConfig.mcmc_budget, at most max_gaussians) is reached
+   exactly and never passed.
 
 Every step: each mean moves by Sigma z * sigmoid(-100 (1 - o - 0.995)) * lr_means *
 ``noise_lr`` (eq. 10; z ~ N(0, I), Sigma the Gaussian's covariance), recorded into the
@@ -92,14 +92,14 @@ class McmcDensifier:
         m = self.model
         before = m.n
         self._scratch(m.capacity)
-        dead = self._relocate(seed)
+        dead, relocated = self._relocate(seed)
         target = min(self.budget, int((1.0 + self.s.growth) * m.n))
         added = 0
         if target > m.n:
             m.reserve(target, self.budget)
             self._scratch(m.capacity)
             added = self._grow(target - m.n, seed ^ 0x5bd1e995)
-        self.last = {"dead": dead, "relocated": dead if self._live_total else 0, "added": added}
+        self.last = {"dead": dead, "relocated": relocated, "added": added}
         return before, m.n
 
     # --- internals ------------------------------------------------------------------------
@@ -121,19 +121,19 @@ class McmcDensifier:
                               n=m.n, min_opacity=self.s.min_opacity, quantum=quantum)
         self.scan.record(enc, b["weights"], b["weights"], m.n, total=self._totals[0])
 
-    def _relocate(self, seed: int) -> int:
+    def _relocate(self, seed: int) -> tuple[int, int]:
+        """(dead, relocated): every dead Gaussian moved onto a live one drawn by opacity."""
         m, b = self.model, self.buf
         enc = self.gpu.encoder()
         self._record_weights(enc)
         self.scan.record(enc, b["flags"], b["sources"], m.n, total=self._totals[1])
         self.k_dead.record(enc, [m.n, 1, 1], dead=b["flags"], dead_offsets=b["sources"], targets=b["targets"], n=m.n)
         self.gpu.submit(enc)
-        totals = [self.gpu.read(t, np.uint32, 1)[0] for t in self._totals]
-        self._live_total = int(totals[0])
-        dead = int(totals[1])
-        if dead and self._live_total:
-            self._move(dead, seed, listed=True, base=0)
-        return dead
+        live_weight, dead = (int(self.gpu.read(t, np.uint32, 1)[0]) for t in self._totals)
+        if not (dead and live_weight):
+            return dead, 0  # nothing to move, or nothing alive to move it onto
+        self._move(dead, seed, listed=True, base=0)
+        return dead, dead
 
     def _grow(self, count: int, seed: int) -> int:
         m = self.model

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..config import TrainConfig
+from ..config import STRATEGIES, TrainConfig
 from ..device import Gpu
 from ..errors import NonFiniteError
 from ..ingest.dataset import Dataset
@@ -37,7 +37,6 @@ from .scene_scale import training_extent
 from .step_pipeline import StepPipeline
 
 
-STRATEGIES = ("adc", "mcmc")
 MCMC_INIT_OPACITY, MCMC_INIT_SCALE = 0.5, 0.1  # gsplat simple_trainer.py's MCMC preset (init_opa, init_scale)
 
 

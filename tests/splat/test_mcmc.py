@@ -161,7 +161,6 @@ def test_refine_relocates_every_dead_and_grows_to_the_budget(gpu):
     rng = np.random.default_rng()
     n = 1000
     model, rows, _ = random_model(gpu, rng, n)
-    dead = sigmoid(rows[:, OFF_OPACITY]) <= MIN_OPACITY
     rows[rng.choice(n, 100, replace=False), OFF_OPACITY] = -9.0
     dead = sigmoid(rows[:, OFF_OPACITY]) <= MIN_OPACITY
     model.load_state_dict({**model.state_dict(), "params": rows})
