@@ -10,9 +10,12 @@
 #   DATASETS "fox mouse office_chair"   SEEDS "0 1 2"   STEPS 7000   CAP 1000000   PROTOCOL user|parity
 #   TRAINERS "ours-adc ours-mcmc gsplat-default gsplat-mcmc"
 #   JOBS 6      matrix runs at once; with JOBS > 1 they run --concurrent (quality only)
-#   MATRIX ""   explicit matrix runs instead: "trainer dataset seed,trainer dataset seed,..."
+#   MATRIX ""   explicit matrix runs instead: "trainer dataset seed [quality_bench options],..."
+#               (e.g. "ours-adc fox 1 --set init_random=box": a labelled variant)
 #   TIMED ""    e.g. "fox:30000": each trainer alone, seed 0, with --vram (time and memory);
-#               these go first, the matrix gets the time left
+#               these go first, the matrix gets the time left. TIMED_TRAINERS: which (default all),
+#               a trainer may carry options after a colon: "ours-mcmc:--cap=200000"
+#   SMOKE 1     0 skips the 100-step smoke runs (trainers and scripts known to work)
 #   BUDGET_S 570  no run outlives this many seconds from the start (killed: TERM, then KILL)
 # Order: setup, gsplat's extension build, a 100-step smoke run of every trainer on the first
 # dataset (in parallel; a trainer that fails it is left out of the rest), TIMED, the matrix
@@ -36,7 +39,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 # deadline (or after $RUN_TIMEOUT_S); prints one line (and the log's tail when it failed)
 run_one() {
   local dir=$1 tr=$2 d=$3 s=$4 n=$5; shift 5
-  local log=$dir/$d-$tr-s$s-$n.log left=$(( DEADLINE - $(date +%s) ))
+  local tag=$(echo "$*" | tr -c 'A-Za-z0-9=_.\n' '_' | sed 's/__concurrent//g; s/__*/_/g; s/^_//; s/_$//')
+  local log=$dir/$d-$tr${tag:+-$tag}-s$s-$n.log left=$(( DEADLINE - $(date +%s) ))
   [ -n "${RUN_TIMEOUT_S:-}" ] && [ "$RUN_TIMEOUT_S" -lt "$left" ] && left=$RUN_TIMEOUT_S
   if [ "$left" -lt "${MIN_LEFT_S:-20}" ]; then echo "SKIPPED (time) $tr $d s$s $n"; return 0; fi
   timeout -k 5 "$left" python3 benchmarks/quality_bench.py --trainer "$tr" --data ".gpu/data/$d" --seed "$s" \
@@ -68,18 +72,24 @@ echo "gsplat extension: $(( $(date +%s) - t )) s"
 [ "${SAVE_EXT:-0}" = 1 ] && tar -C ~/.cache -cJf "$OUT/torch_ext.tar.xz" torch_extensions
 
 first=$(echo $datasets | cut -d' ' -f1)
-echo "== smoke: 100 steps on $first"
-for tr in $TRAINERS; do RUN_TIMEOUT_S=${SMOKE_S:-240} run_one "$OUT/smoke" "$tr" "$first" 0 100 --concurrent & done
-wait
-trainers=""
-for tr in $TRAINERS; do
-  if grep -q '^RESULT ' "$OUT/smoke/$first-$tr-s0-100.log" 2>/dev/null; then trainers="$trainers $tr"; else echo "left out: $tr"; fi
-done
+trainers=$TRAINERS
+if [ "${SMOKE:-1}" = 1 ]; then
+  echo "== smoke: 100 steps on $first"
+  for tr in $TRAINERS; do RUN_TIMEOUT_S=${SMOKE_S:-240} run_one "$OUT/smoke" "$tr" "$first" 0 100 --concurrent & done
+  wait
+  trainers=""
+  for tr in $TRAINERS; do
+    if grep -q '^RESULT ' "$OUT/smoke/$first-$tr-s0-100.log" 2>/dev/null; then trainers="$trainers $tr"; else echo "left out: $tr"; fi
+  done
+fi
 
 for spec in $TIMED; do
   IFS=: read -r d n <<< "$spec"
   echo "== timed: $d $n steps, alone"
-  for tr in $trainers; do run_one "$OUT/logs" "$tr" "$d" 0 "$n" --vram; done
+  for spec in ${TIMED_TRAINERS:-$trainers}; do
+    IFS=: read -r tr opts <<< "$spec"
+    run_one "$OUT/logs" "$tr" "$d" 0 "$n" --vram ${opts//=/ }
+  done
 done
 
 echo "== matrix: $STEPS steps, seeds $SEEDS, $JOBS at once"
@@ -89,7 +99,7 @@ if [ -n "${MATRIX:-}" ]; then  # explicit runs, "trainer dataset seed" separated
 else
   for s in $SEEDS; do for d in $datasets; do for tr in $trainers; do echo "$tr $d $s"; done; done; done > "$OUT/matrix.txt"
 fi
-[ -n "$trainers" ] && xargs -P "$JOBS" -L 1 bash -c 'run_one "$OUT/logs" "$0" "$1" "$2" "$STEPS" $CONC' < "$OUT/matrix.txt"
+[ -n "$trainers" ] && xargs -P "$JOBS" -L 1 bash -c 'run_one "$OUT/logs" "$0" "$1" "$2" "$STEPS" $CONC "${@:3}"' < "$OUT/matrix.txt"
 
 echo "== collected ($(( DEADLINE - $(date +%s) )) s before the deadline)"
 python3 benchmarks/quality_collect.py "$OUT"/logs/*.log --out "$OUT/quality-$(date +%F).json"

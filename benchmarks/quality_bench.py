@@ -224,15 +224,33 @@ def run_gsplat_user(args, cams, images, pts, cols, ply_out: Path) -> dict:
 def run_ours_quality(args, cams, images, pts, cols, ply_out: Path) -> dict:
     """Our Trainer with strategy adc or mcmc (train_bench.run_ours: warm-up untimed, train()
     timed, PLY export, our own evaluation as psnr_self)."""
-    from engine.config import TrainConfig, density_settings
+    from engine.config import TrainConfig, density_settings, override
 
     strategy = args.trainer.split("-")[1]
     # strategy, and for mcmc its budget (mcmc_budget) and cap = --cap, as `spirula train` sets them
     cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100,
                       **density_settings(strategy, args.cap if strategy == "mcmc" else None))
+    override(cfg, **args.settings)  # --set: a labelled variant, not the defaults users get
     has = len(pts) > 0
     return run_ours(args, "vulkan", cams, images, pts if has else None, cols if has else None, cfg=cfg,
                     ply_out=ply_out)
+
+
+def parse_settings(pairs: list[str]) -> dict:
+    """["key=value", ...] -> {key: value} with TrainConfig's field types (bool: 1/0/true/false)."""
+    from dataclasses import fields
+
+    from engine.config import TrainConfig
+
+    types = {f.name: type(getattr(TrainConfig(), f.name)) for f in fields(TrainConfig)}
+    out = {}
+    for kv in pairs:
+        key, sep, text = kv.partition("=")
+        if not sep or key not in types:
+            raise SystemExit(f"--set {kv!r}: expected KEY=VALUE with KEY a TrainConfig field")
+        kind = types[key]
+        out[key] = text.lower() in ("1", "true", "yes") if kind is bool else kind(text)
+    return out
 
 
 def score_ply(ply_path, cams, images, test_idx) -> dict:
@@ -278,9 +296,16 @@ def main() -> None:
     ap.add_argument("--concurrent", action="store_true",
                     help="other runs share the GPU: record quality only (time and memory set to null)")
     ap.add_argument("--ply-out", type=Path, help="keep the exported PLY here (default: a temporary file)")
+    ap.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                    help="ours: a TrainConfig field for a variant (repeatable; e.g. init_random=box); the "
+                         "trainer name gets '+KEY=VALUE' so the variant is never mistaken for the defaults")
     ap.add_argument("--no-score", action="store_true",
                     help="CPU smoke tests only: skip the gsplat scoring (psnr and ssim are null)")
     args = ap.parse_args()
+    args.label = "".join(f"+{kv}" for kv in args.settings)
+    args.settings = parse_settings(args.settings)
+    if args.settings and not args.trainer.startswith("ours"):
+        ap.error("--set applies to our trainers only")
     args.sampler = VramSampler() if args.vram and not args.concurrent else None  # before any GPU context
     args.state, args.segment_s = None, 0.0  # train_bench.run_gsplat's segmenting: off
     cams, images, pts, cols = load_prepared(args.data)
@@ -306,7 +331,7 @@ def main() -> None:
         from engine.io.ply import read_ply
 
         score["num_gaussians"] = len(read_ply(args.ply_out))
-    out = {"dataset": args.data.name, "trainer": args.trainer + ("-parity" if args.protocol == "parity" else ""),
+    out = {"dataset": args.data.name, "trainer": args.trainer + ("-parity" if args.protocol == "parity" else "") + args.label,
            "seed": args.seed, "steps": args.steps, "psnr": score["psnr"], "ssim": score["ssim"],
            "sec_per_1k_steps": 1000 * r["seconds"] / args.steps, "peak_vram_mib": r["peak_vram_mib"],
            "num_gaussians": score["num_gaussians"], "gpu": r["adapter"], "commit": commit_id(),

@@ -149,13 +149,14 @@ def points_in_box(cameras: list[Camera], count: int, rng: np.random.Generator) -
 
 def gaussians_from_points(points: np.ndarray, colors: np.ndarray, max_sh_degree: int,
                           init_opacity: float = 0.1, init_scale: float = 1.0) -> np.ndarray:
-    """Packed rows [P, D]: isotropic Gaussians with scale = ``init_scale`` x the mean
-    distance to the 3 nearest neighbours (as in 3DGS), identity rotation, opacity
+    """Packed rows [P, D]: isotropic Gaussians with scale = ``init_scale`` x the root mean
+    square of the distances to the 3 nearest neighbours (3DGS's ``distCUDA2``, gsplat's
+    ``knn``: sqrt of the mean squared distance), identity rotation, opacity
     ``init_opacity``, DC colour."""
     pts = np.asarray(points, np.float64)
     k = min(4, len(pts))
     dist, _ = cKDTree(pts).query(pts, k=k)
-    d = dist[:, 1:].mean(axis=1) if k > 1 else np.ones(len(pts))
+    d = np.sqrt((dist[:, 1:] ** 2).mean(axis=1)) if k > 1 else np.ones(len(pts))
     d = np.maximum(d * init_scale, 1e-7)
     n = len(pts)
     scales = np.repeat(np.log(d)[:, None], 3, axis=1)

@@ -70,7 +70,7 @@ def coverage(points, o, d, t_wall, subject):
     quarter of the ray before it) and of subject pixels with one inside the subject's
     sphere (depths within 1 of the orbit radius)."""
     dist, _ = cKDTree(points).query(points, k=4)
-    radius = dist[:, 1:].mean(axis=1)  # the initial scale (gaussians_from_points)
+    radius = np.sqrt((dist[:, 1:] ** 2).mean(axis=1))  # the initial scale (gaussians_from_points)
     wall = met(points, radius, o[~subject], d[~subject], 0.75 * t_wall[~subject], 1.02 * t_wall[~subject])
     sub = met(points, radius, o[subject], d[subject], np.full(subject.sum(), ORBIT - 1.0),
               np.full(subject.sum(), ORBIT + 1.0))
@@ -114,3 +114,21 @@ def test_the_check_fails_for_inits_that_stop_short_of_the_walls(mode):
 def test_unknown_init_mode_is_refused():
     with pytest.raises(ValueError, match="views, box"):
         initial_points(orbit_dataset(np.random.default_rng(0)), 10, np.random.default_rng(0), mode="sphere")
+
+
+def test_initial_scale_is_the_rms_distance_to_the_three_nearest_neighbours():
+    """3DGS's distCUDA2 / gsplat's knn init: sqrt of the mean squared distance to the 3
+    nearest other points, checked by brute force (all pairwise distances, float64)."""
+    from engine.splat.init import gaussians_from_points
+    from engine.splat.layout import unpack
+
+    rng = np.random.default_rng()
+    pts = rng.normal(size=(300, 3)) * rng.uniform(0.1, 3.0, 3)
+    cols = rng.integers(0, 256, (300, 3), dtype=np.uint8)
+    d = np.linalg.norm(pts[:, None] - pts[None], axis=2)
+    np.fill_diagonal(d, np.inf)
+    near3 = np.sort(d, axis=1)[:, :3]
+    want = np.sqrt((near3 ** 2).mean(axis=1))
+    got = unpack(gaussians_from_points(pts, cols, 0, init_scale=1.0), 0)["scales"]
+    assert np.allclose(np.exp(got), want[:, None], rtol=1e-5)
+    assert not np.allclose(want, near3.mean(axis=1), rtol=1e-3)  # the mean would fail the check
