@@ -62,7 +62,7 @@ class TrainingPanel(QtWidgets.QWidget):
     }
 
     MOMENTS = (("float32", "fp32"), ("bfloat16 (half the memory)", "bf16"))
-    STRATEGIES = (("ADC (3DGS)", "adc"), ("MCMC (exact budget)", "mcmc"))
+    STRATEGIES = (("Auto (MCMC with SfM points)", "auto"), ("ADC (3DGS)", "adc"), ("MCMC (exact budget)", "mcmc"))
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -91,8 +91,11 @@ class TrainingPanel(QtWidgets.QWidget):
         for label, value in self.STRATEGIES:
             self.strategy.addItem(label, value)
         self.strategy.setToolTip("ADC clones and splits where the image gradient is large, up to Max Gaussians; "
-                                 "MCMC moves transparent Gaussians onto opaque ones and grows to exactly Max Gaussians")
+                                 "MCMC moves transparent Gaussians onto opaque ones and grows to exactly Max Gaussians; "
+                                 "Auto takes MCMC when the dataset has SfM points and ADC when it starts from random "
+                                 "points (Max Gaussians is then MCMC's budget or ADC's cap)")
         self.strategy.currentIndexChanged.connect(self._strategy_changed)
+        self._strategy_changed()  # Max Gaussians starts at the default strategy's number
         self.adam_moments = QtWidgets.QComboBox()
         for label, value in self.MOMENTS:
             self.adam_moments.addItem(label, value)
@@ -159,9 +162,10 @@ class TrainingPanel(QtWidgets.QWidget):
         self.eval_interval.setValue(p["eval_interval"])
 
     def _strategy_changed(self) -> None:
-        """Max Gaussians takes the chosen strategy's default (a cap for ADC, the budget for MCMC)."""
-        mcmc = self.strategy.currentData() == "mcmc"
-        self.max_gaussians.setValue(TrainConfig.mcmc_budget if mcmc else TrainConfig.max_gaussians)
+        """Max Gaussians takes the chosen strategy's default (a cap for ADC, the budget for MCMC
+        and Auto: Auto's number is MCMC's budget or ADC's cap, whichever it picks)."""
+        adc = self.strategy.currentData() == "adc"
+        self.max_gaussians.setValue(TrainConfig.max_gaussians if adc else TrainConfig.mcmc_budget)
 
     def use_software_defaults(self, software: bool) -> None:
         self.preset.setCurrentIndex(0 if software else 2)

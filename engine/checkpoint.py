@@ -194,6 +194,15 @@ def load(path: Path) -> Checkpoint:
                       meta.get("extra", {}))
 
 
+def resumed_strategy(ckpt: Checkpoint, strategy: str) -> str:
+    """The density control to resume ``ckpt`` with: "auto" continues with the checkpoint's
+    own (a run that densified with ADC must not switch to MCMC half way because the default
+    changed; checkpoints older than the setting trained with ADC); an explicit one stays."""
+    if strategy != "auto":
+        return strategy
+    return {**added_later("train"), **ckpt.config.get("train", {})}.get("strategy", "adc")
+
+
 def compare(ckpt: Checkpoint, config, dataset_id: dict, device: str = "") -> tuple[list[str], list[str]]:
     """(blocking, changed): why ``ckpt`` cannot be resumed by this run, and what differs
     in ways that are allowed but change the run from the checkpoint on."""

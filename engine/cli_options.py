@@ -8,11 +8,12 @@ from .config import RANDOM_INITS, STRATEGIES, TrainConfig
 def add_density_options(p, t: TrainConfig) -> None:
     """--strategy, --max-gaussians, --init-random (spirula train and spirula run)."""
     p.add_argument("--strategy", choices=STRATEGIES, default=t.strategy,
-                   help="densification: adc (3DGS clone/split/prune) or mcmc (relocation, an exact Gaussian "
-                        f"budget; Kheradmand et al. 2024). Default {t.strategy}")
+                   help="densification: adc (3DGS clone/split/prune), mcmc (relocation, an exact Gaussian "
+                        "budget; Kheradmand et al. 2024) or auto (mcmc when the dataset has SfM points, adc when "
+                        f"it starts from random points). Default {t.strategy}")
     p.add_argument("--max-gaussians", type=int, default=None,
                    help=f"adc: the cap densification stops at (default {t.max_gaussians:,}); mcmc: the exact "
-                        f"number of Gaussians it grows to (default {t.mcmc_budget:,})")
+                        f"number of Gaussians it grows to (default {t.mcmc_budget:,}); auto: whichever applies")
     p.add_argument("--init-random", choices=RANDOM_INITS, default=t.init_random,
                    help="without SfM points: random points where the training cameras look (views) or in "
                         f"gsplat's cube (box). Default {t.init_random}")

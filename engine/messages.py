@@ -197,7 +197,7 @@ class StartTraining:
     checkpoint: str = ""       # checkpoint file; "" = <project>/checkpoints/train.npz (as `spirula run`)
     max_gaussians: int = TrainConfig.max_gaussians  # adc: densification cap; mcmc: the exact budget
     adam_moments: str = TrainConfig.adam_moments    # "fp32" or "bf16" (half the optimizer memory)
-    strategy: str = TrainConfig.strategy            # "adc" or "mcmc"
+    strategy: str = TrainConfig.strategy            # "auto", "adc" or "mcmc" (engine.config.resolve_strategy)
 
 
 @dataclass(frozen=True)

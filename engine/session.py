@@ -933,10 +933,10 @@ class _Engine:
             final = self._evaluate(s) if not stopped else None
             metrics = {"step": s, "stopped_early": stopped, "num_gaussians": count,
                        "psnr": final and final["psnr"], "ssim": final and final["ssim"], "evaluations": sc.evals,
-                       "train_seconds": sc.t_train}
+                       "train_seconds": sc.t_train, "strategy": tr.strategy}
             write_json_atomic(sc.project / "metrics.json", metrics)
             write_json_atomic(sc.project / "train.json", {
-                "dataset": sc.path, "device": self.gpu.adapter, "config": asdict(sc.cfg),
+                "dataset": sc.path, "device": self.gpu.adapter, "config": asdict(sc.cfg), "strategy": tr.strategy,
                 "warnings": sc.dataset.warnings, "history": tr.state.history, "source": "studio"})
             result["psnr"] = metrics["psnr"]
         if not stopped:  # all steps done: the checkpoint goes, as in `spirula run`
@@ -1079,5 +1079,6 @@ def _read_project(project: Path):
         q = Path(p)
         return str(new_root / q.relative_to(old_root)) if q == old_root or old_root in q.parents else p
 
-    cmd = replace(cmd, dataset=moved(cmd.dataset), project=moved(cmd.project), checkpoint=str(path))
+    cmd = replace(cmd, dataset=moved(cmd.dataset), project=moved(cmd.project), checkpoint=str(path),
+                  strategy=checkpoint.resumed_strategy(ckpt, cmd.strategy))
     return cmd, load_dataset(cmd.dataset, cmd.max_size), ckpt

@@ -186,9 +186,14 @@ class _Job:
     def _run(self, dataset_path, out_dir, dataset, train_idx, test_idx, ckpt, resume, on_progress, on_message,
              should_stop, t_load, keep_checkpoint) -> dict:
         cfg, gpu = self.cfg, self.gpu
+        if ckpt is not None:
+            cfg.train.strategy = checkpoint.resumed_strategy(ckpt, cfg.train.strategy)
         trainer = self.trainer = Trainer(gpu, dataset, train_idx, cfg.train)
         for w in trainer.warnings:
             on_message(f"warning: {w}")
+        if cfg.train.strategy == "auto":
+            why = "the dataset has SfM points" if trainer.strategy == "mcmc" else "no SfM points: random init"
+            on_message(f"densification: {trainer.strategy} ({why}; --strategy adc|mcmc chooses)")
         ident = checkpoint.dataset_identity(dataset, train_idx)
         evals, initial_psnr, seconds_before = [], None, 0.0
         if ckpt is not None:
@@ -248,10 +253,11 @@ class _Job:
             "train_seconds": seconds_before + t_train,
             "sec_per_1k_steps": 1000 * t_train / max(state.step - start_step, 1),
             "resumed_from_step": ckpt.step if ckpt is not None else None,
+            "strategy": trainer.strategy,
         }
         write_json_atomic(out_dir / "metrics.json", metrics)
         write_json_atomic(out_dir / "train.json", {
-            "dataset": str(dataset_path), "device": gpu.adapter, "config": asdict(cfg),
+            "dataset": str(dataset_path), "device": gpu.adapter, "config": asdict(cfg), "strategy": trainer.strategy,
             "warnings": dataset.warnings + trainer.warnings, "load_seconds": t_load, "history": state.history})
         if final:
             first = "-" if initial_psnr is None else f"{initial_psnr:.2f}"

@@ -7,9 +7,10 @@ so the host records step s + 1 while the GPU runs step s. The loss is accumulate
 GPU; every ``log_interval`` steps the step itself copies the sum to the host-visible ring and
 clears it, and the host reads it when that step retires (:meth:`Trainer.collect_losses`), so
 logging adds no wait either. Density control is the config's ``strategy``: "adc" (3DGS's
-clone / split / prune and opacity reset, GaussianModel.densify) or "mcmc" (relocation,
-growth to an exact budget, per-step position noise and regularisers: engine/splat/mcmc.py);
-either waits for the GPU only on its refine steps.
+clone / split / prune and opacity reset, GaussianModel.densify), "mcmc" (relocation,
+growth to an exact budget, per-step position noise and regularisers: engine/splat/mcmc.py)
+or "auto" (:func:`engine.config.resolve_strategy`: mcmc with SfM points, adc without; the
+choice is :attr:`Trainer.strategy`); either waits for the GPU only on its refine steps.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..config import STRATEGIES, TrainConfig
+from ..config import TrainConfig, resolve_strategy
 from ..device import Gpu
 from ..errors import NonFiniteError
 from ..ingest.dataset import Dataset
@@ -86,9 +87,9 @@ class Trainer:
         gpu.check_gaussians(cfg.max_gaussians, "--max-gaussians")  # before anything is allocated
         self.rng = np.random.default_rng(cfg.seed)
         self.extent, self.warnings = training_extent(dataset)  # refuses degenerate camera sets
-        if cfg.strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {cfg.strategy!r}")
-        mcmc = cfg.strategy == "mcmc"
+        has_points = dataset.points is not None and len(dataset.points) > 0
+        self.strategy = resolve_strategy(cfg.strategy, has_points)  # "auto" -> "adc" or "mcmc"
+        mcmc = self.strategy == "mcmc"
         pts, cols = initial_points(dataset, cfg.init_random_points, self.rng, self.train_idx, cfg.init_random)
         if mcmc:  # gsplat's simple_trainer MCMC start: opaque, small splats (the noise spreads them)
             rows = gaussians_from_points(pts, cols, cfg.sh_degree, MCMC_INIT_OPACITY, MCMC_INIT_SCALE)

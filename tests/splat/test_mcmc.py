@@ -206,3 +206,29 @@ def test_density_settings_budget_and_cap():
     assert density_settings("mcmc", 250_000)["mcmc_budget"] == 250_000
     with pytest.raises(ValueError, match="strategy"):
         density_settings("3dgs", None)
+
+
+def test_auto_strategy_is_mcmc_with_sfm_points_and_adc_without():
+    """"auto" (the default) resolves per dataset; its Gaussian number is MCMC's budget and
+    ADC's cap alike when given, each strategy's own default when not."""
+    from engine.config import density_settings, resolve_strategy
+
+    assert TrainConfig.strategy == "auto"
+    assert resolve_strategy("auto", has_points=True) == "mcmc"
+    assert resolve_strategy("auto", has_points=False) == "adc"
+    assert resolve_strategy("adc", has_points=True) == "adc" and resolve_strategy("mcmc", False) == "mcmc"
+    with pytest.raises(ValueError, match="strategy"):
+        resolve_strategy("best", True)
+    assert density_settings("auto", None) == {"strategy": "auto", "mcmc_budget": TrainConfig.mcmc_budget,
+                                              "max_gaussians": TrainConfig.max_gaussians}
+    assert density_settings("auto", 300_000) == {"strategy": "auto", "mcmc_budget": 300_000, "max_gaussians": 300_000}
+
+
+def test_trainer_resolves_auto_from_the_dataset(gpu, shared_data):
+    ds = load_dataset(shared_data / "book", 64)
+    train, _ = ds.split(8)
+    t = Trainer(gpu, ds, train, TrainConfig(steps=10, mcmc_budget=2000, max_gaussians=2000))
+    assert t.strategy == "mcmc" and t.mcmc is not None
+    ds.points, ds.colors = None, None  # the same views without SfM points: random init
+    t = Trainer(gpu, ds, train, TrainConfig(steps=10, init_random_points=500, max_gaussians=2000))
+    assert t.strategy == "adc" and t.mcmc is None
