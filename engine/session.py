@@ -197,9 +197,9 @@ class _TrainingScene(_Scene):
                                                init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
                                                adam_moments=cmd.adam_moments,
                                                **density_settings(cmd.strategy, cmd.max_gaussians)))
-        self.train_idx, self.test_idx = dataset.split(cmd.eval_every)
-        if not self.train_idx:
-            self.train_idx, self.test_idx = list(range(len(dataset.cameras))), []
+        self.train_idx, self.test_idx, split_note = dataset.holdout(cmd.eval_every)
+        if split_note and split_note not in dataset.warnings:
+            dataset.warnings.append(split_note)  # shown with the dataset's other notes
         self.trainer = Trainer(gpu, dataset, self.train_idx, self.cfg.train)
         self.ident = checkpoint.dataset_identity(dataset, self.train_idx)
         self.writer = checkpoint.BackgroundWriter(ckpt_path)  # saved_step: the checkpoint known on disk

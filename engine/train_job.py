@@ -86,12 +86,24 @@ def run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig,
     if resume not in RESUME:
         raise ValueError(f"resume must be one of {RESUME}, got {resume!r}")
     unsubscribe = profile.subscribe(on_profile) if on_profile is not None else None
+    made = not Path(out_dir).exists()
     try:
         return _run_training(dataset_path, out_dir, cfg, on_progress, on_message, should_stop, resume,
                              checkpoint_path, keep_checkpoint)
+    except BaseException:
+        if made:
+            _remove_if_empty(Path(out_dir))  # a run that failed before writing anything leaves no folder
+        raise
     finally:
         if unsubscribe is not None:
             unsubscribe()
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()  # fails (and keeps it) when anything is inside
+    except OSError:
+        pass
 
 
 def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress, on_message, should_stop,
@@ -104,12 +116,15 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
     t0 = time.perf_counter()
     # a bad dataset fails before the output folder or the GPU device exists (no empty folder left)
     dataset = load_dataset(dataset_path, cfg.dataset.max_size)
+    gpu = get_gpu(cfg.device)  # nor a device that cannot be created
     check_output_dir(out_dir)
-    gpu = get_gpu(cfg.device)
     on_message(f"device: {gpu.adapter}")
     for w in dataset.warnings:
         on_message(f"warning: {w}")
-    train_idx, test_idx = dataset.split(cfg.dataset.eval_every)
+    train_idx, test_idx, split_note = dataset.holdout(cfg.dataset.eval_every)
+    if split_note:
+        dataset.warnings.append(split_note)
+        on_message(f"warning: {split_note}")
     on_message(f"dataset: {len(dataset.cameras)} images ({len(train_idx)} train, {len(test_idx)} held out), "
                f"{0 if dataset.points is None else len(dataset.points)} SfM points")
     t_load = time.perf_counter() - t0
