@@ -3,8 +3,11 @@
 Layout: images in ``<root>/images``; the model in ``<root>/sparse/0``, ``<root>/sparse``
 or ``<root>`` (binary or text). With several models under ``sparse/`` (``sparse/0``,
 ``sparse/1``, ...) the one with the most registered images is used, and a warning says so.
-Images of the model missing on disk, and image files on disk the model does not
-register, are skipped with a warning. So are the images of a camera that cannot be used
+An image name is looked up in ``images`` by the rules of :mod:`engine.ingest.paths` (the
+exact name wins; then with an extension added, in another letter case, by its trailing
+components), and a warning lists names found only by a rule and names that more than one
+file could be, with the file taken. Images of the model missing on disk, and image files
+on disk the model does not register, are skipped with a warning. So are the images of a camera that cannot be used
 (a bad number in its entry, a NaN however written, too few parameters, an unsupported or
 unknown model, a camera id missing from the cameras file): the warning names the cameras
 file, the line and the camera id. Only when no image is left is the dataset refused, with
@@ -18,6 +21,7 @@ from pathlib import Path
 from ..errors import DatasetError
 from .camera_model import CameraModel
 from .colmap_format import count_images, model_files, read_model
+from .paths import Finder, ambiguity_warning, relative_name
 from .scene import SceneSpec, ViewSpec, name_list
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
@@ -80,7 +84,11 @@ def read_colmap(root: Path) -> SceneSpec:
     intrinsics: dict[int, CameraModel] = {}
     bad: dict[int, str] = dict(model.bad_cameras)  # camera id -> why (file, line, id)
     unusable: dict[int, list[str]] = {}            # camera id -> the images skipped for it
-    missing = []
+    missing: list[str] = []
+    finder = Finder(images_dir)
+    used: set[str] = set()          # files taken, relative to images_dir
+    other_name: list[str] = []      # names found only by a lookup rule (engine/ingest/paths.py)
+    ambiguous: list[str] = []       # names that more than one file could be
     for im in model.images.values():
         cid = im.camera_id
         if cid not in intrinsics and cid not in bad:
@@ -96,10 +104,17 @@ def read_colmap(root: Path) -> SceneSpec:
         if cid in bad:
             unusable.setdefault(cid, []).append(im.name)
             continue
-        if im.name not in on_disk:
+        hit = finder.find(im.name)
+        if hit is None:
             missing.append(im.name)
             continue
-        scene.views.append(ViewSpec(im.name, images_dir / im.name, intrinsics[cid], im.w2c()))
+        used.add(relative_name(hit.path, images_dir))
+        if hit.rule != "as written":
+            other_name.append(f"{im.name} -> {relative_name(hit.path, images_dir)} ({hit.rule})")
+        note = hit.ambiguity(im.name, images_dir)
+        if note:
+            ambiguous.append(note)
+        scene.views.append(ViewSpec(im.name, hit.path, intrinsics[cid], im.w2c()))
 
     for cid, names in sorted(unusable.items()):
         scene.warn(f"{bad[cid]}; the {len(names)} image{'s' if len(names) > 1 else ''} using camera {cid} "
@@ -108,7 +123,12 @@ def read_colmap(root: Path) -> SceneSpec:
         scene.warn(
             f"{len(missing)} images of the model {folder} are missing from {images_dir}, skipped: {name_list(missing)}"
         )
-    unregistered = on_disk - {im.name for im in model.images.values()}
+    if other_name:
+        scene.warn(f"{len(other_name)} images of the model {folder} are not in {images_dir} under their exact "
+                   f"name; found by the lookup rules (README, 'Bad input'): {name_list(other_name, limit=5)}")
+    if ambiguous:
+        scene.warn(ambiguity_warning(f"the model {folder}", ambiguous))
+    unregistered = on_disk - used - {im.name for im in model.images.values()}
     if unregistered:
         scene.warn(
             f"{len(unregistered)} images in {images_dir} are not registered in the model {folder}, "

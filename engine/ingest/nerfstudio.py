@@ -28,12 +28,14 @@ instant-ngp's ``scale``/``offset``/``aabb_scale`` and nerfstudio's ``applied_tra
 are ignored (poses stay in the file's world frame). nerfstudio's ``ply_file_path`` (the
 SfM points, in the same frame as the poses) gives the initial points when it can be read.
 
-Paths (``file_path``) are tried as written (relative to the json's folder, or absolute),
-with ``\\`` read as ``/`` (files written on Windows), with an image extension added
-(NeRF-synthetic writes none), and in both Unicode normal forms (macOS writes NFD). A path
-that still does not exist, such as an absolute path from another machine, is looked up
-by its trailing components under the json's folder (``images/0001.jpg``, then
-``0001.jpg``); such guesses are listed in a warning. Frames whose image is missing are
+Paths (``file_path``) are looked up by the rules of :mod:`engine.ingest.paths`: as
+written (relative to the json's folder, or absolute; ``\\`` read as ``/``; either Unicode
+normal form), then with an image extension added (NeRF-synthetic writes none), then in
+another letter case, then by their trailing components under the json's folder (an
+absolute path from another machine: ``images/0001.jpg``, then ``0001.jpg``). Paths found
+by letter case or trailing components are listed in a warning, and so are names that
+more than one file could be (``a.png`` and ``a.jpg`` for ``a``): the file taken, the
+others, and the rule. Frames whose image is missing are
 skipped with a warning naming them; so are frames whose pose or intrinsics cannot be
 used (a NaN, a scaled or mirrored rotation, an unsupported model): the warning names
 the file, the frame and the reason; only when no frame is left is the dataset refused.
@@ -47,8 +49,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
-import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -56,11 +56,11 @@ import numpy as np
 from ..errors import DatasetError
 from .camera_model import CameraModel
 from .images import ImageDecodeError, image_size
+from .paths import Finder, ambiguity_warning, relative_name
 from .scene import SceneSpec, ViewSpec, name_list, rigid_w2c_from_c2w
 
 TRANSFORMS = "transforms.json"
 SPLIT_FILES = ("transforms_train.json", "transforms_val.json", "transforms_test.json")
-_TRY_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG", ".exr", ".webp", ".tif", ".tiff")
 _GL_TO_CV = np.diag([1.0, -1.0, -1.0, 1.0])  # flips camera y and z (right-multiplied on c2w)
 _PERSPECTIVE = ("OPENCV", "PINHOLE", "SIMPLE_PINHOLE", "PERSPECTIVE")
 _FISHEYE = ("OPENCV_FISHEYE", "FISHEYE")
@@ -100,6 +100,8 @@ def read_transforms(root: Path) -> SceneSpec:
     missing: list[str] = []
     guessed: list[str] = []
     bad: list[str] = []  # frames whose entry cannot be used: '<file> frame <i> ...: why'
+    ambiguous: list[str] = []  # names that more than one file could be (engine/ingest/paths.py)
+    finders: dict[Path, Finder] = {}
     n_frames = 0
     ply = None
     for path in files:
@@ -115,12 +117,16 @@ def read_transforms(root: Path) -> SceneSpec:
             if not isinstance(file_path, str):
                 bad.append(f"{where}: file_path is not a string ({file_path!r})")
                 continue
-            image_path, guess = resolve_image(path.parent, file_path)
-            if image_path is None:
+            hit = finders.setdefault(path.parent, Finder(path.parent)).find(file_path)
+            if hit is None:
                 missing.append(file_path)
                 continue
-            if guess:
-                guessed.append(f"{file_path} -> {image_path.relative_to(path.parent).as_posix()}")
+            image_path = hit.path
+            if hit.rule in ("letter case", "trailing components"):
+                guessed.append(f"{file_path} -> {relative_name(image_path, path.parent)} ({hit.rule})")
+            note = hit.ambiguity(file_path, path.parent)
+            if note:
+                ambiguous.append(note)
             try:
                 w2c = rigid_w2c_from_c2w(_as_4x4(frame["transform_matrix"], where) @ _GL_TO_CV, f"{where} ({file_path})")
             except DatasetError as e:
@@ -135,8 +141,10 @@ def read_transforms(root: Path) -> SceneSpec:
     if missing:
         scene.warn(f"{len(missing)} of {n_frames} frames in {listing} have no image file, skipped: {name_list(missing)}")
     if guessed:
-        scene.warn(f"{len(guessed)} image paths in {listing} do not exist as written; found by their trailing "
-                   f"components: {name_list(guessed, limit=5)}")
+        scene.warn(f"{len(guessed)} image paths in {listing} do not exist as written; found by another letter case "
+                   f"or their trailing components: {name_list(guessed, limit=5)}")
+    if ambiguous:
+        scene.warn(ambiguity_warning(listing, ambiguous))
     if not found and bad:
         raise _no_frame_left(bad, listing)
     if not found:
@@ -187,57 +195,18 @@ def _read_points(scene: SceneSpec, base: Path, ply_path: str) -> None:
     from ..errors import PlyError
     from ..io.ply import read_point_cloud
 
-    path, _ = resolve_image(base, ply_path, extensions=())
-    if path is None:
+    hit = Finder(base, extensions=()).find(ply_path)
+    if hit is None:
         scene.warn(f"{base}: ply_file_path {ply_path} does not exist; no initial points")
         return
+    path = hit.path
+    note = hit.ambiguity(ply_path, base)
+    if note:
+        scene.warn(f"ply_file_path of {base} matches more than one file: {note}")
     try:
         scene.points, scene.colors = read_point_cloud(path)
     except PlyError as e:
         scene.warn(f"{e}; no initial points")
-
-
-# ------------------------------------------------------------------------------ paths
-
-
-def resolve_image(base: Path, file_path: str, extensions=_TRY_EXTENSIONS) -> tuple[Path | None, bool]:
-    """(existing file for ``file_path`` or None, whether it was found only by its trailing
-    components); the module docstring lists what is tried."""
-    raw = file_path.strip()
-    variants = [raw]
-    if "\\" in raw:
-        variants.append(raw.replace("\\", "/"))
-    if raw.startswith("file://"):
-        from urllib.parse import unquote
-
-        variants.append(unquote(raw[len("file://"):]))
-    for v in variants:
-        p = Path(v)
-        hit = _existing(Path(os.path.abspath(p if p.is_absolute() else base / p)), extensions)
-        if hit is not None:
-            return hit, False
-    parts = [q for q in re.split(r"[\\/]+", raw) if q not in ("", ".", "..") and not re.fullmatch(r"[A-Za-z]:", q)]
-    for k in range(len(parts) - 1, 0, -1):
-        hit = _existing(base.joinpath(*parts[-k:]), extensions)
-        if hit is not None:
-            return hit, True
-    return None, False
-
-
-def _existing(p: Path, extensions) -> Path | None:
-    forms = [str(p)]
-    for form in ("NFC", "NFD"):
-        q = unicodedata.normalize(form, str(p))
-        if q not in forms:
-            forms.append(q)
-    for f in forms:
-        for cand in (f, *(f + ext for ext in extensions)):
-            try:
-                if os.path.isfile(cand):
-                    return Path(cand)
-            except (ValueError, OSError):  # NUL byte, name too long
-                return None
-    return None
 
 
 # ------------------------------------------------------------------------- intrinsics

@@ -116,8 +116,9 @@ def test_paths_as_tools_write_them(tmp_path):
     assert ds.warnings == [
         f"2 of 8 frames in {root / 'transforms.json'} have no image file, skipped: "
         "C:\\Users\\someone\\gone too.jpg, images/gone.png",
-        f"1 image paths in {root / 'transforms.json'} do not exist as written; found by their trailing "
-        "components: /home/someone/captures/scene/images/d.png -> images/d.png",
+        f"1 image paths in {root / 'transforms.json'} do not exist as written; found by another letter case "
+        "or their trailing components: /home/someone/captures/scene/images/d.png -> images/d.png (trailing "
+        "components)",
     ]
 
 
