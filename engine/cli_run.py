@@ -103,7 +103,7 @@ class TqdmView:
                 self.bar.reset(total=m.total)
             self.bar.n = m.done
             if m.detail:
-                if m.stage == "train" and not m.detail.startswith("loss"):
+                if m.detail.startswith("note: ") or (m.stage == "train" and not m.detail.startswith("loss")):
                     self.write(f"  {m.detail}")
                 else:
                     self.bar.set_postfix_str(m.detail, refresh=False)
@@ -139,13 +139,19 @@ def _short(stage: str, s: dict) -> str:
         return f"{s.get('frames_decoded')} frames, {s.get('size')}, rot {s.get('rotation')}, {s.get('pix_fmt')}"
     if stage == "select":
         return f"{s.get('kept')} kept / {s.get('rejected')} rejected (target {s.get('target')})"
-    if stage == "import":
-        return f"{s.get('photos')} photos ({s.get('converted')} converted), {s.get('camera_groups')} camera groups"
     if stage == "sfm":
         return (f"{s.get('registered')}/{s.get('images')} registered ({s.get('mapper')}), {s.get('points')} points, "
                 f"reproj {s.get('mean_reprojection_error_px', 0):.2f} px")
     if stage == "undistort":
-        return f"{s.get('images')} pinhole images"
+        cams = s.get("cameras") or []
+        k = "" if len(cams) != 1 else (f", K fx={cams[0]['fx']:.1f} fy={cams[0]['fy']:.1f} cx={cams[0]['cx']:.1f} "
+                                       f"cy={cams[0]['cy']:.1f} at {cams[0]['width']}x{cams[0]['height']}")
+        return f"{s.get('images')} pinhole images{k}"
+    if stage == "import":
+        turned = s.get("exif_oriented")
+        return (f"{s.get('photos')} photos ({s.get('converted')} converted), {s.get('camera_groups')} camera groups"
+                + (f", {turned} turned upright by their EXIF orientation" if turned else "")
+                + (f", {s['deep']} cut from 16 to 8 bits" if s.get("deep") else ""))
     if stage == "train":
         psnr = s.get("psnr")
         return f"{s.get('step')} steps, {s.get('num_gaussians')} Gaussians" + (f", PSNR {psnr:.2f} dB" if psnr else "")

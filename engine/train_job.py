@@ -30,6 +30,7 @@ from .device import Gpu, get_gpu
 from .errors import DeviceMemoryError, NonFiniteError, SpirulaError
 from .fileio import write_json_atomic
 from .ingest import load_dataset
+from .ingest.load import undistortion_notes
 from .io.ply import write_ply
 from .splat.evaluate import evaluate
 from .splat.layout import unpack
@@ -121,6 +122,8 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
     on_message(f"device: {gpu.adapter}")
     for w in dataset.warnings:
         on_message(f"warning: {w}")
+    for note in undistortion_notes(dataset.undistortion):
+        on_message(f"note: {note}")
     train_idx, test_idx, split_note = dataset.holdout(cfg.dataset.eval_every)
     if split_note:
         dataset.warnings.append(split_note)
@@ -267,7 +270,8 @@ class _Job:
         write_json_atomic(out_dir / "metrics.json", metrics)
         write_json_atomic(out_dir / "train.json", {
             "dataset": str(dataset_path), "device": gpu.adapter, "config": asdict(cfg),
-            "warnings": dataset.warnings + trainer.warnings, "load_seconds": t_load, "history": state.history})
+            "warnings": dataset.warnings + trainer.warnings, "undistortion": dataset.undistortion,
+            "load_seconds": t_load, "history": state.history})
         if final:
             first = "-" if initial_psnr is None else f"{initial_psnr:.2f}"
             on_message(f"held-out PSNR {final['psnr']:.2f} dB (first render {first} dB), SSIM {final['ssim']:.4f}")

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import DatasetError
 from .camera_model import CameraModel
 from .colmap_format import count_images, model_files, read_model
-from .paths import Finder, ambiguity_warning, relative_name
+from .paths import Finder, ambiguity_warning, expected_and_found, relative_name
 from .scene import SceneSpec, ViewSpec, name_list
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
@@ -142,7 +142,8 @@ def read_colmap(root: Path) -> SceneSpec:
         if model.warnings and not model.images:
             raise DatasetError(f"{'; '.join(model.warnings)} (no image of {folder} is left)")
         raise DatasetError(
-            f"{root}: none of the {len(model.images)} registered images of {folder} exists in {images_dir}"
+            f"{root}: none of the {len(model.images)} registered images of {folder} exists in {images_dir}: "
+            + expected_and_found([im.name for im in model.images.values()], sorted(on_disk), images_dir.name)
         )
     return scene
 

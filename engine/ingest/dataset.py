@@ -53,6 +53,10 @@ class Dataset:
     points: [P, 3] float32 world positions or None (e.g. transforms.json without points).
     colors: [P, 3] uint8 RGB of the points or None.
     warnings: human-readable notes (missing images, unregistered images, ...).
+    undistortion: one dict per distorted camera of the dataset: {"camera": the camera
+    read (its describe()), "pinhole": the PINHOLE intrinsics its images were undistorted
+    and cropped to, at their native size ({"model", "width", "height", "fx", "fy", "cx",
+    "cy"}, pixels), "images": how many}; empty when every camera is a pinhole.
     """
 
     root: Path
@@ -60,6 +64,7 @@ class Dataset:
     points: np.ndarray | None = None
     colors: np.ndarray | None = None
     warnings: list[str] = field(default_factory=list)
+    undistortion: list[dict] = field(default_factory=list)
 
     def split(self, eval_every: int = 8) -> tuple[list[int], list[int]]:
         """(train, test) camera indices by :meth:`holdout`'s rule."""

@@ -34,7 +34,7 @@ from ..errors import DatasetError
 from .camera_model import CameraModel
 from .colmap import is_colmap_dataset, read_colmap
 from .dataset import Camera, Dataset
-from .images import ImageDecodeError, apply_orientation, fit_size, read_image_raw, resize
+from .images import ImageDecodeError, apply_orientation, fit_size, read_image_meta, resize
 from .nerfstudio import SPLIT_FILES, TRANSFORMS, is_transforms_dataset, read_transforms
 from .scene import SceneSpec, ViewSpec, name_list
 from .undistort import Undistorter, make_undistorter
@@ -82,11 +82,12 @@ def load_dataset(
     maps = _MapCache(views)
     lock = threading.Lock()
     done = [0]
-    notes: dict[str, list] = {"resized": [], "exif_applied": [], "exif_ignored": []}
+    notes: dict[str, list] = {"resized": [], "exif_applied": [], "exif_ignored": [], "deep": []}
+    pinhole: dict[CameraModel, dict] = {}  # distorted camera -> its pinhole camera and images
 
     def load_one(view: ViewSpec) -> Camera | ImageDecodeError | tuple[str, str]:
         try:
-            cam = _load_camera(view, maps, max_size, notes, lock)
+            cam = _load_camera(view, maps, max_size, notes, lock, pinhole)
         except ImageDecodeError as e:
             cam = e
         except _UnusableCamera as e:
@@ -121,17 +122,21 @@ def load_dataset(
         reasons = "; ".join([str(e) for e in failed[:3]] + list(no_map)[:3])
         raise DatasetError(f"{path}: no image could be loaded" + (f": {reasons}" if reasons else ""))
     return Dataset(
-        root=scene.root, cameras=cameras, points=scene.points, colors=scene.colors, warnings=list(scene.warnings)
+        root=scene.root, cameras=cameras, points=scene.points, colors=scene.colors, warnings=list(scene.warnings),
+        undistortion=[pinhole[k] for k in sorted(pinhole, key=lambda c: pinhole[c]["camera"])],
     )
 
 
 def _load_camera(
-    view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list], lock: threading.Lock
+    view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list], lock: threading.Lock,
+    pinhole: dict[CameraModel, dict],
 ) -> Camera:
     """Read, match, undistort, crop and downscale one view (see the module docstring)."""
-    stored, orientation = read_image_raw(view.image_path)
+    stored, orientation, bits = read_image_meta(view.image_path)
     image, cam, how = match_camera(stored, orientation, view.camera, view.image_path)
     with lock:
+        if bits > 8:
+            notes["deep"].append((view.name, bits))
         if how["exif"] == "applied":
             notes["exif_applied"].append(view.name)
         elif how["exif"] == "ignored":
@@ -141,6 +146,10 @@ def _load_camera(
     undistorter = maps.get(view.camera, cam, view.image_path)
     image = undistorter(image)
     pin = undistorter.dst
+    if undistorter.index is not None:  # K changed: report it (Dataset.undistortion)
+        with lock:
+            entry = pinhole.setdefault(cam, {"camera": cam.describe(), "pinhole": _k(pin), "images": 0})
+            entry["images"] += 1
     out_w, out_h = fit_size(pin.width, pin.height, max_size)
     image = resize(image, out_w, out_h)
     sx, sy = out_w / pin.width, out_h / pin.height
@@ -156,6 +165,23 @@ def _load_camera(
         w2c=view.w2c,
         image=image,
     )
+
+
+def _k(pin: CameraModel) -> dict:
+    return {"model": "PINHOLE", "width": pin.width, "height": pin.height, "fx": pin.fx, "fy": pin.fy,
+            "cx": pin.cx, "cy": pin.cy}
+
+
+def undistortion_notes(undistortion: list[dict]) -> list[str]:
+    """One line per distorted camera of :attr:`Dataset.undistortion`: the camera read,
+    the pinhole camera its images were undistorted and cropped to, how many images."""
+    out = []
+    for u in undistortion:
+        k = u["pinhole"]
+        out.append(f"undistorted {u['images']} image{'s' if u['images'] > 1 else ''} of {u['camera']} to PINHOLE "
+                   f"{k['width']}x{k['height']} fx={k['fx']:.6g} fy={k['fy']:.6g} cx={k['cx']:.6g} cy={k['cy']:.6g} "
+                   "(cropped to valid pixels; then scaled to the training size)")
+    return out
 
 
 def match_camera(stored, orientation: int, camera: CameraModel, path: Path):
@@ -210,6 +236,13 @@ def _size_notes(notes: dict[str, list]) -> list[str]:
         out.append(
             f"{len(notes['exif_ignored'])} images carry an EXIF orientation; used as stored, as COLMAP does "
             f"(the model describes the stored pixels): {name_list(notes['exif_ignored'])}"
+        )
+    if notes["deep"]:
+        bits = sorted({b for _, b in notes["deep"]})
+        out.append(
+            f"{len(notes['deep'])} images have {' or '.join(map(str, bits))} bits per channel; used at 8 bits per "
+            f"channel (the training's ground truth is 8-bit; README, 'Bad input'): "
+            f"{name_list([n for n, _ in notes['deep']], limit=5)}"
         )
     if notes["exif_applied"]:
         out.append(

@@ -56,7 +56,7 @@ import numpy as np
 from ..errors import DatasetError
 from .camera_model import CameraModel
 from .images import ImageDecodeError, image_size
-from .paths import Finder, ambiguity_warning, relative_name
+from .paths import EXTENSIONS as IMAGE_SUFFIXES, Finder, ambiguity_warning, expected_and_found, relative_name
 from .scene import SceneSpec, ViewSpec, name_list, rigid_w2c_from_c2w
 
 TRANSFORMS = "transforms.json"
@@ -148,7 +148,10 @@ def read_transforms(root: Path) -> SceneSpec:
     if not found and bad:
         raise _no_frame_left(bad, listing)
     if not found:
-        raise DatasetError(f"{listing}: none of the {n_frames} listed images exists")
+        on_disk = sorted(relative_name(q, base) for q in base.rglob("*")
+                         if q.suffix.lower() in IMAGE_SUFFIXES and q.is_file())
+        raise DatasetError(f"{listing}: none of the {n_frames} listed images exists: "
+                           + expected_and_found(missing, on_disk, "the folder"))
 
     common = Path(os.path.commonpath([str(p.parent) for p, *_ in found]))
     for image_path, frame, meta, w2c, where in found:

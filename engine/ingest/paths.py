@@ -169,3 +169,14 @@ def ambiguity_warning(where: object, notes: list[str]) -> str:
     many = len(notes) > 1
     return (f"{len(notes)} image name{'s' if many else ''} in {where} match{'' if many else 'es'} more than one file; "
             f"the first by the lookup rules is used (README, 'Bad input'): {'; '.join(notes[:10])}{more}")
+
+
+def expected_and_found(expected: list[str], found: list[str], where: str, k: int = 3) -> str:
+    """'expected a, b, c (of N); found in <where>: x, y, z (of M)' -- the first few names
+    a dataset lists and the first few image files there, so that a naming mismatch (a
+    prefix, a sub-folder, an extension) shows at once."""
+    def few(names: list[str]) -> str:
+        names = sorted(names)
+        return ", ".join(names[:k]) + (f" (of {len(names)})" if len(names) > k else "")
+    seen = f"found in {where}: {few(found)}" if found else f"{where} holds no image file"
+    return f"expected {few(expected)}; {seen}"

@@ -235,9 +235,11 @@ def look_at_w2c(center: np.ndarray, target: np.ndarray = np.zeros(3)) -> np.ndar
 
 
 def ring_dataset(root: Path, n: int, *, width: int = 48, height: int = 36, points: int = 60,
-                 centers: np.ndarray | None = None, binary: bool = False, seed: int = 0) -> dict:
+                 centers: np.ndarray | None = None, binary: bool = False, seed: int = 0,
+                 camera: tuple[str, list[float]] | None = None) -> dict:
     """A COLMAP dataset at ``root``: ``n`` cameras on a ring of radius 4 around the origin
-    (or at ``centers`` [n, 3]) looking at it, one PINHOLE camera, blob images of
+    (or at ``centers`` [n, 3]) looking at it, one PINHOLE camera (or ``camera``: model
+    name and params, written as given; the images stay pinhole renders), blob images of
     ``points`` random points near the origin (no points3D file when 0). Returns
     {"centers": [n, 3], "w2c": [n, 4, 4], "names": [...], "points": [P, 3]}."""
     rng = np.random.default_rng(seed)
@@ -246,7 +248,8 @@ def ring_dataset(root: Path, n: int, *, width: int = 48, height: int = 36, point
         centers = np.stack([4 * np.cos(a), 4 * np.sin(a), 0.8 + 0.1 * np.sin(3 * a)], 1)
     pts = rng.uniform(-0.8, 0.8, (max(points, 1), 3))
     f = 0.9 * width
-    cams = [(1, "PINHOLE", width, height, [f, f, width / 2, height / 2])]
+    cams = [(1, "PINHOLE", width, height, [f, f, width / 2, height / 2]) if camera is None
+            else (1, camera[0], width, height, list(camera[1]))]
     w2cs, names, ims = [], [], []
     for i, c in enumerate(centers):
         w2c = look_at_w2c(np.asarray(c, np.float64))
@@ -263,3 +266,21 @@ def ring_dataset(root: Path, n: int, *, width: int = 48, height: int = 36, point
         files = {k: v for k, v in files.items() if not k.startswith("points3D")}
     write_files(root / "sparse" / "0", files)
     return {"centers": np.asarray(centers, np.float64), "w2c": np.stack(w2cs), "names": names, "points": pts[:points]}
+
+
+def save_png16(path: Path, pixels: np.ndarray) -> Path:
+    """A 16-bit PNG (grey [H, W] or RGB [H, W, 3] uint16) laid out by hand from the PNG
+    specification: IHDR with bit depth 16, filter type 0 on every row, one IDAT."""
+    import zlib
+
+    h, w = pixels.shape[:2]
+    colour_type = 2 if pixels.ndim == 3 else 0
+    raw = b"".join(b"\x00" + pixels[y].astype(">u2").tobytes() for y in range(h))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, colour_type, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return path

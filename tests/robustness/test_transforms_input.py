@@ -162,4 +162,5 @@ def test_all_frames_missing_is_an_error(tmp_path):
     _write(tmp_path, {"fl_x": 30.0, "frames": [{"file_path": "x.png", "transform_matrix": POSE}]})
     with pytest.raises(DatasetError) as e:
         load_dataset(tmp_path)
-    assert str(e.value) == f"{tmp_path / 'transforms.json'}: none of the 1 listed images exists"
+    assert str(e.value) == (f"{tmp_path / 'transforms.json'}: none of the 1 listed images exists: expected x.png; "
+                            "the folder holds no image file")
