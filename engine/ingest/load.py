@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..errors import DatasetError
 from .camera_model import CameraModel
+from .both_formats import add_colmap_beside_transforms
 from .colmap import is_colmap_dataset, read_colmap
 from .dataset import Camera, Dataset
 from .images import ImageDecodeError, apply_orientation, fit_size, read_image_meta, resize
@@ -44,7 +45,9 @@ def read_scene(path: Path) -> SceneSpec:
     """Detect the format of ``path`` and read it without loading pixels.
 
     ``transforms.json`` in the folder (or ``path`` being a .json file) -> nerfstudio /
-    instant-ngp; else a COLMAP model in ``sparse/0``, ``sparse`` or the folder itself.
+    instant-ngp; else a COLMAP model in ``sparse/0``, ``sparse`` or the folder itself. A
+    folder with both is read from transforms.json, with a warning saying so and what
+    became of the model's points (:mod:`engine.ingest.both_formats`).
     """
     path = Path(os.path.abspath(path))
     if not path.exists():
@@ -54,7 +57,9 @@ def read_scene(path: Path) -> SceneSpec:
     if not path.is_dir():
         raise DatasetError(f"{path}: not a dataset folder (expected a folder or a transforms.json)")
     if is_transforms_dataset(path):
-        return read_transforms(path)
+        scene = read_transforms(path)
+        add_colmap_beside_transforms(scene, path)  # a COLMAP model there too: said, its points used if they fit
+        return scene
     if is_colmap_dataset(path):
         return read_colmap(path)
     raise DatasetError(
