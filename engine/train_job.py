@@ -188,10 +188,11 @@ class _Job:
         where = (f"at step {t.state.step + 1} with {t.model.n:,} Gaussians" if t is not None
                  else "while setting up the training")
         table = format_report(build_report(self.gpu, None, driver=False)).split("\n", 2)[-1]
-        return (f"{e} {where}.\n{table}\n{self.kept().replace('; no PLY was written', '')}.\n"
-                f"Fix: lower --max-size (now {self.cfg.dataset.max_size} px) or --max-gaussians (now "
-                f"{self.cfg.train.max_gaussians:,}), then continue from the checkpoint (spirula train ... --resume; "
-                "spirula run continues by itself)")
+        lower = (f"Fix: lower --max-size (now {self.cfg.dataset.max_size} px) or --max-gaussians (now "
+                 f"{self.cfg.train.max_gaussians:,})")
+        then = (", then continue from the checkpoint (spirula train ... --resume; spirula run continues by itself)"
+                if self.writer.kept() is not None else ", then run it again (there is no checkpoint to continue from)")
+        return f"{e} {where}.\n{table}\n{self.kept().replace('; no PLY was written', '')}.\n{lower}{then}"
 
     def run(self, dataset_path, out_dir, dataset, train_idx, test_idx, ckpt, resume, on_progress, on_message,
             should_stop, t_load, keep_checkpoint) -> dict:
