@@ -101,8 +101,12 @@ def detect_input(source: Path) -> str:
         try:
             read_scene(source)
         except DatasetError as e:
-            hint = (f" (to compute new poses from its photos, run on {source / 'images'})"
-                    if is_photo_folder(source / "images") else "")
+            if is_photo_folder(source / "images"):
+                hint = f" (to compute new poses from its photos, run on {source / 'images'})"
+            elif is_photo_folder(source):
+                hint = " (it also holds photos: to compute poses from them, run on a folder without the dataset files)"
+            else:
+                hint = ""
             raise DatasetError(f"{e}{hint}") from e
         return "dataset"
     if is_photo_folder(source):
