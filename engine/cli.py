@@ -12,7 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .cli_options import add_density_options
+from .cli_options import add_device_option, add_training_options
 from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from .errors import SpirulaError
 
@@ -22,20 +22,8 @@ def _train_parser(sub) -> None:
     p = sub.add_parser("train", help="train 3D Gaussians on a COLMAP or transforms.json dataset")
     p.add_argument("dataset", type=Path, help="dataset folder (COLMAP sparse model + images, or transforms.json)")
     p.add_argument("-o", "--output", type=Path, required=True, help="project folder for splat.ply, metrics.json, eval/")
-    p.add_argument("--steps", type=int, default=t.steps, help=f"training steps (default {t.steps})")
-    p.add_argument("--max-size", type=int, default=d.max_size, help=f"longer image side in px (default {d.max_size})")
-    p.add_argument("--eval-every", type=int, default=d.eval_every, help="hold out every k-th image (0 = none; default 8)")
-    p.add_argument("--eval-interval", type=int, default=t.eval_interval, help="evaluate every k steps (0 = at the end)")
-    p.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4), help="max SH degree (default 3)")
-    p.add_argument("--seed", type=int, default=t.seed)
-    add_density_options(p, t)
-    p.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
-                   help="Adam moments in float32 or bfloat16 (half their memory; for very large models)")
-    p.add_argument("--init-points", type=int, default=t.init_random_points,
-                   help=f"random initial points when the dataset has none (default {t.init_random_points:,})")
-    p.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default="vulkan", help="GPU backend (default vulkan)")
-    p.add_argument("--checkpoint-every", type=int, default=t.checkpoint_every, metavar="K",
-                   help=f"write <output>/checkpoint.npz every K steps (0 = never; default {t.checkpoint_every})")
+    add_training_options(p, d, t, f"write <output>/checkpoint.npz every K steps (0 = never; default "
+                                  f"{t.checkpoint_every})")
     p.add_argument("--resume", action="store_true",
                    help="continue from <output>/checkpoint.npz (same dataset; same settings give the same result)")
 
@@ -101,7 +89,7 @@ def _gui_parser(sub) -> None:
     p = sub.add_parser("gui", help="open the studio window (also: `spirula` with no arguments)")
     p.add_argument("path", nargs="?", type=Path,
                    help="open this at start: a dataset folder (trains), a .ply (views), a video or photo folder")
-    p.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default=None, help="GPU backend (default vulkan)")
+    add_device_option(p, None)
 
 
 def cmd_gui(args) -> int:
@@ -142,13 +130,14 @@ def _hoist_profile_options(argv: list[str]) -> list[str]:
     return front + rest
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .profile.bench import add_parser as _bench_parser, run as cmd_bench
-    from .cli_run import add_parser as _run_parser, run as cmd_run
-    from .mesh.cli import add_parser as _mesh_parser, cmd_mesh
+def build_parser() -> argparse.ArgumentParser:
+    """The `spirula` argument parser with every subcommand."""
+    from .cli_run import add_parser as _run_parser
+    from .mesh.cli import add_parser as _mesh_parser
+    from .profile.bench import add_parser as _bench_parser
 
     parser = argparse.ArgumentParser(prog="spirula", description="Spirula Studio: 3D Gaussian Splatting on any GPU")
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every engine detail (debug level)")
     parser.add_argument("--profile", action="store_true",
                         help="profile (same as SPIRULA_PROFILE=1): timing, GPU time per kernel and VRAM on stderr at exit")
     parser.add_argument("--profile-json", metavar="FILE", type=Path, help="profile and write the report as JSON to FILE")
@@ -162,6 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     _bench_parser(sub)
     _mesh_parser(sub)
     _gui_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .cli_run import run as cmd_run
+    from .mesh.cli import cmd_mesh
+    from .profile.bench import run as cmd_bench
+
+    parser = build_parser()
     args = parser.parse_args(_hoist_profile_options(list(sys.argv[1:] if argv is None else argv)))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.ERROR, format="%(levelname)s %(message)s")
     if args.profile or args.profile_json:

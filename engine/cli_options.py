@@ -1,8 +1,100 @@
-"""Command-line options shared by `spirula train` and `spirula run`."""
+"""Command-line options shared by the `spirula` subcommands, and the argparse types that
+refuse a bad number with a one-line message (``spirula train: error: argument --steps:
+must be a whole number >= 1, not '0'``, exit code 2) before any work starts."""
 
 from __future__ import annotations
 
-from .config import RANDOM_INITS, STRATEGIES, TrainConfig
+import argparse
+import math
+
+from .config import RANDOM_INITS, STRATEGIES, DatasetConfig, TrainConfig
+from .errors import CPU_REFUSAL
+
+BACKEND_CHOICES = ("vulkan", "cuda")
+
+
+
+def int_at_least(minimum: int, zero_means: str | None = None):
+    """argparse type: a whole number >= ``minimum`` (or 0 when ``zero_means`` names what
+    0 stands for, e.g. "as stored")."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+        if value >= minimum or (zero_means and value == 0):
+            return value
+        also = f" (or 0 = {zero_means})" if zero_means else ""
+        raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}{also}, not {text!r}")
+
+    parse.__name__ = "integer"  # argparse names the type in its messages
+    return parse
+
+
+def float_range(minimum: float, *, inclusive: bool = True):
+    """argparse type: a finite number >= ``minimum`` (> when not ``inclusive``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+        ok = math.isfinite(value) and (value >= minimum if inclusive else value > minimum)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"must be a finite number {'>=' if inclusive else '>'} {minimum:g}, "
+                                             f"not {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def finite_float(text: str) -> float:
+    """argparse type: any finite number (NaN and Inf refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
+    return value
+
+
+def backend(text: str) -> str:
+    """argparse type of --device: vulkan or cuda; cpu is refused with the reason."""
+    value = text.strip().lower()
+    if value == "cpu":
+        raise argparse.ArgumentTypeError(CPU_REFUSAL)
+    if value not in BACKEND_CHOICES:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(BACKEND_CHOICES)}, not {text!r}")
+    return value
+
+
+def add_device_option(p, default: str | None = "vulkan", help: str | None = None) -> None:
+    """--device vulkan|cuda (``cpu`` refused with the reason, see :data:`CPU_REFUSAL`)."""
+    p.add_argument("--device", type=backend, default=default, metavar="{vulkan,cuda}",
+                   help=help or "GPU backend: vulkan (any GPU, or software Vulkan without one) or cuda (NVIDIA); "
+                                "default vulkan")
+
+
+# longer image sides: 0 keeps the size, else at least this many pixels
+MIN_IMAGE_SIDE = 8
+image_side = int_at_least(MIN_IMAGE_SIDE, zero_means="as stored")
+
+
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows '(default: X)' only where there is a default to show: not for required
+    options, flags, options whose default is None or empty (absent), or whose help
+    already gives it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if ("default" in text.lower() or default is None or default is False or default == ""
+                or default is argparse.SUPPRESS or action.required or not action.option_strings):
+            return text
+        return text + " (default: %(default)s)"
 
 
 def add_density_options(p, t: TrainConfig) -> None:
@@ -11,9 +103,34 @@ def add_density_options(p, t: TrainConfig) -> None:
                    help="densification: adc (3DGS clone/split/prune), mcmc (relocation, an exact Gaussian "
                         "budget; Kheradmand et al. 2024) or auto (mcmc when the dataset has SfM points, adc when "
                         f"it starts from random points). Default {t.strategy}")
-    p.add_argument("--max-gaussians", type=int, default=None,
+    p.add_argument("--max-gaussians", type=int_at_least(1), default=None,
                    help=f"adc: the cap densification stops at (default {t.max_gaussians:,}); mcmc: the exact "
                         f"number of Gaussians it grows to (default {t.mcmc_budget:,}); auto: whichever applies")
     p.add_argument("--init-random", choices=RANDOM_INITS, default=t.init_random,
                    help="without SfM points: random points where the training cameras look (views) or in "
                         f"gsplat's cube (box). Default {t.init_random}")
+
+
+def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: str) -> None:
+    """The training settings of `spirula train` and `spirula run` (TrainConfig, DatasetConfig)."""
+    p.add_argument("--steps", type=int_at_least(1), default=t.steps, help=f"training steps (default {t.steps:,})")
+    p.add_argument("--max-size", type=image_side, default=d.max_size,
+                   help=f"longer training image side in px, 0 = as stored (default {d.max_size})")
+    p.add_argument("--eval-every", type=int_at_least(0), default=d.eval_every,
+                   help=f"hold out every k-th image by name for evaluation, 0 = none (default {d.eval_every}); "
+                        "when that would hold out every image, all train and none is held out")
+    p.add_argument("--eval-interval", type=int_at_least(0), default=t.eval_interval,
+                   help="evaluate the held-out images every k steps (default 0 = at the end only)")
+    p.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4),
+                   help=f"max spherical-harmonics degree of the colours (default {t.sh_degree})")
+    p.add_argument("--seed", type=int_at_least(0), default=t.seed,
+                   help=f"random seed of the initial points and the image order (default {t.seed})")
+    add_density_options(p, t)
+    p.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
+                   help="Adam moments in float32 or bfloat16 (half their memory; for very large models). "
+                        f"Default {t.adam_moments}")
+    p.add_argument("--init-points", type=int_at_least(1), default=t.init_random_points,
+                   help=f"random initial points when the dataset has none (default {t.init_random_points:,})")
+    p.add_argument("--checkpoint-every", type=int_at_least(0), default=t.checkpoint_every, metavar="K",
+                   help=checkpoint_help)
+    add_device_option(p)

@@ -3,12 +3,11 @@ raw capture (see :mod:`engine.pipeline`), with a tqdm bar per stage and a summar
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from . import messages as msg
-from .cli_options import add_density_options
+from .cli_options import DefaultsFormatter, add_training_options, float_range, image_side, int_at_least
 from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from .ingest.frames import FramesConfig
 from .ingest.photos import PhotosConfig
@@ -20,43 +19,40 @@ ALL_STAGES = ["decode", "select", "import", "sfm", "undistort", "train", "export
 def add_parser(sub) -> None:
     f, s, d, t = FramesConfig(), SfmConfig(), DatasetConfig(), TrainConfig()
     p = sub.add_parser("run", help="video / photos / dataset -> frames -> SfM -> trained splat -> PLY",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=DefaultsFormatter)
     p.add_argument("source", type=Path, help="a video file, a folder of photos, or a dataset folder")
     p.add_argument("-o", "--output", type=Path, required=True, help="project folder (created; reruns resume)")
-    p.add_argument("--from", dest="from_stage", choices=ALL_STAGES, help="redo this stage and every later one")
-    p.add_argument("--until", dest="until_stage", choices=ALL_STAGES, help="stop after this stage")
+    p.add_argument("--from", dest="from_stage", choices=ALL_STAGES,
+                   help="redo this stage and every later one (default: rerun only what changed)")
+    p.add_argument("--until", dest="until_stage", choices=ALL_STAGES, help="stop after this stage (default: export)")
     g = p.add_argument_group("video frames")
-    g.add_argument("--frames", type=int, default=f.target_frames, help="frames to keep (0 = from duration and motion)")
-    g.add_argument("--frames-per-second", type=float, default=f.frames_per_second,
+    g.add_argument("--frames", type=int_at_least(0), default=f.target_frames,
+                   help="frames to keep (0 = from duration and motion)")
+    g.add_argument("--frames-per-second", type=float_range(0.0, inclusive=False), default=f.frames_per_second,
                    help="automatic count: frames per second of camera motion")
-    g.add_argument("--start", type=float, default=f.start_s, help="use the video from this time (s)")
-    g.add_argument("--end", type=float, default=f.end_s, help="use the video up to this time (s; 0 = end)")
-    g.add_argument("--frame-size", type=int, default=f.max_size, help="longer side of the frames written (0 = native)")
+    g.add_argument("--start", type=float_range(0.0), default=f.start_s, help="use the video from this time (s)")
+    g.add_argument("--end", type=float_range(0.0), default=f.end_s, help="use the video up to this time (s; 0 = end)")
+    g.add_argument("--frame-size", type=image_side, default=f.max_size,
+                   help="longer side of the frames written (0 = native)")
     g = p.add_argument_group("photos")
-    g.add_argument("--photo-size", type=int, default=PhotosConfig().max_size, help="longer side of imported photos (0 = keep)")
+    g.add_argument("--photo-size", type=image_side, default=PhotosConfig().max_size,
+                   help="longer side of imported photos (0 = keep)")
     g = p.add_argument_group("structure from motion")
-    g.add_argument("--mapper", choices=["global", "incremental"], default=s.mapper)
+    g.add_argument("--mapper", choices=["global", "incremental"], default=s.mapper,
+                   help="COLMAP mapper: global (GLOMAP-style, fast) or incremental (slower, more robust)")
     g.add_argument("--no-fallback", action="store_true", help="do not try the other mapper when few images register")
-    g.add_argument("--matching", choices=["auto", "sequential", "exhaustive"], default=s.matching)
-    g.add_argument("--vocab-tree", default=s.vocab_tree, help="COLMAP vocabulary tree for loop detection by retrieval")
+    g.add_argument("--matching", choices=["auto", "sequential", "exhaustive"], default=s.matching,
+                   help="feature matching: sequential (video order, with loop detection), exhaustive (every pair), "
+                        "or auto (sequential for a video, exhaustive for up to 100 photos)")
+    g.add_argument("--vocab-tree", default=s.vocab_tree, help="COLMAP vocabulary tree file for loop detection by retrieval (default: none, loop pairs by "
+                        "spacing)")
     g.add_argument("--camera-model", default=s.camera_model, help="COLMAP camera model (auto: OPENCV video, SIMPLE_RADIAL photos)")
-    g.add_argument("--sfm-size", type=int, default=s.max_image_size, help="longer image side for SIFT")
-    g.add_argument("--sfm-device", choices=["auto", "cpu", "cuda"], default=s.device)
+    g.add_argument("--sfm-size", type=int_at_least(64), default=s.max_image_size, help="longer image side for SIFT")
+    g.add_argument("--sfm-device", choices=["auto", "cpu", "cuda"], default=s.device,
+                   help="where SIFT and matching run (pycolmap): auto uses CUDA when pycolmap has it")
     g = p.add_argument_group("training")
-    g.add_argument("--steps", type=int, default=t.steps)
-    g.add_argument("--max-size", type=int, default=d.max_size, help="longer training image side")
-    g.add_argument("--eval-every", type=int, default=d.eval_every, help="hold out every k-th image (0 = none)")
-    g.add_argument("--eval-interval", type=int, default=t.eval_interval)
-    g.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4))
-    g.add_argument("--seed", type=int, default=t.seed)
-    add_density_options(g, t)
-    g.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
-                   help="Adam moments in float32 or bfloat16 (half their memory; for very large models)")
-    g.add_argument("--init-points", type=int, default=t.init_random_points)
-    g.add_argument("--checkpoint-every", type=int, default=t.checkpoint_every,
-                   help="checkpoint the training every K steps into <project>/checkpoints/ (0 = never); "
-                        "a rerun continues from it")
-    g.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default="vulkan", help="GPU backend")
+    add_training_options(g, d, t, "checkpoint the training every K steps into <project>/checkpoints/ (0 = never); "
+                                  "a rerun continues from it")
 
 
 def config_from_args(args):
@@ -107,7 +103,7 @@ class TqdmView:
                 self.bar.reset(total=m.total)
             self.bar.n = m.done
             if m.detail:
-                if m.stage == "train" and not m.detail.startswith("loss"):
+                if m.detail.startswith("note: ") or (m.stage == "train" and not m.detail.startswith("loss")):
                     self.write(f"  {m.detail}")
                 else:
                     self.bar.set_postfix_str(m.detail, refresh=False)
@@ -137,17 +133,25 @@ def summary_table(record: dict) -> str:
 
 
 def _short(stage: str, s: dict) -> str:
+    if not s:
+        return ""  # a stage that failed or did not run has no summary
     if stage == "decode":
         return f"{s.get('frames_decoded')} frames, {s.get('size')}, rot {s.get('rotation')}, {s.get('pix_fmt')}"
     if stage == "select":
         return f"{s.get('kept')} kept / {s.get('rejected')} rejected (target {s.get('target')})"
-    if stage == "import":
-        return f"{s.get('photos')} photos ({s.get('converted')} converted), {s.get('camera_groups')} camera groups"
     if stage == "sfm":
         return (f"{s.get('registered')}/{s.get('images')} registered ({s.get('mapper')}), {s.get('points')} points, "
                 f"reproj {s.get('mean_reprojection_error_px', 0):.2f} px")
     if stage == "undistort":
-        return f"{s.get('images')} pinhole images"
+        cams = s.get("cameras") or []
+        k = "" if len(cams) != 1 else (f", K fx={cams[0]['fx']:.1f} fy={cams[0]['fy']:.1f} cx={cams[0]['cx']:.1f} "
+                                       f"cy={cams[0]['cy']:.1f} at {cams[0]['width']}x{cams[0]['height']}")
+        return f"{s.get('images')} pinhole images{k}"
+    if stage == "import":
+        turned = s.get("exif_oriented")
+        return (f"{s.get('photos')} photos ({s.get('converted')} converted), {s.get('camera_groups')} camera groups"
+                + (f", {turned} turned upright by their EXIF orientation" if turned else "")
+                + (f", {s['deep']} cut from 16 to 8 bits" if s.get("deep") else ""))
     if stage == "train":
         psnr = s.get("psnr")
         return f"{s.get('step')} steps, {s.get('num_gaussians')} Gaussians" + (f", PSNR {psnr:.2f} dB" if psnr else "")

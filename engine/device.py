@@ -23,10 +23,10 @@ import numpy as np
 import slangpy as spy
 
 from . import profile as _profile
-from .errors import DeviceError, DeviceMemoryError
+from .errors import CPU_REFUSAL, DeviceError, DeviceMemoryError
 from .profile.pool import VramPool
 
-BACKENDS = ("vulkan", "cuda", "cpu")
+BACKENDS = ("vulkan", "cuda")  # slangpy's cpu device cannot compile the subgroup (wave) kernels
 _RW = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
 _RW_COPY = _RW | spy.BufferUsage.copy_source | spy.BufferUsage.copy_destination
 
@@ -61,9 +61,11 @@ class Gpu:
     """A slangpy device plus a cache of compiled kernels and buffer helpers."""
 
     def __init__(self, backend: str = "vulkan"):
+        if backend == "cpu":
+            raise DeviceError(CPU_REFUSAL)
         if backend not in BACKENDS:
             raise DeviceError(f"unknown device '{backend}': choose one of {', '.join(BACKENDS)}")
-        kind = {"vulkan": spy.DeviceType.vulkan, "cuda": spy.DeviceType.cuda, "cpu": spy.DeviceType.cpu}[backend]
+        kind = {"vulkan": spy.DeviceType.vulkan, "cuda": spy.DeviceType.cuda}[backend]
         # `precise` exists in SPIR-V only (shaders/common/footprint.slang)
         defines = {} if backend == "vulkan" else {"PRECISE": ""}
         opts = spy.SlangCompilerOptions({"include_paths": [str(shader_dir())], "defines": defines})

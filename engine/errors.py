@@ -1,5 +1,10 @@
 """Errors the engine raises for the user: each names the file (or device) and the problem."""
 
+# why `--device cpu` / SPIRULA_DEVICE=cpu is refused (engine/device.py, the command lines)
+CPU_REFUSAL = ("the cpu backend is not supported: the training and rendering kernels use GPU subgroup (wave) "
+               "operations that slangpy's CPU target cannot compile. On a machine without a GPU use vulkan with "
+               "Mesa's software Vulkan (lavapipe, Mesa 25 or newer)")
+
 
 class SpirulaError(Exception):
     """Base class of errors that are shown to the user as a one-line message."""

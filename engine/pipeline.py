@@ -34,7 +34,7 @@ from typing import Callable
 
 from . import messages as msg
 from .config import RunConfig, added_later
-from .errors import SpirulaError
+from .errors import DatasetError, SpirulaError
 from .fileio import write_json_atomic
 from .ingest.frames import FramesConfig
 from .ingest.photos import PhotosConfig, is_photo_folder
@@ -85,19 +85,30 @@ class PipelineError(SpirulaError):
 def detect_input(source: Path) -> str:
     """'video', 'photos' or 'dataset' for ``source``; PipelineError naming it otherwise.
     A folder with a COLMAP model or transforms.json is a dataset even though it also
-    holds photos; any other file is tried as a video (its decoder decides)."""
+    holds photos, and one that cannot be read raises the reader's DatasetError (the
+    specific reason, as `spirula train` gives it) rather than being taken for photos;
+    any other file is tried as a video (its decoder decides)."""
+    from .ingest.colmap import is_colmap_dataset
     from .ingest.load import read_scene
+    from .ingest.nerfstudio import is_transforms_dataset
 
     source = Path(source)
     if not source.exists():
         raise PipelineError(f"{source}: does not exist")
     if source.is_file():
         return "dataset" if source.suffix.lower() == ".json" else "video"
-    try:
-        read_scene(source)
+    if is_transforms_dataset(source) or is_colmap_dataset(source):
+        try:
+            read_scene(source)
+        except DatasetError as e:
+            if is_photo_folder(source / "images"):
+                hint = f" (to compute new poses from its photos, run on {source / 'images'})"
+            elif is_photo_folder(source):
+                hint = " (it also holds photos: to compute poses from them, run on a folder without the dataset files)"
+            else:
+                hint = ""
+            raise DatasetError(f"{e}{hint}") from e
         return "dataset"
-    except SpirulaError:
-        pass
     if is_photo_folder(source):
         return "photos"
     raise PipelineError(f"{source}: neither a video file, a folder of photos (JPEG, PNG, TIFF, ...) "

@@ -28,7 +28,6 @@ import queue
 import re
 import threading
 import time
-import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -197,9 +196,9 @@ class _TrainingScene(_Scene):
                                                init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
                                                adam_moments=cmd.adam_moments,
                                                **density_settings(cmd.strategy, cmd.max_gaussians)))
-        self.train_idx, self.test_idx = dataset.split(cmd.eval_every)
-        if not self.train_idx:
-            self.train_idx, self.test_idx = list(range(len(dataset.cameras))), []
+        self.train_idx, self.test_idx, split_note = dataset.holdout(cmd.eval_every)
+        if split_note and split_note not in dataset.warnings:
+            dataset.warnings.append(split_note)  # shown with the dataset's other notes
         self.trainer = Trainer(gpu, dataset, self.train_idx, self.cfg.train)
         self.ident = checkpoint.dataset_identity(dataset, self.train_idx)
         self.writer = checkpoint.BackgroundWriter(ckpt_path)  # saved_step: the checkpoint known on disk
@@ -361,7 +360,10 @@ class _Engine:
         except Exception as exc:
             self.emit(M.Error(str(exc) if isinstance(exc, SpirulaError) else f"engine start failed: {exc!r}"))
             self.state("failed", "no GPU device")
-            log.exception("engine start failed")
+            if isinstance(exc, SpirulaError):
+                log.error("engine start failed: %s", exc)
+            else:
+                log.exception("engine start failed")
             return
         self.emit(M.EngineReady(adapter=self.gpu.adapter, backend=self.gpu.backend, software=self.gpu.software,
                                 warmup_s=time.perf_counter() - t0))
@@ -399,8 +401,10 @@ class _Engine:
         the project of the training it ``ends``; a bad command ends no training). The
         message of an ending training says which checkpoint is kept."""
         text = str(exc) if isinstance(exc, SpirulaError) else f"{type(exc).__name__}: {exc}"
-        trace = "".join(traceback.format_exception(exc)) if exc.__traceback__ is not None else ""
-        log.error("engine error: %s%s", text, "\n" + trace if trace else "")
+        if isinstance(exc, SpirulaError):  # an expected error: its message is the whole story, once
+            log.error("engine error: %s", text)
+        else:  # a bug: the traceback is what a report needs
+            log.error("engine error: %s", text, exc_info=(type(exc), exc, exc.__traceback__))
         path = path or getattr(exc, "filename", None) or (ends.project if ends is not None else None)
         if ends is not None:
             ends.finished = True

@@ -150,7 +150,7 @@ def stage_select(ctx: StageContext) -> dict:
 
 def stage_import(ctx: StageContext) -> dict:
     """Copy or convert the photos into frames/ (upright, 8-bit, safe names)."""
-    from .ingest.photos import import_photos
+    from .ingest.photos import import_notes, import_photos
 
     out = ctx.staging / "frames"
     tick = Throttle(lambda d, t: ctx.progress(d, t, "importing photos"))
@@ -168,7 +168,11 @@ def stage_import(ctx: StageContext) -> dict:
     write_json_atomic(out / "frames.json", {
         "kind": "photos", "source": str(ctx.source), "frames": [r["name"] for r in records],
         "groups": groups, "sizes": sizes, "photos": records})
-    return {"photos": len(records), "converted": sum(r["converted"] for r in records), "camera_groups": len(groups)}
+    for note in import_notes(records):
+        ctx.progress(len(records), len(records), f"note: {note}")
+    return {"photos": len(records), "converted": sum(r["converted"] for r in records), "camera_groups": len(groups),
+            "exif_oriented": sum(r["exif_orientation"] != 1 for r in records),
+            "deep": sum(r["bits"] > 8 for r in records)}
 
 
 # ---------------------------------------------------------------------------- SfM
@@ -195,11 +199,14 @@ def stage_sfm(ctx: StageContext) -> dict:
 def stage_undistort(ctx: StageContext) -> dict:
     """Pinhole images/ and sparse/0 in the project root (a COLMAP dataset folder)."""
     from .sfm import undistort
+    from .sfm.undistort import k_change_notes
 
     ctx.progress(0, 1, "undistorting")
     summary = undistort(ctx.project / "sfm" / "sparse" / "0", ctx.project / "frames", ctx.staging,
                         num_threads=ctx.cfg.sfm.num_threads)
     ctx.progress(1, 1, "undistorting")
+    for note in k_change_notes(summary):  # the new K, per camera (also in run.json)
+        ctx.progress(1, 1, f"note: {note}")
     return summary
 
 

@@ -30,6 +30,7 @@ from .device import Gpu, get_gpu
 from .errors import DeviceMemoryError, NonFiniteError, SpirulaError
 from .fileio import write_json_atomic
 from .ingest import load_dataset
+from .ingest.load import undistortion_notes
 from .io.ply import write_ply
 from .splat.evaluate import evaluate
 from .splat.layout import unpack
@@ -86,12 +87,24 @@ def run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig,
     if resume not in RESUME:
         raise ValueError(f"resume must be one of {RESUME}, got {resume!r}")
     unsubscribe = profile.subscribe(on_profile) if on_profile is not None else None
+    made = not Path(out_dir).exists()
     try:
         return _run_training(dataset_path, out_dir, cfg, on_progress, on_message, should_stop, resume,
                              checkpoint_path, keep_checkpoint)
+    except BaseException:
+        if made:
+            _remove_if_empty(Path(out_dir))  # a run that failed before writing anything leaves no folder
+        raise
     finally:
         if unsubscribe is not None:
             unsubscribe()
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()  # fails (and keeps it) when anything is inside
+    except OSError:
+        pass
 
 
 def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress, on_message, should_stop,
@@ -104,12 +117,17 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
     t0 = time.perf_counter()
     # a bad dataset fails before the output folder or the GPU device exists (no empty folder left)
     dataset = load_dataset(dataset_path, cfg.dataset.max_size)
+    gpu = get_gpu(cfg.device)  # nor a device that cannot be created
     check_output_dir(out_dir)
-    gpu = get_gpu(cfg.device)
     on_message(f"device: {gpu.adapter}")
     for w in dataset.warnings:
         on_message(f"warning: {w}")
-    train_idx, test_idx = dataset.split(cfg.dataset.eval_every)
+    for note in undistortion_notes(dataset.undistortion):
+        on_message(f"note: {note}")
+    train_idx, test_idx, split_note = dataset.holdout(cfg.dataset.eval_every)
+    if split_note:
+        dataset.warnings.append(split_note)
+        on_message(f"warning: {split_note}")
     on_message(f"dataset: {len(dataset.cameras)} images ({len(train_idx)} train, {len(test_idx)} held out), "
                f"{0 if dataset.points is None else len(dataset.points)} SfM points")
     t_load = time.perf_counter() - t0
@@ -170,10 +188,11 @@ class _Job:
         where = (f"at step {t.state.step + 1} with {t.model.n:,} Gaussians" if t is not None
                  else "while setting up the training")
         table = format_report(build_report(self.gpu, None, driver=False)).split("\n", 2)[-1]
-        return (f"{e} {where}.\n{table}\n{self.kept().replace('; no PLY was written', '')}.\n"
-                f"Fix: lower --max-size (now {self.cfg.dataset.max_size} px) or --max-gaussians (now "
-                f"{self.cfg.train.max_gaussians:,}), then continue from the checkpoint (spirula train ... --resume; "
-                "spirula run continues by itself)")
+        lower = (f"Fix: lower --max-size (now {self.cfg.dataset.max_size} px) or --max-gaussians (now "
+                 f"{self.cfg.train.max_gaussians:,})")
+        then = (", then continue from the checkpoint (spirula train ... --resume; spirula run continues by itself)"
+                if self.writer.kept() is not None else ", then run it again (there is no checkpoint to continue from)")
+        return f"{e} {where}.\n{table}\n{self.kept().replace('; no PLY was written', '')}.\n{lower}{then}"
 
     def run(self, dataset_path, out_dir, dataset, train_idx, test_idx, ckpt, resume, on_progress, on_message,
             should_stop, t_load, keep_checkpoint) -> dict:
@@ -258,7 +277,8 @@ class _Job:
         write_json_atomic(out_dir / "metrics.json", metrics)
         write_json_atomic(out_dir / "train.json", {
             "dataset": str(dataset_path), "device": gpu.adapter, "config": asdict(cfg), "strategy": trainer.strategy,
-            "warnings": dataset.warnings + trainer.warnings, "load_seconds": t_load, "history": state.history})
+            "warnings": dataset.warnings + trainer.warnings, "undistortion": dataset.undistortion,
+            "load_seconds": t_load, "history": state.history})
         if final:
             first = "-" if initial_psnr is None else f"{initial_psnr:.2f}"
             on_message(f"held-out PSNR {final['psnr']:.2f} dB (first render {first} dB), SSIM {final['ssim']:.4f}")

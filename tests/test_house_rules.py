@@ -23,7 +23,7 @@ def test_engine_never_imports_qt_or_app():
 
 
 def test_unknown_backend_is_a_clear_error():
-    with pytest.raises(DeviceError, match="choose one of vulkan, cuda, cpu"):
+    with pytest.raises(DeviceError, match="choose one of vulkan, cuda$"):
         Gpu("metal")
 
 
@@ -68,7 +68,7 @@ def test_shaders_use_precise_only_through_the_macro():
     assert not bad, bad
 
 
-@pytest.mark.parametrize("backend,defined", [("vulkan", None), ("cuda", ""), ("cpu", "")])
+@pytest.mark.parametrize("backend,defined", [("vulkan", None), ("cuda", "")])
 def test_precise_is_emptied_off_spirv(monkeypatch, backend, defined):
     import slangpy
 

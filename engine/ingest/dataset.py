@@ -53,6 +53,10 @@ class Dataset:
     points: [P, 3] float32 world positions or None (e.g. transforms.json without points).
     colors: [P, 3] uint8 RGB of the points or None.
     warnings: human-readable notes (missing images, unregistered images, ...).
+    undistortion: one dict per distorted camera of the dataset: {"camera": the camera
+    read (its describe()), "pinhole": the PINHOLE intrinsics its images were undistorted
+    and cropped to, at their native size ({"model", "width", "height", "fx", "fy", "cx",
+    "cy"}, pixels), "images": how many}; empty when every camera is a pinhole.
     """
 
     root: Path
@@ -60,21 +64,82 @@ class Dataset:
     points: np.ndarray | None = None
     colors: np.ndarray | None = None
     warnings: list[str] = field(default_factory=list)
+    undistortion: list[dict] = field(default_factory=list)
 
     def split(self, eval_every: int = 8) -> tuple[list[int], list[int]]:
-        """(train, test) camera indices: every ``eval_every``-th camera by sorted name is
-        held out (indices 0, k, 2k, ...); ``eval_every`` = 0 holds out none."""
-        idx = list(range(len(self.cameras)))
-        if eval_every <= 0:
-            return idx, []
-        test = idx[::eval_every]
-        train = [i for i in idx if i % eval_every != 0]
+        """(train, test) camera indices by :meth:`holdout`'s rule."""
+        train, test, _ = self.holdout(eval_every)
         return train, test
+
+    def holdout(self, eval_every: int = 8) -> tuple[list[int], list[int], str | None]:
+        """(train, test, note): every ``eval_every``-th camera by sorted name is held out
+        (indices 0, k, 2k, ...); ``eval_every`` <= 0 holds out none. When that would leave
+        no training image (a single image, or ``eval_every`` = 1), none is held out and
+        every image trains; ``note`` then says so (else None)."""
+        return holdout_split(len(self.cameras), eval_every)
 
     def scene_extent(self) -> tuple[np.ndarray, float]:
         """(centre [3], radius): centre of the camera centres and 1.1 x the largest
-        distance of a camera from it (the 3DGS 'cameras extent' used to scale lrs)."""
+        distance of a camera from it (the 3DGS 'cameras extent' used to scale lrs), over
+        the cameras that are not far outliers (:func:`camera_outliers`)."""
+        return camera_extent(np.stack([c.center for c in self.cameras]))
+
+    def outlier_cameras(self) -> list[tuple[str, float, float]]:
+        """(name, distance, typical distance) of each far outlier camera
+        (:func:`camera_outliers`), in world units from the cameras' median centre."""
         centers = np.stack([c.center for c in self.cameras])
-        mid = centers.mean(axis=0)
-        radius = float(np.linalg.norm(centers - mid, axis=1).max()) * 1.1
-        return mid, max(radius, 1e-6)
+        far, dist, typical = camera_outliers(centers)
+        return [(self.cameras[i].name, float(dist[i]), typical) for i in np.flatnonzero(far)]
+
+
+def holdout_split(n: int, eval_every: int) -> tuple[list[int], list[int], str | None]:
+    """(train, test, note) of ``n`` images sorted by name: :meth:`Dataset.holdout`."""
+    idx = list(range(n))
+    if eval_every <= 0:
+        return idx, [], None
+    test = idx[::eval_every]
+    train = [i for i in idx if i % eval_every != 0]
+    if train or not idx:
+        return train, test, None
+    what = "the only image" if n == 1 else f"all {n} images"
+    return idx, [], (f"--eval-every {eval_every} would hold out {what} and leave none to train on: training on "
+                     f"{what}, with no held-out evaluation (no PSNR/SSIM); use more images, or --eval-every 0 "
+                     "to say so")
+
+
+# A camera farther from the cameras' median centre than OUTLIER_FACTOR x their robust
+# radius (median distance + 3 x 1.4826 x its median absolute deviation, i.e. 3 sigma of
+# a normal spread) is a far outlier: on a path, a ring or a cluster every genuine camera
+# stays within about 1.5 x that radius.
+OUTLIER_FACTOR = 4.0
+MIN_CAMERAS_FOR_OUTLIERS = 3
+
+
+def camera_outliers(centers: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(far [C] bool, distance [C] float64, robust radius) of camera centres [C, 3]: each
+    camera's distance from the per-axis median centre, and whether it exceeds
+    OUTLIER_FACTOR x the robust radius (median + 3 x 1.4826 x MAD of the distances).
+    Fewer than MIN_CAMERAS_FOR_OUTLIERS cameras, or a zero robust radius (cameras at one
+    point), flag none. The rule is a robust z-score (Iglewicz & Hoaglin 1993, the MAD
+    scaled by 1.4826 to a normal sigma) with a large factor, so only gross pose errors
+    (a camera hundreds of times too far) are flagged."""
+    c = np.asarray(centers, np.float64)
+    dist = np.linalg.norm(c - np.median(c, axis=0), axis=1) if len(c) else np.zeros(0)
+    if len(c) < MIN_CAMERAS_FOR_OUTLIERS:
+        return np.zeros(len(c), bool), dist, float(dist.max(initial=0.0))
+    med = float(np.median(dist))
+    radius = med + 3.0 * 1.4826 * float(np.median(np.abs(dist - med)))
+    if radius <= 1e-12 * max(1.0, float(np.abs(c).max())):
+        return np.zeros(len(c), bool), dist, radius
+    return dist > OUTLIER_FACTOR * radius, dist, radius
+
+
+def camera_extent(centers: np.ndarray) -> tuple[np.ndarray, float]:
+    """(centre [3], radius) of camera centres [C, 3] without the far outliers of
+    :func:`camera_outliers`: their mean and 1.1 x the largest distance from it (>= 1e-6)."""
+    c = np.asarray(centers, np.float64)
+    far, _, _ = camera_outliers(c)
+    c = c[~far]
+    mid = c.mean(axis=0)
+    radius = float(np.linalg.norm(c - mid, axis=1).max()) * 1.1
+    return mid, max(radius, 1e-6)

@@ -18,6 +18,12 @@ arrays are these x 255, rounded):
   numbers up to 255 or 65535 are 8- or 16-bit data stored as float and are divided by
   255 or 65535; anything else (HDR radiance) is divided by its largest value, so that
   nothing clips. Negative and non-finite values become 0.
+* 16-bit colour (PNG ``RGB;16``, TIFF ``RGB;16``): Pillow decodes it to 8-bit ``RGB``
+  (the high byte of each value). Precision policy: every image is used at 8 bits per
+  channel -- the trainer's ground truth is 8-bit RGBA on the GPU, and keeping 16 bits
+  would double its memory for a gain below the 8-bit step -- and :func:`read_image_meta`
+  reports the file's bits so that the dataset loader and the photo import say, in one
+  line, how many images were cut to 8 bits.
 * Alpha (``RGBA``, ``LA``, ``PA``, ``P`` or ``L``/``RGB`` with a transparency key, and the
   premultiplied ``RGBa`` / ``La``): **composited over black**, i.e. colour x alpha, which
   is what the trainer renders against with its default black background; transparent
@@ -63,17 +69,42 @@ def read_image(path: Path, apply_exif: bool = True) -> np.ndarray:
 def read_image_raw(path: Path) -> tuple[np.ndarray, int]:
     """([H, W, 3] uint8 RGB as stored, EXIF orientation 1..8; 1 when absent or invalid).
     Errors as :func:`read_image`."""
+    image, orientation, _ = read_image_meta(path)
+    return image, orientation
+
+
+def read_image_meta(path: Path) -> tuple[np.ndarray, int, int]:
+    """([H, W, 3] uint8 RGB as stored, EXIF orientation 1..8, bits per channel of the
+    file: 8, 16 or 32) -- the bits say when precision was given up (see the module
+    docstring). Errors as :func:`read_image`."""
     try:
         with Image.open(path) as im:
+            bits = stored_bits(im)  # before load(), which drops the decoder's raw mode
             im.load()
             orientation = exif_orientation(im)
-            return to_rgb8(im), orientation
+            return to_rgb8(im), orientation, bits
     except DatasetError:
         raise
     except FileNotFoundError as e:
         raise DatasetError(f"{path}: image file not found") from e
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
         raise ImageDecodeError(f"{path}: cannot decode image ({e})") from e
+
+
+def stored_bits(im: Image.Image) -> int:
+    """Bits per channel of an opened (not yet loaded) image's file: 16 for 16-bit PNG and
+    TIFF (Pillow opens 16-bit colour as 8-bit ``RGB``, keeping the high byte, so the
+    decoder's raw mode is what tells), 32 for integer or float images, else 8."""
+    if im.mode.startswith("I;16"):
+        return 16
+    if im.mode in ("I", "F"):
+        return 32
+    for tile in im.tile or ():
+        args = tile[3] if len(tile) > 3 else None
+        raw = args[0] if isinstance(args, tuple) and args else args
+        if isinstance(raw, str) and (";16" in raw or ";32" in raw):
+            return 16 if ";16" in raw else 32
+    return 8
 
 
 def exif_orientation(im: Image.Image) -> int:

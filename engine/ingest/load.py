@@ -16,6 +16,10 @@ Matching an image to its camera:
   within 1 %, or within a pixel of rounding) gets the camera rescaled per axis, with a
   warning giving the scale; any other size mismatch raises DatasetError naming the file
   and both sizes.
+
+A camera whose distortion cannot be undistorted to a pinhole image (not invertible at the
+image border, no valid rectangle) costs its own images, skipped with a warning that gives
+the camera and the reason; the dataset is refused only when no image is left.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from pathlib import Path
 
 from ..errors import DatasetError
 from .camera_model import CameraModel
+from .both_formats import add_colmap_beside_transforms
 from .colmap import is_colmap_dataset, read_colmap
 from .dataset import Camera, Dataset
-from .images import ImageDecodeError, apply_orientation, fit_size, read_image_raw, resize
+from .images import ImageDecodeError, apply_orientation, fit_size, read_image_meta, resize
 from .nerfstudio import SPLIT_FILES, TRANSFORMS, is_transforms_dataset, read_transforms
 from .scene import SceneSpec, ViewSpec, name_list
 from .undistort import Undistorter, make_undistorter
@@ -40,7 +45,9 @@ def read_scene(path: Path) -> SceneSpec:
     """Detect the format of ``path`` and read it without loading pixels.
 
     ``transforms.json`` in the folder (or ``path`` being a .json file) -> nerfstudio /
-    instant-ngp; else a COLMAP model in ``sparse/0``, ``sparse`` or the folder itself.
+    instant-ngp; else a COLMAP model in ``sparse/0``, ``sparse`` or the folder itself. A
+    folder with both is read from transforms.json, with a warning saying so and what
+    became of the model's points (:mod:`engine.ingest.both_formats`).
     """
     path = Path(os.path.abspath(path))
     if not path.exists():
@@ -50,7 +57,9 @@ def read_scene(path: Path) -> SceneSpec:
     if not path.is_dir():
         raise DatasetError(f"{path}: not a dataset folder (expected a folder or a transforms.json)")
     if is_transforms_dataset(path):
-        return read_transforms(path)
+        scene = read_transforms(path)
+        add_colmap_beside_transforms(scene, path)  # a COLMAP model there too: said, its points used if they fit
+        return scene
     if is_colmap_dataset(path):
         return read_colmap(path)
     raise DatasetError(
@@ -78,13 +87,16 @@ def load_dataset(
     maps = _MapCache(views)
     lock = threading.Lock()
     done = [0]
-    notes: dict[str, list] = {"resized": [], "exif_applied": [], "exif_ignored": []}
+    notes: dict[str, list] = {"resized": [], "exif_applied": [], "exif_ignored": [], "deep": []}
+    pinhole: dict[CameraModel, dict] = {}  # distorted camera -> its pinhole camera and images
 
-    def load_one(view: ViewSpec) -> Camera | ImageDecodeError:
+    def load_one(view: ViewSpec) -> Camera | ImageDecodeError | tuple[str, str]:
         try:
-            cam = _load_camera(view, maps, max_size, notes, lock)
+            cam = _load_camera(view, maps, max_size, notes, lock, pinhole)
         except ImageDecodeError as e:
             cam = e
+        except _UnusableCamera as e:
+            cam = (str(e), view.name)
         finally:
             maps.release(view.camera)
         if progress is not None:
@@ -100,24 +112,36 @@ def load_dataset(
 
     cameras = [r for r in results if isinstance(r, Camera)]
     failed = [r for r in results if isinstance(r, ImageDecodeError)]
+    no_map: dict[str, list[str]] = {}  # why a camera cannot be undistorted -> its images
+    for r in results:
+        if isinstance(r, tuple):
+            no_map.setdefault(r[0], []).append(r[1])
     for note in _size_notes(notes):
         scene.warn(note)
     for err in failed:
         scene.warn(f"{err}; skipped")
+    for why, names in no_map.items():
+        scene.warn(f"{why}; the {len(names)} image{'s' if len(names) > 1 else ''} of this camera skipped: "
+                   f"{name_list(names, limit=5)}")
     if not cameras:
-        raise DatasetError(f"{path}: no image could be loaded")
+        reasons = "; ".join([str(e) for e in failed[:3]] + list(no_map)[:3])
+        raise DatasetError(f"{path}: no image could be loaded" + (f": {reasons}" if reasons else ""))
     return Dataset(
-        root=scene.root, cameras=cameras, points=scene.points, colors=scene.colors, warnings=list(scene.warnings)
+        root=scene.root, cameras=cameras, points=scene.points, colors=scene.colors, warnings=list(scene.warnings),
+        undistortion=[pinhole[k] for k in sorted(pinhole, key=lambda c: pinhole[c]["camera"])],
     )
 
 
 def _load_camera(
-    view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list], lock: threading.Lock
+    view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list], lock: threading.Lock,
+    pinhole: dict[CameraModel, dict],
 ) -> Camera:
     """Read, match, undistort, crop and downscale one view (see the module docstring)."""
-    stored, orientation = read_image_raw(view.image_path)
+    stored, orientation, bits = read_image_meta(view.image_path)
     image, cam, how = match_camera(stored, orientation, view.camera, view.image_path)
     with lock:
+        if bits > 8:
+            notes["deep"].append((view.name, bits))
         if how["exif"] == "applied":
             notes["exif_applied"].append(view.name)
         elif how["exif"] == "ignored":
@@ -127,6 +151,10 @@ def _load_camera(
     undistorter = maps.get(view.camera, cam, view.image_path)
     image = undistorter(image)
     pin = undistorter.dst
+    if undistorter.index is not None:  # K changed: report it (Dataset.undistortion)
+        with lock:
+            entry = pinhole.setdefault(cam, {"camera": cam.describe(), "pinhole": _k(pin), "images": 0})
+            entry["images"] += 1
     out_w, out_h = fit_size(pin.width, pin.height, max_size)
     image = resize(image, out_w, out_h)
     sx, sy = out_w / pin.width, out_h / pin.height
@@ -142,6 +170,23 @@ def _load_camera(
         w2c=view.w2c,
         image=image,
     )
+
+
+def _k(pin: CameraModel) -> dict:
+    return {"model": "PINHOLE", "width": pin.width, "height": pin.height, "fx": pin.fx, "fy": pin.fy,
+            "cx": pin.cx, "cy": pin.cy}
+
+
+def undistortion_notes(undistortion: list[dict]) -> list[str]:
+    """One line per distorted camera of :attr:`Dataset.undistortion`: the camera read,
+    the pinhole camera its images were undistorted and cropped to, how many images."""
+    out = []
+    for u in undistortion:
+        k = u["pinhole"]
+        out.append(f"undistorted {u['images']} image{'s' if u['images'] > 1 else ''} of {u['camera']} to PINHOLE "
+                   f"{k['width']}x{k['height']} fx={k['fx']:.6g} fy={k['fy']:.6g} cx={k['cx']:.6g} cy={k['cy']:.6g} "
+                   "(cropped to valid pixels; then scaled to the training size)")
+    return out
 
 
 def match_camera(stored, orientation: int, camera: CameraModel, path: Path):
@@ -197,12 +242,24 @@ def _size_notes(notes: dict[str, list]) -> list[str]:
             f"{len(notes['exif_ignored'])} images carry an EXIF orientation; used as stored, as COLMAP does "
             f"(the model describes the stored pixels): {name_list(notes['exif_ignored'])}"
         )
+    if notes["deep"]:
+        bits = sorted({b for _, b in notes["deep"]})
+        out.append(
+            f"{len(notes['deep'])} images have {' or '.join(map(str, bits))} bits per channel; used at 8 bits per "
+            f"channel (the training's ground truth is 8-bit; README, 'Bad input'): "
+            f"{name_list([n for n, _ in notes['deep']], limit=5)}"
+        )
     if notes["exif_applied"]:
         out.append(
             f"{len(notes['exif_applied'])} images are stored turned against their camera; their EXIF orientation "
             f"was applied to match it: {name_list(notes['exif_applied'])}"
         )
     return out
+
+
+class _UnusableCamera(DatasetError):
+    """A camera whose images cannot be undistorted (the distortion is not invertible at
+    the border, or leaves no valid rectangle): its images are skipped, with the reason."""
 
 
 class _MapCache:
@@ -219,7 +276,7 @@ class _MapCache:
 
     def get(self, view_camera: CameraModel, camera: CameraModel, image_path: Path) -> Undistorter:
         """The map of ``camera`` (``view_camera`` rescaled to the image size on disk, or
-        itself); DatasetError naming ``image_path`` if it cannot be built."""
+        itself); _UnusableCamera naming the camera if it cannot be built."""
         with self._lock:
             group = self._futures.setdefault(view_camera, {})
             fut = group.get(camera)
@@ -230,7 +287,7 @@ class _MapCache:
             try:
                 fut.set_result(make_undistorter(camera))
             except DatasetError as e:
-                fut.set_exception(DatasetError(f"{image_path}: {e}"))
+                fut.set_exception(_UnusableCamera(f"camera {e}"))
         return fut.result()
 
     def release(self, view_camera: CameraModel) -> None:

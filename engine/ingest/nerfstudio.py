@@ -28,13 +28,17 @@ instant-ngp's ``scale``/``offset``/``aabb_scale`` and nerfstudio's ``applied_tra
 are ignored (poses stay in the file's world frame). nerfstudio's ``ply_file_path`` (the
 SfM points, in the same frame as the poses) gives the initial points when it can be read.
 
-Paths (``file_path``) are tried as written (relative to the json's folder, or absolute),
-with ``\\`` read as ``/`` (files written on Windows), with an image extension added
-(NeRF-synthetic writes none), and in both Unicode normal forms (macOS writes NFD). A path
-that still does not exist, such as an absolute path from another machine, is looked up
-by its trailing components under the json's folder (``images/0001.jpg``, then
-``0001.jpg``); such guesses are listed in a warning. Frames whose image is missing are
-skipped with a warning naming them.
+Paths (``file_path``) are looked up by the rules of :mod:`engine.ingest.paths`: as
+written (relative to the json's folder, or absolute; ``\\`` read as ``/``; either Unicode
+normal form), then with an image extension added (NeRF-synthetic writes none), then in
+another letter case, then by their trailing components under the json's folder (an
+absolute path from another machine: ``images/0001.jpg``, then ``0001.jpg``). Paths found
+by letter case or trailing components are listed in a warning, and so are names that
+more than one file could be (``a.png`` and ``a.jpg`` for ``a``): the file taken, the
+others, and the rule. Frames whose image is missing are
+skipped with a warning naming them; so are frames whose pose or intrinsics cannot be
+used (a NaN, a scaled or mirrored rotation, an unsupported model): the warning names
+the file, the frame and the reason; only when no frame is left is the dataset refused.
 
 Images are used as stored (EXIF orientation not applied), as nerfstudio and
 instant-ngp load them; see :mod:`engine.ingest.load`.
@@ -45,8 +49,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
-import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -54,11 +56,11 @@ import numpy as np
 from ..errors import DatasetError
 from .camera_model import CameraModel
 from .images import ImageDecodeError, image_size
+from .paths import EXTENSIONS as IMAGE_SUFFIXES, Finder, ambiguity_warning, expected_and_found, relative_name
 from .scene import SceneSpec, ViewSpec, name_list, rigid_w2c_from_c2w
 
 TRANSFORMS = "transforms.json"
 SPLIT_FILES = ("transforms_train.json", "transforms_val.json", "transforms_test.json")
-_TRY_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG", ".exr", ".webp", ".tif", ".tiff")
 _GL_TO_CV = np.diag([1.0, -1.0, -1.0, 1.0])  # flips camera y and z (right-multiplied on c2w)
 _PERSPECTIVE = ("OPENCV", "PINHOLE", "SIMPLE_PINHOLE", "PERSPECTIVE")
 _FISHEYE = ("OPENCV_FISHEYE", "FISHEYE")
@@ -82,9 +84,11 @@ def is_transforms_dataset(path: Path) -> bool:
 def read_transforms(root: Path) -> SceneSpec:
     """Read the transforms file(s) of ``root`` (a folder or a json file).
 
-    Raises DatasetError naming the file for invalid JSON, a missing ``frames`` list, an
-    unsupported camera model or distortion, a missing focal length or a bad pose, and
-    when no listed image exists.
+    Raises DatasetError naming the file for invalid JSON or a missing ``frames`` list, and
+    when no frame is left: no listed image exists, or every frame's pose or intrinsics
+    cannot be used (an unsupported camera model or distortion, a missing focal length, a
+    bad pose: the first reason is given). Frames that cannot be used while others can
+    are skipped with a warning.
     """
     files = transforms_files(Path(root))
     if not files:
@@ -95,6 +99,9 @@ def read_transforms(root: Path) -> SceneSpec:
     seen: set[Path] = set()
     missing: list[str] = []
     guessed: list[str] = []
+    bad: list[str] = []  # frames whose entry cannot be used: '<file> frame <i> ...: why'
+    ambiguous: list[str] = []  # names that more than one file could be (engine/ingest/paths.py)
+    finders: dict[Path, Finder] = {}
     n_frames = 0
     ply = None
     for path in files:
@@ -104,17 +111,27 @@ def read_transforms(root: Path) -> SceneSpec:
         for i, frame in enumerate(frames):
             where = f"{path} frame {i}"
             if not isinstance(frame, dict) or "file_path" not in frame or "transform_matrix" not in frame:
-                raise DatasetError(f"{where}: needs 'file_path' and 'transform_matrix'")
+                bad.append(f"{where}: needs 'file_path' and 'transform_matrix'")
+                continue
             file_path = frame["file_path"]
             if not isinstance(file_path, str):
-                raise DatasetError(f"{where}: file_path is not a string ({file_path!r})")
-            image_path, guess = resolve_image(path.parent, file_path)
-            if image_path is None:
+                bad.append(f"{where}: file_path is not a string ({file_path!r})")
+                continue
+            hit = finders.setdefault(path.parent, Finder(path.parent)).find(file_path)
+            if hit is None:
                 missing.append(file_path)
                 continue
-            if guess:
-                guessed.append(f"{file_path} -> {image_path.relative_to(path.parent).as_posix()}")
-            w2c = rigid_w2c_from_c2w(_as_4x4(frame["transform_matrix"], where) @ _GL_TO_CV, where)
+            image_path = hit.path
+            if hit.rule in ("letter case", "trailing components"):
+                guessed.append(f"{file_path} -> {relative_name(image_path, path.parent)} ({hit.rule})")
+            note = hit.ambiguity(file_path, path.parent)
+            if note:
+                ambiguous.append(note)
+            try:
+                w2c = rigid_w2c_from_c2w(_as_4x4(frame["transform_matrix"], where) @ _GL_TO_CV, f"{where} ({file_path})")
+            except DatasetError as e:
+                bad.append(str(e))
+                continue
             if image_path in seen:
                 continue
             seen.add(image_path)
@@ -124,10 +141,17 @@ def read_transforms(root: Path) -> SceneSpec:
     if missing:
         scene.warn(f"{len(missing)} of {n_frames} frames in {listing} have no image file, skipped: {name_list(missing)}")
     if guessed:
-        scene.warn(f"{len(guessed)} image paths in {listing} do not exist as written; found by their trailing "
-                   f"components: {name_list(guessed, limit=5)}")
+        scene.warn(f"{len(guessed)} image paths in {listing} do not exist as written; found by another letter case "
+                   f"or their trailing components: {name_list(guessed, limit=5)}")
+    if ambiguous:
+        scene.warn(ambiguity_warning(listing, ambiguous))
+    if not found and bad:
+        raise _no_frame_left(bad, listing)
     if not found:
-        raise DatasetError(f"{listing}: none of the {n_frames} listed images exists")
+        on_disk = sorted(relative_name(q, base) for q in base.rglob("*")
+                         if q.suffix.lower() in IMAGE_SUFFIXES and q.is_file())
+        raise DatasetError(f"{listing}: none of the {n_frames} listed images exists: "
+                           + expected_and_found(missing, on_disk, "the folder"))
 
     common = Path(os.path.commonpath([str(p.parent) for p, *_ in found]))
     for image_path, frame, meta, w2c, where in found:
@@ -136,12 +160,25 @@ def read_transforms(root: Path) -> SceneSpec:
         except ImageDecodeError as e:  # size needed from an image that cannot be read
             scene.warn(f"{e}; skipped")
             continue
+        except DatasetError as e:  # this frame's intrinsics (the frame's keys, or shared ones)
+            bad.append(str(e))
+            continue
         scene.views.append(ViewSpec(image_path.relative_to(common).as_posix(), image_path, camera, w2c))
+    if bad and scene.views:
+        more = f"; ... and {len(bad) - 5} more" if len(bad) > 5 else ""
+        scene.warn(f"{len(bad)} of {n_frames} frames in {listing} cannot be used, skipped: {'; '.join(bad[:5])}{more}")
+    if not scene.views and bad:
+        raise _no_frame_left(bad, listing)
     if not scene.views:
         raise DatasetError(f"{listing}: none of the listed images can be read")
     if ply:
         _read_points(scene, base, str(ply))
     return scene
+
+
+def _no_frame_left(bad: list[str], listing: str) -> DatasetError:
+    more = f" (and {len(bad) - 1} more frames like it)" if len(bad) > 1 else ""
+    return DatasetError(f"{bad[0]}{more}; no frame of {listing} is left")
 
 
 def _load_json(path: Path) -> tuple[dict, list]:
@@ -161,57 +198,18 @@ def _read_points(scene: SceneSpec, base: Path, ply_path: str) -> None:
     from ..errors import PlyError
     from ..io.ply import read_point_cloud
 
-    path, _ = resolve_image(base, ply_path, extensions=())
-    if path is None:
+    hit = Finder(base, extensions=()).find(ply_path)
+    if hit is None:
         scene.warn(f"{base}: ply_file_path {ply_path} does not exist; no initial points")
         return
+    path = hit.path
+    note = hit.ambiguity(ply_path, base)
+    if note:
+        scene.warn(f"ply_file_path of {base} matches more than one file: {note}")
     try:
         scene.points, scene.colors = read_point_cloud(path)
     except PlyError as e:
         scene.warn(f"{e}; no initial points")
-
-
-# ------------------------------------------------------------------------------ paths
-
-
-def resolve_image(base: Path, file_path: str, extensions=_TRY_EXTENSIONS) -> tuple[Path | None, bool]:
-    """(existing file for ``file_path`` or None, whether it was found only by its trailing
-    components); the module docstring lists what is tried."""
-    raw = file_path.strip()
-    variants = [raw]
-    if "\\" in raw:
-        variants.append(raw.replace("\\", "/"))
-    if raw.startswith("file://"):
-        from urllib.parse import unquote
-
-        variants.append(unquote(raw[len("file://"):]))
-    for v in variants:
-        p = Path(v)
-        hit = _existing(Path(os.path.abspath(p if p.is_absolute() else base / p)), extensions)
-        if hit is not None:
-            return hit, False
-    parts = [q for q in re.split(r"[\\/]+", raw) if q not in ("", ".", "..") and not re.fullmatch(r"[A-Za-z]:", q)]
-    for k in range(len(parts) - 1, 0, -1):
-        hit = _existing(base.joinpath(*parts[-k:]), extensions)
-        if hit is not None:
-            return hit, True
-    return None, False
-
-
-def _existing(p: Path, extensions) -> Path | None:
-    forms = [str(p)]
-    for form in ("NFC", "NFD"):
-        q = unicodedata.normalize(form, str(p))
-        if q not in forms:
-            forms.append(q)
-    for f in forms:
-        for cand in (f, *(f + ext for ext in extensions)):
-            try:
-                if os.path.isfile(cand):
-                    return Path(cand)
-            except (ValueError, OSError):  # NUL byte, name too long
-                return None
-    return None
 
 
 # ------------------------------------------------------------------------- intrinsics

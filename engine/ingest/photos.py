@@ -11,6 +11,9 @@ Each photo is written into the frames folder:
   modes converted) and written as JPEG quality ``jpeg_quality``; the EXIF block is
   carried over with its orientation reset to 1.
 
+:func:`import_notes` says in one line each how many photos were turned upright by their
+EXIF orientation and how many were cut from 16 to 8 bits per channel.
+
 Names: the path relative to the source folder with whitespace replaced by ``_``
 (matching pair lists are space separated) and the suffix ``.jpg`` for converted files;
 a clash gets ``_2``, ``_3``, ... . Non-ASCII names are kept (UTF-8).
@@ -27,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DatasetError
-from .images import ImageDecodeError, fit_size, read_image, resize
+from .images import ImageDecodeError, fit_size, read_image, resize, stored_bits
 
 PHOTO_EXTENSIONS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".webp", ".bmp"}
 HEIF_EXTENSIONS = {".heic", ".heif"}
@@ -126,6 +129,7 @@ def _import_one(src: Path, rel: str, out_dir: Path, used: set[str], cfg: PhotosC
     try:
         with Image.open(src) as im:
             fmt, mode, size = im.format, im.mode, im.size
+            bits = stored_bits(im)  # first: reading a PNG's EXIF can decode it, dropping the raw mode
             exif = im.getexif()
     except FileNotFoundError as e:
         raise DatasetError(f"{src}: image file not found") from e
@@ -152,5 +156,28 @@ def _import_one(src: Path, rel: str, out_dir: Path, used: set[str], cfg: PhotosC
             exif[_EXIF_ORIENTATION] = 1
         Image.fromarray(rgb).save(dst, quality=cfg.jpeg_quality, subsampling=0, exif=exif.tobytes())
         width, height = w, h
+    turned = orientation not in (None, 1) and 1 <= _as_int(orientation) <= 8
     return {"name": name, "source": rel, "group": f"{sub}|{width}x{height}", "width": width, "height": height,
-            "converted": not copy}
+            "converted": not copy, "exif_orientation": _as_int(orientation) if turned else 1, "bits": bits}
+
+
+def _as_int(v) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 1
+
+
+def import_notes(records: list[dict]) -> list[str]:
+    """What the import did to the pixels, one line each: photos turned upright by their
+    EXIF orientation, photos cut from 16 (or 32) to 8 bits per channel."""
+    out = []
+    turned = [r["source"] for r in records if r.get("exif_orientation", 1) != 1]
+    if turned:
+        out.append(f"{len(turned)} of {len(records)} photos carry an EXIF orientation; it was applied (pixels turned "
+                   f"upright, orientation reset to 1): {', '.join(turned[:5])}" + (" ..." if len(turned) > 5 else ""))
+    deep = [r["source"] for r in records if r.get("bits", 8) > 8]
+    if deep:
+        out.append(f"{len(deep)} photos have more than 8 bits per channel; written as 8-bit JPEG for SfM and "
+                   f"training: {', '.join(deep[:5])}" + (" ..." if len(deep) > 5 else ""))
+    return out

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..cli_options import MIN_IMAGE_SIDE, add_device_option, finite_float, float_range, int_at_least
 from .config import MeshConfig
 
 
@@ -17,24 +18,24 @@ def add_parser(sub) -> None:
                                    "clean, decimate, UV atlas, bake the texture from the training images. "
                                    "Writes <project>/exports/mesh.{glb,obj,mtl,png,ply} and <project>/mesh.json.")
     p.add_argument("project", type=Path, help="project folder of `spirula train` (splat.ply, train.json)")
-    p.add_argument("--faces", type=int, default=d.faces, help=f"target face count (default {d.faces:,}; 0 = keep all)")
-    p.add_argument("--texture-size", type=int, default=d.texture_size, help=f"texture edge in texels (default {d.texture_size})")
-    p.add_argument("--resolution", type=int, default=d.resolution,
+    p.add_argument("--faces", type=int_at_least(0), default=d.faces, help=f"target face count (default {d.faces:,}; 0 = keep all)")
+    p.add_argument("--texture-size", type=int_at_least(16), default=d.texture_size, help=f"texture edge in texels (default {d.texture_size})")
+    p.add_argument("--resolution", type=int_at_least(8), default=d.resolution,
                    help=f"voxels along the longest side of the bounds (default {d.resolution})")
-    p.add_argument("--voxel", type=float, default=None, help="voxel size in world units (overrides --resolution)")
-    p.add_argument("--trunc", type=float, default=d.trunc_voxels, help=f"TSDF truncation in voxels (default {d.trunc_voxels:g})")
-    p.add_argument("--max-voxels", type=int, default=d.max_voxels,
+    p.add_argument("--voxel", type=float_range(0.0, inclusive=False), default=None, help="voxel size in world units (overrides --resolution)")
+    p.add_argument("--trunc", type=float_range(0.0, inclusive=False), default=d.trunc_voxels, help=f"TSDF truncation in voxels (default {d.trunc_voxels:g})")
+    p.add_argument("--max-voxels", type=int_at_least(1), default=d.max_voxels,
                    help=f"budget of allocated voxels, 12 bytes each on the GPU (default {d.max_voxels:,}); "
                         "the voxel size doubles until the surface band fits")
     p.add_argument("--depth", choices=["median", "expected"], default=d.depth,
                    help="splat depth to fuse: median (opacity reaches 0.5; default) or expected (alpha-weighted mean)")
-    p.add_argument("--min-support", type=int, default=d.min_support,
+    p.add_argument("--min-support", type=int_at_least(1), default=d.min_support,
                    help=f"views that must see a surface cell (default {d.min_support})")
     p.add_argument("--no-carve", action="store_true", help="do not carve free space seen through empty pixels")
-    p.add_argument("--bounds", type=float, nargs=6, metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
+    p.add_argument("--bounds", type=finite_float, nargs=6, metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
                    help="region to mesh (default: where the opaque splats are)")
-    p.add_argument("--max-size", type=int, default=None, help="image size for depth and texture (default: the training size)")
-    p.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default="vulkan", help="GPU backend (default vulkan)")
+    p.add_argument("--max-size", type=int_at_least(MIN_IMAGE_SIDE), default=None, help="image size for depth and texture (default: the training size)")
+    add_device_option(p)
 
 
 def config_from_args(args: argparse.Namespace) -> MeshConfig:

@@ -265,26 +265,28 @@ def bench_train(gpu, data: Path | None = None, steps: int = 1000, max_size: int 
 # --- command line ---------------------------------------------------------------------------------
 def add_parser(sub) -> None:
     """``spirula bench raster|train`` (called by engine/cli.py)."""
+    from ..cli_options import add_device_option, image_side, int_at_least
+
     p = sub.add_parser("bench", help="fixed-workload benchmarks (JSON output)")
     bs = p.add_subparsers(dest="bench", required=True)
     r = bs.add_parser("raster", help="synthetic scene: projection, binning+sort, rasterize fwd/bwd, projection bwd + Adam")
-    r.add_argument("--gaussians", type=int, default=2_000_000)
-    r.add_argument("--width", type=int, default=1237)
-    r.add_argument("--height", type=int, default=822)
-    r.add_argument("--sh-degree", type=int, default=3, choices=range(4))
-    r.add_argument("--iters", type=int, default=20, help="timed iterations after warm-up (default 20)")
-    r.add_argument("--warmup", type=int, default=3)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--bandwidth-mib", type=int, default=None,
+    r.add_argument("--gaussians", type=int_at_least(1), default=2_000_000, help="Gaussians in the synthetic scene (default 2,000,000)")
+    r.add_argument("--width", type=int_at_least(16), default=1237, help="image width in px (default 1237)")
+    r.add_argument("--height", type=int_at_least(16), default=822, help="image height in px (default 822)")
+    r.add_argument("--sh-degree", type=int, default=3, choices=range(4), help="SH degree (default 3)")
+    r.add_argument("--iters", type=int_at_least(1), default=20, help="timed iterations after warm-up (default 20)")
+    r.add_argument("--warmup", type=int_at_least(0), default=3, help="untimed iterations first (default 3)")
+    r.add_argument("--seed", type=int_at_least(0), default=0, help="random seed of the scene (default 0)")
+    r.add_argument("--bandwidth-mib", type=int_at_least(1), default=None,
                    help="size of the bandwidth probe (default 256 MiB, 16 MiB on a software device)")
     t = bs.add_parser("train", help="short fixed training run on the embedded sample (fox)")
     t.add_argument("--data", type=Path, default=None, help="dataset folder (default resources/sample/fox)")
-    t.add_argument("--steps", type=int, default=1000)
-    t.add_argument("--max-size", type=int, default=0, help="longer image side in px (0 = as stored)")
-    t.add_argument("--init-points", type=int, default=100_000)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--steps", type=int_at_least(1), default=1000, help="training steps (default 1000)")
+    t.add_argument("--max-size", type=image_side, default=0, help="longer image side in px (0 = as stored)")
+    t.add_argument("--init-points", type=int_at_least(1), default=100_000, help="random initial points (default 100,000)")
+    t.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default 0)")
     for q in (r, t):
-        q.add_argument("--device", choices=["vulkan", "cuda", "cpu"], default="vulkan")
+        add_device_option(q)
         q.add_argument("--json", type=Path, default=None, help="also write the result to this file")
 
 

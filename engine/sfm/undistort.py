@@ -16,9 +16,15 @@ from pathlib import Path
 def undistort(model_dir: Path, image_dir: Path, out_dir: Path, jpeg_quality: int = 95,
               num_threads: int = -1) -> dict:
     """Write ``out_dir/images`` and ``out_dir/sparse/0`` (binary model) from the
-    distorted model in ``model_dir`` and its images in ``image_dir``. Returns a summary."""
+    distorted model in ``model_dir`` and its images in ``image_dir``. Returns a summary:
+    images, points, ``cameras`` (the pinhole intrinsics written, pixels) and
+    ``cameras_before`` (the distorted cameras they replace: model, size, params; the
+    same order, by camera id)."""
     import pycolmap
 
+    before = pycolmap.Reconstruction(str(model_dir))
+    cams_before = [{"model": c.model.name, "width": c.width, "height": c.height,
+                    "params": [float(v) for v in c.params]} for _, c in sorted(before.cameras.items())]
     out_dir.mkdir(parents=True, exist_ok=True)
     opts = pycolmap.UndistortCameraOptions()
     opts.blank_pixels = 0.0
@@ -38,5 +44,17 @@ def undistort(model_dir: Path, image_dir: Path, out_dir: Path, jpeg_quality: int
             p.unlink()
     rec = pycolmap.Reconstruction(str(sparse / "0"))
     cams = [{"width": c.width, "height": c.height, "fx": c.focal_length_x, "fy": c.focal_length_y,
-             "cx": c.principal_point_x, "cy": c.principal_point_y} for c in rec.cameras.values()]
-    return {"images": rec.num_reg_images(), "points": rec.num_points3D(), "cameras": cams}
+             "cx": c.principal_point_x, "cy": c.principal_point_y} for _, c in sorted(rec.cameras.items())]
+    return {"images": rec.num_reg_images(), "points": rec.num_points3D(), "cameras": cams,
+            "cameras_before": cams_before}
+
+
+def k_change_notes(summary: dict) -> list[str]:
+    """One line per camera of an :func:`undistort` summary: the camera before and the
+    pinhole intrinsics after (K changes: the crop moves cx, cy and sets the size)."""
+    out = []
+    for b, a in zip(summary.get("cameras_before", []), summary.get("cameras", [])):
+        params = " ".join(f"{v:.6g}" for v in b["params"])
+        out.append(f"undistorted {b['model']} {b['width']}x{b['height']} ({params}) to PINHOLE "
+                   f"{a['width']}x{a['height']} fx={a['fx']:.6g} fy={a['fy']:.6g} cx={a['cx']:.6g} cy={a['cy']:.6g}")
+    return out

@@ -23,7 +23,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..config import RANDOM_INITS
-from ..ingest.dataset import Camera, Dataset
+from ..ingest.dataset import Camera, Dataset, camera_extent
 from .layout import SH_C0, pack
 
 BOX = 3.0          # gsplat's init_extent: the cube's half size in units of its scene scale
@@ -131,10 +131,13 @@ def points_on_rays(cameras: list[Camera], count: int, rng: np.random.Generator) 
 
 def box_half_size(cameras: list[Camera]) -> float:
     """gsplat's random-init cube: BOX x its scene scale (1.1 x the largest camera distance
-    from the cameras' centroid; a single camera: its distance to the look point)."""
-    centers = np.stack([c.center for c in cameras])
-    scale = 1.1 * float(np.linalg.norm(centers - centers.mean(axis=0), axis=1).max())
-    if scale <= 0.0:
+    from the cameras' centroid, far outlier cameras left out as in the training's scene
+    scale; a single camera: its distance to the look point)."""
+    if len(cameras) > 1:
+        _, scale = camera_extent(np.stack([c.center for c in cameras]))
+    else:
+        scale = 0.0
+    if scale <= 1e-6:
         scale = look_point(cameras)[1]
     return BOX * scale
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..config import TrainConfig, resolve_strategy
 from ..device import Gpu
-from ..errors import NonFiniteError
+from ..errors import DatasetError, NonFiniteError
 from ..ingest.dataset import Dataset
 from ..step_rate import StepRate
 from .camera_table import View, camera_table
@@ -79,7 +79,7 @@ class Trainer:
 
     def __init__(self, gpu: Gpu, dataset: Dataset, train_idx: list[int], cfg: TrainConfig):
         if not train_idx:
-            raise ValueError("no training images")
+            raise DatasetError(f"{dataset.root}: no training images (every image is held out)")
         self.gpu, self.dataset, self.cfg = gpu, dataset, cfg
         self.train_idx = list(train_idx)
         if cfg.adam_moments not in ("fp32", "bf16"):

@@ -3,6 +3,7 @@ tests write; pycolmap (when installed) is the independent reference for the pars
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -217,8 +218,11 @@ def test_unsupported_model_refused(tmp_path, model, nparams):
     _text_scene(tmp_path, rng)
     cams = (tmp_path / "sparse/0/cameras.txt").read_text().replace("SIMPLE_PINHOLE 40 60 55.0 20.25 29.5", f"{model} 40 60 " + " ".join(["0.1"] * nparams))
     (tmp_path / "sparse/0/cameras.txt").write_text(cams)
-    with pytest.raises(DatasetError, match=rf"cameras\.txt.*{model}"):
-        load_dataset(tmp_path, max_size=None)
+    # camera 2's image is skipped with the reason; camera 1's images still load
+    ds = load_dataset(tmp_path, max_size=None)
+    assert [c.name for c in ds.cameras] == ["img_02.png", "sub/img_00.png"]
+    assert any(re.search(rf"cameras\.txt:\d+: camera 2: camera model {model} is not supported.*img_01\.png", w)
+               for w in ds.warnings), ds.warnings
 
 
 def test_truncated_binary_names_the_file(tmp_path, shared_data):

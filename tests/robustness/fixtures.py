@@ -14,7 +14,28 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ..ingest.synth import rotation_to_qvec
+from ..ingest.synth import rotation_to_qvec as synth_qvec
+
+
+def rotation_to_qvec(r: np.ndarray) -> np.ndarray:
+    """[3, 3] rotation -> unit quaternion (w, x, y, z), w >= 0: tests/ingest/synth.py's
+    w-branch where it is well conditioned (bit for bit what the tests compare with), else
+    from the largest of the four squared components (Shepperd 1978)."""
+    t = np.trace(r)
+    if 1.0 + t > 0.36:
+        return synth_qvec(r)
+    sq = np.array([1 + t, 1 + 2 * r[0, 0] - t, 1 + 2 * r[1, 1] - t, 1 + 2 * r[2, 2] - t]) / 4
+    k = int(np.argmax(sq))
+    v = np.sqrt(sq[k])
+    pairs = {0: (r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]),
+             1: (r[2, 1] - r[1, 2], r[0, 1] + r[1, 0], r[0, 2] + r[2, 0]),
+             2: (r[0, 2] - r[2, 0], r[0, 1] + r[1, 0], r[1, 2] + r[2, 1]),
+             3: (r[1, 0] - r[0, 1], r[0, 2] + r[2, 0], r[1, 2] + r[2, 1])}[k]
+    others = [x / (4 * v) for x in pairs]
+    q = np.empty(4)
+    q[k] = v
+    q[[i for i in range(4) if i != k]] = others
+    return q * (1.0 if q[0] >= 0 else -1.0)
 
 COLMAP_IDS = {
     "SIMPLE_PINHOLE": 0, "PINHOLE": 1, "SIMPLE_RADIAL": 2, "RADIAL": 3, "OPENCV": 4, "OPENCV_FISHEYE": 5,
@@ -193,3 +214,73 @@ def gaussian_rows(rng: np.random.Generator, n: int, degree: int, names_extra=())
     for nm in names:
         rows[nm] = rng.normal(size=n).astype(np.float32)  # values exactly representable in float32
     return rows, names
+
+
+# ----------------------------------------------------------------------------- scenes
+
+
+def look_at_w2c(center: np.ndarray, target: np.ndarray = np.zeros(3)) -> np.ndarray:
+    """[4, 4] world-to-camera (OpenCV axes) of a camera at ``center`` looking at
+    ``target`` with world +z as up (the camera must not look along z)."""
+    f = target - center
+    f = f / np.linalg.norm(f)
+    right = np.cross(f, [0.0, 0.0, 1.0])
+    right /= np.linalg.norm(right)
+    down = np.cross(f, right)
+    r = np.stack([right, down, f])  # rows: camera x, y, z in world
+    m = np.eye(4)
+    m[:3, :3] = r
+    m[:3, 3] = -r @ center
+    return m
+
+
+def ring_dataset(root: Path, n: int, *, width: int = 48, height: int = 36, points: int = 60,
+                 centers: np.ndarray | None = None, binary: bool = False, seed: int = 0,
+                 camera: tuple[str, list[float]] | None = None) -> dict:
+    """A COLMAP dataset at ``root``: ``n`` cameras on a ring of radius 4 around the origin
+    (or at ``centers`` [n, 3]) looking at it, one PINHOLE camera (or ``camera``: model
+    name and params, written as given; the images stay pinhole renders), blob images of
+    ``points`` random points near the origin (no points3D file when 0). Returns
+    {"centers": [n, 3], "w2c": [n, 4, 4], "names": [...], "points": [P, 3]}."""
+    rng = np.random.default_rng(seed)
+    if centers is None:
+        a = np.linspace(0.0, 2 * np.pi, n, endpoint=False)
+        centers = np.stack([4 * np.cos(a), 4 * np.sin(a), 0.8 + 0.1 * np.sin(3 * a)], 1)
+    pts = rng.uniform(-0.8, 0.8, (max(points, 1), 3))
+    f = 0.9 * width
+    cams = [(1, "PINHOLE", width, height, [f, f, width / 2, height / 2]) if camera is None
+            else (1, camera[0], width, height, list(camera[1]))]
+    w2cs, names, ims = [], [], []
+    for i, c in enumerate(centers):
+        w2c = look_at_w2c(np.asarray(c, np.float64))
+        pc = pts @ w2c[:3, :3].T + w2c[:3, 3]
+        uv = np.stack([f * pc[:, 0] / pc[:, 2] + width / 2, f * pc[:, 1] / pc[:, 2] + height / 2], 1)
+        name = f"view_{i:03d}.png"
+        save_png(root / "images" / name, blob_image(uv, width, height))
+        w2cs.append(w2c)
+        names.append(name)
+        ims.append((i + 1, w2c, 1, name, 0))
+    colors = np.full((len(pts), 3), 200)
+    files = (colmap_binary if binary else colmap_text)(cams, ims, pts[:points], colors[:points])
+    if points == 0:
+        files = {k: v for k, v in files.items() if not k.startswith("points3D")}
+    write_files(root / "sparse" / "0", files)
+    return {"centers": np.asarray(centers, np.float64), "w2c": np.stack(w2cs), "names": names, "points": pts[:points]}
+
+
+def save_png16(path: Path, pixels: np.ndarray) -> Path:
+    """A 16-bit PNG (grey [H, W] or RGB [H, W, 3] uint16) laid out by hand from the PNG
+    specification: IHDR with bit depth 16, filter type 0 on every row, one IDAT."""
+    import zlib
+
+    h, w = pixels.shape[:2]
+    colour_type = 2 if pixels.ndim == 3 else 0
+    raw = b"".join(b"\x00" + pixels[y].astype(">u2").tobytes() for y in range(h))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, colour_type, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return path

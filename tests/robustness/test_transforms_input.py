@@ -116,8 +116,9 @@ def test_paths_as_tools_write_them(tmp_path):
     assert ds.warnings == [
         f"2 of 8 frames in {root / 'transforms.json'} have no image file, skipped: "
         "C:\\Users\\someone\\gone too.jpg, images/gone.png",
-        f"1 image paths in {root / 'transforms.json'} do not exist as written; found by their trailing "
-        "components: /home/someone/captures/scene/images/d.png -> images/d.png",
+        f"1 image paths in {root / 'transforms.json'} do not exist as written; found by another letter case "
+        "or their trailing components: /home/someone/captures/scene/images/d.png -> images/d.png (trailing "
+        "components)",
     ]
 
 
@@ -161,4 +162,5 @@ def test_all_frames_missing_is_an_error(tmp_path):
     _write(tmp_path, {"fl_x": 30.0, "frames": [{"file_path": "x.png", "transform_matrix": POSE}]})
     with pytest.raises(DatasetError) as e:
         load_dataset(tmp_path)
-    assert str(e.value) == f"{tmp_path / 'transforms.json'}: none of the 1 listed images exists"
+    assert str(e.value) == (f"{tmp_path / 'transforms.json'}: none of the 1 listed images exists: expected x.png; "
+                            "the folder holds no image file")
