@@ -49,7 +49,8 @@ NAME = "checkpoint.npz"
 VERSION = 1
 _ARRAYS = ("params", "exp_avg", "exp_avg_sq", "grad2d_sum", "vis_count")
 # settings that do not change what the optimisation computes
-_NEUTRAL = {"checkpoint_every", "eval_interval", "log_interval", "init_random"}  # init_random: only step 0 uses it
+_NEUTRAL = {"checkpoint_every", "eval_interval", "log_interval", "init_random",  # init_*: only step 0 uses them
+            "mcmc_init_opacity", "mcmc_init_scale"}
 # settings the saved state cannot be used without
 _BLOCKING = {"sh_degree", "eval_every"}
 

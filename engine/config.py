@@ -46,6 +46,8 @@ class TrainConfig:
     strategy: str = "auto"            # densification: "adc" (3DGS clone/split/prune), "mcmc" (engine/splat/mcmc.py)
                                       # or "auto" (resolve_strategy: mcmc with SfM points, adc without)
     mcmc_budget: int = 1_000_000      # mcmc: the exact Gaussian count it grows to (at most max_gaussians)
+    mcmc_init_opacity: float = 0.5    # mcmc's start (gsplat simple_trainer.py's MCMC preset, init_opa)
+    mcmc_init_scale: float = 0.1      # mcmc: x the RMS distance to the 3 nearest points (its init_scale)
     adam_moments: str = "fp32"        # Adam moments' storage: "fp32" or "bf16" (half the memory, stochastic rounding)
     init_random_points: int = 100_000
     init_random: str = "views"        # without SfM points: "views" (along the cameras' rays) or "box" (gsplat's cube)
@@ -103,7 +105,8 @@ def added_later(section: str) -> dict:
     # init_random is not here: runs saved before it started from another random init
     # strategy: runs saved before it existed trained with ADC (the default then), not "auto"
     return {"train": {"adam_moments": TrainConfig.adam_moments, "strategy": "adc",
-                      "mcmc_budget": TrainConfig.mcmc_budget}}.get(section, {})
+                      "mcmc_budget": TrainConfig.mcmc_budget, "mcmc_init_opacity": TrainConfig.mcmc_init_opacity,
+                      "mcmc_init_scale": TrainConfig.mcmc_init_scale}}.get(section, {})
 
 
 def override(cfg, **values):

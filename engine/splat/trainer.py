@@ -38,9 +38,6 @@ from .scene_scale import training_extent
 from .step_pipeline import StepPipeline
 
 
-MCMC_INIT_OPACITY, MCMC_INIT_SCALE = 0.5, 0.1  # gsplat simple_trainer.py's MCMC preset (init_opa, init_scale)
-
-
 @dataclass
 class Progress:
     """What the loop reports every ``log_interval`` steps."""
@@ -92,7 +89,7 @@ class Trainer:
         mcmc = self.strategy == "mcmc"
         pts, cols = initial_points(dataset, cfg.init_random_points, self.rng, self.train_idx, cfg.init_random)
         if mcmc:  # gsplat's simple_trainer MCMC start: opaque, small splats (the noise spreads them)
-            rows = gaussians_from_points(pts, cols, cfg.sh_degree, MCMC_INIT_OPACITY, MCMC_INIT_SCALE)
+            rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.mcmc_init_opacity, cfg.mcmc_init_scale)
         else:
             rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.init_opacity)
         self.model = GaussianModel(gpu, rows, cfg.sh_degree, moments_bf16=cfg.adam_moments == "bf16")
