@@ -696,12 +696,12 @@ class _Engine:
         self.pending = ("resume", self.loader.submit(_read_project, Path(cmd.path)), cmd)
 
     def _open_ply(self, cmd: M.OpenPly) -> None:
-        from .io.ply import read_ply
+        from .io.ply_points import open_splats
 
         if self._refused(f"cannot open {cmd.path}"):
             return
         self.state("loading", cmd.path)
-        self.pending = ("ply", self.loader.submit(read_ply, cmd.path), cmd)
+        self.pending = ("ply", self.loader.submit(open_splats, cmd.path, warn=False), cmd)
 
     def _start_pipeline(self, cmd: M.StartPipeline) -> None:
         """Decode / select or import, SfM and undistortion through engine.pipeline on the
@@ -840,8 +840,8 @@ class _Engine:
             center, radius = np.zeros(3), 1.0
         self.emit(M.SceneLoaded("ply", scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
                                 (0.0, -1.0, 0.0)))
-        if g.dropped:
-            self.emit(M.Warning(f"{cmd.path}: {g.dropped} invalid Gaussians dropped"))
+        for note in g.notes:  # dropped per reason, SH cut, a point cloud converted (not warned: warn=False)
+            self.emit(M.Warning(note))
         self.state("idle", f"viewing {scene.name} ({scene.n:,} Gaussians)")
 
     def _train_slice(self, budget_s: float = 0.1) -> None:
