@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
     p.add_argument("--from", dest="from_stage", choices=ALL_STAGES, help="redo this stage and every later one")
     p.add_argument("--until", dest="until_stage", choices=ALL_STAGES, help="stop after this stage")
     g = p.add_argument_group("video frames")
-    g.add_argument("--frames", type=int, default=f.target_frames, help="frames to keep, spaced evenly in time (0 = from duration and motion; -1 = every frame)")
+    g.add_argument("--frames", type=int, default=f.target_frames,
+                   help="frames to keep, spaced evenly in time (0 = from duration and motion; -1 = every frame)")
     g.add_argument("--frames-per-second", type=float, default=f.frames_per_second,
                    help="automatic count: frames per second of camera motion")
     g.add_argument("--start", type=float, default=f.start_s, help="use the video from this time (s)")
