@@ -192,11 +192,7 @@ class _TrainingScene(_Scene):
         self.gpu, self.dataset, self.cmd, self.project = gpu, dataset, cmd, project
         self.name = Path(cmd.dataset).name
         self.path = cmd.dataset
-        self.cfg = RunConfig(device=gpu.backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
-                             train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
-                                               init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
-                                               adam_moments=cmd.adam_moments,
-                                               **density_settings(cmd.strategy, cmd.max_gaussians)))
+        self.cfg = _run_config(cmd, gpu.backend)
         self.train_idx, self.test_idx = dataset.split(cmd.eval_every)
         if not self.train_idx:
             self.train_idx, self.test_idx = list(range(len(dataset.cameras))), []
@@ -679,13 +675,11 @@ class _Engine:
         return None
 
     def _start_training(self, cmd: M.StartTraining) -> None:
-        from .ingest import load_dataset
-
         if self._refused(f"cannot start training on {cmd.dataset}"):
             return
         self.state("loading", cmd.dataset)
         self.emit(M.StageStarted("load", None, cmd.dataset))
-        fut = self.loader.submit(load_dataset, cmd.dataset, cmd.max_size)
+        fut = self.loader.submit(_checked_load, cmd, self.gpu, self.emit)
         self.pending = ("train", fut, cmd)
 
     def _open_project(self, cmd: M.OpenProject) -> None:
@@ -1044,6 +1038,27 @@ class _Engine:
         except Exception:
             pass
         self.state("closed")
+
+
+def _run_config(cmd: M.StartTraining, backend: str) -> RunConfig:
+    """The run's settings from the studio's StartTraining."""
+    return RunConfig(device=backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
+                     train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
+                                       init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
+                                       adam_moments=cmd.adam_moments, **density_settings(cmd.strategy, cmd.max_gaussians)))
+
+
+def _checked_load(cmd: M.StartTraining, gpu, emit):
+    """The dataset of ``cmd`` (on the loader thread), after the memory preflight
+    (engine/preflight.py: refused with the numbers before any image is decoded)."""
+    from .ingest import load_dataset
+    from .preflight import preflight
+
+    def warn(text: str) -> None:
+        emit(M.Warning(text.removeprefix("warning: ")))
+
+    preflight(cmd.dataset, _run_config(cmd, gpu.backend), lambda: gpu, warn)
+    return load_dataset(cmd.dataset, cmd.max_size)
 
 
 def _command_path(cmd) -> str | None:
