@@ -4,8 +4,8 @@
 objects one at a time and keeps, per frame, four numbers (decode index, time, sharpness,
 motion: 24 bytes). The frames' 32 px thumbnails (a few hundred bytes each, what the
 near-duplicate check needs) are written to a file as they come (``thumbs_to``) and read
-back only for the frames selection keeps, or, without a file, appended to one compact
-buffer. Motion is computed on the fly from a ring of the thumbnails of the last
+back only for the frames selection keeps (:class:`ThumbFile`), or, without a file,
+appended to one compact buffer. Motion is computed on the fly from a ring of the thumbnails of the last
 ``MOTION_DT`` seconds. So an hour of video costs a few MB of memory, not a thumbnail
 object and a list entry per frame.
 
@@ -32,6 +32,7 @@ Definitions (luma 0..255 on the upright image):
 from __future__ import annotations
 
 import math
+import shutil
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -48,17 +49,50 @@ STILL_THRESHOLD = 1.5   # mean abs thumbnail difference (0..255) below which the
 THUMBS_FILE = "thumbs.u8"   # beside stats.npz: [N, th, tw] uint8 rows, raw
 
 
+class ThumbFile:
+    """Thumbnails [N, th, tw] uint8 kept in a raw file, rows read on demand.
+
+    Not a memory map on purpose: the pages of a mapped file count toward the process's
+    resident memory once touched, and the kernel maps ahead of every touched page (reading
+    200 rows spread over an hour's 110 MB file made 105 MB resident). ``thumbs[rows]``
+    reads exactly those rows; ``np.asarray(thumbs)`` reads them all.
+    """
+
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, path: Path, n: int, shape: tuple[int, ...]):
+        self.path, self.shape = Path(path), (int(n), *(int(s) for s in shape))
+        self._row = int(np.prod(shape))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows) -> np.ndarray:
+        idx = np.arange(self.shape[0])[rows]
+        flat = np.atleast_1d(idx)
+        out = np.empty((len(flat), *self.shape[1:]), np.uint8)
+        with open(self.path, "rb") as f:
+            for k, i in enumerate(flat.tolist()):
+                f.seek(i * self._row)
+                out[k] = np.frombuffer(f.read(self._row), np.uint8).reshape(self.shape[1:])
+        return out[0] if np.ndim(idx) == 0 else out
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        a = np.fromfile(self.path, np.uint8, count=int(np.prod(self.shape))).reshape(self.shape)
+        return a if dtype is None else a.astype(dtype)
+
+
 @dataclass
 class FrameStats:
     """Per decoded frame (decode order, N frames): index [N] int64 decode index, time [N]
-    float64 s, sharpness [N] float32, thumbs [N, th, tw] uint8 (possibly a read-only
-    memory map of the file :func:`measure` wrote), motion_values [N] float32 or None
-    (then :meth:`motion` computes it from the thumbnails)."""
+    float64 s, sharpness [N] float32, thumbs [N, th, tw] uint8 (an array, or a
+    :class:`ThumbFile` when :func:`measure` wrote them to a file), motion_values [N]
+    float32 or None (then :meth:`motion` computes it from the thumbnails)."""
 
     index: np.ndarray
     time: np.ndarray
     sharpness: np.ndarray
-    thumbs: np.ndarray
+    thumbs: np.ndarray | ThumbFile
     motion_values: np.ndarray | None = None
 
     def motion(self) -> np.ndarray:
@@ -69,7 +103,7 @@ class FrameStats:
         if n < 2:
             return np.zeros(n, np.float32)
         j = _motion_partner(self.time)
-        th = self.thumbs.astype(np.int16)
+        th = np.asarray(self.thumbs).astype(np.int16)
         return np.abs(th - th[j]).mean(axis=(1, 2)).astype(np.float32)
 
     def durations(self) -> np.ndarray:
@@ -85,19 +119,21 @@ class FrameStats:
         """Write the numbers to ``path`` (.npz) and the thumbnails to ``THUMBS_FILE`` beside
         it, unless they are already that file. The caller makes the folder atomic."""
         path = Path(path)
-        rows = np.asarray(self.thumbs)
+        target = path.parent / THUMBS_FILE
         with open(path, "wb") as f:
             np.savez_compressed(f, index=self.index, time=self.time, sharpness=self.sharpness,
-                                motion=self.motion(), thumb_shape=np.asarray(rows.shape[1:], np.int64))
-        target = path.parent / THUMBS_FILE
-        if not (isinstance(self.thumbs, np.memmap) and Path(self.thumbs.filename).resolve() == target.resolve()):
-            with open(target, "wb") as f:
-                for start in range(0, len(rows), 4096):  # chunks: no full copy
-                    f.write(np.ascontiguousarray(rows[start:start + 4096]).tobytes())
+                                motion=self.motion(), thumb_shape=np.asarray(self.thumbs.shape[1:], np.int64))
+        if isinstance(self.thumbs, ThumbFile):
+            if self.thumbs.path.resolve() != target.resolve():
+                shutil.copyfile(self.thumbs.path, target)
+            return
+        rows = np.asarray(self.thumbs, np.uint8)
+        with open(target, "wb") as f:
+            f.write(np.ascontiguousarray(rows).tobytes())
 
     @classmethod
     def load(cls, path: Path) -> FrameStats:
-        """Read what :meth:`save` wrote (the thumbnails memory-mapped, read-only); also reads
+        """Read what :meth:`save` wrote (the thumbnails as a :class:`ThumbFile`); also reads
         the older single-file layout with the thumbnails inside the .npz."""
         path = Path(path)
         with np.load(path) as z:
@@ -105,9 +141,7 @@ class FrameStats:
         if "thumbs" in arrays:
             thumbs = arrays["thumbs"]
         else:
-            n, shape = len(arrays["time"]), tuple(int(s) for s in arrays["thumb_shape"])
-            thumbs = (np.memmap(path.parent / THUMBS_FILE, np.uint8, "r", shape=(n, *shape)) if n
-                      else np.zeros((0, *shape), np.uint8))
+            thumbs = ThumbFile(path.parent / THUMBS_FILE, len(arrays["time"]), tuple(arrays["thumb_shape"]))
         return cls(arrays["index"], arrays["time"], arrays["sharpness"], thumbs, arrays.get("motion"))
 
 
@@ -180,7 +214,7 @@ def measure(frames: Iterable[DecodedFrame], width: int, height: int, analysis_si
     """Statistics of the frames of ``frames`` (upright ``width`` x ``height``) with
     ``start_s <= time <= end_s`` (``end_s`` 0: to the end); ``progress(n)`` after each
     decoded frame. Thumbnails go to the file ``thumbs_to`` (the result's thumbs are then
-    a read-only memory map of it) or to an in-memory buffer. Memory: 24 bytes per frame
+    a :class:`ThumbFile` of it) or to an in-memory buffer. Memory: 24 bytes per frame
     plus the thumbnails of the last ``MOTION_DT`` seconds (and the buffer without a file).
     """
     factor = box_factor(width, height, analysis_size)
@@ -214,8 +248,8 @@ def measure(frames: Iterable[DecodedFrame], width: int, height: int, analysis_si
             out.close()
     n = len(times)
     shape = shape or (1, 1)
-    if thumbs_to is not None and n:
-        thumbs = np.memmap(thumbs_to, np.uint8, "r", shape=(n, *shape))
+    if thumbs_to is not None:
+        thumbs = ThumbFile(thumbs_to, n, shape)
     else:
         thumbs = np.frombuffer(buf, np.uint8).reshape(n, *shape) if n else np.zeros((0, *shape), np.uint8)
     return FrameStats(np.frombuffer(idx, np.int64).copy(), np.frombuffer(times, np.float64).copy(),

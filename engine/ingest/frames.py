@@ -48,14 +48,11 @@ __all__ = ["FramesConfig", "FrameStats", "Selection", "analyze", "auto_target", 
            "frame_name", "laplacian_variance", "box_factor", "box_reduce", "thumbnail", "THUMB_SIZE", "MOTION_DT",
            "STILL_THRESHOLD"]
 
-ALL_FRAMES = -1   # FramesConfig.target_frames: keep every decoded frame
-
-
 @dataclass
 class FramesConfig:
     """Settings of frame selection (video input)."""
 
-    target_frames: int = 0            # frames to keep; 0 = chosen from duration and motion; -1 = all
+    target_frames: int = 0            # frames to keep; 0 = chosen from duration and motion; < 0 = all
     frames_per_second: float = 6.0    # auto target: frames per second of moving camera
     min_frames: int = 30              # auto target bounds
     max_frames: int = 300
@@ -183,18 +180,20 @@ def _winners(window: np.ndarray, sharpness: np.ndarray) -> np.ndarray:
 
 
 def _drop_duplicates(stats: FrameStats, best: np.ndarray, threshold: float) -> tuple[list[int], dict]:
-    thumbs = np.asarray(stats.thumbs[best], np.int16)   # only the winners' rows are read
     kept: list[int] = []
-    last = None
+    last: tuple[int, np.ndarray] | None = None   # (position, thumbnail) of the last kept frame
     duplicates: dict[int, tuple[int, float]] = {}
-    for k, i in enumerate(best.tolist()):
-        if last is not None:
-            diff = float(np.abs(thumbs[k] - thumbs[last]).mean())
-            if diff < threshold:
-                duplicates[i] = (int(best[last]), diff)
-                continue
-        kept.append(i)
-        last = k
+    for start in range(0, len(best), 4096):   # only the winners' rows are read, a chunk at a time
+        chunk = best[start:start + 4096]
+        thumbs = np.asarray(stats.thumbs[chunk], np.int16)
+        for i, th in zip(chunk.tolist(), thumbs):
+            if last is not None:
+                diff = float(np.abs(th - last[1]).mean())
+                if diff < threshold:
+                    duplicates[i] = (last[0], diff)
+                    continue
+            kept.append(i)
+            last = (i, th)
     return kept, duplicates
 
 

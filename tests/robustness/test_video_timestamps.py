@@ -7,9 +7,10 @@ frames, 2 s at 10 fps with jittered timestamps, a camera panning at constant spe
 in the 60 fps half); "all frames" must keep every decoded frame; the motion measured
 while streaming must equal the one computed afterwards from all thumbnails.
 
-The one-hour memory test is opt-in (SPIRULA_LONG_TESTS=1, ~2 min): it writes an hour of
+The one-hour memory test is opt-in (SPIRULA_LONG_TESTS=1, ~1 min): it writes an hour of
 32 x 32 video at 30 fps (108,000 frames) and runs the decode and select stages, asserting
-that the process's peak resident memory grows by less than 100 MB.
+that the process's peak resident memory grows by less than 100 MB (measured: ~10 MB;
+before the streaming statistics: 924 MB).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.ingest.frame_stats import ThumbFile
 from engine.ingest.frames import FramesConfig, FrameStats, analyze, auto_target, select
 from engine.ingest.video import iter_frames, probe
 
@@ -91,12 +93,13 @@ def test_streamed_motion_equals_motion_from_all_thumbnails(clip, tmp_path):
     # the thumbnails streamed to a file give the same statistics
     info = probe(path)
     on_disk = analyze(iter_frames(path, info), info.width, info.height, FramesConfig(), thumbs_to=tmp_path / "t.u8")
-    assert isinstance(on_disk.thumbs, np.memmap)
-    np.testing.assert_array_equal(on_disk.thumbs, stats.thumbs)
+    assert isinstance(on_disk.thumbs, ThumbFile)
+    np.testing.assert_array_equal(np.asarray(on_disk.thumbs), stats.thumbs)
+    np.testing.assert_array_equal(on_disk.thumbs[[40, 3, 130]], stats.thumbs[[40, 3, 130]])
     np.testing.assert_array_equal(on_disk.motion(), stats.motion())
     on_disk.save(tmp_path / "stats.npz")
     back = FrameStats.load(tmp_path / "stats.npz")
-    np.testing.assert_array_equal(back.thumbs, stats.thumbs)
+    np.testing.assert_array_equal(np.asarray(back.thumbs), stats.thumbs)
     assert select(back, FramesConfig(target_frames=9)).kept == select(stats, FramesConfig(target_frames=9)).kept
 
 
@@ -118,34 +121,41 @@ def _vm_kib(field: str) -> int:
     raise KeyError(field)
 
 
-@pytest.mark.skipif(os.environ.get("SPIRULA_LONG_TESTS") != "1", reason="opt-in: SPIRULA_LONG_TESTS=1 (~2 min)")
+@pytest.mark.skipif(os.environ.get("SPIRULA_LONG_TESTS") != "1", reason="opt-in: SPIRULA_LONG_TESTS=1 (~1 min)")
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc to reset the peak RSS")
 def test_one_hour_of_video_decodes_in_bounded_memory(tmp_path):
     import av
 
     from engine.pipeline import PipelineConfig, run_pipeline
 
-    path, fps, n = tmp_path / "hour.mkv", 30, 30 * 3600
-    rng = np.random.default_rng(0)
-    strip = rng.integers(0, 256, (32, 512), dtype=np.uint8)
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("mpeg4", rate=fps)
-        s.width, s.height, s.pix_fmt = 32, 32, "yuv420p"
-        for i in range(n):   # a slow pan over a random strip, 1 px every 3 frames
-            x = (i // 3) % 480
-            img = np.repeat(strip[:, x:x + 32, None], 3, axis=2)
-            f = av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")
-            f.pts = i
-            for p in s.encode(f):
+    def write(path: Path, n: int) -> Path:
+        rng = np.random.default_rng(0)
+        strip = rng.integers(0, 256, (32, 512), dtype=np.uint8)
+        with av.open(str(path), "w") as c:
+            s = c.add_stream("mpeg4", rate=30)
+            s.width, s.height, s.pix_fmt = 32, 32, "yuv420p"
+            for i in range(n):   # a slow pan over a random strip, 1 px every 3 frames
+                x = (i // 3) % 480
+                img = np.repeat(strip[:, x:x + 32, None], 3, axis=2)
+                f = av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")
+                f.pts = i
+                for p in s.encode(f):
+                    c.mux(p)
+            for p in s.encode():
                 c.mux(p)
-        for p in s.encode():
-            c.mux(p)
+        return path
+
+    n = 30 * 3600
+    path = write(tmp_path / "hour.mkv", n)
     cfg = PipelineConfig()
     cfg.frames.target_frames = 200
+    # a first run on 10 s of video: what the pipeline imports (~60 MB of modules) is not growth
+    run_pipeline(write(tmp_path / "warm-up.mkv", 300), tmp_path / "warm-up", cfg, until_stage="select")
     Path("/proc/self/clear_refs").write_text("5")   # reset the peak RSS to the current RSS
     before = _vm_kib("VmRSS")
     rec = run_pipeline(path, tmp_path / "proj", cfg, until_stage="select")
     growth_mb = (_vm_kib("VmHWM") - before) / 1024
+    print(f"one hour, {n} frames: peak memory grew by {growth_mb:.1f} MB")
     by = {s["name"]: s for s in rec["stages"]}
     assert by["decode"]["summary"]["frames_decoded"] == n
     assert by["select"]["summary"]["kept"] >= 190
