@@ -26,8 +26,8 @@ def add_parser(sub) -> None:
                    help="redo this stage and every later one (default: rerun only what changed)")
     p.add_argument("--until", dest="until_stage", choices=ALL_STAGES, help="stop after this stage (default: export)")
     g = p.add_argument_group("video frames")
-    g.add_argument("--frames", type=int_at_least(0), default=f.target_frames,
-                   help="frames to keep (0 = from duration and motion)")
+    g.add_argument("--frames", type=int_at_least(-1), default=f.target_frames,
+                   help="frames to keep, spaced evenly in time (0 = from duration and motion; -1 = every frame)")
     g.add_argument("--frames-per-second", type=float_range(0.0, inclusive=False), default=f.frames_per_second,
                    help="automatic count: frames per second of camera motion")
     g.add_argument("--start", type=float_range(0.0), default=f.start_s, help="use the video from this time (s)")

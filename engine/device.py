@@ -361,8 +361,9 @@ def _slang_value(v) -> str:
     return str(int(v))
 
 
-def _parse_bytes(text: str | None) -> int | None:
-    """'123', '64K', '1.5M', '2G' -> bytes; None or '' -> None."""
+def _parse_bytes(text: str | None, name: str = "SPIRULA_VRAM_LIMIT") -> int | None:
+    """'123', '64K', '1.5M', '2G' -> bytes; None or '' -> None; DeviceError naming the
+    variable ``name`` for anything else."""
     if not text:
         return None
     t = text.strip().upper().removesuffix("B").removesuffix("I")
@@ -370,7 +371,7 @@ def _parse_bytes(text: str | None) -> int | None:
     try:
         return int(float(t.rstrip("KMG")) * mult)
     except ValueError:
-        raise DeviceError(f"SPIRULA_VRAM_LIMIT={text!r}: not a byte count (e.g. 64M)") from None
+        raise DeviceError(f"{name}={text!r}: not a byte count (e.g. 64M)") from None
 
 
 def _device_help(backend: str, exc: Exception) -> str:

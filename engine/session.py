@@ -191,11 +191,7 @@ class _TrainingScene(_Scene):
         self.gpu, self.dataset, self.cmd, self.project = gpu, dataset, cmd, project
         self.name = Path(cmd.dataset).name
         self.path = cmd.dataset
-        self.cfg = RunConfig(device=gpu.backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
-                             train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
-                                               init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
-                                               adam_moments=cmd.adam_moments,
-                                               **density_settings(cmd.strategy, cmd.max_gaussians)))
+        self.cfg = _run_config(cmd, gpu.backend)
         self.train_idx, self.test_idx, split_note = dataset.holdout(cmd.eval_every)
         if split_note and split_note not in dataset.warnings:
             dataset.warnings.append(split_note)  # shown with the dataset's other notes
@@ -683,13 +679,11 @@ class _Engine:
         return None
 
     def _start_training(self, cmd: M.StartTraining) -> None:
-        from .ingest import load_dataset
-
         if self._refused(f"cannot start training on {cmd.dataset}"):
             return
         self.state("loading", cmd.dataset)
         self.emit(M.StageStarted("load", None, cmd.dataset))
-        fut = self.loader.submit(load_dataset, cmd.dataset, cmd.max_size)
+        fut = self.loader.submit(_checked_load, cmd, self.gpu, self.emit)
         self.pending = ("train", fut, cmd)
 
     def _open_project(self, cmd: M.OpenProject) -> None:
@@ -700,12 +694,12 @@ class _Engine:
         self.pending = ("resume", self.loader.submit(_read_project, Path(cmd.path)), cmd)
 
     def _open_ply(self, cmd: M.OpenPly) -> None:
-        from .io.ply import read_ply
+        from .io.ply_points import open_splats
 
         if self._refused(f"cannot open {cmd.path}"):
             return
         self.state("loading", cmd.path)
-        self.pending = ("ply", self.loader.submit(read_ply, cmd.path), cmd)
+        self.pending = ("ply", self.loader.submit(open_splats, cmd.path, warn=False), cmd)
 
     def _start_pipeline(self, cmd: M.StartPipeline) -> None:
         """Decode / select or import, SfM and undistortion through engine.pipeline on the
@@ -844,8 +838,8 @@ class _Engine:
             center, radius = np.zeros(3), 1.0
         self.emit(M.SceneLoaded("ply", scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
                                 (0.0, -1.0, 0.0)))
-        if g.dropped:
-            self.emit(M.Warning(f"{cmd.path}: {g.dropped} invalid Gaussians dropped"))
+        for note in g.notes:  # dropped per reason, SH cut, a point cloud converted (not warned: warn=False)
+            self.emit(M.Warning(note))
         self.state("idle", f"viewing {scene.name} ({scene.n:,} Gaussians)")
 
     def _train_slice(self, budget_s: float = 0.1) -> None:
@@ -1048,6 +1042,27 @@ class _Engine:
         except Exception:
             pass
         self.state("closed")
+
+
+def _run_config(cmd: M.StartTraining, backend: str) -> RunConfig:
+    """The run's settings from the studio's StartTraining."""
+    return RunConfig(device=backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
+                     train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
+                                       init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
+                                       adam_moments=cmd.adam_moments, **density_settings(cmd.strategy, cmd.max_gaussians)))
+
+
+def _checked_load(cmd: M.StartTraining, gpu, emit):
+    """The dataset of ``cmd`` (on the loader thread), after the memory preflight
+    (engine/preflight.py: refused with the numbers before any image is decoded)."""
+    from .ingest import load_dataset
+    from .preflight import preflight
+
+    def warn(text: str) -> None:
+        emit(M.Warning(text.removeprefix("warning: ")))
+
+    preflight(cmd.dataset, _run_config(cmd, gpu.backend), lambda: gpu, warn)
+    return load_dataset(cmd.dataset, cmd.max_size)
 
 
 def _command_path(cmd) -> str | None:

@@ -5,7 +5,7 @@ JSON-able summary (counts, names, figures) that goes into ``run.json``.
 
 Project layout (the stage that writes each entry):
 
-    decode/     stats.npz (per-frame time, sharpness, thumbnail), video.json   [decode]
+    decode/     stats.npz (per-frame time, sharpness, motion), thumbs.u8, video.json [decode]
     frames/     the selected or imported frames (JPEG), frames.json            [select | import]
     sfm/        database.db, sparse/0 (distorted model), summary.json          [sfm]
     images/, sparse/0   undistorted pinhole images and model (a COLMAP dataset) [undistort]
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import messages as msg
-from .fileio import write_json_atomic
+from .fileio import json_default, open_atomic, write_json_atomic
 
 
 @dataclass
@@ -73,6 +73,7 @@ def _read_json(path: Path) -> dict:
 
 def stage_decode(ctx: StageContext) -> dict:
     """Decode the whole video once: per-frame time, sharpness and thumbnail."""
+    from .ingest.frame_stats import THUMBS_FILE
     from .ingest.frames import analyze
     from .ingest.video import iter_frames, probe
 
@@ -96,14 +97,15 @@ def stage_decode(ctx: StageContext) -> dict:
         if n % 64 == 0:
             ctx.check_stop()
 
-    stats = analyze(frames, info.width, info.height, ctx.cfg.frames, progress)
+    out = ctx.staging / "decode"
+    out.mkdir(parents=True)
+    # the thumbnails stream to a file: memory stays flat over an hour of video
+    stats = analyze(frames, info.width, info.height, ctx.cfg.frames, progress, thumbs_to=out / THUMBS_FILE)
     if len(stats.time) == 0:
         from .ingest.video import VideoError
 
         raise VideoError(f"{ctx.source}: no frame in the chosen time range "
                          f"({ctx.cfg.frames.start_s} s to {ctx.cfg.frames.end_s or 'end'})")
-    out = ctx.staging / "decode"
-    out.mkdir(parents=True)
     stats.save(out / "stats.npz")
     summary = info.summary() | {"frames_decoded": int(len(stats.time)),
                                 "seconds_decoded": float(stats.time[-1] - stats.time[0])}
@@ -135,14 +137,23 @@ def stage_select(ctx: StageContext) -> dict:
 
     with Image.open(out / names[0]) as im:
         size = im.size
-    by_index = {r["index"]: r for r in sel.records}
-    for name, idx in zip(names, sel.kept):
-        by_index[idx]["file"] = name
-    write_json_atomic(out / "frames.json", {
+    files = dict(zip(sel.kept, names))
+    kept = [r | ({"file": files[r["index"]]} if r["index"] in files else {}) for r in sel.iter_records() if r["kept"]]
+    _write_frames_json(out / "frames.json", {
         "kind": "video", "source": str(ctx.source), "frames": names, "groups": {"video": names},
-        "sizes": {"video": list(size)}, "selection": sel.summary(),
-        "kept": [r for r in sel.records if r["kept"]], "rejected": [r for r in sel.records if not r["kept"]]})
+        "sizes": {"video": list(size)}, "selection": sel.summary(), "kept": kept},
+        "rejected", (r for r in sel.iter_records() if not r["kept"]))
     return sel.summary() | {"written": len(names), "size": list(size)}
+
+
+def _write_frames_json(path: Path, head: dict, name: str, records) -> None:
+    """``head`` plus ``name``: the records, streamed one per line (an hour of video has
+    ~100,000 rejected frames: no list of them in memory), written atomically."""
+    with open_atomic(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(head, indent=2, default=json_default)[:-2] + f",\n  {json.dumps(name)}: [")
+        for k, r in enumerate(records):
+            f.write(("," if k else "") + "\n    " + json.dumps(r, default=json_default))
+        f.write("\n  ]\n}\n")
 
 
 # ---------------------------------------------------------------------------- photos

@@ -32,6 +32,7 @@ from .fileio import write_json_atomic
 from .ingest import load_dataset
 from .ingest.load import undistortion_notes
 from .io.ply import write_ply
+from .preflight import preflight
 from .splat.evaluate import evaluate
 from .splat.layout import unpack
 from .splat.trainer import Progress, Trainer
@@ -115,11 +116,12 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
         raise checkpoint.CheckpointError(f"--resume: no checkpoint at {ckpt_path} (one is written every "
                                          "--checkpoint-every steps)")
     t0 = time.perf_counter()
-    # a bad dataset fails before the output folder or the GPU device exists (no empty folder left)
-    dataset = load_dataset(dataset_path, cfg.dataset.max_size)
-    gpu = get_gpu(cfg.device)  # nor a device that cannot be created
-    check_output_dir(out_dir)
+    # a bad dataset fails before the output folder exists (no empty folder left); too little
+    # memory fails before a single image is decoded (engine/preflight.py)
+    gpu = preflight(dataset_path, cfg, lambda: get_gpu(cfg.device), on_message)
     on_message(f"device: {gpu.adapter}")
+    dataset = load_dataset(dataset_path, cfg.dataset.max_size)
+    check_output_dir(out_dir)
     for w in dataset.warnings:
         on_message(f"warning: {w}")
     for note in undistortion_notes(dataset.undistortion):

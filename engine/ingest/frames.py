@@ -1,57 +1,58 @@
-"""Frame selection for a video: the sharpest frame per window, near-duplicates dropped.
+"""Frame selection for a video: the sharpest frame per window of time, near-duplicates dropped.
 
-Two passes over the video, neither holding more than one frame:
+Two passes over the video, neither holding more than one decoded frame:
 
-1. :func:`analyze` decodes every frame and keeps per frame only a few numbers and a tiny
-   thumbnail (:class:`FrameStats`): time, sharpness, motion.
-2. :func:`select` (pure, on the statistics) picks the frames; :func:`write_frames`
-   decodes again and writes the picked ones as JPEG.
+1. :func:`analyze` measures every frame (engine/ingest/frame_stats.py: time, sharpness,
+   motion, a thumbnail), keeping a few numbers per frame in memory and the thumbnails in
+   a file, so memory does not grow with the video beyond ~24 bytes per frame.
+2. :func:`select` (pure, on the statistics) picks the frames, reading only the winners'
+   thumbnails; :func:`write_frames` decodes again and writes the picked ones as JPEG.
 
-Definitions (luma 0..255 on the upright image):
-* sharpness: variance of the 5-point Laplacian of the luma box-downscaled so that its
-  longer side is at most ``analysis_size`` (by an integer factor). Blur removes high
-  frequencies, so a sharper frame of the same view scores higher; only comparable
-  between nearby frames of one video.
-* thumbnail: the luma box-downscaled to at most ``THUMB_SIZE`` px on the longer side,
-  uint8. motion[i] = mean |thumb[i] - thumb[j]| with j the frame ``MOTION_DT`` seconds
-  earlier (the first ones compare with the frame that much later), so it does not
-  depend on the frame rate. The camera is "moving" at frame i when motion[i] exceeds
-  ``STILL_THRESHOLD``.
+Everything is measured in presentation time (each frame's timestamp), never in frame
+counts, so variable-frame-rate video (phones lower the rate in the dark, drop frames,
+pause) is sampled evenly in time:
+
 * windows: frames are placed on an axis u in [0, 1) mixing moving time and time,
-  u = w * S(t) / S(end) + (1 - w) * t / T, where S counts the moving frames so far;
-  the axis is cut into ``target`` equal windows, so a stretch where the camera stands
-  still gets few windows. The sharpest frame of each window is kept. (The amount of
-  image change is not used as a speed: it depends on the texture as much as on the
-  motion, and weighting by it left gaps of 30 degrees on an orbit.)
+  u = w * S(t) / S(end) + (1 - w) * t / T, where S(t) is how long the camera moved
+  before t (the durations of the moving frames before it) and T the duration of the
+  frames. The axis is cut into equal windows and the sharpest frame of each window is
+  kept: a stretch where the camera stands still gets few windows, a stretch recorded at
+  a higher frame rate gets no more than its time. A gap in the timestamps leaves windows
+  empty; then the axis is cut into more windows, the fewest that give ``target``
+  non-empty ones, and where that gives more, the two winners closest in time share one
+  window (the sharper wins) until ``target`` remain. (The amount of image change is not
+  used as a speed: it depends on the texture as much as on the motion, and weighting by
+  it left gaps of 30 degrees on an orbit.)
+* all frames: ``target_frames`` < 0, or at least the number of frames decoded, keeps
+  every decoded frame (no windows, no near-duplicate check).
 * near-duplicates: a kept frame whose thumbnail differs from the previous kept one by
   less than ``duplicate_threshold`` (mean absolute luma difference) is dropped: the
   camera did not move between them.
+* automatic count (``target_frames`` 0): ``frames_per_second`` x the seconds during which
+  the camera moves, within [min_frames, max_frames].
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from typing import TYPE_CHECKING
+from .frame_stats import (MOTION_DT, STILL_THRESHOLD, THUMB_SIZE, FrameStats, box_factor, laplacian_variance,
+                          measure, thumbnail)
+from .video import DecodedFrame, box_reduce
 
-if TYPE_CHECKING:
-    from .video import DecodedFrame
-
-THUMB_SIZE = 32
-MOTION_DT = 0.2         # s between the frames compared for motion
-STILL_THRESHOLD = 1.5   # mean abs thumbnail difference (0..255) below which the camera is still
-
+__all__ = ["FramesConfig", "FrameStats", "Selection", "analyze", "auto_target", "select", "write_frames",
+           "frame_name", "laplacian_variance", "box_factor", "box_reduce", "thumbnail", "THUMB_SIZE", "MOTION_DT",
+           "STILL_THRESHOLD"]
 
 @dataclass
 class FramesConfig:
     """Settings of frame selection (video input)."""
 
-    target_frames: int = 0            # frames to keep; 0 = chosen from duration and motion
+    target_frames: int = 0            # frames to keep; 0 = chosen from duration and motion; < 0 = all
     frames_per_second: float = 6.0    # auto target: frames per second of moving camera
     min_frames: int = 30              # auto target bounds
     max_frames: int = 300
@@ -64,132 +65,81 @@ class FramesConfig:
     end_s: float = 0.0
 
 
-@dataclass
-class FrameStats:
-    """Per decoded frame (decode order, N frames): time [N] float64 s, sharpness [N]
-    float32, thumbs [N, th, tw] uint8; index [N] int64 decode index."""
-
-    index: np.ndarray
-    time: np.ndarray
-    sharpness: np.ndarray
-    thumbs: np.ndarray
-
-    def motion(self) -> np.ndarray:
-        """[N] float32 motion (module docstring)."""
-        n = len(self.time)
-        if n < 2:
-            return np.zeros(n, np.float32)
-        j = np.searchsorted(self.time, self.time - MOTION_DT)
-        early = self.time - MOTION_DT < self.time[0]
-        j[early] = np.minimum(np.searchsorted(self.time, self.time[early] + MOTION_DT), n - 1)
-        th = self.thumbs.astype(np.int16)
-        return np.abs(th - th[j]).mean(axis=(1, 2)).astype(np.float32)
-
-    def save(self, path: Path) -> None:
-        """Write as .npz to ``path`` (the caller makes it atomic)."""
-        with open(path, "wb") as f:
-            np.savez_compressed(f, **asdict(self))
-
-    @classmethod
-    def load(cls, path: Path) -> FrameStats:
-        with np.load(path) as z:
-            return cls(**{k: z[k] for k in ("index", "time", "sharpness", "thumbs")})
+_LESS_SHARP, _DUPLICATE = 1, 2
 
 
 @dataclass
 class Selection:
-    """Result of :func:`select`: decode indices kept (increasing), and every frame's
-    fate as records {index, time, sharpness, window, kept, reason}."""
+    """Result of :func:`select`: ``kept`` decode indices (increasing), and per analysed
+    frame (N) its window [N] int64 and fate: ``fate`` [N] int8 (0 kept, 1 less sharp than
+    its window's winner, 2 near-duplicate), ``winner`` [W] position of each window's
+    winner, ``duplicates`` {position: (position of the kept frame it repeats, difference)}.
+    :meth:`iter_records` gives the same as {index, time, sharpness, window, kept, reason}."""
 
     target: int
     kept: list[int]
-    records: list[dict]
+    stats: FrameStats | None = None
+    window: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    fate: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    winner: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    duplicates: dict[int, tuple[int, float]] = field(default_factory=dict)
+
+    def iter_records(self) -> Iterator[dict]:
+        """One record per analysed frame, in decode order (built one at a time)."""
+        st = self.stats
+        if st is None:
+            return
+        for i in range(len(st.time)):
+            w, fate = int(self.window[i]), int(self.fate[i])
+            rec = {"index": int(st.index[i]), "time": round(float(st.time[i]), 4),
+                   "sharpness": round(float(st.sharpness[i]), 2), "window": w, "kept": fate == 0, "reason": ""}
+            if fate == _DUPLICATE:
+                j, diff = self.duplicates[i]
+                rec["reason"] = f"near-duplicate (of frame {int(st.index[j])}, difference {diff:.2f})"
+            elif fate == _LESS_SHARP:
+                rec["reason"] = f"less sharp (frame {int(st.index[self.winner[w]])} wins window {w})"
+            yield rec
+
+    @property
+    def records(self) -> list[dict]:
+        return list(self.iter_records())
 
     def summary(self) -> dict:
-        reasons: dict[str, int] = {}
-        for r in self.records:
-            if not r["kept"]:
-                key = r["reason"].split(" (")[0]
-                reasons[key] = reasons.get(key, 0) + 1
-        return {"target": self.target, "kept": len(self.kept), "rejected": len(self.records) - len(self.kept),
+        reasons = {}
+        for code, name in ((_LESS_SHARP, "less sharp"), (_DUPLICATE, "near-duplicate")):
+            count = int(np.count_nonzero(self.fate == code))
+            if count:
+                reasons[name] = count
+        return {"target": self.target, "kept": len(self.kept), "rejected": int(np.count_nonzero(self.fate)),
                 "rejected_by_reason": reasons}
 
 
-def laplacian_variance(gray: np.ndarray) -> float:
-    """Variance of the 5-point Laplacian over the interior of a [H, W] float image."""
-    g = np.asarray(gray, np.float32)
-    if g.shape[0] < 3 or g.shape[1] < 3:
-        return 0.0
-    lap = g[1:-1, :-2] + g[1:-1, 2:] + g[:-2, 1:-1] + g[2:, 1:-1] - 4.0 * g[1:-1, 1:-1]
-    return float(lap.var(dtype=np.float64))
-
-
-def box_factor(width: int, height: int, size: int) -> int:
-    """Smallest integer factor bringing the longer side to at most ``size``."""
-    return max(1, math.ceil(max(width, height) / max(size, 1)))
-
-
-def box_reduce(img: np.ndarray, k: int) -> np.ndarray:
-    """[H, W] -> [H // k, W // k] float32 mean of k x k blocks (partial border blocks
-    dropped). Sums k strided row slices then k column slices (2k whole-array adds,
-    much faster in NumPy than a reshaped mean over two axes)."""
-    g = np.asarray(img, np.float32)
-    if k <= 1:
-        return g
-    h, w = (g.shape[0] // k) * k, (g.shape[1] // k) * k
-    g = g[:h, :w]
-    rows = g[0::k].copy()
-    for i in range(1, k):
-        rows += g[i::k]
-    out = rows[:, 0::k].copy()
-    for i in range(1, k):
-        out += rows[:, i::k]
-    out *= np.float32(1.0 / (k * k))
-    return out
-
-
-def thumbnail(gray: np.ndarray, size: int = THUMB_SIZE) -> np.ndarray:
-    """[H, W] float luma -> [h, w] uint8 box-downscaled so the longer side is <= size."""
-    k = min(box_factor(gray.shape[1], gray.shape[0], size), min(gray.shape[:2]))
-    return np.clip(np.rint(box_reduce(gray, k)), 0, 255).astype(np.uint8)
-
-
 def analyze(frames: Iterable[DecodedFrame], width: int, height: int, cfg: FramesConfig,
-            progress: Callable[[int], None] | None = None) -> FrameStats:
+            progress: Callable[[int], None] | None = None, thumbs_to: Path | None = None) -> FrameStats:
     """Sharpness, motion and thumbnail of every frame of ``frames`` (upright ``width`` x
-    ``height``) within [cfg.start_s, cfg.end_s]; ``progress(n)`` after each decoded frame."""
-    factor = box_factor(width, height, cfg.analysis_size)
-    idx, times, sharp, thumbs = [], [], [], []
-    for n, fr in enumerate(frames, 1):
-        if progress is not None:
-            progress(n)
-        if fr.time < cfg.start_s:
-            continue
-        if cfg.end_s > 0 and fr.time > cfg.end_s:
-            break
-        g = fr.luma(factor)
-        idx.append(fr.index)
-        times.append(fr.time)
-        sharp.append(laplacian_variance(g))
-        thumbs.append(thumbnail(g))
-    if not thumbs:
-        return FrameStats(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.float32), np.zeros((0, 1, 1), np.uint8))
-    return FrameStats(np.asarray(idx, np.int64), np.asarray(times, np.float64), np.asarray(sharp, np.float32),
-                      np.stack(thumbs))
+    ``height``) within [cfg.start_s, cfg.end_s]; ``progress(n)`` after each decoded frame;
+    thumbnails streamed to the file ``thumbs_to`` when given (see :func:`frame_stats.measure`)."""
+    return measure(frames, width, height, cfg.analysis_size, cfg.start_s, cfg.end_s, progress, thumbs_to)
+
+
+def _keeps_all(n: int, cfg: FramesConfig) -> bool:
+    return cfg.target_frames < 0 or cfg.target_frames >= n > 0
 
 
 def auto_target(stats: FrameStats, cfg: FramesConfig) -> int:
-    """Frames to keep: cfg.target_frames if set, else frames_per_second x the seconds
-    during which the camera moves, clamped to [min_frames, max_frames]; never more than
-    the frames available."""
+    """Frames to keep: every frame for ``target_frames`` < 0, else cfg.target_frames if
+    set, else frames_per_second x the seconds during which the camera moves (the
+    durations of the moving frames), clamped to [min_frames, max_frames]; never more
+    than the frames available."""
     n = len(stats.time)
     if n == 0:
         return 0
+    if cfg.target_frames < 0:
+        return n
     if cfg.target_frames > 0:
         return min(cfg.target_frames, n)
-    duration = _duration(stats.time)
-    moving = float(np.mean(stats.motion() > STILL_THRESHOLD))
-    want = round(cfg.frames_per_second * duration * moving)
+    moving_s = float(stats.durations()[stats.motion() > STILL_THRESHOLD].sum())
+    want = round(cfg.frames_per_second * moving_s)
     return int(min(max(want, cfg.min_frames), cfg.max_frames, n))
 
 
@@ -198,40 +148,74 @@ def select(stats: FrameStats, cfg: FramesConfig) -> Selection:
     n = len(stats.time)
     target = auto_target(stats, cfg)
     if n == 0 or target == 0:
-        return Selection(0, [], [])
+        return Selection(0, [], stats)
+    if _keeps_all(n, cfg):
+        pos = np.arange(n)
+        return Selection(target, [int(i) for i in stats.index], stats, pos, np.zeros(n, np.int8), pos)
     u = _window_axis(stats, cfg.motion_weight)
-    window = np.minimum((u * target).astype(np.int64), target - 1)
-    # sharpest per window: sort by (window, -sharpness) and take the first of each window
-    order = np.lexsort((-stats.sharpness.astype(np.float64), window))
-    first = np.ones(n, bool)
-    first[1:] = window[order[1:]] != window[order[:-1]]
-    best = np.sort(order[first])
-    best_of_window = dict(zip(window[best].tolist(), best.tolist()))
+    window = _windows(u, target)
+    best = _winners(window, stats.sharpness)
+    while len(best) > target:   # more non-empty windows than asked: merge the closest pair
+        gaps = np.diff(stats.time[best])
+        k = int(np.argmin(gaps))
+        a, b = best[k], best[k + 1]
+        keep, drop = (a, b) if stats.sharpness[a] >= stats.sharpness[b] else (b, a)
+        window[window == window[drop]] = window[keep]
+        best = best[best != drop]
+    window = np.unique(window, return_inverse=True)[1].astype(np.int64)   # windows 0..W-1 in time order
+    fate = np.full(n, _LESS_SHARP, np.int8)
+    kept, duplicates = _drop_duplicates(stats, best, cfg.duplicate_threshold)
+    fate[kept] = 0
+    for i in duplicates:
+        fate[i] = _DUPLICATE
+    return Selection(target, [int(stats.index[i]) for i in kept], stats, window, fate, best, duplicates)
 
-    kept, dup_of = [], {}
-    for i in best.tolist():
-        if kept:
-            j = kept[-1]
-            if stats.thumbs[i].shape == stats.thumbs[j].shape:
-                diff = float(np.abs(stats.thumbs[i].astype(np.int16) - stats.thumbs[j]).mean())
-                if diff < cfg.duplicate_threshold:
-                    dup_of[i] = (j, diff)
+
+def _winners(window: np.ndarray, sharpness: np.ndarray) -> np.ndarray:
+    """Positions (increasing) of the sharpest frame of each non-empty window (the first on ties)."""
+    order = np.lexsort((-np.asarray(sharpness, np.float64), window))
+    first = np.ones(len(order), bool)
+    first[1:] = window[order[1:]] != window[order[:-1]]
+    return np.sort(order[first])
+
+
+def _drop_duplicates(stats: FrameStats, best: np.ndarray, threshold: float) -> tuple[list[int], dict]:
+    kept: list[int] = []
+    last: tuple[int, np.ndarray] | None = None   # (position, thumbnail) of the last kept frame
+    duplicates: dict[int, tuple[int, float]] = {}
+    for start in range(0, len(best), 4096):   # only the winners' rows are read, a chunk at a time
+        chunk = best[start:start + 4096]
+        thumbs = np.asarray(stats.thumbs[chunk], np.int16)
+        for i, th in zip(chunk.tolist(), thumbs):
+            if last is not None:
+                diff = float(np.abs(th - last[1]).mean())
+                if diff < threshold:
+                    duplicates[i] = (last[0], diff)
                     continue
-        kept.append(i)
-    kept_set = set(kept)
-    records = []
-    for i in range(n):
-        w = int(window[i])
-        rec = {"index": int(stats.index[i]), "time": round(float(stats.time[i]), 4),
-               "sharpness": round(float(stats.sharpness[i]), 2), "window": w, "kept": i in kept_set, "reason": ""}
-        if i in dup_of:
-            j, diff = dup_of[i]
-            rec["reason"] = f"near-duplicate (of frame {int(stats.index[j])}, difference {diff:.2f})"
-        elif i not in kept_set:
-            b = best_of_window[w]
-            rec["reason"] = f"less sharp (frame {int(stats.index[b])} wins window {w})"
-        records.append(rec)
-    return Selection(target, [int(stats.index[i]) for i in kept], records)
+            kept.append(i)
+            last = (i, th)
+    return kept, duplicates
+
+
+def _windows(u: np.ndarray, target: int) -> np.ndarray:
+    """[N] int64 window of each frame: ``u`` (non-decreasing, in [0, 1)) cut into the
+    fewest equal windows, at least ``target``, of which at least ``target`` hold a frame
+    (bisection on the count; the count of non-empty windows grows with it)."""
+    def cut(m: int) -> np.ndarray:
+        return np.minimum((u * m).astype(np.int64), m - 1)
+
+    def filled(m: int) -> int:
+        return 1 + int(np.count_nonzero(np.diff(cut(m))))
+
+    lo, hi = target, target
+    limit = max(target, len(u)) << 12   # beyond, frames that close are one (w = 1 and a still camera)
+    while filled(hi) < target and hi < limit:
+        lo, hi = hi, hi * 2
+    if lo < hi:
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if filled(mid) >= target else (mid, hi)
+    return cut(hi)
 
 
 def frame_name(index: int) -> str:
@@ -239,28 +223,19 @@ def frame_name(index: int) -> str:
     return f"frame_{index:06d}.jpg"
 
 
-def _duration(t: np.ndarray) -> float:
-    if len(t) < 2:
-        return 0.0
-    step = float(np.median(np.diff(t)))
-    return float(t[-1] - t[0]) + step
-
-
 def _window_axis(stats: FrameStats, w: float) -> np.ndarray:
-    """[N] float64 in [0, 1): the mixed motion / time axis of the module docstring."""
+    """[N] float64 in [0, 1): the mixed moving-time / time axis of the module docstring."""
     n = len(stats.time)
     if n == 1:
         return np.zeros(1)
-    t = stats.time - stats.time[0]
-    step = float(np.median(np.diff(stats.time))) or 1e-3
-    t_axis = t / (t[-1] + step)
-    moving = (stats.motion() > STILL_THRESHOLD).astype(np.float64)
-    cm = np.cumsum(moving) - moving[0]
-    total = cm[-1]
+    d = stats.durations()
+    t_axis = (stats.time - stats.time[0]) / (stats.time[-1] - stats.time[0] + d[-1])
+    moving = (stats.motion() > STILL_THRESHOLD) * d
+    s = np.concatenate([[0.0], np.cumsum(moving)[:-1]])
+    total = moving.sum()
     if total <= 0 or w <= 0:
         return t_axis
-    m_axis = cm / total * (n - 1) / n  # keep the last frame below 1
-    return w * m_axis + (1.0 - w) * t_axis
+    return w * s / total + (1.0 - w) * t_axis
 
 
 def write_frames(frames: Iterable[DecodedFrame], kept: list[int], out_dir: Path, cfg: FramesConfig,

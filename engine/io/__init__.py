@@ -1,5 +1,9 @@
-"""Splat and mesh file formats: 3DGS PLY read/write (``engine.io.ply``)."""
+"""Splat and mesh file formats: 3DGS PLY read/write (``engine.io.ply``), the generic PLY
+parser under it (``ply_format``), the checks on read Gaussians (``splat_checks``) and the
+route from a point cloud or mesh PLY to splats (``ply_points``)."""
 
-from engine.io.ply import GaussianPly, PlyWarning, read_ply, write_ply
+from engine.io.ply import GaussianPly, NotGaussiansError, PlyWarning, read_ply, write_ply
+from engine.io.ply_points import open_splats, splats_from_points
 
-__all__ = ["GaussianPly", "PlyWarning", "read_ply", "write_ply"]
+__all__ = ["GaussianPly", "NotGaussiansError", "PlyWarning", "open_splats", "read_ply", "splats_from_points",
+           "write_ply"]

@@ -37,9 +37,27 @@ of G, then those of B, i.e. ``f_rest_{c * M + m} = shN[n, m, c]``. ``M`` is 0, 3
 
 Reading accepts more than the writer produces: the properties in any order, ``float``
 or ``double`` values, ``ascii``, ``binary_little_endian`` and ``binary_big_endian``
-formats, extra properties (ignored) and extra elements (ignored; elements with
-fixed-size records may also precede ``vertex``). Everything is vectorised through NumPy
-structured dtypes; there is no Python loop over vertices.
+formats, extra elements (ignored; elements with fixed-size records may also precede
+``vertex``). Parsing is vectorised through NumPy structured dtypes (engine/io/ply_format.py);
+there is no Python loop over vertices.
+
+What reading keeps, repairs and refuses (each repair is a :class:`PlyWarning` naming the
+file, also kept in ``GaussianPly.notes``):
+
+- Unknown per-splat properties of ``vertex`` (``filter_3D``, ``red``, a tool's labels)
+  are kept in ``GaussianPly.extra`` at their own type and written back after ``rot_3``
+  by :func:`write_ply`, so a read-modify-write round trip keeps them. Normals are not kept
+  (the writer always writes zeros); extra elements are ignored.
+- SH degree 4 or higher (``f_rest`` count ``3 * ((d + 1)^2 - 1)``: 72, 105, ...) is cut
+  to degree 3 (the first 15 coefficients of each channel): the renderer stops at 3.
+- A Gaussian with a non-finite position, scale, rotation, opacity or colour, or an
+  all-zero quaternion, is dropped; the counts per reason are in ``GaussianPly.dropped_by``.
+- A Gaussian whose largest standard deviation exceeds :data:`HUGE_SCALE_RATIO` times the
+  scene's robust extent (the 90th-percentile distance of the centres from their median)
+  is dropped: one such splat (sigma ~1e17 is seen in the wild) covers every view and
+  moves the framing; counted as ``dropped_by["huge scale"]``.
+- A point cloud or a mesh raises :class:`NotGaussiansError` (a PlyError); the route to
+  view one as splats is :func:`engine.io.ply_points.open_splats`.
 """
 
 from __future__ import annotations
@@ -48,7 +66,7 @@ import os
 import tempfile
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -57,8 +75,13 @@ import numpy as np
 from engine.errors import PlyError
 from engine.fileio import fsync_dir
 
+from .ply_format import PLY_NAMES, Element, column_reader, open_ply, parse_header, read_element
+from .splat_checks import HUGE_SCALE_RATIO, huge_scale, invalid_values
+
 __all__ = [
     "GaussianPly",
+    "HUGE_SCALE_RATIO",
+    "NotGaussiansError",
     "PlyWarning",
     "read_ply",
     "read_point_cloud",
@@ -71,27 +94,22 @@ __all__ = [
 _SH_REST_PER_CHANNEL = {0: 0, 1: 3, 2: 8, 3: 15}
 # f_rest property count (3 * M) -> SH degree.
 _REST_COUNT_TO_DEGREE = {3 * m: d for d, m in _SH_REST_PER_CHANNEL.items()}
+_MAX_FILE_SH_DEGREE = 10      # degrees 4..10 are cut to 3; beyond is no SH file anyone writes
 
-# PLY scalar type names (both spellings of the spec) -> NumPy type code without byte order.
-_PLY_TYPES = {
-    "char": "i1", "int8": "i1",
-    "uchar": "u1", "uint8": "u1",
-    "short": "i2", "int16": "i2",
-    "ushort": "u2", "uint16": "u2",
-    "int": "i4", "int32": "i4",
-    "uint": "u4", "uint32": "u4",
-    "float": "f4", "float32": "f4",
-    "double": "f8", "float64": "f8",
-}
-_FORMATS = {"ascii": None, "binary_little_endian": "<", "binary_big_endian": ">"}
-
-_MAX_HEADER_BYTES = 1 << 20   # a Gaussian header is ~2 KB; refuse runaway "headers"
-_MAX_HEADER_LINE = 4096
 _WRITE_CHUNK_ROWS = 1 << 18   # rows per chunk when writing, bounds the temporary copy
+_STD = " std"                 # field of the standard columns in a record (a space: no PLY name has one)
 
 
 class PlyWarning(UserWarning):
     """Something in a PLY file was repaired or skipped (e.g. invalid Gaussians dropped)."""
+
+
+class NotGaussiansError(PlyError):
+    """The PLY holds points or a mesh, not 3D Gaussians. ``kind`` is "point cloud" or "mesh"."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(eq=False)
@@ -106,8 +124,15 @@ class GaussianPly:
     shN:       [N, M, 3] float32, higher SH coefficients, coefficient-major and
                channel-last: ``shN[n, m, c]`` is coefficient ``m + 1`` of channel ``c``.
                M is 0, 3, 8 or 15 for SH degree 0, 1, 2, 3.
-    dropped:   set by :func:`read_ply`: how many records of the file were dropped because
-               they held non-finite values or an all-zero quaternion (0 otherwise).
+    dropped:   set by :func:`read_ply`: how many records of the file were dropped (0 otherwise).
+    dropped_by: set by :func:`read_ply`: {reason: count} of the dropped records, reasons
+               "non-finite position|scale|rotation|opacity|colour", "zero rotation",
+               "huge scale"; a record can count under several non-finite reasons.
+    extra:     {property name: [N] array} of per-splat properties outside the 3DGS layout,
+               each at its file type (int8..uint32, float32, float64); written back after
+               ``rot_3`` by :func:`write_ply`.
+    notes:     set by :func:`read_ply` and the converters: one line per repair or
+               conversion, naming the file (the same text as the PlyWarning).
     """
 
     means: np.ndarray
@@ -117,6 +142,9 @@ class GaussianPly:
     sh0: np.ndarray
     shN: np.ndarray
     dropped: int = 0
+    dropped_by: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return int(np.shape(self.means)[0])
@@ -130,8 +158,19 @@ class GaussianPly:
                 return degree
         raise ValueError(f"shN has {m} coefficients per channel; expected 0, 3, 8 or 15")
 
+    def subset(self, keep: np.ndarray) -> GaussianPly:
+        """The Gaussians where ``keep`` ([N] bool) is true, extra properties included; the
+        bookkeeping (dropped, dropped_by, notes) is carried over unchanged."""
+        return GaussianPly(
+            means=self.means[keep], scales=self.scales[keep], quats=self.quats[keep],
+            opacities=self.opacities[keep], sh0=self.sh0[keep], shN=self.shN[keep],
+            dropped=self.dropped, dropped_by=dict(self.dropped_by),
+            extra={k: v[keep] for k, v in self.extra.items()}, notes=list(self.notes),
+        )
+
     def validate(self) -> None:
-        """Raise ValueError unless every array has the documented shape for one N."""
+        """Raise ValueError unless every array has the documented shape for one N and every
+        extra property is a writable [N] column with a PLY-compatible name and type."""
         n = len(self)
         expected = {
             "means": (n, 3), "scales": (n, 3), "quats": (n, 4),
@@ -145,6 +184,15 @@ class GaussianPly:
         if len(shn) != 3 or shn[0] != n or shn[2] != 3:
             raise ValueError(f"GaussianPly.shN has shape {shn}; expected ({n}, M, 3)")
         self.sh_degree  # noqa: B018 -- raises for an unsupported M
+        standard = set(gaussian_property_names(3)) | {f"f_rest_{i}" for i in range(3 * 15)}
+        for name, values in self.extra.items():
+            if not name or any(c.isspace() for c in name) or not name.isascii() or name in standard:
+                raise ValueError(f"GaussianPly.extra has the property name {name!r}, which a PLY cannot hold "
+                                 "beside the 3DGS layout")
+            a = np.asarray(values)
+            if a.shape != (n,) or a.dtype.str[1:] not in PLY_NAMES:
+                raise ValueError(f"GaussianPly.extra[{name!r}] is {a.dtype} {a.shape}; expected ({n},) of "
+                                 "int8..uint32, float32 or float64")
 
 
 def sh_degree_for_rest_count(count: int) -> int:
@@ -156,7 +204,8 @@ def sh_degree_for_rest_count(count: int) -> int:
 
 
 def gaussian_property_names(sh_degree: int) -> list[str]:
-    """The vertex property names, in file order, that :func:`write_ply` writes."""
+    """The vertex property names, in file order, that :func:`write_ply` writes (before
+    any extra properties)."""
     k = 3 * _SH_REST_PER_CHANNEL[sh_degree]
     return (
         ["x", "y", "z", "nx", "ny", "nz", "f_dc_0", "f_dc_1", "f_dc_2"]
@@ -176,22 +225,27 @@ def _as_gaussians(g: GaussianPly | Mapping) -> GaussianPly:
         missing = [k for k in keys if k not in g]
         if missing:
             raise ValueError(f"Gaussian dict lacks {', '.join(missing)}")
-        return GaussianPly(**{k: g[k] for k in keys})
+        return GaussianPly(**{k: g[k] for k in keys}, extra=dict(g.get("extra") or {}))
     raise TypeError(f"expected GaussianPly or a mapping, got {type(g).__name__}")
 
 
-def _header_bytes(n: int, sh_degree: int) -> bytes:
+def _header_bytes(n: int, sh_degree: int, extra: Mapping[str, np.ndarray] = {}) -> bytes:  # noqa: B006
     lines = ["ply", "format binary_little_endian 1.0", f"element vertex {n}"]
     lines += [f"property float {name}" for name in gaussian_property_names(sh_degree)]
+    lines += [f"property {PLY_NAMES[a.dtype.str[1:]]} {name}" for name, a in extra.items()]
     lines.append("end_header")
     return ("\n".join(lines) + "\n").encode("ascii")
 
 
 def _write_vertices(f: BinaryIO, g: GaussianPly) -> None:
-    """Write the binary body: N rows of little-endian float32 in file property order."""
+    """Write the binary body: N little-endian records, float32 columns in file property
+    order, then the extra properties at their own types."""
     n = len(g)
     m = int(np.shape(g.shN)[1])
     ncols = 9 + 3 * m + 8
+    record = None
+    if g.extra:  # the standard columns as one float32 sub-array, then each extra field
+        record = np.dtype([(_STD, "<f4", (ncols,))] + [(k, "<" + v.dtype.str[1:]) for k, v in g.extra.items()])
     for start in range(0, n, _WRITE_CHUNK_ROWS):
         stop = min(n, start + _WRITE_CHUNK_ROWS)
         rows = np.zeros((stop - start, ncols), dtype="<f4")  # normals stay zero
@@ -204,19 +258,27 @@ def _write_vertices(f: BinaryIO, g: GaussianPly) -> None:
         rows[:, o] = g.opacities[start:stop]
         rows[:, o + 1:o + 4] = g.scales[start:stop]
         rows[:, o + 4:o + 8] = g.quats[start:stop]
+        if record is not None:
+            rec = np.empty(stop - start, record)
+            rec[_STD] = rows
+            for k, v in g.extra.items():
+                rec[k] = v[start:stop]
+            rows = rec
         f.write(rows.tobytes())
 
 
 def write_ply(path: str | os.PathLike, g: GaussianPly | Mapping) -> None:
     """Write Gaussians as a standard binary little-endian 3DGS PLY, atomically.
 
-    ``g`` is a :class:`GaussianPly` or a mapping with the same keys. Arrays are cast to
-    float32 (float32 input is written bit-exactly, NaN/inf included). The file is first
-    written to a temporary file in the destination folder, flushed and fsync'ed, then
-    moved over ``path`` with ``os.replace``: a crash leaves either the previous file or
-    the complete new one, never a partial file.
+    ``g`` is a :class:`GaussianPly` or a mapping with the same keys (``extra`` optional).
+    Arrays are cast to float32 (float32 input is written bit-exactly, NaN/inf included);
+    ``g.extra`` columns follow ``rot_3`` at their own types, in their dict order. The file
+    is first written to a temporary file in the destination folder, flushed and fsync'ed,
+    then moved over ``path`` with ``os.replace``: a crash leaves either the previous file
+    or the complete new one, never a partial file.
 
-    Raises ValueError on inconsistent array shapes, OSError on I/O failure.
+    Raises ValueError on inconsistent array shapes or an unwritable extra property,
+    OSError on I/O failure.
     """
     g = _as_gaussians(g)
     g.validate()
@@ -227,13 +289,14 @@ def write_ply(path: str | os.PathLike, g: GaussianPly | Mapping) -> None:
         opacities=np.asarray(g.opacities, dtype=np.float32),
         sh0=np.asarray(g.sh0, dtype=np.float32),
         shN=np.asarray(g.shN, dtype=np.float32),
+        extra={k: np.asarray(v) for k, v in g.extra.items()},
     )
     path = Path(path)
     folder = path.parent
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(_header_bytes(len(g), g.sh_degree))
+            f.write(_header_bytes(len(g), g.sh_degree, g.extra))
             _write_vertices(f, g)
             f.flush()
             os.fsync(f.fileno())
@@ -254,92 +317,15 @@ def write_ply(path: str | os.PathLike, g: GaussianPly | Mapping) -> None:
 # --------------------------------------------------------------------------- reading
 
 
-@dataclass
-class _Element:
-    name: str
-    count: int
-    props: list[tuple[str, str]]  # (name, numpy type code) for scalar properties
-    has_list: bool = False
+def _file_sh_degree(k: int) -> int | None:
+    """SH degree of a file with ``k`` f_rest properties (any degree), or None."""
+    for d in range(_MAX_FILE_SH_DEGREE + 1):
+        if k == 3 * ((d + 1) ** 2 - 1):
+            return d
+    return None
 
 
-def _parse_header(f: BinaryIO, where: str) -> tuple[str, list[_Element]]:
-    """Parse the header; leaves ``f`` at the first body byte. Returns (format, elements)."""
-    first = f.readline(_MAX_HEADER_LINE)
-    if not first:
-        raise PlyError(f"{where}: not a PLY file (empty file)")
-    if first.rstrip(b"\r\n") != b"ply":
-        raise PlyError(f"{where}: not a PLY file (it does not start with 'ply')")
-    fmt: str | None = None
-    elements: list[_Element] = []
-    total = len(first)
-    while True:
-        raw = f.readline(_MAX_HEADER_LINE)
-        total += len(raw)
-        if not raw:
-            raise PlyError(f"{where}: not a valid PLY file (the header has no 'end_header')")
-        if not raw.endswith(b"\n") or total > _MAX_HEADER_BYTES:
-            raise PlyError(f"{where}: not a valid PLY file (header line too long or no 'end_header')")
-        try:
-            line = raw.decode("ascii").strip()
-        except UnicodeDecodeError:
-            raise PlyError(f"{where}: not a valid PLY file (non-ASCII bytes in the header)") from None
-        if line == "end_header":
-            break
-        words = line.split()
-        if not words or words[0] in ("comment", "obj_info"):
-            continue
-        key = words[0]
-        if key == "format":
-            if len(words) != 3 or words[1] not in _FORMATS:
-                raise PlyError(f"{where}: unsupported PLY format line {line!r}")
-            if words[2] != "1.0":
-                raise PlyError(f"{where}: unsupported PLY version {words[2]!r} (expected 1.0)")
-            fmt = words[1]
-        elif key == "element":
-            if len(words) != 3:
-                raise PlyError(f"{where}: malformed header line {line!r}")
-            try:
-                count = int(words[2])
-            except ValueError:
-                raise PlyError(f"{where}: element {words[1]!r} has a non-integer count {words[2]!r}") from None
-            if count < 0:
-                raise PlyError(f"{where}: element {words[1]!r} has a negative count {count}")
-            elements.append(_Element(words[1], count, []))
-        elif key == "property":
-            if not elements:
-                raise PlyError(f"{where}: property before any element in header line {line!r}")
-            el = elements[-1]
-            if len(words) == 5 and words[1] == "list":
-                if words[2] not in _PLY_TYPES or words[3] not in _PLY_TYPES:
-                    raise PlyError(f"{where}: unknown type in header line {line!r}")
-                el.has_list = True
-                continue
-            if len(words) != 3 or words[1] not in _PLY_TYPES:
-                raise PlyError(f"{where}: unknown property type in header line {line!r}")
-            if any(name == words[2] for name, _ in el.props):
-                raise PlyError(f"{where}: property {words[2]!r} of element {el.name!r} is declared twice")
-            el.props.append((words[2], _PLY_TYPES[words[1]]))
-        else:
-            raise PlyError(f"{where}: unknown header line {line!r}")
-    if fmt is None:
-        raise PlyError(f"{where}: not a valid PLY file (the header has no 'format' line)")
-    return fmt, elements
-
-
-def _open(path: str | os.PathLike) -> BinaryIO:
-    try:
-        return open(path, "rb")
-    except OSError as e:
-        raise PlyError(f"{path}: cannot read ({e.strerror or e})") from e
-
-
-def _read_vertices(f: BinaryIO, where: str, fmt: str, elements: list[_Element], vertex: _Element) -> np.ndarray:
-    if fmt == "ascii":
-        return _read_ascii(f, where, elements, vertex)
-    return _read_binary(f, where, fmt, elements, vertex)
-
-
-def _check_gaussian_properties(where: str, elements: list[_Element]) -> tuple[_Element, int]:
+def _check_gaussian_properties(where: str, elements: list[Element]) -> tuple[Element, int]:
     """Find the vertex element, check it holds Gaussians; return (vertex element, f_rest count)."""
     vertex = next((e for e in elements if e.name == "vertex"), None)
     if vertex is None:
@@ -352,26 +338,29 @@ def _check_gaussian_properties(where: str, elements: list[_Element]) -> tuple[_E
             "not supported; export or convert it to a standard 3DGS PLY first (e.g. with SuperSplat or "
             "splat-transform)"
         )
-    required = gaussian_property_names(0)
-    required = [p for p in required if p not in ("nx", "ny", "nz")]
+    required = [p for p in gaussian_property_names(0) if p not in ("nx", "ny", "nz")]
     missing = [p for p in required if p not in types]
     if missing:
         gaussian_only = [p for p in required if p not in ("x", "y", "z")]
-        if any(e.name == "face" for e in elements):
-            kind = "is a mesh"
-        elif all(p in missing for p in gaussian_only):
-            kind = "is a point cloud"
-        else:
-            kind = "is an incomplete Gaussian PLY"
-        raise PlyError(f"{where}: {kind}, not 3D Gaussians: missing {', '.join(missing)}")
+        has_xyz = all(p in types for p in ("x", "y", "z"))
+        kind = None
+        if has_xyz and any(e.name == "face" for e in elements):
+            kind = "mesh"
+        elif has_xyz and all(p in missing for p in gaussian_only):
+            kind = "point cloud"
+        if kind is not None:
+            raise NotGaussiansError(
+                f"{where}: is a {kind}, not 3D Gaussians: missing {', '.join(missing)}; the studio opens it as "
+                f"splats of a default size (engine.io.ply_points.open_splats)", kind)
+        raise PlyError(f"{where}: is an incomplete Gaussian PLY, not 3D Gaussians: missing {', '.join(missing)}")
     if vertex.has_list:
         raise PlyError(f"{where}: the 'vertex' element has list properties, unsupported for 3D Gaussians")
     rest = [name for name, _ in vertex.props if name.startswith("f_rest_")]
     k = len(rest)
-    if k not in _REST_COUNT_TO_DEGREE:
+    if _file_sh_degree(k) is None:
         raise PlyError(
             f"{where}: has {k} f_rest properties; a 3DGS PLY has 0, 9, 24 or 45 "
-            f"(SH degree 0, 1, 2 or 3)"
+            f"(SH degree 0, 1, 2 or 3; 72, 105, ... for degree 4 and up, which is cut to 3)"
         )
     if set(rest) != {f"f_rest_{i}" for i in range(k)}:
         raise PlyError(f"{where}: f_rest properties are not numbered f_rest_0 .. f_rest_{k - 1}")
@@ -381,125 +370,43 @@ def _check_gaussian_properties(where: str, elements: list[_Element]) -> tuple[_E
     return vertex, k
 
 
-def _read_binary(f: BinaryIO, where: str, fmt: str, elements: list[_Element], vertex: _Element) -> np.ndarray:
-    order = _FORMATS[fmt]
-    offset = f.tell()
-    file_size = os.fstat(f.fileno()).st_size
-    # Skip fixed-size elements declared before 'vertex'.
-    for el in elements:
-        if el is vertex:
-            break
-        if el.has_list:
-            raise PlyError(
-                f"{where}: element {el.name!r} with list properties precedes 'vertex' in a "
-                f"binary PLY; unsupported"
-            )
-        offset += el.count * np.dtype([(n, order + t) for n, t in el.props]).itemsize
-    dtype = np.dtype([(n, order + t) for n, t in vertex.props])
-    if vertex.count == 0:
-        return np.zeros(0, dtype=dtype)
-    need = vertex.count * dtype.itemsize
-    have = max(0, file_size - offset)
-    if need > have:
-        # Refuse before allocating anything: a header may claim billions of vertices.
-        raise PlyError(
-            f"{where}: truncated body: the header declares {vertex.count} vertices "
-            f"({need} bytes) but only {have} bytes follow"
-        )
-    f.seek(offset)
-    data = np.fromfile(f, dtype=dtype, count=vertex.count)
-    if data.shape[0] != vertex.count:
-        raise PlyError(f"{where}: truncated body: read {data.shape[0]} of {vertex.count} vertices")
-    return data
-
-
-def _read_ascii(f: BinaryIO, where: str, elements: list[_Element], vertex: _Element) -> np.ndarray:
-    offset = f.tell()
-    file_size = os.fstat(f.fileno()).st_size
-    nprops = len(vertex.props)
-    # Every value needs at least one character and one separator.
-    if vertex.count * nprops * 2 > file_size - offset + 1:
-        raise PlyError(
-            f"{where}: truncated body: the header declares {vertex.count} vertices but the "
-            f"ASCII body has only {file_size - offset} bytes"
-        )
-    skip = 0
-    for el in elements:  # in ASCII each element instance is one line
-        if el is vertex:
-            break
-        skip += el.count
-    body = f.read()
-    if skip + vertex.count > body.count(b"\n") + 1:
-        raise PlyError(f"{where}: truncated body: fewer than {skip + vertex.count} element lines")
-    lines = body.split(b"\n", skip + vertex.count)
-    if len(lines) < skip + vertex.count or (vertex.count and not lines[skip + vertex.count - 1].strip()):
-        raise PlyError(f"{where}: truncated body: fewer than {vertex.count} vertex lines")
-    tokens = b" ".join(lines[skip:skip + vertex.count]).split()
-    if len(tokens) != vertex.count * nprops:
-        raise PlyError(
-            f"{where}: malformed ASCII body: expected {vertex.count} x {nprops} values, "
-            f"found {len(tokens)}"
-        )
-    try:
-        values = np.array(tokens, dtype=np.float64).reshape(vertex.count, nprops)
-    except ValueError as exc:
-        raise PlyError(f"{where}: malformed ASCII body: {exc}") from None
-    data = np.empty(vertex.count, dtype=np.dtype([(n, np.float64) for n, _ in vertex.props]))
-    for j, (name, _) in enumerate(vertex.props):  # loop over properties, not vertices
-        data[name] = values[:, j]
-    return data
-
-
-def _column_reader(data: np.ndarray):
-    """Return ``columns(names) -> [N, len(names)] float32`` over a structured array.
-
-    When every field has the same type (the usual all-float file) the records are viewed
-    as one [N, P] matrix and columns are gathered in a single pass; otherwise field by field.
-    """
-    fields = data.dtype.names
-    types = {data.dtype.fields[name][0] for name in fields}
-    if len(types) == 1 and data.dtype.itemsize == len(fields) * next(iter(types)).itemsize:
-        base = next(iter(types))
-        mat = data.view(base).reshape(data.shape[0], len(fields))
-        index = {name: j for j, name in enumerate(fields)}
-
-        def columns(names: list[str]) -> np.ndarray:
-            picked = np.take(mat, [index[n] for n in names], axis=1)
-            return np.ascontiguousarray(picked, dtype=np.float32)
-    else:
-        def columns(names: list[str]) -> np.ndarray:
-            out = np.empty((data.shape[0], len(names)), dtype=np.float32)
-            for j, name in enumerate(names):
-                out[:, j] = data[name]
-            return out
-    return columns
-
-
-def read_ply(path: str | os.PathLike) -> GaussianPly:
+def read_ply(path: str | os.PathLike, *, max_scale_ratio: float | None = HUGE_SCALE_RATIO,
+             warn: bool = True) -> GaussianPly:
     """Read a 3DGS PLY file into float32 arrays (see :class:`GaussianPly`).
 
     The SH degree is inferred from the number of ``f_rest_*`` properties (0, 9, 24, 45 ->
-    degree 0, 1, 2, 3). A file written by :func:`write_ply` round-trips bit-exactly.
-    ``double`` properties are rounded to float32.
+    degree 0, 1, 2, 3; a higher degree is cut to 3 with a warning). A file written by
+    :func:`write_ply` round-trips bit-exactly, extra properties included. ``double``
+    Gaussian properties are rounded to float32; extra properties keep their type.
 
-    Records with a non-finite value in any Gaussian property, or an all-zero quaternion,
-    are dropped; the count is stored in ``result.dropped`` and reported with a
-    :class:`PlyWarning`.
+    Dropped, each with a :class:`PlyWarning` naming the file and the count per reason
+    (also in ``result.notes``, ``result.dropped`` and ``result.dropped_by``): records with
+    a non-finite position, scale, rotation, opacity or colour, or an all-zero quaternion;
+    records whose largest sigma exceeds ``max_scale_ratio`` x the robust extent of the
+    centres (None keeps them; see :func:`engine.io.splat_checks.huge_scale`). ``warn=False``
+    leaves the notes in ``result.notes`` only (for a caller that shows them itself).
 
     Raises PlyError (naming the file and the problem) if the file cannot be opened, is
-    not a PLY, is truncated, is a point cloud or mesh rather than Gaussians, is a
-    compressed splat PLY, or has an unsupported f_rest count.
+    not a PLY, is truncated, is a compressed splat PLY or has an unsupported f_rest count;
+    :class:`NotGaussiansError` for a point cloud or a mesh.
     """
     where = str(path)
-    with _open(path) as f:
-        fmt, elements = _parse_header(f, where)
+    with open_ply(path) as f:
+        fmt, elements = parse_header(f, where)
         vertex, k = _check_gaussian_properties(where, elements)
-        data = _read_vertices(f, where, fmt, elements, vertex)
+        data = read_element(f, where, fmt, elements, vertex)
 
     n = data.shape[0]
-    m = k // 3
-    columns = _column_reader(data)
-    rest = columns([f"f_rest_{i}" for i in range(k)])
+    notes: list[str] = []
+    m_file = k // 3
+    m = min(m_file, _SH_REST_PER_CHANNEL[3])
+    if m_file > m:
+        notes.append(f"{where}: SH degree {_file_sh_degree(k)} ({k} f_rest properties) cut to degree 3 (45): "
+                     f"the higher coefficients are dropped (the renderer stops at degree 3)")
+    columns = column_reader(data)
+    # channel-major in the file: channel c's first m coefficients are f_rest_{c * m_file + i}
+    rest = columns([f"f_rest_{c * m_file + i}" for c in range(3) for i in range(m)])
+    known = set(gaussian_property_names(0)) | {f"f_rest_{i}" for i in range(k)}
     g = GaussianPly(
         means=columns(["x", "y", "z"]),
         scales=columns(["scale_0", "scale_1", "scale_2"]),
@@ -508,31 +415,32 @@ def read_ply(path: str | os.PathLike) -> GaussianPly:
         sh0=columns(["f_dc_0", "f_dc_1", "f_dc_2"]),
         # channel-major [N, 3M] -> [N, 3, M] -> [N, M, 3]
         shN=np.ascontiguousarray(rest.reshape(n, 3, m).transpose(0, 2, 1)),
+        extra={name: np.ascontiguousarray(data[name]).astype(t) for name, t in vertex.props if name not in known},
     )
     del data
 
-    valid = (
-        np.isfinite(g.means).all(axis=1)
-        & np.isfinite(g.scales).all(axis=1)
-        & np.isfinite(g.quats).all(axis=1)
-        & np.isfinite(g.opacities)
-        & np.isfinite(g.sh0).all(axis=1)
-        & np.isfinite(rest).all(axis=1)
-        & (g.quats != 0).any(axis=1)
-    )
-    dropped = int(n - np.count_nonzero(valid))
-    if dropped:
-        warnings.warn(
-            f"{where}: dropped {dropped} of {n} Gaussians with non-finite values or a zero "
-            f"quaternion",
-            PlyWarning,
-            stacklevel=2,
-        )
-        g = GaussianPly(
-            means=g.means[valid], scales=g.scales[valid], quats=g.quats[valid],
-            opacities=g.opacities[valid], sh0=g.sh0[valid], shN=g.shN[valid],
-        )
-    g.dropped = dropped
+    dropped_by: dict[str, int] = {}
+    bad = invalid_values(g.means, g.scales, g.quats, g.opacities, g.sh0, rest)
+    invalid = np.zeros(n, bool)
+    for reason, mask in bad.items():
+        if mask.any():
+            dropped_by[reason] = int(np.count_nonzero(mask))
+            invalid |= mask
+    if invalid.any():
+        counts = ", ".join(f"{r}: {c}" for r, c in dropped_by.items())
+        notes.append(f"{where}: dropped {int(invalid.sum())} of {n} Gaussians with invalid values ({counts})")
+    keep = ~invalid
+    if max_scale_ratio is not None and keep.any():
+        huge, why = huge_scale(g.means[keep], g.scales[keep], max_scale_ratio)
+        if huge.any():
+            dropped_by["huge scale"] = int(np.count_nonzero(huge))
+            notes.append(f"{where}: dropped {dropped_by['huge scale']} of {n} Gaussians with a huge scale ({why})")
+            keep[np.flatnonzero(keep)[huge]] = False
+    if not keep.all():
+        g = g.subset(keep)
+    for note in notes if warn else ():
+        warnings.warn(note, PlyWarning, stacklevel=2)
+    g.dropped, g.dropped_by, g.notes = int(n - np.count_nonzero(keep)), dropped_by, notes
     return g
 
 
@@ -546,15 +454,15 @@ def read_point_cloud(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray | 
     :func:`read_ply`; PlyError naming the file for anything it cannot read.
     """
     where = str(path)
-    with _open(path) as f:
-        fmt, elements = _parse_header(f, where)
+    with open_ply(path) as f:
+        fmt, elements = parse_header(f, where)
         vertex = next((e for e in elements if e.name == "vertex"), None)
         types = dict(vertex.props) if vertex is not None else {}
         if not all(k in types for k in ("x", "y", "z")):
             raise PlyError(f"{where}: has no 'vertex' element with x, y, z properties")
         if vertex.has_list:
             raise PlyError(f"{where}: the 'vertex' element has list properties, unsupported for a point cloud")
-        data = _read_vertices(f, where, fmt, elements, vertex)
+        data = read_element(f, where, fmt, elements, vertex)
     xyz = np.stack([np.asarray(data[k], np.float64) for k in ("x", "y", "z")], 1)
     colors = None
     for names in (("red", "green", "blue"), ("r", "g", "b"), ("diffuse_red", "diffuse_green", "diffuse_blue")):

@@ -141,6 +141,19 @@ def test_export_then_view_ply_and_orbit(driver, tmp_path):
     assert np.abs(a.astype(int) - b.astype(int)).mean() > 0.5  # the view moved
 
 
+def test_point_cloud_ply_opens_as_splats_with_a_note(driver, tmp_path):
+    rng = np.random.default_rng(5)
+    xyz = rng.normal(size=(50, 3)).astype("<f4")
+    path = tmp_path / "cloud.ply"
+    path.write_bytes(b"ply\nformat binary_little_endian 1.0\nelement vertex 50\nproperty float x\n"
+                     b"property float y\nproperty float z\nend_header\n" + xyz.tobytes())
+    driver.s.send(M.OpenPly(str(path)))
+    scene = driver.wait(lambda m: isinstance(m, M.SceneLoaded) and m.kind == "ply", 60, "point cloud scene")
+    assert scene.num_gaussians == 50
+    note = next(m for m in driver.backlog + driver.s.poll() if isinstance(m, M.Warning))
+    assert note.text.startswith(f"{path}: a point cloud (50 points), not 3D Gaussians: shown as 50 round splats")
+
+
 def test_stop_saves_and_errors_name_the_file(driver, tiny_dataset, tmp_path):
     s = driver.s
     s.send(M.StartTraining(str(tmp_path / "nowhere"), steps=10))

@@ -1,8 +1,9 @@
 """Input class 5, PLY import for viewing and fine-tuning: SH degree 0-3, files as other
 splat tools write them (no normals, extra properties, another property order, doubles,
 elements before and after 'vertex', CRLF headers), ASCII and big-endian, non-finite
-values and zero quaternions dropped with a count, point clouds / meshes / compressed
-splat files refused with a clear message, a header claiming 2^31 vertices over a tiny
+values and zero quaternions dropped with a count per reason, point clouds / meshes /
+compressed splat files refused by read_ply with a clear message (the route to view point
+clouds and meshes as splats is tested in test_ply_repairs.py), a header claiming 2^31 vertices over a tiny
 body refused without allocating. Files are laid out by hand (tests/robustness/fixtures).
 """
 
@@ -85,8 +86,11 @@ def test_non_finite_and_zero_quaternions_are_dropped_with_a_count(tmp_path, fmt)
     with pytest.warns(PlyWarning) as rec:
         g = read_ply(path)
     assert [str(r.message) for r in rec] == [
-        f"{path}: dropped 5 of 12 Gaussians with non-finite values or a zero quaternion"]
-    assert g.dropped == 5 and len(g) == 7
+        f"{path}: dropped 5 of 12 Gaussians with invalid values (non-finite position: 1, non-finite scale: 1, "
+        "zero rotation: 1, non-finite opacity: 1, non-finite colour: 1)"]
+    assert g.dropped == 5 and len(g) == 7 and g.notes == [str(rec[0].message)]
+    assert g.dropped_by == {"non-finite position": 1, "non-finite scale": 1, "zero rotation": 1,
+                            "non-finite opacity": 1, "non-finite colour": 1}
     _check(g, rows[[0, 2, 3, 7, 8, 10, 11]], 1)
 
 
@@ -104,9 +108,10 @@ def test_not_gaussians_is_said_clearly(tmp_path):
                        b"element vertex 1\nproperty uint packed_position\nproperty uint packed_rotation\n"
                        b"property uint packed_scale\nproperty uint packed_color\nend_header\n" + b"\0" * 20)
     missing = "f_dc_0, f_dc_1, f_dc_2, opacity, scale_0, scale_1, scale_2, rot_0, rot_1, rot_2, rot_3"
+    route = "the studio opens it as splats of a default size (engine.io.ply_points.open_splats)"
     expect = {
-        cloud: f"{cloud}: is a point cloud, not 3D Gaussians: missing {missing}",
-        mesh: f"{mesh}: is a mesh, not 3D Gaussians: missing {missing}",
+        cloud: f"{cloud}: is a point cloud, not 3D Gaussians: missing {missing}; {route}",
+        mesh: f"{mesh}: is a mesh, not 3D Gaussians: missing {missing}; {route}",
         packed: f"{packed}: is a compressed splat PLY (PlayCanvas/SuperSplat 'chunk' + packed_* layout), which is "
                 "not supported; export or convert it to a standard 3DGS PLY first (e.g. with SuperSplat or "
                 "splat-transform)",

@@ -1,0 +1,264 @@
+"""Preflight of host and device memory for a training run, before any image is decoded
+or any model buffer allocated.
+
+From the dataset's image list (image headers, read lazily by Pillow; the camera's size
+where a file cannot be opened) and the run's settings, :func:`estimate` computes:
+
+* host bytes: every image decoded as RGB8 at its training size (longer side at most
+  ``--max-size``; ``engine.ingest.load`` keeps them all), plus the images in flight while
+  decoding: per loader thread one image at its native size as RGB8 with its
+  undistortion maps (2 float32 per pixel), 11 bytes a native pixel.
+* device bytes: the training images as RGBA8 (the trainer uploads every one,
+  ``engine/splat/trainer.py``), the per-pixel buffers of one render at the largest size
+  (image, its gradient, final transmittance, last index, the SSIM partials: 68 bytes a
+  pixel), and the Gaussians times the bytes each takes:
+  the model's state 4 (D + 2 MW + 4) (``engine/splat/model.py``: params [D], two Adam
+  moments [MW], four per-Gaussian scalars), the renderer's per-Gaussian buffers
+  (projection outputs 68, depth-sort pairs 8, screen-space gradients 36), densify's
+  [N, 16] float32 gather buffer (64) and MCMC's five scalars (20). The tile intersections
+  come on top (bounded per pass by ``engine/splat/render.py``): so these are lower bounds.
+
+What is certain is refused, with "needs X, have Y" and the setting to lower: the images
+and the Gaussians the run surely has (the initial ones: the SfM points or
+``--init-points``; for MCMC its exact budget). ADC's ``--max-gaussians`` is a ceiling the
+run may never reach: past memory it is a warning, with the cap that would fit.
+
+Memory available: device: ``$SPIRULA_VRAM_LIMIT`` when set (a testing aid), else the GPU's
+largest device-local heap (engine/profile/driver.py; unknown without the ``vulkan``
+package: then no device check). On a software GPU (lavapipe) device buffers are host
+memory, so host and device needs are checked together against the host's. Host: the
+kernel's MemAvailable (``$SPIRULA_RAM_LIMIT`` overrides it, a testing aid; unknown
+off Linux: then no host check).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import RunConfig
+from .errors import SpirulaError
+
+GiB = float(1 << 30)
+DECODE_BYTES_PER_PIXEL = 3 + 8        # native RGB8 + its undistortion maps, per loader thread
+IMAGE_BUFFER_BYTES_PER_PIXEL = 68     # image 12 + its gradient 12 + final_T 4 + last_index 4 + SSIM partials 36
+RENDER_BYTES_PER_GAUSSIAN = 68 + 8 + 36   # projection outputs, depth-sort pairs, screen-space gradients
+DENSIFY_BYTES_PER_GAUSSIAN = 64       # densify's [N, 16] float32 gather buffer
+MCMC_BYTES_PER_GAUSSIAN = 20          # weights, flags, targets, sources, picks (uint32 each)
+LOADER_THREADS = 8                    # engine.ingest.load's default (at most min(8, CPUs))
+
+
+class MemoryPreflightError(SpirulaError):
+    """The run needs more host or device memory than there is; said before any work."""
+
+
+@dataclass
+class MemoryEstimate:
+    """What a run needs (bytes), from :func:`estimate`. ``sizes``: (width, height) at the
+    training size per image, in the loader's order (sorted by name); ``train``: the
+    indices trained on."""
+
+    dataset: str
+    max_size: int
+    sizes: list[tuple[int, int]]
+    train: list[int]
+    native_pixels: int                 # of the largest image as stored
+    certain_gaussians: int             # the initial count, or MCMC's budget
+    cap_gaussians: int                 # --max-gaussians
+    bytes_per_gaussian: int
+    mcmc: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def host_images(self) -> int:
+        return sum(3 * w * h for w, h in self.sizes)
+
+    @property
+    def host_decoding(self) -> int:
+        return min(LOADER_THREADS, os.cpu_count() or 1, len(self.sizes)) * DECODE_BYTES_PER_PIXEL * self.native_pixels
+
+    @property
+    def host(self) -> int:
+        return self.host_images + self.host_decoding
+
+    @property
+    def device_train_images(self) -> int:
+        return sum(4 * self.sizes[i][0] * self.sizes[i][1] for i in self.train)
+
+    @property
+    def device_images(self) -> int:
+        """The training images as RGBA8 and one render's per-pixel buffers at the largest size."""
+        largest = max((w * h for w, h in self.sizes), default=0)
+        return self.device_train_images + IMAGE_BUFFER_BYTES_PER_PIXEL * largest
+
+    def device(self, gaussians: int | None = None) -> int:
+        n = self.certain_gaussians if gaussians is None else gaussians
+        return self.device_images + n * self.bytes_per_gaussian
+
+
+def bytes_per_gaussian(sh_degree: int, bf16_moments: bool, mcmc: bool) -> int:
+    """Device bytes one Gaussian takes while training (module docstring), D = the packed
+    row's floats (engine/splat/layout.py), MW = D or ceil(D / 2) for bfloat16 moments."""
+    d = 11 + 3 * (sh_degree + 1) ** 2
+    mw = (d + 1) // 2 if bf16_moments else d
+    return (4 * (d + 2 * mw + 4) + RENDER_BYTES_PER_GAUSSIAN + DENSIFY_BYTES_PER_GAUSSIAN
+            + (MCMC_BYTES_PER_GAUSSIAN if mcmc else 0))
+
+
+def estimate(dataset_path: str | os.PathLike, cfg: RunConfig) -> MemoryEstimate:
+    """Read the dataset's image list and headers (no pixels) and estimate the run's
+    memory. Raises DatasetError for a dataset that cannot be read (as loading would)."""
+    from PIL import Image
+
+    from .ingest.images import fit_size
+    from .ingest.load import read_scene
+
+    scene = read_scene(Path(dataset_path))
+    views = sorted(scene.views, key=lambda v: v.name)
+    max_size = cfg.dataset.max_size
+    sizes, native = [], 0
+    for v in views:
+        w, h = v.camera.width, v.camera.height
+        try:
+            with Image.open(v.image_path) as im:   # the header only
+                w, h = im.size
+        except OSError:
+            pass  # loading says what is wrong with it
+        native = max(native, w * h)
+        sizes.append(fit_size(w, h, max_size))
+    k = cfg.dataset.eval_every
+    train = [i for i in range(len(views)) if k <= 0 or i % k != 0] or list(range(len(views)))
+    t = cfg.train
+    mcmc = t.strategy == "mcmc"
+    points = 0 if scene.points is None else len(scene.points)
+    certain = min(t.mcmc_budget, t.max_gaussians) if mcmc else (points or t.init_random_points)
+    return MemoryEstimate(str(dataset_path), max_size, sizes, train, native, certain, t.max_gaussians,
+                          bytes_per_gaussian(t.sh_degree, t.adam_moments == "bf16", mcmc), mcmc)
+
+
+def parse_limit(name: str) -> int | None:
+    """Bytes from the environment variable ``name`` ('64M', '2G', ...), or None if unset."""
+    from .device import _parse_bytes
+
+    return _parse_bytes(os.environ.get(name), name)
+
+
+def host_available() -> tuple[int | None, str]:
+    """(bytes of host memory available, where the number comes from); None if unknown."""
+    limit = parse_limit("SPIRULA_RAM_LIMIT")
+    if limit is not None:
+        return limit, "$SPIRULA_RAM_LIMIT"
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "available host memory"
+    except OSError:
+        pass
+    return None, "unknown"
+
+
+def device_available(gpu) -> tuple[int | None, str]:
+    """(bytes of device memory, where the number comes from); None if unknown or if the
+    device's memory is host memory (a software GPU)."""
+    if gpu.vram_limit is not None:
+        return gpu.vram_limit, "$SPIRULA_VRAM_LIMIT"
+    if gpu.software:
+        return None, "host memory"
+    from .profile.driver import device_limits
+
+    size = device_limits(gpu.device).get("device_local_bytes")
+    return (int(size), f"{gpu.adapter}'s device memory") if size else (None, "unknown")
+
+
+def _gib(b: float) -> str:
+    """Bytes for a message: MiB below a GiB, else GiB."""
+    return f"{b / GiB:.2f} GiB" if b >= GiB else f"{b / (1 << 20):.1f} MiB"
+
+
+def _fitting_max_size(est: MemoryEstimate, room: float, per_pixel: float) -> int | None:
+    """The largest --max-size (multiple of 10) whose images take at most ``room`` bytes,
+    at ``per_pixel`` bytes a training pixel (areas scale with the square of the size)."""
+    pixels = sum(w * h for w, h in est.sizes)
+    if room <= 0 or not pixels:
+        return None
+    longest = max(max(w, h) for w, h in est.sizes)
+    size = int(longest * math.sqrt(room / (pixels * per_pixel))) // 10 * 10
+    return size if size >= 10 else None
+
+
+def check_host(est: MemoryEstimate, software_gpu: bool = False) -> None:
+    """Refuse (MemoryPreflightError) when the decoded images, and on a software GPU the
+    device needs too, pass the host memory available."""
+    have, where = host_available()
+    if have is None:
+        return
+    need = est.host + (est.device() if software_gpu else 0)
+    if need <= have:
+        return
+    n = len(est.sizes)
+    w, h = max(est.sizes, key=lambda s: s[0] * s[1])
+    parts = [f"{n:,} images decoded at up to {w} x {h} px: {_gib(est.host_images)}",
+             f"decoding: {_gib(est.host_decoding)}"]
+    if software_gpu:
+        parts += [f"the software GPU's training images and buffers: {_gib(est.device_images)}",
+                  f"{est.certain_gaussians:,} Gaussians x {est.bytes_per_gaussian} bytes: "
+                  f"{_gib(est.certain_gaussians * est.bytes_per_gaussian)}"]
+    per_pixel = 3 + (4 * len(est.train) / n if software_gpu else 0)
+    fit = _fitting_max_size(est, have - (need - est.host_images - (est.device_images if software_gpu else 0)),
+                            per_pixel)
+    raise MemoryPreflightError(
+        f"{est.dataset}: not enough host memory: needs {_gib(need)} ({'; '.join(parts)}), have {_gib(have)} "
+        f"({where}). Lower --max-size (now {est.max_size} px" + (f"; {fit} would fit" if fit else "") + ")"
+        + (" or --max-gaussians" if software_gpu else "") + ", or use fewer images")
+
+
+def check_device(est: MemoryEstimate, gpu, on_message: Callable[[str], None]) -> None:
+    """Refuse (MemoryPreflightError) when the training images and the Gaussians the run
+    surely has pass the device memory; warn when ADC's cap would (module docstring). On a
+    software GPU, :func:`check_host` with ``software_gpu`` does the check instead."""
+    have, where = device_available(gpu)
+    if have is None:
+        return
+    need = est.device()
+    w, h = max(est.sizes, key=lambda s: s[0] * s[1])
+    per_g = est.bytes_per_gaussian
+    if need > have:
+        what = (f"the MCMC budget of {est.certain_gaussians:,}" if est.mcmc
+                else f"{est.certain_gaussians:,} initial Gaussians")
+        buffers = est.device_images - est.device_train_images
+        fit = _fitting_max_size(est, have - est.certain_gaussians * per_g - buffers,
+                                4.0 * len(est.train) / len(est.sizes))
+        lower = (f"--max-size (now {est.max_size} px" + (f"; {fit} would fit" if fit else "") + ")")
+        if est.mcmc:
+            room = (have - est.device_images) // per_g
+            lower += " or --max-gaussians" + (f" ({room:,} would fit)" if room > 0 else "")
+        raise MemoryPreflightError(
+            f"{est.dataset}: not enough device memory: needs at least {_gib(need)} ({len(est.train):,} training "
+            f"images at up to {w} x {h} px as RGBA8 and render buffers: {_gib(est.device_images)}; {what} x "
+            f"{per_g} bytes: {_gib(est.certain_gaussians * per_g)}), have {_gib(have)} ({where}). Lower {lower}"
+            ", or train on fewer images")
+    if not est.mcmc and est.device(est.cap_gaussians) > have:
+        room = max(0, (have - est.device_images) // per_g)
+        on_message(f"warning: at its cap of {est.cap_gaussians:,} Gaussians (--max-gaussians) the model would need "
+                   f"{_gib(est.device(est.cap_gaussians))} of device memory ({per_g} bytes each plus "
+                   f"{_gib(est.device_images)} of images and buffers), have {_gib(have)} ({where}): the training "
+                   f"stops with out-of-memory if it grows that far; --max-gaussians {room:,} would fit")
+
+
+def preflight(dataset_path: str | os.PathLike, cfg: RunConfig, get_gpu: Callable[[], object],
+              on_message: Callable[[str], None]):
+    """Estimate, check the host, make the GPU (``get_gpu()``), check the device; returns
+    the GPU. Raises DatasetError for an unreadable dataset and MemoryPreflightError, both
+    before the GPU is made when the host check already fails."""
+    est = estimate(dataset_path, cfg)
+    check_host(est)
+    gpu = get_gpu()
+    if gpu.vram_limit is None and gpu.software:
+        check_host(est, software_gpu=True)
+    else:
+        check_device(est, gpu, on_message)
+    return gpu
