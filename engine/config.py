@@ -49,6 +49,7 @@ class TrainConfig:
     init_random_points: int = 100_000
     init_random: str = "views"        # without SfM points: "views" (along the cameras' rays) or "box" (gsplat's cube)
     init_opacity: float = 0.1
+    antialias: bool = False           # Mip-Splatting's 3D smoothing and 2D Mip filters (engine/splat/antialias.py)
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
     log_interval: int = 25            # read the loss back every k steps
@@ -84,7 +85,7 @@ def added_later(section: str) -> dict:
     neither a changed setting on resume nor part of a cached stage's key while default."""
     # init_random is not here: runs saved before it started from another random init
     return {"train": {"adam_moments": TrainConfig.adam_moments, "strategy": TrainConfig.strategy,
-                      "mcmc_budget": TrainConfig.mcmc_budget}}.get(section, {})
+                      "mcmc_budget": TrainConfig.mcmc_budget, "antialias": TrainConfig.antialias}}.get(section, {})
 
 
 def override(cfg, **values):

@@ -260,6 +260,8 @@ class Rasterizer:
         ``filter3d``: [n] float32 3D filter variances for the anti-aliased projection
         (None: classic)."""
         self.gpu.check_gaussians(n, "rendering")
+        if filter3d is not None and filter3d.size < 4 * n:
+            raise ValueError(f"the 3D filter holds {filter3d.size // 4} values for {n} Gaussians")
         self.n, self.view, self.params, self.cams, self.sh_degree = n, view, params, cams, sh_degree
         self.filter3d = filter3d
         self.capacity = None if capacity is None else int(capacity)
