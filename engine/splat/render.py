@@ -50,6 +50,7 @@ from ..profile.driver import device_limits
 from .buffers import BufferSet
 from .camera_table import TILE, View
 from .layout import row_stride
+from .screen_grad import SCREEN_GRAD_STRIDE, pack_screen_grads, split_screen_grads  # noqa: F401 - re-exported
 from .sort import RadixSort, Scan, read_total
 
 
@@ -59,28 +60,6 @@ RASTER_BLOCK = 256  # splats per shared-memory batch of the raster kernels (BLOC
 # shared-memory loads and subgroup sum then serve that many pixels. On the H200 2 against 1:
 # fox @15k 866 -> 837 us, mouse @7k 574 -> 540; 4 was slower (BENCHMARKS.md, seventh session)
 BACKWARD_PIXELS_PER_THREAD = 2
-# screen-space gradient rows (shaders/common/screen_grad.slang): name -> (first column, width)
-SCREEN_GRAD_STRIDE = 9
-SCREEN_GRAD_COLUMNS = {"g_rgb": (0, 3), "g_means2d": (3, 2), "g_conic": (5, 3), "g_opacity": (8, 1)}
-
-
-def split_screen_grads(rows: np.ndarray) -> dict[str, np.ndarray]:
-    """[N, 9] screen-space gradient rows -> {g_rgb [N, 3], g_means2d [N, 2], g_conic [N, 3],
-    g_opacity [N]} (views)."""
-    out = {k: rows[:, c:c + w] for k, (c, w) in SCREEN_GRAD_COLUMNS.items()}
-    out["g_opacity"] = out["g_opacity"][:, 0]
-    return out
-
-
-def pack_screen_grads(g_rgb, g_means2d, g_conic, g_opacity) -> np.ndarray:
-    """The inverse of :func:`split_screen_grads`: [N, 9] float32 rows."""
-    parts = {"g_rgb": g_rgb, "g_means2d": g_means2d, "g_conic": g_conic, "g_opacity": np.asarray(g_opacity)[:, None]}
-    rows = np.zeros((len(g_rgb), SCREEN_GRAD_STRIDE), np.float32)
-    for k, (c, w) in SCREEN_GRAD_COLUMNS.items():
-        rows[:, c:c + w] = parts[k]
-    return rows
-
-
 # Bits of the depth sort key (shaders/project/project.slang): 24 resolve 1.5e-5 of the depth
 # in 3 radix passes (32 bits: 4 passes for precision no render can show).
 DEPTH_KEY_BITS = 24
@@ -140,7 +119,7 @@ class Rasterizer:
       means2d [N, 2] px, conic_opac [N, 4] (conic a b c, sigmoid opacity), rgb [N, 3],
       depths [N], radii [N, 2] int32 (screen half-extent x, y in px; 0 = culled), image [H, W, 3], final_T [H, W],
       last_index [H, W] uint32; the screen-space gradients in one buffer g_screen [N, 9]
-      (SCREEN_GRAD_COLUMNS: rgb, means2d, conic, opacity; :meth:`screen_grads`).
+      (engine/splat/screen_grad.py: rgb, means2d, conic, opacity; :meth:`screen_grads`).
 
     ``filter3d`` (:meth:`setup`): None for the classic projection, or a [N] float32 buffer of
     3D filter variances (world units^2) for the anti-aliased one.
