@@ -100,6 +100,11 @@ class TrainingPanel(QtWidgets.QWidget):
         for label, value in self.MOMENTS:
             self.adam_moments.addItem(label, value)
         self.adam_moments.setToolTip("bfloat16 halves the optimizer's memory: for very large models")
+        self.antialias = QtWidgets.QCheckBox("Mip-Splatting filters")
+        self.antialias.setChecked(TrainConfig.antialias)
+        self.antialias.setToolTip("Anti-aliased training: a 3D smoothing filter from the training cameras' "
+                                  "sampling rates and the 2D Mip filter, so the splats hold up when zooming in "
+                                  "or out; the exported PLY has the 3D filter baked in")
         form.addRow("Preset", self.preset)
         form.addRow("Steps", self.steps)
         form.addRow("Image size", self.max_size)
@@ -108,6 +113,7 @@ class TrainingPanel(QtWidgets.QWidget):
         form.addRow("Densification", self.strategy)
         form.addRow("Max Gaussians", self.max_gaussians)
         form.addRow("Adam moments", self.adam_moments)
+        form.addRow("Anti-aliasing", self.antialias)
         lay.addLayout(form)
 
         row = QtWidgets.QHBoxLayout()
@@ -175,7 +181,8 @@ class TrainingPanel(QtWidgets.QWidget):
         """The settings as StartTraining / StartPipeline fields."""
         return dict(steps=self.steps.value(), max_size=self.max_size.value(), init_points=self.init_points.value(),
                     eval_interval=self.eval_interval.value(), max_gaussians=self.max_gaussians.value(),
-                    adam_moments=self.adam_moments.currentData(), strategy=self.strategy.currentData())
+                    adam_moments=self.adam_moments.currentData(), strategy=self.strategy.currentData(),
+                    antialias=self.antialias.isChecked())
 
     def _pause_clicked(self) -> None:
         (self.resume_requested if self.state == "paused" else self.pause_requested).emit()
@@ -193,7 +200,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.pause_btn.setText("Resume" if state == "paused" else "Pause")
         self.stop_btn.setEnabled(state in ("running", "paused"))
         for w in (self.preset, self.steps, self.max_size, self.eval_interval, self.init_points, self.max_gaussians,
-                  self.adam_moments):
+                  self.adam_moments, self.antialias):
             w.setEnabled(not running)
         self.status.setText(f"{state}: {detail}" if detail else state)
 

@@ -4,11 +4,12 @@
 #   bash benchmarks/h200_quality.sh
 # carry: [".gpu"] with .gpu/{gpu-env.sh,debs,slangpy.tar.xz,wheels} (../shared/tools/gpu-bundle.sh
 # gsplat's wheel, nvidia-ml-py ...), .gpu/data/<name> for each dataset (CPU machine:
-# `python benchmarks/prepare_data.py <dataset> --name <name> --max-size 1000`), and optionally
+# `python benchmarks/prepare_data.py <dataset> --name <name> --max-size 1000`; add --hires for the
+# 2x held-out scores of the anti-aliasing comparison, psnr_double), and optionally
 # .gpu/torch_ext.tar.xz (gsplat's built extension; SAVE_EXT=1 writes one to $OUT: ~60 s saved).
 # Settings (environment):
 #   DATASETS "fox mouse office_chair"   SEEDS "0 1 2"   STEPS 7000   CAP 1000000   PROTOCOL user|parity
-#   TRAINERS "ours-adc ours-mcmc gsplat-default gsplat-mcmc"
+#   TRAINERS "ours-adc ours-mcmc gsplat-default gsplat-mcmc"  (each also as *-aa: anti-aliased)
 #   JOBS 6      matrix runs at once; with JOBS > 1 they run --concurrent (quality only)
 #   MATRIX ""   explicit matrix runs instead: "trainer dataset seed [quality_bench options],..."
 #               (e.g. "ours-adc fox 1 --set init_random=box": a labelled variant)

@@ -9,6 +9,10 @@ Trainers (same images, same split as train_bench.py: every 8th image held out):
                         = --cap) with its own init (SfM points, or its own random init).
   gsplat-default        gsplat 1.5.3 as ``examples/simple_trainer.py default`` runs it (below).
   gsplat-mcmc           gsplat 1.5.3 as ``examples/simple_trainer.py mcmc`` runs it.
+  *-aa                  anti-aliased: ours with TrainConfig.antialias (Mip-Splatting's 3D smoothing
+                        and 2D Mip filters, engine/splat/antialias.py; its PLY has the 3D filter
+                        baked in), gsplat with ``rasterize_mode="antialiased"``; their PLYs are
+                        scored in gsplat's antialiased mode (the 2D Mip filter), the others' in classic.
 ``--protocol parity`` is the labelled kernel-parity check instead: every trainer gets our
 Spirula init points (train_bench.parity_points) and gsplat-default runs train_bench.py's
 loop (our schedule); the trainer name gets a ``-parity`` suffix. gsplat-mcmc-parity swaps
@@ -24,7 +28,13 @@ depend on the world's rotation (up to Adam's per-axis moments), except the rando
 cube, which is drawn in gsplat's axes and rotated back. Its PLY is written back in our
 world. Scoring (:func:`score_ply`): gsplat's ``rasterization`` (classic, packed=False,
 the PLY's SH degree, black background), clamped to [0, 1], PSNR and SSIM of
-engine.splat.metrics on the held-out views.
+engine.splat.metrics on the held-out views; the same at 1/2x resolution (each held-out image
+box-filtered to half its size, the intrinsics scaled alike: ``psnr_half``) and at 2x
+(``psnr_double``, against the held-out views prepare_data.py wrote at twice the size with
+``--hires``, at ``double_scale`` x the training width: less than 2 where the originals are
+smaller; null without them). ``--scorer ours`` scores with our own rasterizer instead
+(the anti-aliased mode: ANTIALIAS with a zero 3D filter), so the whole path of ours runs on
+a machine without CUDA (smoke tests; not the protocol's one renderer).
 """
 
 from __future__ import annotations
@@ -40,7 +50,8 @@ import numpy as np
 from train_bench import (VramSampler, commit_id, load_prepared, parity_points, run_gsplat, run_ours,
                          split, write_gsplat_ply)
 
-TRAINERS = ("ours-adc", "ours-mcmc", "gsplat-default", "gsplat-mcmc")
+BASE_TRAINERS = ("ours-adc", "ours-mcmc", "gsplat-default", "gsplat-mcmc")
+TRAINERS = BASE_TRAINERS + tuple(t + "-aa" for t in BASE_TRAINERS)
 # gsplat 1.5.3 examples/simple_trainer.py, Config defaults (the "default" subcommand):
 INIT_NUM_PTS, INIT_EXTENT = 100_000, 3.0            # Config.init_num_pts, init_extent (init_type="random")
 LR = {"means": 1.6e-4, "scales": 5e-3, "quats": 1e-3, "opacities": 5e-2, "sh0": 2.5e-3, "shN": 2.5e-3 / 20}
@@ -142,8 +153,9 @@ def run_gsplat_user(args, cams, images, pts, cols, ply_out: Path) -> dict:
     from engine.splat.layout import SH_C0
     from engine.splat.metrics import gaussian_window
 
-    mcmc = args.trainer == "gsplat-mcmc"
-    init_opa, init_scale, opacity_reg, scale_reg = SETTINGS[args.trainer]
+    base, aa = args.trainer.removesuffix("-aa"), args.trainer.endswith("-aa")
+    mcmc = base == "gsplat-mcmc"
+    init_opa, init_scale, opacity_reg, scale_reg = SETTINGS[base]
     torch.manual_seed(args.seed)
     dev = "cuda"
     train_idx, _ = split(len(cams))
@@ -188,7 +200,7 @@ def run_gsplat_user(args, cams, images, pts, cols, ply_out: Path) -> dict:
             params["means"], params["quats"], torch.exp(params["scales"]), torch.sigmoid(params["opacities"]),
             torch.cat([params["sh0"], params["shN"]], 1), vms[i][None], ks[i][None], c["width"], c["height"],
             sh_degree=min(step // SH_INTERVAL, SH_DEGREE), near_plane=0.01, far_plane=1e10, packed=False,
-            absgrad=False, rasterize_mode="classic")
+            absgrad=False, rasterize_mode="antialiased" if aa else "classic")
         strategy.step_pre_backward(params, opts, state, step, info)
         l1 = (img - gts[i]).abs().mean()
         ssim_loss = 1.0 - ssim_valid(img.permute(0, 3, 1, 2), gts[i].permute(0, 3, 1, 2), w2d)
@@ -222,13 +234,13 @@ def run_gsplat_user(args, cams, images, pts, cols, ply_out: Path) -> dict:
 
 
 def run_ours_quality(args, cams, images, pts, cols, ply_out: Path) -> dict:
-    """Our Trainer with strategy adc or mcmc (train_bench.run_ours: warm-up untimed, train()
-    timed, PLY export, our own evaluation as psnr_self)."""
+    """Our Trainer with strategy adc or mcmc, anti-aliased for ``*-aa`` (train_bench.run_ours:
+    warm-up untimed, train() timed, PLY export, our own evaluation as psnr_self)."""
     from engine.config import TrainConfig, density_settings, override
 
     strategy = args.trainer.split("-")[1]
     # strategy, and for mcmc its budget (mcmc_budget) and cap = --cap, as `spirula train` sets them
-    cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100,
+    cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100, antialias=args.trainer.endswith("-aa"),
                       **density_settings(strategy, args.cap if strategy == "mcmc" else None))
     override(cfg, **args.settings)  # --set: a labelled variant, not the defaults users get
     has = len(pts) > 0
@@ -253,15 +265,43 @@ def parse_settings(pairs: list[str]) -> dict:
     return out
 
 
-def score_ply(ply_path, cams, images, test_idx) -> dict:
-    """{psnr, ssim (means over test_idx), views, num_gaussians} of a 3DGS PLY: each held-out
-    view rendered by gsplat's rasterization (CUDA; classic, packed=False, the PLY's SH
-    degree, black background), clamped to [0, 1], against its image with engine.splat.metrics."""
+def scaled_camera(c: dict, width: int, height: int) -> dict:
+    """A prepared camera dict at another image size: the intrinsics scaled by width / W and
+    height / H (pixel coordinates from the image's corner, so the field of view is kept)."""
+    sx, sy = width / c["width"], height / c["height"]
+    return dict(c, width=width, height=height, fx=c["fx"] * sx, fy=c["fy"] * sy, cx=c["cx"] * sx, cy=c["cy"] * sy)
+
+
+def held_out_views(cams, images, test_idx, folder: Path | None = None, scale: str = "1x") -> list:
+    """[(camera dict, ground truth [H, W, 3] uint8)] of the held-out views at ``scale``:
+    "1x" as prepared; "half": each image box-filtered to (W // 2, H // 2); "double": the
+    views prepare_data.py --hires wrote (cameras.json "hires" records; [] without them)."""
+    from PIL import Image
+
+    if scale == "1x":
+        return [(cams[i], images[i]) for i in test_idx]
+    if scale == "half":
+        out = []
+        for i in test_idx:
+            w, h = max(1, cams[i]["width"] // 2), max(1, cams[i]["height"] // 2)
+            out.append((scaled_camera(cams[i], w, h), np.asarray(Image.fromarray(images[i]).resize((w, h), Image.BOX))))
+        return out
+    if scale == "double":
+        hires = [cams[i].get("hires") for i in test_idx]
+        if folder is None or not all(hires):
+            return []
+        return [(dict(cams[i], **{k: h[k] for k in ("width", "height", "fx", "fy", "cx", "cy")}),
+                 np.asarray(Image.open(folder / h["file"]).convert("RGB"))) for i, h in zip(test_idx, hires)]
+    raise ValueError(f"unknown scale {scale!r}")
+
+
+def render_gsplat(ply_path, antialiased: bool):
+    """render(camera dict) -> [H, W, 3] float32 of a 3DGS PLY by gsplat's rasterization (CUDA;
+    classic or antialiased, packed=False, the PLY's SH degree, black background)."""
     import torch
     from gsplat import rasterization
 
     from engine.io.ply import read_ply
-    from engine.splat.metrics import psnr, ssim
 
     g = read_ply(ply_path)
     dev = "cuda"
@@ -270,18 +310,72 @@ def score_ply(ply_path, cams, images, test_idx) -> dict:
         return torch.from_numpy(np.ascontiguousarray(a, np.float32)).to(dev)
     means, quats, scales, opac = t(g.means), t(g.quats), torch.exp(t(g.scales)), torch.sigmoid(t(g.opacities))
     colors = torch.cat([t(g.sh0)[:, None], t(g.shN)], 1)
-    ks, vms = camera_tensors(cams, dev)
-    views = []
-    with torch.no_grad():
-        for i in test_idx:
-            c = cams[i]
-            img, _, _ = rasterization(means, quats, scales, opac, colors, vms[i][None], ks[i][None], c["width"],
-                                      c["height"], sh_degree=g.sh_degree, packed=False)
-            a = img[0].clamp(0.0, 1.0).cpu().numpy()
-            b = images[i].astype(np.float32) / 255
-            views.append({"name": c["name"], "psnr": psnr(a, b), "ssim": ssim(a, b)})
-    return {"psnr": float(np.mean([v["psnr"] for v in views])), "ssim": float(np.mean([v["ssim"] for v in views])),
-            "views": views, "num_gaussians": len(g)}
+
+    def render(c):
+        ks, vms = camera_tensors([c], dev)
+        with torch.no_grad():
+            img, _, _ = rasterization(means, quats, scales, opac, colors, vms[0][None], ks[0][None], c["width"],
+                                      c["height"], sh_degree=g.sh_degree, packed=False,
+                                      rasterize_mode="antialiased" if antialiased else "classic")
+        return img[0].cpu().numpy()
+    return render, len(g)
+
+
+def render_ours(ply_path, antialiased: bool):
+    """As :func:`render_gsplat`, by our rasterizer (Vulkan; software Vulkan without a GPU):
+    antialiased = the anti-aliased projection with a zero 3D filter (the PLY has it baked)."""
+    from engine.device import get_gpu
+    from engine.io.ply import read_ply
+    from engine.splat.camera_table import View, camera_row
+    from engine.splat.layout import pack
+    from engine.splat.render import Rasterizer
+
+    g = read_ply(ply_path)
+    gpu = get_gpu("vulkan")
+    rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, g.sh_degree)
+    params = gpu.upload(rows)
+    zero = gpu.zeros(4 * max(len(rows), 1)) if antialiased else None
+    raster = Rasterizer(gpu, g.sh_degree)
+
+    def render(c):
+        cams = gpu.upload(camera_row(np.array(c["w2c"]), c["fx"], c["fy"], c["cx"], c["cy"], c["width"],
+                                     c["height"])[None])
+        return raster.render(params, len(rows), cams, View(0, c["width"], c["height"]), g.sh_degree, filter3d=zero)
+    return render, len(g)
+
+
+def score_views(render, views) -> dict:
+    """{psnr, ssim (means), views} of ``render`` (clamped to [0, 1]) on [(camera, ground truth)]
+    with engine.splat.metrics; psnr and ssim null without views."""
+    from engine.splat.metrics import psnr, ssim
+
+    out = []
+    for c, gt in views:
+        a = np.clip(render(c), 0.0, 1.0)
+        b = gt.astype(np.float32) / 255
+        out.append({"name": c["name"], "width": c["width"], "psnr": psnr(a, b), "ssim": ssim(a, b)})
+    if not out:
+        return {"psnr": None, "ssim": None, "views": []}
+    return {"psnr": float(np.mean([v["psnr"] for v in out])), "ssim": float(np.mean([v["ssim"] for v in out])),
+            "views": out}
+
+
+def score_ply(ply_path, cams, images, test_idx, antialiased: bool = False, folder: Path | None = None,
+              scorer: str = "gsplat") -> dict:
+    """{psnr, ssim (means over test_idx), views, num_gaussians, and the same at half and double
+    resolution: psnr_half, ssim_half, psnr_double, ssim_double, double_scale} of a 3DGS PLY,
+    each held-out view rendered by one renderer (``scorer``: gsplat, the protocol's; or ours)."""
+    render, count = (render_gsplat if scorer == "gsplat" else render_ours)(ply_path, antialiased)
+    out = score_views(render, held_out_views(cams, images, test_idx))
+    out["num_gaussians"] = count
+    for scale in ("half", "double"):
+        views = held_out_views(cams, images, test_idx, folder, scale)
+        r = score_views(render, views)
+        out[f"psnr_{scale}"], out[f"ssim_{scale}"] = r["psnr"], r["ssim"]
+        if scale == "double":
+            out["double_scale"] = (float(np.mean([c["width"] / cams[i]["width"] for (c, _), i in zip(views, test_idx)]))
+                                   if views else None)
+    return out
 
 
 def main() -> None:
@@ -301,6 +395,8 @@ def main() -> None:
                          "trainer name gets '+KEY=VALUE' so the variant is never mistaken for the defaults")
     ap.add_argument("--no-score", action="store_true",
                     help="CPU smoke tests only: skip the gsplat scoring (psnr and ssim are null)")
+    ap.add_argument("--scorer", choices=["gsplat", "ours"], default="gsplat",
+                    help="the renderer that scores every PLY: gsplat (the protocol's) or ours (CPU smoke tests)")
     args = ap.parse_args()
     args.label = "".join(f"+{kv}" for kv in args.settings)
     args.settings = parse_settings(args.settings)
@@ -308,6 +404,8 @@ def main() -> None:
         ap.error("--set applies to our trainers only")
     args.sampler = VramSampler() if args.vram and not args.concurrent else None  # before any GPU context
     args.state, args.segment_s = None, 0.0  # train_bench.run_gsplat's segmenting: off
+    if args.protocol == "parity" and args.trainer == "gsplat-default-aa":
+        ap.error("--protocol parity runs gsplat-default in train_bench.py's loop, which has no anti-aliased mode")
     cams, images, pts, cols = load_prepared(args.data)
     has_points = len(pts) > 0
     if args.protocol == "parity":
@@ -320,13 +418,14 @@ def main() -> None:
     if args.trainer.startswith("ours"):
         r = run_ours_quality(args, cams, images, pts, cols, args.ply_out)
         r["psnr_self"], r["ssim_self"] = r["psnr"], r["ssim"]
-    elif args.trainer == "gsplat-default" and args.protocol == "parity":
+    elif args.trainer == "gsplat-default" and args.protocol == "parity":  # (no -aa variant of train_bench's loop)
         r = run_gsplat(args, cams, images, pts, cols)  # train_bench's loop: our schedule; writes args.ply_out
         r["psnr_self"], r["ssim_self"] = r["psnr"], r["ssim"]
     else:
         r = run_gsplat_user(args, cams, images, pts, cols, args.ply_out)
-    score = (score_ply(args.ply_out, cams, images, test_idx) if not args.no_score
-             else {"psnr": None, "ssim": None, "views": None, "num_gaussians": None})
+    aa = args.trainer.endswith("-aa")
+    score = (score_ply(args.ply_out, cams, images, test_idx, antialiased=aa, folder=args.data, scorer=args.scorer)
+             if not args.no_score else {"psnr": None, "ssim": None, "views": None, "num_gaussians": None})
     if score["num_gaussians"] is None:
         from engine.io.ply import read_ply
 
@@ -336,9 +435,12 @@ def main() -> None:
            "sec_per_1k_steps": 1000 * r["seconds"] / args.steps, "peak_vram_mib": r["peak_vram_mib"],
            "num_gaussians": score["num_gaussians"], "gpu": r["adapter"], "commit": commit_id(),
            "protocol": args.protocol, "init": "sfm" if has_points else "random",
-           "cap": args.cap if args.trainer.endswith("mcmc") else None,
-           "opacity_reset_fix": True if args.trainer == "gsplat-default" else None,
+           "cap": args.cap if "mcmc" in args.trainer else None,
+           "opacity_reset_fix": True if args.trainer.startswith("gsplat-default") else None,
+           "antialias": aa, "scorer": args.scorer,
            "psnr_self": r.get("psnr_self"), "ssim_self": r.get("ssim_self"), "views": score["views"]}
+    for key in ("psnr_half", "ssim_half", "psnr_double", "ssim_double", "double_scale"):
+        out[key] = score.get(key)
     for key in ("gsplat_scene_scale", "gsplat_world_scale", "init_box_half_size", "overflowed_steps"):
         if key in r:
             out[key] = r[key]

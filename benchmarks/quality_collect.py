@@ -52,7 +52,8 @@ def table(results: list[dict]) -> str:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         groups.setdefault((r["dataset"], r["trainer"], r["steps"]), []).append(r)
-    head = ["dataset", "trainer", "steps", "seeds", "PSNR", "SSIM", "s/1k", "peak MiB", "Gaussians"]
+    head = ["dataset", "trainer", "steps", "seeds", "PSNR", "SSIM", "PSNR 1/2x", "PSNR 2x", "s/1k", "peak MiB",
+            "Gaussians"]
     rows = [head]
     for (dataset, trainer, steps), rs in sorted(groups.items()):
         def got(key):
@@ -61,6 +62,7 @@ def table(results: list[dict]) -> str:
         seeds = ",".join(str(seed) for seed in sorted(r["seed"] for r in rs))
         rows.append([dataset, trainer, str(steps), seeds,
                      mean_std(got("psnr"), 2), mean_std(got("ssim"), 4),
+                     mean_std(got("psnr_half"), 2), mean_std(got("psnr_double"), 2),
                      f"{statistics.fmean(secs):.3f}" if secs else "-", f"{max(peaks):.0f}" if peaks else "-",
                      f"{statistics.fmean(counts):.0f}" if counts else "-"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]

@@ -107,6 +107,8 @@ def snapshot(trainer, config, dataset_id: dict, device: str = "", extra: dict | 
             "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     arrays = {name: np.ascontiguousarray(model[name], np.float32) for name in _ARRAYS}
     arrays["loss_sum"] = np.ascontiguousarray(state["loss_sum"]).view(np.uint32)
+    if state.get("filter3d") is not None:  # anti-aliased training's 3D filter (engine/splat/antialias.py)
+        arrays["filter3d"] = np.ascontiguousarray(state["filter3d"], np.float32)
     arrays["meta"] = np.frombuffer(json.dumps(meta, default=json_default).encode("utf-8"), np.uint8)
     return arrays
 
@@ -190,7 +192,7 @@ def load(path: Path) -> Checkpoint:
         raise CheckpointError(f"{path}: arrays of different lengths")
     state = {"step": int(meta["step"]), "logged_step": int(meta["logged_step"]), "model": model,
              "rng": meta["rng"], "order": meta["order"], "loss_sum": data["loss_sum"].view(np.uint32),
-             "history": meta["history"], "pipeline": meta.get("pipeline", {})}
+             "history": meta["history"], "pipeline": meta.get("pipeline", {}), "filter3d": data.get("filter3d")}
     return Checkpoint(path, state["step"], state, meta["config"], meta["dataset"], meta.get("device", ""),
                       meta.get("extra", {}))
 

@@ -98,7 +98,7 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def add_density_options(p, t: TrainConfig) -> None:
-    """--strategy, --max-gaussians, --init-random (spirula train and spirula run)."""
+    """--strategy, --max-gaussians, --init-random, --antialias (spirula train and spirula run)."""
     p.add_argument("--strategy", choices=STRATEGIES, default=t.strategy,
                    help="densification: adc (3DGS clone/split/prune), mcmc (relocation, an exact Gaussian "
                         "budget; Kheradmand et al. 2024) or auto (mcmc when the dataset has SfM points, adc when "
@@ -109,6 +109,9 @@ def add_density_options(p, t: TrainConfig) -> None:
     p.add_argument("--init-random", choices=RANDOM_INITS, default=t.init_random,
                    help="without SfM points: random points where the training cameras look (views) or in "
                         f"gsplat's cube (box). Default {t.init_random}")
+    p.add_argument("--antialias", action="store_true", default=t.antialias,
+                   help="anti-aliased training (Mip-Splatting: a 3D smoothing filter from the training cameras' "
+                        "sampling rates and the 2D Mip filter); the exported PLY has the 3D filter baked in")
 
 
 def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: str) -> None:

@@ -52,6 +52,7 @@ class TrainConfig:
     init_random_points: int = 100_000
     init_random: str = "views"        # without SfM points: "views" (along the cameras' rays) or "box" (gsplat's cube)
     init_opacity: float = 0.1
+    antialias: bool = False           # Mip-Splatting's 3D smoothing and 2D Mip filters (engine/splat/antialias.py)
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
     log_interval: int = 25            # read the loss back every k steps
@@ -106,7 +107,8 @@ def added_later(section: str) -> dict:
     # strategy: runs saved before it existed trained with ADC (the default then), not "auto"
     return {"train": {"adam_moments": TrainConfig.adam_moments, "strategy": "adc",
                       "mcmc_budget": TrainConfig.mcmc_budget, "mcmc_init_opacity": TrainConfig.mcmc_init_opacity,
-                      "mcmc_init_scale": TrainConfig.mcmc_init_scale}}.get(section, {})
+                      "mcmc_init_scale": TrainConfig.mcmc_init_scale,
+                      "antialias": TrainConfig.antialias}}.get(section, {})
 
 
 def override(cfg, **values):

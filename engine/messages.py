@@ -198,6 +198,7 @@ class StartTraining:
     max_gaussians: int = TrainConfig.max_gaussians  # adc: densification cap; mcmc: the exact budget
     adam_moments: str = TrainConfig.adam_moments    # "fp32" or "bf16" (half the optimizer memory)
     strategy: str = TrainConfig.strategy            # "auto", "adc" or "mcmc" (engine.config.resolve_strategy)
+    antialias: bool = TrainConfig.antialias         # Mip-Splatting's filters (engine/splat/antialias.py)
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,7 @@ class StartPipeline:
     max_gaussians: int = TrainConfig.max_gaussians
     adam_moments: str = TrainConfig.adam_moments
     strategy: str = TrainConfig.strategy
+    antialias: bool = TrainConfig.antialias
 
 
 @dataclass(frozen=True)

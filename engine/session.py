@@ -244,7 +244,8 @@ class _TrainingScene(_Scene):
 
         t = self.trainer
         return ViewSource(params=t.model.buf["params"], n=t.model.n, max_sh_degree=t.cfg.sh_degree,
-                          sh_degree=t.sh_degree_at(t.state.step), cams=t.cams, cameras=self.dataset.cameras, gt=self.gt)
+                          sh_degree=t.sh_degree_at(t.state.step), cams=t.cams, cameras=self.dataset.cameras, gt=self.gt,
+                          filter3d=t.filter3d)
 
     def export(self, path: Path) -> int:
         from .train_job import export_ply
@@ -756,7 +757,7 @@ class _Engine:
                                                  pcmd.eval_every, pcmd.eval_interval, pcmd.init_points,
                                                  checkpoint=str(train_checkpoint_path(project)),
                                                  max_gaussians=pcmd.max_gaussians, adam_moments=pcmd.adam_moments,
-                                                 strategy=pcmd.strategy))
+                                                 strategy=pcmd.strategy, antialias=pcmd.antialias))
             return
         try:
             if kind == "train":
@@ -1049,7 +1050,8 @@ def _run_config(cmd: M.StartTraining, backend: str) -> RunConfig:
     return RunConfig(device=backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
                      train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
                                        init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
-                                       adam_moments=cmd.adam_moments, **density_settings(cmd.strategy, cmd.max_gaussians)))
+                                       adam_moments=cmd.adam_moments, antialias=cmd.antialias,
+                                       **density_settings(cmd.strategy, cmd.max_gaussians)))
 
 
 def _checked_load(cmd: M.StartTraining, gpu, emit):

@@ -33,6 +33,7 @@ from .ingest import load_dataset
 from .ingest.load import undistortion_notes
 from .io.ply import write_ply
 from .preflight import preflight
+from .splat.antialias import bake_smoothing_filter
 from .splat.evaluate import evaluate
 from .splat.layout import unpack
 from .splat.trainer import Progress, Trainer
@@ -53,8 +54,14 @@ def check_output_dir(out_dir: Path) -> None:
 def export_ply(trainer: Trainer, path: Path, on_message: Callable[[str], None] | None = None) -> int:
     """Write the current Gaussians as a 3DGS PLY (atomic); returns the count written.
     Rows with a NaN/Inf value are dropped (said through ``on_message``); NonFiniteError
-    when no row is finite."""
+    when no row is finite. An anti-aliased training's 3D smoothing filter is baked in
+    (engine/splat/antialias.py bake_smoothing_filter: scales sqrt(s^2 + f), opacities
+    times the filter's factor), so any 3DGS viewer renders the filtered Gaussians trained;
+    the 2D Mip filter is the renderer's (gsplat: rasterize_mode="antialiased"), classic
+    renderers draw the same Gaussians without it."""
     rows = trainer.model.rows()
+    if trainer.filter is not None:
+        rows = bake_smoothing_filter(rows, trainer.filter.read())
     finite = np.isfinite(rows).all(axis=1)
     dropped = int(len(rows) - finite.sum())
     if dropped:

@@ -100,6 +100,7 @@ class ViewSource:
     cams: spy.Buffer | None = None            # camera table of the dataset (camera_table)
     cameras: list = field(default_factory=list)  # engine.ingest.Camera records
     gt: Callable[[int], spy.Buffer | None] | None = None  # packed RGBA8 image of a camera
+    filter3d: spy.Buffer | None = None        # anti-aliased training's 3D filter [n] (engine/splat/antialias.py)
 
 
 @dataclass
@@ -352,9 +353,9 @@ class Viewer:
         if has_render:
             r = self.rasterizer(src.max_sh_degree)
             if mode == "splats":
-                r.prepare(src.params, src.n, self.cam, View(1, rw, rh), src.sh_degree)
+                r.prepare(src.params, src.n, self.cam, View(1, rw, rh), src.sh_degree, filter3d=src.filter3d)
             else:
-                r.prepare(src.params, src.n, src.cams, View(ci, rw, rh), src.sh_degree)
+                r.prepare(src.params, src.n, src.cams, View(ci, rw, rh), src.sh_degree, filter3d=src.filter3d)
         enc = gpu.encoder()
         if has_render:
             r.record_forward(enc)

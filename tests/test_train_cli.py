@@ -56,3 +56,22 @@ def test_unwritable_output_is_refused_before_work(shared_data, tmp_path, capsys)
     rc = main(["train", str(shared_data / "book"), "-o", str(blocker / "out")])
     err = capsys.readouterr().err
     assert rc == 1 and "cannot create the output folder" in err and "a file" in err
+
+
+def test_antialias_flag_reaches_the_training_config(tmp_path, monkeypatch):
+    """--antialias of `spirula train` and `spirula run` sets TrainConfig.antialias (off without it)."""
+    import argparse
+
+    import engine.train_job
+    from engine.cli_run import add_parser, config_from_args
+
+    seen = []
+    monkeypatch.setattr(engine.train_job, "run_training",
+                        lambda data, out, cfg, **kw: seen.append(cfg) or {"stopped_early": False, "step": 0})
+    for flags in ([], ["--antialias"]):
+        assert main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *flags]) == 0
+        sub = argparse.ArgumentParser().add_subparsers(dest="command")
+        add_parser(sub)
+        args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), *flags])
+        assert config_from_args(args).run.train.antialias is bool(flags)
+    assert [c.train.antialias for c in seen] == [False, True]

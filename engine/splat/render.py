@@ -29,6 +29,11 @@ Scratch whose lifetime is one phase of a step comes from a phase arena (engine/p
 arena.py): the depth sort's radix scratch (``depth_sort``), the tile keys and the tile
 sort's scratch (``intersect``), the screen-space gradients (``backward``) and, when the
 loss is given the same arena, the SSIM partials (``loss``).
+
+Anti-aliasing (Mip-Splatting, TrainConfig.antialias): a render given ``filter3d`` (the
+per-Gaussian 3D filter variances of engine/splat/antialias.py) runs the projection and its
+backward specialised with ANTIALIAS = 1 (shaders/project/project.slang: the 3D smoothing
+filter and the 2D Mip filter); without it, the classic kernels, bound exactly as before.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from ..profile.driver import device_limits
 from .buffers import BufferSet
 from .camera_table import TILE, View
 from .layout import row_stride
+from .screen_grad import SCREEN_GRAD_STRIDE, pack_screen_grads, split_screen_grads  # noqa: F401 - re-exported
 from .sort import RadixSort, Scan, read_total
 
 
@@ -54,28 +60,6 @@ RASTER_BLOCK = 256  # splats per shared-memory batch of the raster kernels (BLOC
 # shared-memory loads and subgroup sum then serve that many pixels. On the H200 2 against 1:
 # fox @15k 866 -> 837 us, mouse @7k 574 -> 540; 4 was slower (BENCHMARKS.md, seventh session)
 BACKWARD_PIXELS_PER_THREAD = 2
-# screen-space gradient rows (shaders/common/screen_grad.slang): name -> (first column, width)
-SCREEN_GRAD_STRIDE = 9
-SCREEN_GRAD_COLUMNS = {"g_rgb": (0, 3), "g_means2d": (3, 2), "g_conic": (5, 3), "g_opacity": (8, 1)}
-
-
-def split_screen_grads(rows: np.ndarray) -> dict[str, np.ndarray]:
-    """[N, 9] screen-space gradient rows -> {g_rgb [N, 3], g_means2d [N, 2], g_conic [N, 3],
-    g_opacity [N]} (views)."""
-    out = {k: rows[:, c:c + w] for k, (c, w) in SCREEN_GRAD_COLUMNS.items()}
-    out["g_opacity"] = out["g_opacity"][:, 0]
-    return out
-
-
-def pack_screen_grads(g_rgb, g_means2d, g_conic, g_opacity) -> np.ndarray:
-    """The inverse of :func:`split_screen_grads`: [N, 9] float32 rows."""
-    parts = {"g_rgb": g_rgb, "g_means2d": g_means2d, "g_conic": g_conic, "g_opacity": np.asarray(g_opacity)[:, None]}
-    rows = np.zeros((len(g_rgb), SCREEN_GRAD_STRIDE), np.float32)
-    for k, (c, w) in SCREEN_GRAD_COLUMNS.items():
-        rows[:, c:c + w] = parts[k]
-    return rows
-
-
 # Bits of the depth sort key (shaders/project/project.slang): 24 resolve 1.5e-5 of the depth
 # in 3 radix passes (32 bits: 4 passes for precision no render can show).
 DEPTH_KEY_BITS = 24
@@ -135,7 +119,10 @@ class Rasterizer:
       means2d [N, 2] px, conic_opac [N, 4] (conic a b c, sigmoid opacity), rgb [N, 3],
       depths [N], radii [N, 2] int32 (screen half-extent x, y in px; 0 = culled), image [H, W, 3], final_T [H, W],
       last_index [H, W] uint32; the screen-space gradients in one buffer g_screen [N, 9]
-      (SCREEN_GRAD_COLUMNS: rgb, means2d, conic, opacity; :meth:`screen_grads`).
+      (engine/splat/screen_grad.py: rgb, means2d, conic, opacity; :meth:`screen_grads`).
+
+    ``filter3d`` (:meth:`setup`): None for the classic projection, or a [N] float32 buffer of
+    3D filter variances (world units^2) for the anti-aliased one.
 
     ``max_intersections_per_pass`` (int, settable): the most intersections one pass bins;
     a render over it takes the banded large path (module docstring), whose bands are in
@@ -177,6 +164,7 @@ class Rasterizer:
         self.count_on_gpu = False  # capacity mode (setup): m is a capacity, the count lives in "total"
         self.capacity: int | None = None  # capacity mode: the caller's capacity (the overflow guard's)
         self.view: View | None = None
+        self.filter3d: spy.Buffer | None = None  # anti-aliased projection's 3D filter (setup)
         self.max_intersections_per_pass = default_max_intersections(gpu, self.sort)
         self.bands: list[tuple[int, int, int]] = []  # large path: (row0, row1, count); [] = one pass
         self._prepared = False  # the projection and count of this render are recorded already
@@ -195,11 +183,12 @@ class Rasterizer:
         return self.bufs.get(name, count * itemsize, IMAGE if name in self._IMAGE_BUFS else None)
 
     # --- pass 1: projection, depth order, tile counts ------------------------------------
-    def prepare(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int) -> int:
+    def prepare(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
+                filter3d: spy.Buffer | None = None) -> int:
         """Project ``n`` Gaussians for ``view`` and count intersections; returns that count
         (Python int, 64-bit exact; the one host synchronisation of a step, two on the large
         path)."""
-        self.setup(params, n, cams, view, sh_degree, capacity=None)
+        self.setup(params, n, cams, view, sh_degree, capacity=None, filter3d=filter3d)
         return self._count()
 
     def _count(self) -> int:
@@ -241,14 +230,19 @@ class Rasterizer:
         return w[0::2] | (w[1::2] << np.uint64(32))
 
     def setup(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
-              capacity: int | None) -> None:
+              capacity: int | None, filter3d: spy.Buffer | None = None) -> None:
         """Set the render's inputs without recording anything. ``capacity``: the number of
         intersections the buffers and dispatches are sized for (capacity mode, see the
         module docstring); ``None`` for :meth:`prepare`'s exact mode. A capacity over
         :attr:`max_intersections_per_pass` takes the large path: the projection and count
-        run here, synchronously, and :meth:`record_prepare` then records nothing."""
+        run here, synchronously, and :meth:`record_prepare` then records nothing.
+        ``filter3d``: [n] float32 3D filter variances for the anti-aliased projection
+        (None: classic)."""
         self.gpu.check_gaussians(n, "rendering")
+        if filter3d is not None and filter3d.size < 4 * n:
+            raise ValueError(f"the 3D filter holds {filter3d.size // 4} values for {n} Gaussians")
         self.n, self.view, self.params, self.cams, self.sh_degree = n, view, params, cams, sh_degree
+        self.filter3d = filter3d
         self.capacity = None if capacity is None else int(capacity)
         self.count_on_gpu = capacity is not None
         self.m = int(capacity) if capacity is not None else 0
@@ -276,8 +270,11 @@ class Rasterizer:
         if self._prepared:  # the large path's setup recorded and counted it already
             return
         n, v = self.n, self.view
-        self.k_project.record(
-            enc, [max(n, 1), 1, 1], params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
+        aa = self._antialias()
+        k = self.gpu.kernel("project/project", "project_forward", **self._project_constants(),
+                            DEPTH_KEY_BITS=DEPTH_KEY_BITS) if aa else self.k_project
+        k.record(
+            enc, [max(n, 1), 1, 1], **aa, params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
             depths=self._b("depths", n), radii=self._b("radii", 2 * n),
             tiles_touched=self._b("tiles_touched", n), depth_keys=self._b("depth_keys", n),
@@ -436,25 +433,38 @@ class Rasterizer:
         n, v = self.n, self.view
         isect_total, isect_capacity = self.overflow_guard()
         self._record_raster_backward(enc, g_screen)
-        common = dict(params=self.params, cams=self.cams, radii=self._b("radii", 2 * n),
+        aa = self._antialias()
+        common = dict(**aa, params=self.params, cams=self.cams, radii=self._b("radii", 2 * n),
                       conic_opac=self._b("conic_opac", 4 * n), g_screen=g_screen,
                       grad2d_sum=grad2d_sum, vis_count=vis_count, n=n, cam_index=v.cam_index,
                       isect_total=isect_total, isect_capacity=isect_capacity,
                       sh_degree=self.sh_degree, accumulate_stats=int(accumulate_stats))
         if optimizer is None:
-            self.k_project_bwd.record(enc, [max(n, 1), 1, 1], grads=grads, **common)
+            k = self.gpu.kernel("project/project", "project_backward", **self._project_constants()) if aa \
+                else self.k_project_bwd
+            k.record(enc, [max(n, 1), 1, 1], grads=grads, **common)
         else:
             args = dict(optimizer)
-            k = self.gpu.kernel("project/project", "project_backward_adam", MAX_SH_DEGREE=self.max_sh_degree,
+            k = self.gpu.kernel("project/project", "project_backward_adam", **self._project_constants(),
                                 MOMENTS_BF16=int(args.pop("moments_bf16")),
                                 **self.adam_constants)  # compiled on first use, then cached
             threads, groups_x = dispatch_grid(n, BWD_WG)
             k.record(enc, threads, **common, **args, groups_x=groups_x)
 
+    def _antialias(self) -> dict:
+        """The projection kernels' extra argument of an anti-aliased render ({} when classic)."""
+        return {} if self.filter3d is None else {"filter3d": self.filter3d}
+
+    def _project_constants(self) -> dict:
+        """Link-time constants of the projection kernels for this render (ANTIALIAS only
+        when set, so the classic kernels are the ones compiled before it existed)."""
+        return dict(MAX_SH_DEGREE=self.max_sh_degree, **({"ANTIALIAS": 1} if self.filter3d is not None else {}))
+
     # --- convenience for eval and tests ---------------------------------------------------
-    def render(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int) -> np.ndarray:
+    def render(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
+               filter3d: spy.Buffer | None = None) -> np.ndarray:
         """Forward render to a host array [H, W, 3] float32 (waits for the GPU)."""
-        self.prepare(params, n, cams, view, sh_degree)
+        self.prepare(params, n, cams, view, sh_degree, filter3d=filter3d)
         enc = self.gpu.encoder()
         self.record_forward(enc)
         self.gpu.submit(enc)

@@ -10,7 +10,10 @@ logging adds no wait either. Density control is the config's ``strategy``: "adc"
 clone / split / prune and opacity reset, GaussianModel.densify), "mcmc" (relocation,
 growth to an exact budget, per-step position noise and regularisers: engine/splat/mcmc.py)
 or "auto" (:func:`engine.config.resolve_strategy`: mcmc with SfM points, adc without; the
-choice is :attr:`Trainer.strategy`); either waits for the GPU only on its refine steps.
+choice is :attr:`Trainer.strategy`); either waits for the GPU only on its refine steps. With ``antialias`` (Mip-Splatting,
+engine/splat/antialias.py) every render uses the per-Gaussian 3D filter, recomputed at the
+start and every ``densify_interval`` steps (after the refine when one is due) in a
+submission of its own, with no wait.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ..device import Gpu
 from ..errors import DatasetError, NonFiniteError
 from ..ingest.dataset import Dataset
 from ..step_rate import StepRate
+from .antialias import SmoothingFilter
 from .camera_table import View, camera_table
 from .guard import raise_if_flagged
 from .init import gaussians_from_points, initial_points
@@ -101,6 +105,9 @@ class Trainer:
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
+        self.filter = SmoothingFilter(gpu, self.model, self.cams, self.train_idx) if cfg.antialias else None
+        if self.filter is not None:
+            self.filter.update()
         self.loss_sum = gpu.zeros(16, "loss_sum")  # word 0: loss sum; words 1..3: Adam's NaN/Inf flags
         self.pipeline = StepPipeline(gpu)
         self.state = TrainState()
@@ -137,9 +144,9 @@ class Trainer:
         capacity = pipe.capacity()
         if capacity is None:  # no count known yet: count this one exactly (one host read)
             self.drain()
-            pipe.observe(self.raster.prepare(m.buf["params"], m.n, self.cams, view, sh))
+            pipe.observe(self.raster.prepare(m.buf["params"], m.n, self.cams, view, sh, filter3d=self.filter3d))
         else:
-            self.raster.setup(m.buf["params"], m.n, self.cams, view, sh, capacity=capacity)
+            self.raster.setup(m.buf["params"], m.n, self.cams, view, sh, capacity=capacity, filter3d=self.filter3d)
         m.set_learning_rates(self.mean_lr(step), cfg.lr_scales, cfg.lr_quats, cfg.lr_opacities, cfg.lr_sh0, cfg.lr_shN)
         enc = self.gpu.encoder()
         if capacity is not None:
@@ -177,12 +184,13 @@ class Trainer:
             self._trim_scratch()
             self.host_stats["eager_trim_s"] += time.perf_counter() - t
             self.host_stats["eager_trims"] += 1
-        if self._refine_due(done):
+        refine = self._refine_due(done)
+        if refine:
             t = time.perf_counter()
             self.drain()
             self.host_stats["densify_wait_s"] += time.perf_counter() - t
             t = time.perf_counter()
-            self.raster.params = None  # densify may replace it: hold no old buffer while it does
+            self.raster.params = self.raster.filter3d = None  # densify may replace them: hold no old buffer
             before, after = self._refine(done)
             pipe.rescale(after / max(before, 1))
             if loss_tag is not None:
@@ -193,6 +201,13 @@ class Trainer:
         if (mcmc is None and done < cfg.densify_until and cfg.opacity_reset_interval
                 and done % cfg.opacity_reset_interval == 0):
             m.reset_opacity(0.01)
+        if self.filter is not None and (refine or done % max(cfg.densify_interval, 1) == 0):
+            self.filter.update()  # after a refine the rows moved (and may be more); otherwise the means did
+
+    @property
+    def filter3d(self):
+        """The 3D filter buffer [N] float32 of anti-aliased training, or None."""
+        return None if self.filter is None else self.filter.buf
 
     def _refine_due(self, done: int) -> bool:
         """Whether the density control (ADC's densify, MCMC's relocate and grow) follows step ``done``."""
@@ -217,7 +232,7 @@ class Trainer:
         buffers are freed once the object goes. Call when the trainer will not step again."""
         self.drain()
         self.gpu.wait_idle()
-        self.raster.params = self.raster.cams = None
+        self.raster.params = self.raster.cams = self.raster.filter3d = None
         self.gpu.forget_bindings()
 
     def drain(self) -> None:
@@ -306,7 +321,8 @@ class Trainer:
     def state_dict(self) -> dict:
         """The whole training state between two steps, as host data (waits for the GPU):
         the model and Adam (:meth:`GaussianModel.state_dict`), the step, the RNG and the
-        camera-order queue, the loss accumulator and the loss history. Raises
+        camera-order queue, the loss accumulator and the loss history; with antialias, the
+        3D filter in force (``filter3d`` [N] float32: recomputed only on schedule). Raises
         NonFiniteError when the guard saw a NaN/Inf gradient since the last loss read."""
         if self.state.in_step:
             raise RuntimeError("state_dict() in the middle of a step")
@@ -315,13 +331,22 @@ class Trainer:
         self._convert_losses()  # the history saved holds every logged step
         block = self.gpu.read(self.loss_sum, np.uint32, 4)
         raise_if_flagged(block)
-        return {"step": self.state.step, "logged_step": self.state.logged_step, "model": self.model.state_dict(),
-                "rng": self.rng.bit_generator.state, "order": [int(i) for i in self._order],
-                "loss_sum": block, "history": list(self.state.history), "pipeline": self.pipeline.state_dict()}
+        out = {"step": self.state.step, "logged_step": self.state.logged_step, "model": self.model.state_dict(),
+               "rng": self.rng.bit_generator.state, "order": [int(i) for i in self._order],
+               "loss_sum": block, "history": list(self.state.history), "pipeline": self.pipeline.state_dict()}
+        if self.filter is not None:
+            out["filter3d"] = self.filter.read()
+        return out
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from ``state`` (:meth:`state_dict`, possibly of another process)."""
         self.model.load_state_dict(state["model"])
+        if self.filter is not None:  # a checkpoint without one (antialias was off): computed afresh
+            f = state.get("filter3d")
+            if f is not None and len(f) == self.model.n:
+                self.filter.load(f)
+            else:
+                self.filter.update()
         self.rng.bit_generator.state = state["rng"]
         self._order = [int(i) for i in state["order"]]
         self.gpu.write(self.loss_sum, np.asarray(state["loss_sum"], np.uint32))
@@ -333,4 +358,5 @@ class Trainer:
         """Render camera ``index`` of the dataset: [H, W, 3] float32 (waits for the GPU)."""
         cam = self.dataset.cameras[index]
         return self.raster.render(self.model.buf["params"], self.model.n, self.cams,
-                                  View(index, cam.width, cam.height), self.sh_degree_at(self.state.step))
+                                  View(index, cam.width, cam.height), self.sh_degree_at(self.state.step),
+                                  filter3d=self.filter3d)

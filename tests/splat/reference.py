@@ -4,6 +4,12 @@ Math: Kerbl et al. 2023 (eq. 3, 5, 6), EWA splatting with a 0.3 px^2 low-pass, t
 clamping of x/z, y/z to the frustum plus a 30% margin, opacity-aware axis-aligned screen
 extents (at most 3.33 sigma, to where alpha reaches 1/255) of which a splat is binned to the
 16 px tiles its alpha >= 1/255 ellipse reaches, alpha = min(0.999, o * G), skip alpha < 1/255, stop when T would fall below 1e-4.
+
+Anti-aliasing (Yu et al. 2024, "Mip-Splatting"): the 3D smoothing filter of eq. 7-9
+(:func:`smoothing_filter`: f = 0.2 / nu^2, nu the maximal focal / depth over the cameras that
+see the centre) makes the covariance R (S^2 + f I) R^T and scales the opacity by
+sqrt(det S^2 / det(S^2 + f I)); the 2D Mip filter of eq. 12 scales it by
+sqrt(det(cov2d) / det(cov2d + 0.3 I)).
 """
 
 from __future__ import annotations
@@ -44,8 +50,9 @@ def sh_basis(d, degree):
 
 
 def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, width, height, degree,
-            footprint=True):
-    """Per-Gaussian screen-space quantities. sh: [N, K, 3] (sh0 first).
+            footprint=True, filter3d=None):
+    """Per-Gaussian screen-space quantities. sh: [N, K, 3] (sh0 first). ``filter3d`` [N]
+    (world units^2): the anti-aliased projection with that 3D filter (None: classic).
     Returns dict of means2d [N,2], conics [N,3], opacities [N], rgb [N,3], depths [N],
     radii [N, 2] (x, y half-extents in px; 0 = culled), tiles_touched [N] (the tiles the
     ellipse reaches; with footprint=False, a faster stand-in: the rectangle's tiles),
@@ -54,9 +61,10 @@ def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, w
     p = means @ R.T + t
     z = p[:, 2]
     Rq = quat_to_rotmat(quats)
-    s = np.exp(log_scales)
-    M = Rq * s[:, None, :]
-    Sigma = M @ np.swapaxes(M, 1, 2)
+    var = np.exp(2 * log_scales)
+    if filter3d is not None:
+        var = var + np.asarray(filter3d, np.float64)[:, None]
+    Sigma = Rq @ (var[:, :, None] * np.swapaxes(Rq, 1, 2))  # R diag(var) R^T
     tanx, tany = 0.5 * width / fx, 0.5 * height / fy
     u = np.clip(p[:, 0] / z, -(cx / fx + 0.3 * tanx), (width - cx) / fx + 0.3 * tanx)
     v = np.clip(p[:, 1] / z, -(cy / fy + 0.3 * tany), (height - cy) / fy + 0.3 * tany)
@@ -71,8 +79,12 @@ def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, w
     a, b, c = cov[:, 0, 0] + 0.3, cov[:, 0, 1], cov[:, 1, 1] + 0.3
     det = a * c - b * b
     opac = 1 / (1 + np.exp(-opacity_logits))
+    if filter3d is not None:
+        det_raw = cov[:, 0, 0] * cov[:, 1, 1] - cov[:, 0, 1] * cov[:, 1, 0]
+        rho3 = np.sqrt(np.prod(np.exp(2 * log_scales), axis=1) / np.prod(var, axis=1))
+        opac = opac * rho3 * np.sqrt(np.maximum(det_raw, 0) / det)
     with np.errstate(invalid="ignore", divide="ignore"):
-        extend = np.minimum(3.33, np.sqrt(2 * np.log(np.maximum(opac * 255, 1e-30))))
+        extend = np.minimum(3.33, np.sqrt(2 * np.maximum(np.log(np.maximum(opac * 255, 1e-30)), 0)))  # 0: culled
         rx = np.ceil(extend * np.sqrt(np.maximum(a, 0)))
         ry = np.ceil(extend * np.sqrt(np.maximum(c, 0)))
     m2 = np.stack([fx * p[:, 0] / z + cx, fy * p[:, 1] / z + cy], -1)
@@ -101,6 +113,27 @@ def project(means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, w
         "rects": rects,
         "rect_tiles": np.where(visible, rect_tiles, 0).astype(np.int64),
     }
+
+
+def smoothing_filter(means, cameras, near=0.01, margin=0.15, s2=0.2, return_seen=False):
+    """Mip-Splatting's 3D filter variance per Gaussian [N] float64: s2 / nu^2, nu = the
+    largest max(fx, fy) / depth over ``cameras`` [(w2c, fx, fy, cx, cy, width, height)]
+    whose image, widened by ``margin`` of its size on each side, holds the centre's
+    projection at depth > ``near``; centres no camera sees get the largest value of the
+    seen ones (0 when none is seen). ``return_seen``: also the [N] bool mask of the seen."""
+    nu = np.zeros(len(means))
+    for w2c, fx, fy, cx, cy, width, height in cameras:
+        p = means @ np.asarray(w2c)[:3, :3].T + np.asarray(w2c)[:3, 3]
+        z = p[:, 2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x, y = fx * p[:, 0] / z + cx, fy * p[:, 1] / z + cy
+            seen = ((z > near) & (x >= -margin * width) & (x <= (1 + margin) * width)
+                    & (y >= -margin * height) & (y <= (1 + margin) * height))
+            nu = np.where(seen, np.maximum(nu, max(fx, fy) / z), nu)
+    with np.errstate(divide="ignore"):
+        f = np.where(nu > 0, s2 / nu ** 2, np.nan)
+    f = np.where(nu > 0, f, np.nanmax(f) if (nu > 0).any() else 0.0)
+    return (f, nu > 0) if return_seen else f
 
 
 def composite(means2d, conics, opacities, rgb, depths, visible, rects, width, height, background=(0, 0, 0)):

@@ -36,16 +36,19 @@ def bf16_exact(x):
 class Scene:
     """A projected random scene with screen-space gradients, ready for either backward."""
 
-    def __init__(self, gpu, rng, n=300, degree=3, width=120, height=90):
+    def __init__(self, gpu, rng, n=300, degree=3, width=120, height=90, antialias=False):
+        """antialias: the kernels specialised with ANTIALIAS = 1 and a random 3D filter."""
         self.gpu, self.n, self.degree = gpu, n, degree
+        self.aa = dict(filter3d=gpu.upload(rng.uniform(1e-4, 0.02, n).astype(np.float32))) if antialias else {}
+        self.consts = dict(MAX_SH_DEGREE=3, **({"ANTIALIAS": 1} if antialias else {}))
         _, self.rows = random_scene(rng, n, degree=degree, max_degree=3, spread=0.6)
         self.rows[::7, 10] = -10.0  # opacity below 1/255: culled (Adam still steps them, with gradient 0)
         w2c, fx, fy, cx, cy = random_camera(rng, width, height, dist=3.0)
         self.cams = gpu.upload(camera_row(w2c, fx, fy, cx, cy, width, height)[None])
         params = gpu.upload(self.rows)
         b = {k: gpu.buffer(16 * n) for k in ["means2d", "conic_opac", "rgb", "depths", "radii", "tiles", "keys", "ids"]}
-        gpu.kernel("project/project", "project_forward", MAX_SH_DEGREE=3).dispatch(
-            thread_count=[n, 1, 1], params=params, cams=self.cams, means2d=b["means2d"], conic_opac=b["conic_opac"],
+        gpu.kernel("project/project", "project_forward", **self.consts).dispatch(
+            thread_count=[n, 1, 1], **self.aa, params=params, cams=self.cams, means2d=b["means2d"], conic_opac=b["conic_opac"],
             rgb=b["rgb"], depths=b["depths"], radii=b["radii"], tiles_touched=b["tiles"], depth_keys=b["keys"],
             depth_ids=b["ids"], n=n, cam_index=0, sh_degree=degree, tiles_x=8, tiles_y=6)
         self.b = b
@@ -54,7 +57,7 @@ class Scene:
         g_opacity = rng.normal(0, 1, n).astype(np.float32)
         # the guard: a visible Gaussian's opacity gradient always reaches its logit column
         # (an rgb gradient does not where the colour is clamped at 0)
-        bad = np.flatnonzero(self.vis)[:2]
+        bad = self.bad = np.flatnonzero(self.vis)[:2]
         g_opacity[bad[0]] = np.nan
         g_opacity[bad[1]] = np.inf
         self.screen = dict(g_screen=gpu.upload(pack_screen_grads(
@@ -66,13 +69,13 @@ class Scene:
         return dict(thread_count=[self.n, 1, 1], cams=self.cams, radii=self.b["radii"],
                     conic_opac=self.b["conic_opac"], grad2d_sum=stats[0], vis_count=stats[1], n=self.n, cam_index=0,
                     sh_degree=self.degree, accumulate_stats=1, isect_total=self.isect_total,
-                    isect_capacity=0xFFFFFFFF, **self.screen)
+                    isect_capacity=0xFFFFFFFF, **self.screen, **self.aa)
 
     def gradients(self):
         """The stand-alone backward's gradients [N, D] and statistic [N]."""
         gpu, D = self.gpu, row_stride(3)
         grads, stats = gpu.buffer(4 * self.n * D), (gpu.zeros(4 * self.n), gpu.zeros(4 * self.n))
-        gpu.kernel("project/project", "project_backward", MAX_SH_DEGREE=3).dispatch(
+        gpu.kernel("project/project", "project_backward", **self.consts).dispatch(
             params=gpu.upload(self.rows), grads=grads, **self.common(stats))
         return gpu.read(grads, np.float32, shape=(self.n, D)), gpu.read(stats[0], np.float32, self.n)
 
@@ -84,7 +87,7 @@ class Scene:
         args = model.adam_args(flags=flags, step=step, seed=11, **reg)
         threads, groups_x = dispatch_grid(self.n, BWD_WG)
         common = {**self.common(stats), "thread_count": threads}
-        gpu.kernel("project/project", "project_backward_adam", MAX_SH_DEGREE=3,
+        gpu.kernel("project/project", "project_backward_adam", **self.consts,
                    MOMENTS_BF16=int(args.pop("moments_bf16"))).dispatch(params=model.buf["params"], **args,
                                                                         groups_x=groups_x, **common)
         return gpu.read(stats[0], np.float32, self.n)
@@ -103,12 +106,14 @@ def reference_adam(p, m, v, g, lr, t, b1=0.9, b2=0.999, eps=1e-15):
     return np.where(frozen, p, p1), np.where(frozen, m, m1), np.where(frozen, v, v1)
 
 
-@pytest.mark.parametrize("bf16,groups_x,reg", [(False, None, False), (True, None, False), (False, 2, False),
-                                                (False, None, True)],
-                         ids=["fp32-moments", "bf16-moments", "2d-grid", "mcmc-regularisers"])
-def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, reg, monkeypatch):
+@pytest.mark.parametrize("bf16,groups_x,reg,aa", [(False, None, False, False), (True, None, False, False),
+                                                   (False, 2, False, False), (False, None, True, False),
+                                                   (False, None, False, True)],
+                         ids=["fp32-moments", "bf16-moments", "2d-grid", "mcmc-regularisers", "antialias"])
+def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, reg, aa, monkeypatch):
     """groups_x: workgroups per grid row forced to 2 (300 Gaussians: 5 workgroups in 3 rows,
     the last row half empty), as a dispatch of more than 65,535 workgroups would be laid out.
+    aa: both backwards anti-aliased (test_antialias.py checks project_backward's).
     reg: MCMC's L1 regularisers, whose gradients reach every Gaussian, culled ones too:
     d/d logit of r_o * mean(sigmoid) is r_o / N * s (1 - s), d/d log-scale of r_s *
     mean(exp) is r_s / (3 N) * exp (scaled up here to the size of the image gradients)."""
@@ -116,11 +121,15 @@ def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, reg, monkeypatch
         monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", groups_x)
         assert dispatch_grid(300, BWD_WG) == ([128, 3, 1], 2)
     rng = np.random.default_rng()
-    sc = Scene(gpu, rng)
+    sc = Scene(gpu, rng, antialias=aa)
     n, D = sc.n, row_stride(3)
     g, stat = sc.gradients()
     nonfinite = int((~np.isfinite(g)).sum())
-    assert nonfinite == 2 and np.all(g[~sc.vis] == 0)  # the two injected opacity gradients
+    assert np.all(g[~sc.vis] == 0)
+    if aa:  # the opacity factors reach the geometry: the two rows' geometry turns non-finite too
+        assert nonfinite > 2 and np.isfinite(np.delete(g, sc.bad, axis=0)).all()
+    else:
+        assert nonfinite == 2  # the two injected opacity gradients
     m0 = rng.normal(0, 1e-2, (n, D)).astype(np.float32)
     v0 = rng.uniform(1e-6, 1e-2, (n, D)).astype(np.float32)
     if bf16:
