@@ -19,7 +19,7 @@ BAD = [
     ("train", ["--steps", "1.5"]), ("train", ["--max-size", "-1"]), ("train", ["--max-size", "3"]),
     ("train", ["--eval-every", "-1"]), ("train", ["--eval-interval", "-8"]), ("train", ["--seed", "-1"]),
     ("train", ["--init-points", "0"]), ("train", ["--max-gaussians", "0"]), ("train", ["--checkpoint-every", "-2"]),
-    ("run", ["--frames", "-1"]), ("run", ["--frames-per-second", "0"]), ("run", ["--frames-per-second", "nan"]),
+    ("run", ["--frames", "-2"]), ("run", ["--frames-per-second", "0"]), ("run", ["--frames-per-second", "nan"]),
     ("run", ["--start", "-1"]), ("run", ["--end", "inf"]), ("run", ["--photo-size", "-3"]),
     ("run", ["--frame-size", "-1920"]), ("run", ["--sfm-size", "0"]), ("run", ["--steps", "0"]),
     ("run", ["--max-gaussians", "-10"]),
