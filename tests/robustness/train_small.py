@@ -20,7 +20,8 @@ from engine.config import DatasetConfig, RunConfig, TrainConfig
 
 def small_config(steps: int = 160, checkpoint_every: int = 80, max_size: int = 64, **train) -> RunConfig:
     base = dict(steps=steps, checkpoint_every=checkpoint_every, log_interval=20, sh_degree=1, sh_degree_interval=50,
-                densify_from=30, densify_interval=30, densify_until=150, opacity_reset_interval=90, seed=7)
+                densify_from=30, densify_interval=30, densify_until=150, opacity_reset_interval=90, seed=7,
+                strategy="adc")  # the schedule above is ADC's (the default "auto" would pick MCMC on book)
     base.update(train)
     return RunConfig(dataset=DatasetConfig(max_size=max_size, eval_every=4), train=TrainConfig(**base))
 
