@@ -63,6 +63,8 @@ class TrainingPanel(QtWidgets.QWidget):
 
     MOMENTS = (("float32", "fp32"), ("bfloat16 (half the memory)", "bf16"))
     STRATEGIES = (("ADC (3DGS)", "adc"), ("MCMC (exact budget)", "mcmc"))
+    APPEARANCES = (("Automatic (affine for a video)", ""), ("Off", "off"), ("Affine (exposure, white balance)", "affine"),
+                   ("Bilateral grid", "bilagrid"))
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -97,6 +99,11 @@ class TrainingPanel(QtWidgets.QWidget):
         for label, value in self.MOMENTS:
             self.adam_moments.addItem(label, value)
         self.adam_moments.setToolTip("bfloat16 halves the optimizer's memory: for very large models")
+        self.appearance = QtWidgets.QComboBox()
+        for label, value in self.APPEARANCES:
+            self.appearance.addItem(label, value)
+        self.appearance.setToolTip("A colour transform learned per image, so exposure and white-balance changes "
+                                   "between frames are not baked into the splats (held-out views use none)")
         form.addRow("Preset", self.preset)
         form.addRow("Steps", self.steps)
         form.addRow("Image size", self.max_size)
@@ -105,6 +112,7 @@ class TrainingPanel(QtWidgets.QWidget):
         form.addRow("Densification", self.strategy)
         form.addRow("Max Gaussians", self.max_gaussians)
         form.addRow("Adam moments", self.adam_moments)
+        form.addRow("Per-image appearance", self.appearance)
         lay.addLayout(form)
 
         row = QtWidgets.QHBoxLayout()
@@ -171,7 +179,8 @@ class TrainingPanel(QtWidgets.QWidget):
         """The settings as StartTraining / StartPipeline fields."""
         return dict(steps=self.steps.value(), max_size=self.max_size.value(), init_points=self.init_points.value(),
                     eval_interval=self.eval_interval.value(), max_gaussians=self.max_gaussians.value(),
-                    adam_moments=self.adam_moments.currentData(), strategy=self.strategy.currentData())
+                    adam_moments=self.adam_moments.currentData(), strategy=self.strategy.currentData(),
+                    appearance=self.appearance.currentData())
 
     def _pause_clicked(self) -> None:
         (self.resume_requested if self.state == "paused" else self.pause_requested).emit()
@@ -189,7 +198,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.pause_btn.setText("Resume" if state == "paused" else "Pause")
         self.stop_btn.setEnabled(state in ("running", "paused"))
         for w in (self.preset, self.steps, self.max_size, self.eval_interval, self.init_points, self.max_gaussians,
-                  self.adam_moments):
+                  self.adam_moments, self.appearance):
             w.setEnabled(not running)
         self.status.setText(f"{state}: {detail}" if detail else state)
 

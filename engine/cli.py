@@ -12,7 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .cli_options import add_density_options
+from .cli_options import add_appearance_option, add_density_options
 from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from .errors import SpirulaError
 
@@ -29,6 +29,7 @@ def _train_parser(sub) -> None:
     p.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4), help="max SH degree (default 3)")
     p.add_argument("--seed", type=int, default=t.seed)
     add_density_options(p, t)
+    add_appearance_option(p, t)
     p.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
                    help="Adam moments in float32 or bfloat16 (half their memory; for very large models)")
     p.add_argument("--init-points", type=int, default=t.init_random_points,
@@ -61,6 +62,7 @@ def cmd_train(args) -> int:
                     train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                       seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                       init_random_points=args.init_points, checkpoint_every=args.checkpoint_every,
+                                      appearance=args.appearance,
                                       **density_settings(args.strategy, args.max_gaussians)))
     bar, update = _progress_bar(cfg.train.steps)
     try:

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from . import messages as msg
-from .cli_options import add_density_options
-from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
+from .cli_options import add_appearance_option, add_density_options
+from .config import DatasetConfig, RunConfig, TrainConfig, default_appearance, density_settings
 from .ingest.frames import FramesConfig
 from .ingest.photos import PhotosConfig
 from .sfm.config import SfmConfig
@@ -50,6 +50,7 @@ def add_parser(sub) -> None:
     g.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4))
     g.add_argument("--seed", type=int, default=t.seed)
     add_density_options(g, t)
+    add_appearance_option(g, t, by_input=True)
     g.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
                    help="Adam moments in float32 or bfloat16 (half their memory; for very large models)")
     g.add_argument("--init-points", type=int, default=t.init_random_points)
@@ -60,7 +61,9 @@ def add_parser(sub) -> None:
 
 
 def config_from_args(args):
-    from .pipeline import PipelineConfig
+    from .pipeline import PipelineConfig, detect_input
+
+    appearance = args.appearance or default_appearance(detect_input(args.source))
 
     return PipelineConfig(
         frames=FramesConfig(target_frames=args.frames, frames_per_second=args.frames_per_second, start_s=args.start,
@@ -74,7 +77,7 @@ def config_from_args(args):
                                         seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                         init_random_points=args.init_points,
                                         **density_settings(args.strategy, args.max_gaussians),
-                                        checkpoint_every=args.checkpoint_every)))
+                                        checkpoint_every=args.checkpoint_every, appearance=appearance)))
 
 
 class TqdmView:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 STRATEGIES = ("adc", "mcmc")      # TrainConfig.strategy
 RANDOM_INITS = ("views", "box")   # TrainConfig.init_random (engine/splat/init.py)
+APPEARANCES = ("off", "affine", "bilagrid")  # TrainConfig.appearance (engine/splat/appearance.py)
 
 
 @dataclass
@@ -49,6 +50,7 @@ class TrainConfig:
     init_random_points: int = 100_000
     init_random: str = "views"        # without SfM points: "views" (along the cameras' rays) or "box" (gsplat's cube)
     init_opacity: float = 0.1
+    appearance: str = "off"           # per-image colour: "off", "affine" (exposure / white balance) or "bilagrid"
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
     log_interval: int = 25            # read the loss back every k steps
@@ -84,7 +86,14 @@ def added_later(section: str) -> dict:
     neither a changed setting on resume nor part of a cached stage's key while default."""
     # init_random is not here: runs saved before it started from another random init
     return {"train": {"adam_moments": TrainConfig.adam_moments, "strategy": TrainConfig.strategy,
-                      "mcmc_budget": TrainConfig.mcmc_budget}}.get(section, {})
+                      "mcmc_budget": TrainConfig.mcmc_budget, "appearance": TrainConfig.appearance}}.get(section, {})
+
+
+def default_appearance(input_kind: str) -> str:
+    """TrainConfig.appearance when none is chosen, by input kind ("video", "photos" or
+    "dataset", engine/pipeline.py detect_input): a phone video changes exposure and white
+    balance between frames, so "affine" there; "off" otherwise."""
+    return "affine" if input_kind == "video" else TrainConfig.appearance
 
 
 def override(cfg, **values):

@@ -198,6 +198,7 @@ class StartTraining:
     max_gaussians: int = TrainConfig.max_gaussians  # adc: densification cap; mcmc: the exact budget
     adam_moments: str = TrainConfig.adam_moments    # "fp32" or "bf16" (half the optimizer memory)
     strategy: str = TrainConfig.strategy            # "adc" or "mcmc"
+    appearance: str = ""       # per-image colour: "off", "affine", "bilagrid"; "" = by input (off for a dataset)
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,7 @@ class StartPipeline:
     max_gaussians: int = TrainConfig.max_gaussians
     adam_moments: str = TrainConfig.adam_moments
     strategy: str = TrainConfig.strategy
+    appearance: str = ""       # "" = by input: affine for a video (engine/config.py default_appearance)
 
 
 @dataclass(frozen=True)

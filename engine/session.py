@@ -38,7 +38,7 @@ import numpy as np
 
 from . import checkpoint
 from . import messages as M
-from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
+from .config import DatasetConfig, RunConfig, TrainConfig, default_appearance, density_settings
 from .errors import SpirulaError
 from .fileio import write_json_atomic
 from .stages import train_checkpoint_path
@@ -196,6 +196,7 @@ class _TrainingScene(_Scene):
                              train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
                                                init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
                                                adam_moments=cmd.adam_moments,
+                                               appearance=cmd.appearance or default_appearance("dataset"),
                                                **density_settings(cmd.strategy, cmd.max_gaussians)))
         self.train_idx, self.test_idx = dataset.split(cmd.eval_every)
         if not self.train_idx:
@@ -758,7 +759,8 @@ class _Engine:
                                                  pcmd.eval_every, pcmd.eval_interval, pcmd.init_points,
                                                  checkpoint=str(train_checkpoint_path(project)),
                                                  max_gaussians=pcmd.max_gaussians, adam_moments=pcmd.adam_moments,
-                                                 strategy=pcmd.strategy))
+                                                 strategy=pcmd.strategy,
+                                                 appearance=pcmd.appearance or default_appearance(fut.result()["kind"])))
             return
         try:
             if kind == "train":

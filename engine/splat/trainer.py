@@ -9,7 +9,10 @@ clears it, and the host reads it when that step retires (:meth:`Trainer.collect_
 logging adds no wait either. Density control is the config's ``strategy``: "adc" (3DGS's
 clone / split / prune and opacity reset, GaussianModel.densify) or "mcmc" (relocation,
 growth to an exact budget, per-step position noise and regularisers: engine/splat/mcmc.py);
-either waits for the GPU only on its refine steps.
+either waits for the GPU only on its refine steps. With ``appearance`` "affine" or "bilagrid"
+(engine/splat/appearance.py) the loss sees the render through the training image's own colour
+transform, whose backward and Adam step join the same command buffer (3 or 4 dispatches, no
+read); "off" records exactly the step above.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from typing import Callable
 
 import numpy as np
 
-from ..config import STRATEGIES, TrainConfig
+from ..config import APPEARANCES, STRATEGIES, TrainConfig
 from ..device import Gpu
 from ..errors import NonFiniteError
 from ..ingest.dataset import Dataset
 from ..step_rate import StepRate
+from .appearance import Appearance
 from .camera_table import View, camera_table
 from .guard import raise_if_flagged
 from .init import gaussians_from_points, initial_points
@@ -83,6 +87,8 @@ class Trainer:
         self.train_idx = list(train_idx)
         if cfg.adam_moments not in ("fp32", "bf16"):
             raise ValueError(f"adam_moments must be 'fp32' or 'bf16', not {cfg.adam_moments!r}")
+        if cfg.appearance not in APPEARANCES:
+            raise ValueError(f"appearance must be one of {', '.join(APPEARANCES)}, not {cfg.appearance!r}")
         gpu.check_gaussians(cfg.max_gaussians, "--max-gaussians")  # before anything is allocated
         self.rng = np.random.default_rng(cfg.seed)
         self.extent, self.warnings = training_extent(dataset)  # refuses degenerate camera sets
@@ -101,6 +107,8 @@ class Trainer:
             self.mcmc = McmcDensifier(gpu, self.model, settings, min(cfg.mcmc_budget, cfg.max_gaussians))
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
+        # per-image colour transforms, by camera index (held-out ones stay identity)
+        self.appearance = None if cfg.appearance == "off" else Appearance(gpu, cfg.appearance, len(dataset.cameras))
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
         self.loss_sum = gpu.zeros(16, "loss_sum")  # word 0: loss sum; words 1..3: Adam's NaN/Inf flags
@@ -147,8 +155,14 @@ class Trainer:
         if capacity is not None:
             self.raster.record_prepare(enc)
         self.raster.record_forward(enc, backward=True)
-        self.loss.record(enc, self.raster.image, self.gt[ci], cam.width, cam.height, self.raster.image_grad(),
+        app = self.appearance if self.appearance is not None and self.appearance.active(step) else None
+        render = self.raster.image if app is None else app.record_forward(enc, self.raster.image, ci, cam.width,
+                                                                           cam.height)
+        self.loss.record(enc, render, self.gt[ci], cam.width, cam.height, self.raster.image_grad(),
                          self.loss_sum, cfg.lambda_dssim)
+        if app is not None:  # dL/dI' -> dL/dI in place, and the image's own Adam step
+            app.record_backward(enc, self.raster.image, self.raster.image_grad(), ci, cam.width, cam.height,
+                                self.loss_sum, step, self.raster.overflow_guard())
         # the projection backward applies Adam (no gradient buffer); Adam is also the NaN/Inf
         # guard, and both skip an overflowed step
         mcmc = self.mcmc
@@ -170,6 +184,8 @@ class Trainer:
         pipe.submitted(self.gpu.submit(enc), ci, capacity, loss_tag)
         self._order.extend(pipe.retire())  # waits for the step before this one, not for this one
         outgrown = self.raster.outgrown_bytes() + self.loss.scratch.outgrown_bytes()
+        if self.appearance is not None:
+            outgrown += self.appearance.scratch.outgrown_bytes()
         if outgrown and outgrown >= self.eager_trim_bytes:
             # scratch replaced by growth goes as soon as the GPU is done with it, not at the
             # next densify, where it would sit on top of densify's temporary (10M Gaussians:
@@ -232,6 +248,8 @@ class Trainer:
         with the steps that used it)."""
         self.raster.trim()
         self.loss.scratch.trim()
+        if self.appearance is not None:
+            self.appearance.scratch.trim()
 
     def collect_losses(self) -> list[dict]:
         """History entries ``{"step", "loss", "num_gaussians", "elapsed_s"}`` logged since the
@@ -308,7 +326,8 @@ class Trainer:
     def state_dict(self) -> dict:
         """The whole training state between two steps, as host data (waits for the GPU):
         the model and Adam (:meth:`GaussianModel.state_dict`), the step, the RNG and the
-        camera-order queue, the loss accumulator and the loss history. Raises
+        camera-order queue, the loss accumulator and the loss history, and with appearance
+        on its transforms and their Adam state (``appearance``). Raises
         NonFiniteError when the guard saw a NaN/Inf gradient since the last loss read."""
         if self.state.in_step:
             raise RuntimeError("state_dict() in the middle of a step")
@@ -317,13 +336,19 @@ class Trainer:
         self._convert_losses()  # the history saved holds every logged step
         block = self.gpu.read(self.loss_sum, np.uint32, 4)
         raise_if_flagged(block)
-        return {"step": self.state.step, "logged_step": self.state.logged_step, "model": self.model.state_dict(),
-                "rng": self.rng.bit_generator.state, "order": [int(i) for i in self._order],
-                "loss_sum": block, "history": list(self.state.history), "pipeline": self.pipeline.state_dict()}
+        out = {"step": self.state.step, "logged_step": self.state.logged_step, "model": self.model.state_dict(),
+               "rng": self.rng.bit_generator.state, "order": [int(i) for i in self._order],
+               "loss_sum": block, "history": list(self.state.history), "pipeline": self.pipeline.state_dict()}
+        if self.appearance is not None:
+            out["appearance"] = self.appearance.state_dict()
+        return out
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue from ``state`` (:meth:`state_dict`, possibly of another process)."""
+        """Continue from ``state`` (:meth:`state_dict`, possibly of another process). An
+        appearance state of another mode (or none) leaves the transforms at identity."""
         self.model.load_state_dict(state["model"])
+        if self.appearance is not None and "appearance" in state:
+            self.appearance.load_state_dict(state["appearance"])
         self.rng.bit_generator.state = state["rng"]
         self._order = [int(i) for i in state["order"]]
         self.gpu.write(self.loss_sum, np.asarray(state["loss_sum"], np.uint32))
