@@ -932,10 +932,12 @@ class _Engine:
             sc.saved = True
             result.update(ply=str(ply), num_gaussians=count)
             self.emit(M.Saved("ply", str(ply), f"{count:,} Gaussians, step {s}"))
+            if tr.appearance is not None:  # the per-image colour transforms beside the PLY
+                tr.appearance.save(sc.project, [c.name for c in sc.dataset.cameras], sc.train_idx)
             final = self._evaluate(s) if not stopped else None
             metrics = {"step": s, "stopped_early": stopped, "num_gaussians": count,
                        "psnr": final and final["psnr"], "ssim": final and final["ssim"], "evaluations": sc.evals,
-                       "train_seconds": sc.t_train}
+                       "train_seconds": sc.t_train, "appearance": sc.cfg.train.appearance}
             write_json_atomic(sc.project / "metrics.json", metrics)
             write_json_atomic(sc.project / "train.json", {
                 "dataset": sc.path, "device": self.gpu.adapter, "config": asdict(sc.cfg),

@@ -5,6 +5,7 @@ run on `book` with a synthetic exposure change on half of the training images.""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import numpy as np
 import pytest
@@ -158,3 +159,26 @@ def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data):
     assert max(darker) < min(normal), gain
     assert 0.55 < np.mean(darker) / np.mean(normal) < 0.8, gain
     t.release()
+
+
+def test_spirula_train_writes_the_transforms_beside_the_ply(shared_data, tmp_path, monkeypatch):
+    import json
+
+    from engine.cli import main
+    from engine.splat import appearance
+
+    real = appearance.default_settings
+    monkeypatch.setattr(appearance, "default_settings", lambda mode: dataclasses.replace(real(mode), start=10))
+    out = tmp_path / "run"
+    assert main(["train", str(shared_data / "book"), "-o", str(out), "--steps", "40", "--max-size", "96",
+                 "--appearance", "bilagrid", "--checkpoint-every", "0"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["appearance"] == "bilagrid"
+    got = appearance.read_appearance(out)
+    names = [e["name"] for e in got["images"]]
+    held_out = [e["trained"] for e in got["images"]].index(False)
+    assert got["mode"] == "bilagrid" and got["matrices"].shape == (len(names), 8, 16, 16, 3, 4)
+    identity = np.zeros((3, 4))
+    identity[:, :3] = np.eye(3)
+    assert np.allclose(got["matrices"][held_out], identity), "a held-out image keeps the identity"
+    trained = [i for i, e in enumerate(got["images"]) if e["trained"]]
+    assert all(np.abs(got["matrices"][i] - identity).max() > 1e-3 for i in trained)
