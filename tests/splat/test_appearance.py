@@ -5,11 +5,15 @@ Reference: the affine transform out = (I + D[:, :3]) x + D[:, 3] written with ei
 bilateral grid sliced with scipy.ndimage.map_coordinates (order 1 = trilinear) over each of
 the 12 matrix entries at (gz, gy, gx) = (luma (GZ - 1), (y + 0.5) / H (GY - 1),
 (x + 0.5) / W (GX - 1)), luma = BT.601 weights, clamped to [0, 1]. Backward passes are
-compared with central finite differences of that reference (float64, h = 1e-6) of the
-linear functional L = sum(g_out * out) for a random g_out, on random inputs: to the render
-(through the colour and, for the grid, the luma guide) and to the parameters. The Adam
-step (+ the L2 pull, + the grid's total variation) against a NumPy step whose TV gradient
-is itself checked by finite differences.
+compared with central finite differences of that reference (float64) of the linear
+functional L = sum(g_out * out) for a random g_out, on random inputs: to the render
+(h = 1e-6; through the colour and, for the grid, the luma guide; pixels whose luma lies
+within 1e-4 of a cell boundary, where the derivative is one-sided, are left out) and to
+the parameters (affine: all 12; grid: a scatter-with-trilinear-weights reference on all
+entries, itself checked by differences on every entry of 40 touched cells and 200 random
+entries). The Adam step (+ the L2 pull, + the grid's total variation) against a NumPy
+step whose TV gradient is itself checked by finite differences; an overflowed step changes
+nothing.
 
 Tolerances (float32 GPU vs float64): forward 1e-5 absolute (values ~1); gradients 2e-4 of
 the largest entry + 2e-4 relative (per-pixel sums of 12 terms, float atomics in the
