@@ -63,6 +63,8 @@ class TrainingPanel(QtWidgets.QWidget):
 
     MOMENTS = (("float32", "fp32"), ("bfloat16 (half the memory)", "bf16"))
     STRATEGIES = (("Auto (MCMC with SfM points)", "auto"), ("ADC (3DGS)", "adc"), ("MCMC (exact budget)", "mcmc"))
+    APPEARANCES = (("Automatic (affine for a video)", ""), ("Off", "off"), ("Affine (exposure, white balance)", "affine"),
+                   ("Bilateral grid", "bilagrid"))
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -105,6 +107,11 @@ class TrainingPanel(QtWidgets.QWidget):
         self.antialias.setToolTip("Anti-aliased training: a 3D smoothing filter from the training cameras' "
                                   "sampling rates and the 2D Mip filter, so the splats hold up when zooming in "
                                   "or out; the exported PLY has the 3D filter baked in")
+        self.appearance = QtWidgets.QComboBox()
+        for label, value in self.APPEARANCES:
+            self.appearance.addItem(label, value)
+        self.appearance.setToolTip("A colour transform learned per image, so exposure and white-balance changes "
+                                   "between frames are not baked into the splats (held-out views use none)")
         form.addRow("Preset", self.preset)
         form.addRow("Steps", self.steps)
         form.addRow("Image size", self.max_size)
@@ -114,6 +121,7 @@ class TrainingPanel(QtWidgets.QWidget):
         form.addRow("Max Gaussians", self.max_gaussians)
         form.addRow("Adam moments", self.adam_moments)
         form.addRow("Anti-aliasing", self.antialias)
+        form.addRow("Per-image appearance", self.appearance)
         lay.addLayout(form)
 
         row = QtWidgets.QHBoxLayout()
@@ -182,7 +190,7 @@ class TrainingPanel(QtWidgets.QWidget):
         return dict(steps=self.steps.value(), max_size=self.max_size.value(), init_points=self.init_points.value(),
                     eval_interval=self.eval_interval.value(), max_gaussians=self.max_gaussians.value(),
                     adam_moments=self.adam_moments.currentData(), strategy=self.strategy.currentData(),
-                    antialias=self.antialias.isChecked())
+                    antialias=self.antialias.isChecked(), appearance=self.appearance.currentData())
 
     def _pause_clicked(self) -> None:
         (self.resume_requested if self.state == "paused" else self.pause_requested).emit()
@@ -200,7 +208,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.pause_btn.setText("Resume" if state == "paused" else "Pause")
         self.stop_btn.setEnabled(state in ("running", "paused"))
         for w in (self.preset, self.steps, self.max_size, self.eval_interval, self.init_points, self.max_gaussians,
-                  self.adam_moments, self.antialias):
+                  self.adam_moments, self.antialias, self.appearance):
             w.setEnabled(not running)
         self.status.setText(f"{state}: {detail}" if detail else state)
 

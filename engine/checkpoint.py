@@ -6,6 +6,10 @@
     params, exp_avg, exp_avg_sq   float32 [N, D]  the packed Gaussians and Adam's moments
     grad2d_sum, vis_count         float32 [N]     the densification statistics
     loss_sum                      uint32 [4]      the GPU loss accumulator and guard flags
+    appearance_params, appearance_exp_avg, appearance_exp_avg_sq
+                                  float32 [I, P]  per-image appearance (only with appearance on:
+                                                  I images, P = 12 x cells, engine/splat/appearance.py)
+    appearance_steps              int64 [I]       Adam steps per image (its mode is in meta)
     meta                          uint8           UTF-8 JSON: version, step, Adam step count,
                                                   RNG state, camera-order queue, logged step,
                                                   loss history, the run's settings, the
@@ -48,6 +52,7 @@ from .fileio import json_default, open_atomic
 NAME = "checkpoint.npz"
 VERSION = 1
 _ARRAYS = ("params", "exp_avg", "exp_avg_sq", "grad2d_sum", "vis_count")
+_APPEARANCE = ("params", "exp_avg", "exp_avg_sq", "steps")  # optional: saved as appearance_<name>
 # settings that do not change what the optimisation computes
 _NEUTRAL = {"checkpoint_every", "eval_interval", "log_interval", "init_random",  # init_*: only step 0 uses them
             "mcmc_init_opacity", "mcmc_init_scale"}
@@ -109,6 +114,13 @@ def snapshot(trainer, config, dataset_id: dict, device: str = "", extra: dict | 
     arrays["loss_sum"] = np.ascontiguousarray(state["loss_sum"]).view(np.uint32)
     if state.get("filter3d") is not None:  # anti-aliased training's 3D filter (engine/splat/antialias.py)
         arrays["filter3d"] = np.ascontiguousarray(state["filter3d"], np.float32)
+    app = state.get("appearance")
+    if app is not None:
+        if not np.isfinite(app["params"]).all():
+            raise NonFiniteError(f"NaN/Inf in the appearance at step {state['step']}: checkpoint not written")
+        for name in _APPEARANCE:
+            arrays[f"appearance_{name}"] = np.ascontiguousarray(app[name])
+        meta["appearance_mode"] = app["mode"]
     arrays["meta"] = np.frombuffer(json.dumps(meta, default=json_default).encode("utf-8"), np.uint8)
     return arrays
 
@@ -193,6 +205,8 @@ def load(path: Path) -> Checkpoint:
     state = {"step": int(meta["step"]), "logged_step": int(meta["logged_step"]), "model": model,
              "rng": meta["rng"], "order": meta["order"], "loss_sum": data["loss_sum"].view(np.uint32),
              "history": meta["history"], "pipeline": meta.get("pipeline", {}), "filter3d": data.get("filter3d")}
+    if meta.get("appearance_mode") and all(f"appearance_{n}" in data for n in _APPEARANCE):
+        state["appearance"] = {n: data[f"appearance_{n}"] for n in _APPEARANCE} | {"mode": meta["appearance_mode"]}
     return Checkpoint(path, state["step"], state, meta["config"], meta["dataset"], meta.get("device", ""),
                       meta.get("extra", {}))
 

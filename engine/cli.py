@@ -50,6 +50,7 @@ def cmd_train(args) -> int:
                                       seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                       init_random_points=args.init_points, checkpoint_every=args.checkpoint_every,
                                       antialias=args.antialias,
+                                      appearance=args.appearance,
                                       **density_settings(args.strategy, args.max_gaussians)))
     bar, update = _progress_bar(cfg.train.steps)
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from .config import RANDOM_INITS, STRATEGIES, DatasetConfig, TrainConfig
+from .config import APPEARANCES, RANDOM_INITS, STRATEGIES, DatasetConfig, TrainConfig
 from .errors import CPU_REFUSAL
 
 BACKEND_CHOICES = ("vulkan", "cuda")
@@ -114,8 +114,10 @@ def add_density_options(p, t: TrainConfig) -> None:
                         "sampling rates and the 2D Mip filter); the exported PLY has the 3D filter baked in")
 
 
-def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: str) -> None:
-    """The training settings of `spirula train` and `spirula run` (TrainConfig, DatasetConfig)."""
+def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: str,
+                         appearance_by_input: bool = False) -> None:
+    """The training settings of `spirula train` and `spirula run` (TrainConfig, DatasetConfig);
+    ``appearance_by_input``: --appearance defaults by the input kind (spirula run)."""
     p.add_argument("--steps", type=int_at_least(1), default=t.steps, help=f"training steps (default {t.steps:,})")
     p.add_argument("--max-size", type=image_side, default=d.max_size,
                    help=f"longer training image side in px, 0 = as stored (default {d.max_size})")
@@ -129,6 +131,7 @@ def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: s
     p.add_argument("--seed", type=int_at_least(0), default=t.seed,
                    help=f"random seed of the initial points and the image order (default {t.seed})")
     add_density_options(p, t)
+    add_appearance_option(p, t, by_input=appearance_by_input)
     p.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
                    help="Adam moments in float32 or bfloat16 (half their memory; for very large models). "
                         f"Default {t.adam_moments}")
@@ -137,3 +140,13 @@ def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: s
     p.add_argument("--checkpoint-every", type=int_at_least(0), default=t.checkpoint_every, metavar="K",
                    help=checkpoint_help)
     add_device_option(p)
+
+
+def add_appearance_option(p, t: TrainConfig, by_input: bool = False) -> None:
+    """--appearance (spirula train; spirula run with ``by_input``: no default, the input
+    kind decides, engine/config.py default_appearance)."""
+    default = "affine for a video input, off otherwise" if by_input else t.appearance
+    p.add_argument("--appearance", choices=APPEARANCES, default=None if by_input else t.appearance,
+                   help="per-image colour learned beside the splats, so exposure / white-balance changes between "
+                        "images are not baked into them: affine (a 3x4 colour matrix per image) or bilagrid (a "
+                        f"bilateral grid per image, Wang et al. 2024); held-out views use none. Default {default}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import messages as msg
 from .cli_options import DefaultsFormatter, add_training_options, float_range, image_side, int_at_least
-from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
+from .config import DatasetConfig, RunConfig, TrainConfig, default_appearance, density_settings
 from .ingest.frames import FramesConfig
 from .ingest.photos import PhotosConfig
 from .sfm.config import SfmConfig
@@ -52,11 +52,13 @@ def add_parser(sub) -> None:
                    help="where SIFT and matching run (pycolmap): auto uses CUDA when pycolmap has it")
     g = p.add_argument_group("training")
     add_training_options(g, d, t, "checkpoint the training every K steps into <project>/checkpoints/ (0 = never); "
-                                  "a rerun continues from it")
+                                  "a rerun continues from it", appearance_by_input=True)
 
 
 def config_from_args(args):
-    from .pipeline import PipelineConfig
+    from .pipeline import PipelineConfig, detect_input
+
+    appearance = args.appearance or default_appearance(detect_input(args.source))
 
     return PipelineConfig(
         frames=FramesConfig(target_frames=args.frames, frames_per_second=args.frames_per_second, start_s=args.start,
@@ -70,7 +72,7 @@ def config_from_args(args):
                                         seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                         init_random_points=args.init_points, antialias=args.antialias,
                                         **density_settings(args.strategy, args.max_gaussians),
-                                        checkpoint_every=args.checkpoint_every)))
+                                        checkpoint_every=args.checkpoint_every, appearance=appearance)))
 
 
 class TqdmView:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 STRATEGIES = ("auto", "adc", "mcmc")  # TrainConfig.strategy (resolve_strategy)
 RANDOM_INITS = ("views", "box")   # TrainConfig.init_random (engine/splat/init.py)
+APPEARANCES = ("off", "affine", "bilagrid")  # TrainConfig.appearance (engine/splat/appearance.py)
 
 
 @dataclass
@@ -53,6 +54,7 @@ class TrainConfig:
     init_random: str = "views"        # without SfM points: "views" (along the cameras' rays) or "box" (gsplat's cube)
     init_opacity: float = 0.1
     antialias: bool = False           # Mip-Splatting's 3D smoothing and 2D Mip filters (engine/splat/antialias.py)
+    appearance: str = "off"           # per-image colour: "off", "affine" (exposure / white balance) or "bilagrid"
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
     log_interval: int = 25            # read the loss back every k steps
@@ -108,7 +110,14 @@ def added_later(section: str) -> dict:
     return {"train": {"adam_moments": TrainConfig.adam_moments, "strategy": "adc",
                       "mcmc_budget": TrainConfig.mcmc_budget, "mcmc_init_opacity": TrainConfig.mcmc_init_opacity,
                       "mcmc_init_scale": TrainConfig.mcmc_init_scale,
-                      "antialias": TrainConfig.antialias}}.get(section, {})
+                      "antialias": TrainConfig.antialias, "appearance": TrainConfig.appearance}}.get(section, {})
+
+
+def default_appearance(input_kind: str) -> str:
+    """TrainConfig.appearance when none is chosen, by input kind ("video", "photos" or
+    "dataset", engine/pipeline.py detect_input): a phone video changes exposure and white
+    balance between frames, so "affine" there; "off" otherwise."""
+    return "affine" if input_kind == "video" else TrainConfig.appearance
 
 
 def override(cfg, **values):

@@ -199,6 +199,7 @@ class StartTraining:
     adam_moments: str = TrainConfig.adam_moments    # "fp32" or "bf16" (half the optimizer memory)
     strategy: str = TrainConfig.strategy            # "auto", "adc" or "mcmc" (engine.config.resolve_strategy)
     antialias: bool = TrainConfig.antialias         # Mip-Splatting's filters (engine/splat/antialias.py)
+    appearance: str = ""       # per-image colour: "off", "affine", "bilagrid"; "" = by input (off for a dataset)
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,7 @@ class StartPipeline:
     adam_moments: str = TrainConfig.adam_moments
     strategy: str = TrainConfig.strategy
     antialias: bool = TrainConfig.antialias
+    appearance: str = ""       # "" = by input: affine for a video (engine/config.py default_appearance)
 
 
 @dataclass(frozen=True)

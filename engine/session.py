@@ -37,7 +37,7 @@ import numpy as np
 
 from . import checkpoint
 from . import messages as M
-from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
+from .config import DatasetConfig, RunConfig, TrainConfig, default_appearance, density_settings
 from .errors import SpirulaError
 from .fileio import write_json_atomic
 from .stages import train_checkpoint_path
@@ -757,7 +757,8 @@ class _Engine:
                                                  pcmd.eval_every, pcmd.eval_interval, pcmd.init_points,
                                                  checkpoint=str(train_checkpoint_path(project)),
                                                  max_gaussians=pcmd.max_gaussians, adam_moments=pcmd.adam_moments,
-                                                 strategy=pcmd.strategy, antialias=pcmd.antialias))
+                                                 strategy=pcmd.strategy, antialias=pcmd.antialias,
+                                                 appearance=pcmd.appearance or default_appearance(fut.result()["kind"])))
             return
         try:
             if kind == "train":
@@ -929,10 +930,13 @@ class _Engine:
             sc.saved = True
             result.update(ply=str(ply), num_gaussians=count)
             self.emit(M.Saved("ply", str(ply), f"{count:,} Gaussians, step {s}"))
+            if tr.appearance is not None:  # the per-image colour transforms beside the PLY
+                tr.appearance.save(sc.project, [c.name for c in sc.dataset.cameras], sc.train_idx)
             final = self._evaluate(s) if not stopped else None
             metrics = {"step": s, "stopped_early": stopped, "num_gaussians": count,
                        "psnr": final and final["psnr"], "ssim": final and final["ssim"], "evaluations": sc.evals,
-                       "train_seconds": sc.t_train, "strategy": tr.strategy}
+                       "train_seconds": sc.t_train, "strategy": tr.strategy,
+                       "appearance": sc.cfg.train.appearance}
             write_json_atomic(sc.project / "metrics.json", metrics)
             write_json_atomic(sc.project / "train.json", {
                 "dataset": sc.path, "device": self.gpu.adapter, "config": asdict(sc.cfg), "strategy": tr.strategy,
@@ -1051,6 +1055,7 @@ def _run_config(cmd: M.StartTraining, backend: str) -> RunConfig:
                      train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
                                        init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
                                        adam_moments=cmd.adam_moments, antialias=cmd.antialias,
+                                       appearance=cmd.appearance or default_appearance("dataset"),
                                        **density_settings(cmd.strategy, cmd.max_gaussians)))
 
 

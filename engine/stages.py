@@ -9,8 +9,8 @@ Project layout (the stage that writes each entry):
     frames/     the selected or imported frames (JPEG), frames.json            [select | import]
     sfm/        database.db, sparse/0 (distorted model), summary.json          [sfm]
     images/, sparse/0   undistorted pinhole images and model (a COLMAP dataset) [undistort]
-    train/      splat.ply, metrics.json, eval/, train.json                      [train]
-    exports/    splat.ply                                                       [export]
+    train/      splat.ply, metrics.json, eval/, train.json (appearance.json)    [train]
+    exports/    splat.ply (appearance.json, .npy: per-image colour, if trained) [export]
 """
 
 from __future__ import annotations
@@ -260,15 +260,19 @@ def stage_train(ctx: StageContext) -> dict:
     m = run_training(dataset_path(ctx), ctx.staging / "train", cfg, on_progress=on_progress, on_message=on_message,
                      resume="auto", checkpoint_path=train_checkpoint_path(ctx.project), keep_checkpoint=False)
     return {k: m.get(k) for k in ("step", "stopped_early", "num_gaussians", "psnr", "ssim", "initial_psnr",
-                                  "views", "train_seconds", "sec_per_1k_steps")}
+                                  "views", "train_seconds", "sec_per_1k_steps", "appearance")}
 
 
 def stage_export(ctx: StageContext) -> dict:
-    """exports/splat.ply (the trained Gaussians, standard 3DGS PLY)."""
+    """exports/splat.ply (the trained Gaussians, standard 3DGS PLY), and appearance.json
+    (+ .npy) beside it when the training learned per-image appearance."""
     src = ctx.project / "train" / "splat.ply"
     out = ctx.staging / "exports"
     out.mkdir(parents=True)
     shutil.copyfile(src, out / "splat.ply")
+    for name in ("appearance.json", "appearance.npy"):  # the per-image colour transforms, when trained
+        if (ctx.project / "train" / name).is_file():
+            shutil.copyfile(ctx.project / "train" / name, out / name)
     metrics = _read_json(ctx.project / "train" / "metrics.json")
     return {"ply": "exports/splat.ply", "bytes": (out / "splat.ply").stat().st_size,
             "num_gaussians": metrics.get("num_gaussians")}

@@ -2,6 +2,8 @@
 project folder:
 
     <project>/splat.ply        the trained Gaussians (standard 3DGS PLY)
+    <project>/appearance.json  with --appearance affine|bilagrid: each training image's learned colour
+                               transform (+ appearance.npy for the grid; engine/splat/appearance.py)
     <project>/metrics.json     held-out PSNR / SSIM (final and every --eval-interval steps)
     <project>/eval/            held-out renders beside their ground truth (PNG)
     <project>/train.json       settings, dataset notes, loss curve, timings
@@ -272,6 +274,8 @@ class _Job:
         t_train = time.perf_counter() - t1
         count = export_ply(trainer, out_dir / "splat.ply", on_message)
         on_message(f"wrote {out_dir / 'splat.ply'} ({count} Gaussians, step {state.step})")
+        if trainer.appearance is not None:
+            trainer.appearance.save(out_dir, [c.name for c in dataset.cameras], train_idx)
         final = evaluate(trainer, test_idx, out_dir / "eval") if test_idx else None
         metrics = {
             "step": state.step, "stopped_early": state.stopped_early, "num_gaussians": count,
@@ -282,6 +286,8 @@ class _Job:
             "sec_per_1k_steps": 1000 * t_train / max(state.step - start_step, 1),
             "resumed_from_step": ckpt.step if ckpt is not None else None,
             "strategy": trainer.strategy,
+            # held-out views are scored with the identity appearance (engine/splat/evaluate.py)
+            "appearance": cfg.train.appearance,
         }
         write_json_atomic(out_dir / "metrics.json", metrics)
         write_json_atomic(out_dir / "train.json", {

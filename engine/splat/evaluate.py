@@ -1,5 +1,13 @@
 """Held-out evaluation: render each test camera, PSNR and SSIM against its image, and save
-the render beside its ground truth as PNG."""
+the render beside its ground truth as PNG.
+
+Protocol with per-image appearance (TrainConfig.appearance, engine/splat/appearance.py): a
+held-out image was never trained on, so it has no learned colour transform; it is rendered
+and scored with the identity (the raw render of the Gaussians). The regulariser keeps the
+training images' transforms centred on the identity, so this is the scene's neutral colour;
+a held-out frame whose exposure differs from its neighbours' counts against the score.
+(The alternative, fitting an appearance on part of the held-out image and scoring the rest,
+is not done.) metrics.json records the mode that trained (``appearance``)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,10 @@ choice is :attr:`Trainer.strategy`); either waits for the GPU only on its refine
 engine/splat/antialias.py) every render uses the per-Gaussian 3D filter, recomputed at the
 start and every ``densify_interval`` steps (after the refine when one is due) in a
 submission of its own, with no wait.
+With ``appearance`` "affine" or "bilagrid"
+(engine/splat/appearance.py) the loss sees the render through the training image's own colour
+transform, whose backward and Adam step join the same command buffer (3 or 4 dispatches, no
+read); "off" records exactly the step above.
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ from typing import Callable
 
 import numpy as np
 
-from ..config import TrainConfig, resolve_strategy
+from ..config import APPEARANCES, TrainConfig, resolve_strategy
 from ..device import Gpu
 from ..errors import DatasetError, NonFiniteError
 from ..ingest.dataset import Dataset
 from ..step_rate import StepRate
 from .antialias import SmoothingFilter
+from .appearance import Appearance
 from .camera_table import View, camera_table
 from .guard import raise_if_flagged
 from .init import gaussians_from_points, initial_points
@@ -85,6 +90,8 @@ class Trainer:
         self.train_idx = list(train_idx)
         if cfg.adam_moments not in ("fp32", "bf16"):
             raise ValueError(f"adam_moments must be 'fp32' or 'bf16', not {cfg.adam_moments!r}")
+        if cfg.appearance not in APPEARANCES:
+            raise ValueError(f"appearance must be one of {', '.join(APPEARANCES)}, not {cfg.appearance!r}")
         gpu.check_gaussians(cfg.max_gaussians, "--max-gaussians")  # before anything is allocated
         self.rng = np.random.default_rng(cfg.seed)
         self.extent, self.warnings = training_extent(dataset)  # refuses degenerate camera sets
@@ -103,6 +110,8 @@ class Trainer:
             self.mcmc = McmcDensifier(gpu, self.model, settings, min(cfg.mcmc_budget, cfg.max_gaussians))
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
+        # per-image colour transforms, by camera index (held-out ones stay identity)
+        self.appearance = None if cfg.appearance == "off" else Appearance(gpu, cfg.appearance, len(dataset.cameras))
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
         self.filter = SmoothingFilter(gpu, self.model, self.cams, self.train_idx) if cfg.antialias else None
@@ -152,8 +161,14 @@ class Trainer:
         if capacity is not None:
             self.raster.record_prepare(enc)
         self.raster.record_forward(enc, backward=True)
-        self.loss.record(enc, self.raster.image, self.gt[ci], cam.width, cam.height, self.raster.image_grad(),
+        app = self.appearance if self.appearance is not None and self.appearance.active(step) else None
+        render = self.raster.image if app is None else app.record_forward(enc, self.raster.image, ci, cam.width,
+                                                                           cam.height)
+        self.loss.record(enc, render, self.gt[ci], cam.width, cam.height, self.raster.image_grad(),
                          self.loss_sum, cfg.lambda_dssim)
+        if app is not None:  # dL/dI' -> dL/dI in place, and the image's own Adam step
+            app.record_backward(enc, self.raster.image, self.raster.image_grad(), ci, cam.width, cam.height,
+                                self.loss_sum, step, self.raster.overflow_guard())
         # the projection backward applies Adam (no gradient buffer); Adam is also the NaN/Inf
         # guard, and both skip an overflowed step
         mcmc = self.mcmc
@@ -175,6 +190,8 @@ class Trainer:
         pipe.submitted(self.gpu.submit(enc), ci, capacity, loss_tag)
         self._order.extend(pipe.retire())  # waits for the step before this one, not for this one
         outgrown = self.raster.outgrown_bytes() + self.loss.scratch.outgrown_bytes()
+        if self.appearance is not None:
+            outgrown += self.appearance.scratch.outgrown_bytes()
         if outgrown and outgrown >= self.eager_trim_bytes:
             # scratch replaced by growth goes as soon as the GPU is done with it, not at the
             # next densify, where it would sit on top of densify's temporary (10M Gaussians:
@@ -245,6 +262,8 @@ class Trainer:
         with the steps that used it)."""
         self.raster.trim()
         self.loss.scratch.trim()
+        if self.appearance is not None:
+            self.appearance.scratch.trim()
 
     def collect_losses(self) -> list[dict]:
         """History entries ``{"step", "loss", "num_gaussians", "elapsed_s"}`` logged since the
@@ -322,7 +341,8 @@ class Trainer:
         """The whole training state between two steps, as host data (waits for the GPU):
         the model and Adam (:meth:`GaussianModel.state_dict`), the step, the RNG and the
         camera-order queue, the loss accumulator and the loss history; with antialias, the
-        3D filter in force (``filter3d`` [N] float32: recomputed only on schedule). Raises
+        3D filter in force (``filter3d`` [N] float32: recomputed only on schedule); with appearance
+        on, its transforms and their Adam state (``appearance``). Raises
         NonFiniteError when the guard saw a NaN/Inf gradient since the last loss read."""
         if self.state.in_step:
             raise RuntimeError("state_dict() in the middle of a step")
@@ -336,10 +356,13 @@ class Trainer:
                "loss_sum": block, "history": list(self.state.history), "pipeline": self.pipeline.state_dict()}
         if self.filter is not None:
             out["filter3d"] = self.filter.read()
+        if self.appearance is not None:
+            out["appearance"] = self.appearance.state_dict()
         return out
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue from ``state`` (:meth:`state_dict`, possibly of another process)."""
+        """Continue from ``state`` (:meth:`state_dict`, possibly of another process). An
+        appearance state of another mode (or none) leaves the transforms at identity."""
         self.model.load_state_dict(state["model"])
         if self.filter is not None:  # a checkpoint without one (antialias was off): computed afresh
             f = state.get("filter3d")
@@ -347,6 +370,8 @@ class Trainer:
                 self.filter.load(f)
             else:
                 self.filter.update()
+        if self.appearance is not None and "appearance" in state:
+            self.appearance.load_state_dict(state["appearance"])
         self.rng.bit_generator.state = state["rng"]
         self._order = [int(i) for i in state["order"]]
         self.gpu.write(self.loss_sum, np.asarray(state["loss_sum"], np.uint32))

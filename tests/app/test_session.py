@@ -69,7 +69,8 @@ def driver(tmp_path_factory):
 def test_train_pause_resume_finish(driver, tiny_dataset, tmp_path):
     s = driver.s
     s.send(M.StartTraining(str(tiny_dataset), project=str(tmp_path / "proj"), steps=40, max_size=64,
-                           eval_every=5, eval_interval=20, init_points=400, max_gaussians=450, adam_moments="bf16"))
+                           eval_every=5, eval_interval=20, init_points=400, max_gaussians=450, adam_moments="bf16",
+                           appearance="affine"))
     scene = driver.wait(lambda m: isinstance(m, M.SceneLoaded), 120, "SceneLoaded")
     assert scene.kind == "dataset" and len(scene.cameras) == 10
     assert {c.split for c in scene.cameras} == {"train", "test"} and scene.cameras[0].thumbnail
@@ -95,6 +96,7 @@ def test_train_pause_resume_finish(driver, tiny_dataset, tmp_path):
     assert (train["max_gaussians"], train["adam_moments"]) == (450, "bf16")  # the studio's settings reached the run
     metrics = json.loads((tmp_path / "proj" / "metrics.json").read_text())
     assert metrics["psnr"] is not None and [e["step"] for e in metrics["evaluations"]] == [20, 40]
+    assert metrics["appearance"] == train["appearance"] == "affine" and (tmp_path / "proj" / "appearance.json").is_file()
     psnrs = [m for m in driver.seen if isinstance(m, M.TrainMetrics) and m.psnr is not None]
     assert len(psnrs) == 2
 

@@ -1,0 +1,241 @@
+"""Per-image appearance: exposure and white balance learned per training image, so that
+they are not baked into the Gaussians' colours (phone video changes both between frames).
+
+The rendered image I [H, W, 3] of training image i becomes I' = T_i(I) before the
+photometric loss; the loss's gradient dL/dI' goes back through T_i to the rasterizer's
+backward, and T_i's own parameters take one Adam step, all in the training step's command
+buffer (shaders/appearance/appearance.slang, where the forward and backward math is
+written out). Modes (TrainConfig.appearance):
+
+* ``"affine"``: T_i(I) = A_i I + b_i per pixel, A_i 3x3, b_i 3 (12 parameters per image),
+  with the regulariser ``reg`` (||A_i - I||^2 + ||b_i||^2) pulling towards identity.
+* ``"bilagrid"``: a bilateral grid per image (Wang et al. 2024, "Bilateral Guided Radiance
+  Field Processing", sec. 4): 16 x 16 x 8 cells over (x, y, luma) of 3x4 affine matrices,
+  identity at the start, sliced trilinearly at each pixel by (x / W, y / H, BT.601 luma of
+  the rendered colour); the gradient flows through the luma guide as well. Regulariser: the
+  grid's total variation times ``tv_weight`` (10, as the paper and gsplat's default).
+
+Parameters of all images live in one buffer [num_images, cells, 12] (cells = 1 for affine),
+indexed by the dataset's camera index (held-out images are never trained and stay
+identity), stored as the deviation from identity D = [A | b] - [I | 0], row-major. Each
+image has its own Adam moments, advanced when that image is trained on (a lazy, per-image
+Adam; bias correction from the host's count of the image's steps, which, as the model's,
+also counts a step skipped on the GPU after an intersection overflow).
+
+Learning rates and weights (:class:`AppearanceSettings`):
+
+* affine ``lr`` 5e-3: an image is trained on once per pass over the training set, i.e.
+  steps / images times (a 200-frame video at 7,000 steps: 35 times); Adam moves a
+  parameter by at most about ``lr`` per visit, so 5e-3 can follow a 30% exposure change
+  within ~60 visits, while the jitter near the optimum (a fraction of ``lr``) stays below
+  0.5% of the intensity.
+* affine ``reg`` 0.01: the loss's gradient on a gain of an image 30% too dark is ~0.1
+  (L1 part 0.8 / 3 per unit of mean |residual| sign, times the colours ~0.5); the
+  regulariser's 2 reg D = 0.006 at D = 0.3 barely resists a real change, yet it is the only
+  force on the direction the loss cannot see (all images darker, the Gaussians brighter),
+  and keeps the transforms' common part at identity, which held-out views use.
+* bilagrid ``lr`` 2e-3 and ``tv_weight`` 10: the peer's (gsplat 1.5.3 simple_trainer)
+  values. Its TV term is averaged over all images every step; here image i's grid gets its
+  TV gradient when i is trained on, once per pass, which sums to the same per pass.
+* ``start``: the transforms stay identity (and nothing is recorded) for the first steps,
+  while the Gaussians' colours settle from the initialisation; otherwise every transform
+  first absorbs the initial colours' overall error, a common part the regulariser then
+  removes only slowly.
+
+Held-out views have no trained appearance: they are rendered and scored with the identity
+(engine/splat/evaluate.py). :meth:`Appearance.save` writes the learned transforms beside
+the PLY (``appearance.json``, plus ``appearance.npy`` for the grid) for later stages.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..device import Gpu
+from ..fileio import open_atomic, write_json_atomic
+from ..profile import IMAGE
+from .buffers import BufferSet
+
+BILAGRID_SHAPE = (16, 16, 8)  # cells along x, y, luma (Wang et al. 2024; gsplat's default)
+_TILE = 16                    # pixel tile of the forward / backward kernels (T in appearance.slang)
+
+
+@dataclass
+class AppearanceSettings:
+    lr: float
+    reg: float = 0.0           # L2 towards identity: reg * ||D||^2 per trained step of an image
+    tv_weight: float = 0.0     # total variation of the grid (bilagrid)
+    start: int = 0             # steps before the transforms train (identity and no dispatch until then)
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-15
+
+
+def default_settings(mode: str) -> AppearanceSettings:
+    """The settings of ``mode`` ("affine" or "bilagrid"); the module docstring says why."""
+    if mode == "affine":
+        return AppearanceSettings(lr=5e-3, reg=0.01, start=500)
+    if mode == "bilagrid":
+        return AppearanceSettings(lr=2e-3, tv_weight=10.0, start=500)
+    raise ValueError(f"no appearance settings for mode {mode!r}")
+
+
+class Appearance:
+    """The per-image transforms of one training run and their optimizer (module docstring).
+
+    ``mode``: "affine" or "bilagrid"; ``num_images``: the dataset's camera count.
+    Buffers (float32): params, exp_avg, exp_avg_sq [num_images, cells, 12]; accum [cells, 12]
+    (the current step's gradient, zero between steps). ``steps`` [num_images] int64: Adam
+    steps taken per image (host).
+    """
+
+    def __init__(self, gpu: Gpu, mode: str, num_images: int, settings: AppearanceSettings | None = None):
+        if num_images < 1:
+            raise ValueError("appearance needs at least one image")
+        self.gpu, self.mode, self.num_images = gpu, mode, int(num_images)
+        self.shape = (1, 1, 1) if mode == "affine" else BILAGRID_SHAPE if mode == "bilagrid" else None
+        if self.shape is None:
+            raise ValueError(f"appearance mode must be 'affine' or 'bilagrid', not {mode!r}")
+        self.settings = settings or default_settings(mode)
+        gx, gy, gz = self.shape
+        self.cells = gx * gy * gz
+        self.per_image = 12 * self.cells
+        consts = dict(GX=gx, GY=gy, GZ=gz)
+        k = lambda entry: gpu.kernel("appearance/appearance", entry, **consts)
+        self.k_fwd, self.k_bwd, self.k_adam = k("appearance_forward"), k("appearance_backward"), k("appearance_adam")
+        self.k_tv = k("appearance_tv") if mode == "bilagrid" else None
+        nbytes = 4 * self.num_images * self.per_image
+        self.buf = {name: gpu.zeros(nbytes, f"appearance.{name}") for name in ("params", "exp_avg", "exp_avg_sq")}
+        self.buf["accum"] = gpu.zeros(4 * self.per_image, "appearance.accum")
+        self.steps = np.zeros(self.num_images, np.int64)
+        self.scratch = BufferSet(gpu, "appearance", category=IMAGE)
+
+    def active(self, step: int) -> bool:
+        """Whether the transforms apply and train at training step ``step`` (from 0)."""
+        return step >= self.settings.start
+
+    # --- the training step ------------------------------------------------------------------
+    def record_forward(self, enc, image, index: int, width: int, height: int):
+        """Record I' = T_index(I) (1 dispatch); returns the float32 buffer [H, W, 3] holding
+        I' (scratch, reused by the next call). ``image``: the render [H, W, 3] float32."""
+        w, h = int(width), int(height)
+        out = self.scratch.get("image", 12 * w * h)
+        self.k_fwd.record(enc, self._tiles(w, h), render=image, params=self.buf["params"], out_image=out,
+                          image_index=self._index(index), width=w, height=h)
+        return out
+
+    def record_backward(self, enc, image, grad, index: int, width: int, height: int, flags, step: int,
+                        overflow_guard) -> None:
+        """Record the backward and the Adam step of image ``index`` (3 dispatches; 4 with
+        the grid's TV). ``grad`` [H, W, 3] float32 holds dL/dI' and is overwritten with
+        dL/dI (the rasterizer's image gradient); ``image`` is the render I. ``flags``: the
+        NaN/Inf guard's block (words 1..3, shaders/optim/adam_math.slang) with the training
+        ``step``; ``overflow_guard``: (count buffer, capacity) of Rasterizer.overflow_guard:
+        a skipped step changes nothing but still clears the accumulated gradient."""
+        w, h, i, s = int(width), int(height), self._index(index), self.settings
+        accum = self.buf["accum"]
+        self.k_bwd.record(enc, self._tiles(w, h), render=image, params=self.buf["params"], grad=grad, accum=accum,
+                          image_index=i, width=w, height=h)
+        total, capacity = overflow_guard
+        threads = [self.per_image, 1, 1]
+        if self.k_tv is not None:
+            self.k_tv.record(enc, threads, params=self.buf["params"], accum=accum, isect_total=total,
+                             isect_capacity=int(capacity), image_index=i, tv_weight=float(s.tv_weight))
+        self.steps[i] += 1
+        t = int(self.steps[i])
+        self.k_adam.record(enc, threads, params=self.buf["params"], exp_avg=self.buf["exp_avg"],
+                           exp_avg_sq=self.buf["exp_avg_sq"], accum=accum, flags=flags, isect_total=total,
+                           isect_capacity=int(capacity), image_index=i, lr=float(s.lr), reg=float(s.reg),
+                           beta1=float(s.beta1), beta2=float(s.beta2), eps=float(s.eps),
+                           bias1=1.0 - s.beta1 ** t, bias2=1.0 - s.beta2 ** t, step=int(step) & 0xFFFFFFFF)
+
+    def _index(self, index: int) -> int:
+        if not 0 <= int(index) < self.num_images:
+            raise IndexError(f"image {index} outside the {self.num_images} appearance slots")
+        return int(index)
+
+    @staticmethod
+    def _tiles(w: int, h: int) -> list[int]:
+        return [-(-w // _TILE) * _TILE, -(-h // _TILE) * _TILE, 1]
+
+    # --- host views, checkpoints, files -----------------------------------------------------
+    def deviations(self) -> np.ndarray:
+        """D = M - [I | 0] of every image and cell: [num_images, GZ, GY, GX, 3, 4] float32
+        (waits for the GPU)."""
+        gx, gy, gz = self.shape
+        return self.gpu.read(self.buf["params"], np.float32, shape=(self.num_images, gz, gy, gx, 3, 4))
+
+    def matrices(self) -> np.ndarray:
+        """The transforms M = [A | b], out = A x + b: [num_images, GZ, GY, GX, 3, 4] float64
+        (waits for the GPU)."""
+        m = self.deviations().astype(np.float64)
+        m[..., :3] += np.eye(3)
+        return m
+
+    def state_dict(self) -> dict:
+        """params, exp_avg, exp_avg_sq [num_images, cells * 12] float32, steps [num_images]
+        int64 and the mode (waits for the GPU; nothing may be in flight)."""
+        shape = (self.num_images, self.per_image)
+        out = {name: self.gpu.read(self.buf[name], np.float32, shape=shape)
+               for name in ("params", "exp_avg", "exp_avg_sq")}
+        out["steps"] = self.steps.copy()
+        out["mode"] = self.mode
+        return out
+
+    def load_state_dict(self, state: dict) -> bool:
+        """Load :meth:`state_dict`; returns False (and keeps the identity start) when it is
+        of another mode or image count."""
+        shape = (self.num_images, self.per_image)
+        if state.get("mode") != self.mode or any(np.shape(state.get(n)) != shape
+                                                 for n in ("params", "exp_avg", "exp_avg_sq")):
+            return False
+        self.gpu.wait_idle()
+        for name in ("params", "exp_avg", "exp_avg_sq"):
+            self.gpu.write(self.buf[name], np.ascontiguousarray(state[name], np.float32))
+        self.steps = np.asarray(state["steps"], np.int64).reshape(self.num_images).copy()
+        return True
+
+    def save(self, folder: Path, names: list[str], trained: list[int]) -> list[Path]:
+        """Write the transforms beside the PLY for later stages: ``appearance.json``
+        ({mode, convention, grid, images: [{name, trained, matrix}]}; affine: each image's
+        3x4 matrix inline) and, for the grid, ``appearance.npy`` (float32 [num_images, GZ,
+        GY, GX, 3, 4], image order of ``images``). ``names``: the dataset's image names by
+        camera index; ``trained``: the camera indices trained on (the others are identity).
+        Returns the paths written (atomically)."""
+        folder = Path(folder)
+        m = self.matrices()
+        done = set(int(i) for i in trained)
+        images = [{"name": n, "trained": i in done} for i, n in enumerate(names)]
+        meta = {"mode": self.mode, "convention": "out = A x + b per pixel, x the rendered linear RGB in [0, 1]; "
+                "matrix = [A | b] (3 rows of 4)", "grid": None, "images": images}
+        written = []
+        if self.mode == "affine":
+            for entry, mat in zip(images, m[:, 0, 0, 0]):
+                entry["matrix"] = mat.round(7).tolist()
+        else:
+            gx, gy, gz = self.shape
+            meta["grid"] = {"cells_x": gx, "cells_y": gy, "cells_luma": gz, "file": "appearance.npy",
+                            "layout": "[image, luma, y, x, 3, 4]; cell centres at u = i / (cells - 1) of "
+                                      "x / W, y / H (pixel centres) and BT.601 luma clamped to [0, 1]; "
+                                      "trilinear between cells"}
+            with open_atomic(folder / "appearance.npy", "wb") as f:
+                np.save(f, m.astype(np.float32))
+            written.append(folder / "appearance.npy")
+        write_json_atomic(folder / "appearance.json", meta)
+        return [folder / "appearance.json"] + written
+
+
+def read_appearance(folder: Path) -> dict:
+    """Read :meth:`Appearance.save`'s files: {mode, images: [{name, trained}], matrices:
+    float64 [num_images, GZ, GY, GX, 3, 4]}."""
+    folder = Path(folder)
+    meta = json.loads((folder / "appearance.json").read_text(encoding="utf-8"))
+    if meta["mode"] == "affine":
+        mats = np.array([e["matrix"] for e in meta["images"]], np.float64).reshape(-1, 1, 1, 1, 3, 4)
+    else:
+        mats = np.load(folder / meta["grid"]["file"]).astype(np.float64)
+    return {"mode": meta["mode"], "images": meta["images"], "matrices": mats}
