@@ -344,20 +344,39 @@ def render_ours(ply_path, antialiased: bool):
     return render, len(g)
 
 
+def right_half_psnrs(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """(identity, fitted): PSNR on the right half of a render ``a`` against ``b`` ([H, W, 3] in
+    [0, 1]) as rendered, and after a 3x4 affine colour fitted by least squares on the left
+    half (the held-out protocol of appearance models: a held-out image's exposure and white
+    balance are unknown to the model, so they are fitted on one half and scored on the other)."""
+    from engine.splat.metrics import psnr
+
+    half = a.shape[1] // 2
+    x = np.concatenate([a[:, :half].reshape(-1, 3), np.ones((a.shape[0] * half, 1), np.float32)], 1)
+    m, *_ = np.linalg.lstsq(x.astype(np.float64), b[:, :half].reshape(-1, 3).astype(np.float64), rcond=None)
+    right = a[:, half:]
+    fitted = np.clip(right.reshape(-1, 3) @ m[:3] + m[3], 0.0, 1.0).reshape(right.shape).astype(np.float32)
+    return psnr(right, b[:, half:]), psnr(fitted, b[:, half:])
+
+
 def score_views(render, views) -> dict:
-    """{psnr, ssim (means), views} of ``render`` (clamped to [0, 1]) on [(camera, ground truth)]
-    with engine.splat.metrics; psnr and ssim null without views."""
+    """{psnr, ssim (means), psnr_right, psnr_right_fitted (means, :func:`right_half_psnrs`),
+    views} of ``render`` (clamped to [0, 1]) on [(camera, ground truth)] with
+    engine.splat.metrics; all null without views."""
     from engine.splat.metrics import psnr, ssim
 
     out = []
     for c, gt in views:
         a = np.clip(render(c), 0.0, 1.0)
         b = gt.astype(np.float32) / 255
-        out.append({"name": c["name"], "width": c["width"], "psnr": psnr(a, b), "ssim": ssim(a, b)})
+        right, fitted = right_half_psnrs(a, b)
+        out.append({"name": c["name"], "width": c["width"], "psnr": psnr(a, b), "ssim": ssim(a, b),
+                    "psnr_right": right, "psnr_right_fitted": fitted})
     if not out:
-        return {"psnr": None, "ssim": None, "views": []}
-    return {"psnr": float(np.mean([v["psnr"] for v in out])), "ssim": float(np.mean([v["ssim"] for v in out])),
-            "views": out}
+        return {"psnr": None, "ssim": None, "psnr_right": None, "psnr_right_fitted": None, "views": []}
+    mean = lambda k: float(np.mean([v[k] for v in out]))  # noqa: E731
+    return {"psnr": mean("psnr"), "ssim": mean("ssim"), "psnr_right": mean("psnr_right"),
+            "psnr_right_fitted": mean("psnr_right_fitted"), "views": out}
 
 
 def score_ply(ply_path, cams, images, test_idx, antialiased: bool = False, folder: Path | None = None,
@@ -439,7 +458,8 @@ def main() -> None:
            "opacity_reset_fix": True if args.trainer.startswith("gsplat-default") else None,
            "antialias": aa, "scorer": args.scorer,
            "psnr_self": r.get("psnr_self"), "ssim_self": r.get("ssim_self"), "views": score["views"]}
-    for key in ("psnr_half", "ssim_half", "psnr_double", "ssim_double", "double_scale"):
+    for key in ("psnr_half", "ssim_half", "psnr_double", "ssim_double", "double_scale", "psnr_right",
+                "psnr_right_fitted"):
         out[key] = score.get(key)
     for key in ("gsplat_scene_scale", "gsplat_world_scale", "init_box_half_size", "overflowed_steps"):
         if key in r:
