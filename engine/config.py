@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 STRATEGIES = ("auto", "adc", "mcmc")  # TrainConfig.strategy (resolve_strategy)
 RANDOM_INITS = ("views", "box")   # TrainConfig.init_random (engine/splat/init.py)
+MCMC_MIN_STEPS = 500              # "auto" picks MCMC from this many steps (resolve_strategy)
 APPEARANCES = ("off", "affine", "bilagrid")  # TrainConfig.appearance (engine/splat/appearance.py)
 
 
@@ -71,16 +72,19 @@ class RunConfig:
         return asdict(self)
 
 
-def resolve_strategy(strategy: str, has_points: bool) -> str:
+def resolve_strategy(strategy: str, has_points: bool, steps: int | None = None) -> str:
     """The density control a run uses: ``strategy`` itself, or for "auto" "mcmc" when the
-    dataset has SfM points and "adc" when it starts from random points. Measured at equal
-    wall time on the H200 (7k steps, BENCHMARKS.md, 2026-12-02): MCMC beat ADC by 4.2 dB on
-    mouse and 0.9 dB on office_chair (SfM points) and lost by 1.9 dB on fox (random init).
+    dataset has SfM points and the run has at least MCMC_MIN_STEPS steps, else "adc".
+    Measured at equal wall time on the H200 (7k steps, BENCHMARKS.md, 2026-12-02): MCMC beat
+    ADC by 3.9 dB on mouse and 0.5 dB on office_chair (SfM points) and lost by 1.9 dB on fox
+    (random init). Short runs: MCMC's small initial splats need a few hundred steps (book at
+    240 px on software Vulkan: 200 steps ADC 16.1 dB, MCMC 8.5; 600 steps 14.2 and 15.6).
     ValueError for an unknown name."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if strategy == "auto":
-        return "mcmc" if has_points else "adc"
+        long_enough = steps is None or steps >= MCMC_MIN_STEPS
+        return "mcmc" if has_points and long_enough else "adc"
     return strategy
 
 

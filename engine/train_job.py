@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from . import checkpoint
-from .config import RunConfig
+from .config import MCMC_MIN_STEPS, RunConfig
 from .device import Gpu, get_gpu
 from .errors import DeviceMemoryError, NonFiniteError, SpirulaError
 from .fileio import write_json_atomic
@@ -222,7 +222,9 @@ class _Job:
         for w in trainer.warnings:
             on_message(f"warning: {w}")
         if cfg.train.strategy == "auto":
-            why = "the dataset has SfM points" if trainer.strategy == "mcmc" else "no SfM points: random init"
+            has_points = dataset.points is not None and len(dataset.points) > 0
+            why = ("the dataset has SfM points" if trainer.strategy == "mcmc" else
+                   f"fewer than {MCMC_MIN_STEPS} steps" if has_points else "no SfM points: random init")
             on_message(f"densification: {trainer.strategy} ({why}; --strategy adc|mcmc chooses)")
         ident = checkpoint.dataset_identity(dataset, train_idx)
         evals, initial_psnr, seconds_before = [], None, 0.0

@@ -96,7 +96,7 @@ class Trainer:
         self.rng = np.random.default_rng(cfg.seed)
         self.extent, self.warnings = training_extent(dataset)  # refuses degenerate camera sets
         has_points = dataset.points is not None and len(dataset.points) > 0
-        self.strategy = resolve_strategy(cfg.strategy, has_points)  # "auto" -> "adc" or "mcmc"
+        self.strategy = resolve_strategy(cfg.strategy, has_points, cfg.steps)  # "auto" -> "adc" or "mcmc"
         mcmc = self.strategy == "mcmc"
         pts, cols = initial_points(dataset, cfg.init_random_points, self.rng, self.train_idx, cfg.init_random)
         if mcmc:  # gsplat's simple_trainer MCMC start: opaque, small splats (the noise spreads them)

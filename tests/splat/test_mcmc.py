@@ -217,6 +217,8 @@ def test_auto_strategy_is_mcmc_with_sfm_points_and_adc_without():
     assert resolve_strategy("auto", has_points=True) == "mcmc"
     assert resolve_strategy("auto", has_points=False) == "adc"
     assert resolve_strategy("adc", has_points=True) == "adc" and resolve_strategy("mcmc", False) == "mcmc"
+    assert resolve_strategy("auto", True, steps=200) == "adc"  # too short for MCMC's small start
+    assert resolve_strategy("auto", True, steps=7000) == "mcmc"
     with pytest.raises(ValueError, match="strategy"):
         resolve_strategy("best", True)
     assert density_settings("auto", None) == {"strategy": "auto", "mcmc_budget": TrainConfig.mcmc_budget,
@@ -227,8 +229,8 @@ def test_auto_strategy_is_mcmc_with_sfm_points_and_adc_without():
 def test_trainer_resolves_auto_from_the_dataset(gpu, shared_data):
     ds = load_dataset(shared_data / "book", 64)
     train, _ = ds.split(8)
-    t = Trainer(gpu, ds, train, TrainConfig(steps=10, mcmc_budget=2000, max_gaussians=2000))
+    t = Trainer(gpu, ds, train, TrainConfig(steps=1000, mcmc_budget=2000, max_gaussians=2000))
     assert t.strategy == "mcmc" and t.mcmc is not None
     ds.points, ds.colors = None, None  # the same views without SfM points: random init
-    t = Trainer(gpu, ds, train, TrainConfig(steps=10, init_random_points=500, max_gaussians=2000))
+    t = Trainer(gpu, ds, train, TrainConfig(steps=1000, init_random_points=500, max_gaussians=2000))
     assert t.strategy == "adc" and t.mcmc is None
