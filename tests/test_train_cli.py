@@ -72,6 +72,6 @@ def test_antialias_flag_reaches_the_training_config(tmp_path, monkeypatch):
         assert main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *flags]) == 0
         sub = argparse.ArgumentParser().add_subparsers(dest="command")
         add_parser(sub)
-        args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), *flags])
+        args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off", *flags])
         assert config_from_args(args).run.train.antialias is bool(flags)
     assert [c.train.antialias for c in seen] == [False, True]
