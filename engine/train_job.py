@@ -60,7 +60,10 @@ def export_ply(trainer: Trainer, path: Path, on_message: Callable[[str], None] |
     (engine/splat/antialias.py bake_smoothing_filter: scales sqrt(s^2 + f), opacities
     times the filter's factor), so any 3DGS viewer renders the filtered Gaussians trained;
     the 2D Mip filter is the renderer's (gsplat: rasterize_mode="antialiased"), classic
-    renderers draw the same Gaussians without it."""
+    renderers draw the same Gaussians without it. With per-image appearance, the transforms'
+    mean is first moved into the colours (Trainer.recentre_appearance), so the file shows
+    the mean training appearance."""
+    trainer.recentre_appearance()
     rows = trainer.model.rows()
     if trainer.filter is not None:
         rows = bake_smoothing_filter(rows, trainer.filter.read())

@@ -176,6 +176,34 @@ class Appearance:
         m[..., :3] += np.eye(3)
         return m
 
+    def recentre(self, trained: list[int]) -> np.ndarray | None:
+        """Move the transforms' common part into the model: M = [A | b], the mean of the
+        trained images' transforms (over images, and over cells for the grid), becomes the
+        identity here (T_i -> T_i o M^-1: A_i A^-1, b_i - A_i A^-1 b) and is returned, for
+        :meth:`GaussianModel.transform_colours` to apply to the Gaussians' colours (images
+        never stepped count as trained on nothing and are left alone). Then
+        T_i(model) is unchanged for every training image (exactly for affine; for the grid
+        up to the luma guide, which sees the transformed colour), while the model alone,
+        what held-out views and exported files show, has the mean training appearance
+        instead of whatever the weak pull towards identity left. None (nothing changed)
+        when nothing was trained or A is near singular (condition > 1e3). Waits for the GPU."""
+        idx = sorted(i for i in set(int(i) for i in trained) if self.steps[i] > 0)  # visited: not identity
+        if not idx:
+            return None
+        m = self.matrices()
+        mean = m[idx].reshape(-1, 3, 4).mean(axis=0)
+        a, b = mean[:, :3], mean[:, 3]
+        if not np.isfinite(mean).all() or np.linalg.cond(a) > 1e3:
+            return None
+        a_inv = np.linalg.inv(a)
+        out = m.copy()
+        out[idx, ..., :3] = m[idx, ..., :3] @ a_inv
+        out[idx, ..., 3] = m[idx, ..., 3] - np.einsum("...ij,j->...i", out[idx, ..., :3], b)
+        out[..., :3] -= np.eye(3)
+        self.gpu.wait_idle()
+        self.gpu.write(self.buf["params"], np.ascontiguousarray(out.reshape(self.num_images, -1), np.float32))
+        return mean
+
     def state_dict(self) -> dict:
         """params, exp_avg, exp_avg_sq [num_images, cells * 12] float32, steps [num_images]
         int64 and the mode (waits for the GPU; nothing may be in flight)."""

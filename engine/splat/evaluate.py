@@ -3,11 +3,14 @@ the render beside its ground truth as PNG.
 
 Protocol with per-image appearance (TrainConfig.appearance, engine/splat/appearance.py): a
 held-out image was never trained on, so it has no learned colour transform; it is rendered
-and scored with the identity (the raw render of the Gaussians). The regulariser keeps the
-training images' transforms centred on the identity, so this is the scene's neutral colour;
-a held-out frame whose exposure differs from its neighbours' counts against the score.
-(The alternative, fitting an appearance on part of the held-out image and scoring the rest,
-is not done.) metrics.json records the mode that trained (``appearance``)."""
+and scored with the identity (the raw render of the Gaussians), after the transforms' mean
+is moved into the Gaussians' colours (Trainer.recentre_appearance: the model then shows the
+mean training appearance; the regulariser's pull towards identity alone left it off by a
+global colour shift: -2.1 dB on the office_chair video at 7k steps, BENCHMARKS.md). A
+held-out frame whose exposure differs from the mean counts against the score. The
+benchmark (benchmarks/quality_bench.py) also scores the right half of each view after an
+affine colour fitted on its left half. metrics.json records the mode that trained
+(``appearance``)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from .metrics import psnr, ssim
 def evaluate(trainer, test_idx: list[int], out_dir: Path | None = None) -> dict:
     """{'psnr': mean dB, 'ssim': mean, 'views': [{name, psnr, ssim}]} over ``test_idx``.
     With ``out_dir``, writes ``<name>.render.png`` and ``<name>.gt.png`` there."""
+    trainer.recentre_appearance()
     views = []
     for i in test_idx:
         cam = trainer.dataset.cameras[i]

@@ -23,7 +23,7 @@ import numpy as np
 import slangpy as spy
 
 from ..device import Gpu
-from .layout import OFF_MEAN, OFF_OPACITY, OFF_QUAT, OFF_SCALE, OFF_SH, row_stride
+from .layout import OFF_MEAN, OFF_OPACITY, OFF_QUAT, OFF_SCALE, OFF_SH, SH_C0, row_stride
 from .sort import Scan
 
 _STATE = ("params", "exp_avg", "exp_avg_sq")
@@ -101,6 +101,22 @@ class GaussianModel:
         return self.gpu.read(self.buf["params"], np.float32, shape=(self.n, self.stride))
 
     # --- checkpoints (engine/checkpoint.py) ------------------------------------------------
+    def transform_colours(self, matrix: np.ndarray) -> None:
+        """Apply the affine colour map x -> A x + b (``matrix`` [3, 4] = [A | b]) to every
+        Gaussian's view-dependent colour: colour = 0.5 + SH_C0 sh0 + sum_k Y_k shN_k is
+        linear in the coefficients, so sh0 <- A sh0 + (A 0.5 + b - 0.5) / SH_C0 and
+        shN_k <- A shN_k (before the renderer's clamp at 0). Waits for the GPU."""
+        m = np.asarray(matrix, np.float64)
+        a, b = m[:, :3], m[:, 3]
+        rows = self.gpu.read(self.buf["params"], np.float32, shape=(self.n, self.stride)).astype(np.float64)
+        sh = rows[:, OFF_SH:].reshape(self.n, -1, 3)
+        shift = (a @ np.full(3, 0.5) + b - 0.5) / SH_C0
+        sh[:] = sh @ a.T
+        sh[:, 0] += shift
+        rows[:, OFF_SH:] = sh.reshape(self.n, -1)
+        self.gpu.wait_idle()
+        self.gpu.write(self.buf["params"], rows.astype(np.float32))
+
     def state_dict(self) -> dict:
         """Everything the optimisation depends on, as host arrays (waits for the GPU):
         params, exp_avg, exp_avg_sq [N, D], grad2d_sum, vis_count [N] (float32, bfloat16

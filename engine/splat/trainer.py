@@ -243,6 +243,20 @@ class Trainer:
         return self.model.densify(cfg.grad_threshold, cfg.clone_scale * self.extent, cfg.prune_opacity,
                                   prune_scale, cfg.max_gaussians, seed=seed)
 
+    def recentre_appearance(self) -> bool:
+        """With appearance on: the transforms' mean moves into the Gaussians' colours
+        (:meth:`Appearance.recentre`), so the model alone shows the mean training appearance
+        (held-out views, exports). Call between steps, before evaluating or exporting; a
+        no-op otherwise. Returns whether anything changed. Waits for the GPU."""
+        if self.appearance is None:
+            return False
+        self.drain()
+        mean = self.appearance.recentre(self.train_idx)
+        if mean is None:
+            return False
+        self.model.transform_colours(mean)
+        return True
+
     def release(self) -> None:
         """Finish the GPU work and let go of what the device's kernels still reference
         (their cached call-site arguments, engine.device.Kernel.record), so this trainer's

@@ -311,3 +311,48 @@ def test_state_and_files_round_trip(gpu, tmp_path):
         want = params.reshape(back["matrices"].shape)
         want[..., :3] += np.eye(3)
         np.testing.assert_allclose(back["matrices"], want, atol=1e-6)
+
+
+def test_recentre_keeps_every_trained_view_and_moves_the_mean_into_the_colours(gpu):
+    """Appearance.recentre + GaussianModel.transform_colours: for every trained image i and
+    any colour x of the model, T_i'(c'(x)) == T_i(c(x)) (affine: exactly), the new
+    transforms' mean over the trained images is the identity, untrained images stay
+    identity, and the SH colour map is checked against reference.sh_basis (float64)."""
+    from engine.splat.layout import pack, unpack
+    from engine.splat.model import GaussianModel
+    from tests.splat.reference import sh_basis
+
+    rng = np.random.default_rng()
+    app, params = make(gpu, "affine", 4, rng, 0.2)
+    params[1] = 0.0  # image 1 never trained: identity
+    gpu.write(app.buf["params"], params.astype(np.float32))
+    app.steps[:] = [3, 0, 5, 2]
+    before = app.matrices()[:, 0, 0, 0]
+    n, deg = 50, 3
+    rows = pack(rng.normal(size=(n, 3)), rng.normal(-2, 0.3, (n, 3)), rng.normal(size=(n, 4)),
+                rng.normal(size=n), rng.normal(0, 0.5, (n, 3)), rng.normal(0, 0.2, (n, 15, 3)), deg)
+    model = GaussianModel(gpu, rows.astype(np.float32), deg)
+    mean = app.recentre([0, 1, 2, 3])
+    assert mean is not None
+    model.transform_colours(mean)
+    after = app.matrices()[:, 0, 0, 0]
+    np.testing.assert_allclose(after[1], np.c_[np.eye(3), np.zeros(3)], atol=1e-6)
+    trained = [0, 2, 3]
+    want_mean = before[trained].mean(axis=0)
+    np.testing.assert_allclose(mean, want_mean, atol=1e-6)
+    np.testing.assert_allclose(after[trained].mean(axis=0), np.c_[np.eye(3), np.zeros(3)], atol=1e-5)
+    dirs = rng.normal(size=(n, 3))
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    basis = sh_basis(dirs, deg)                                  # [n, 16]
+
+    def colours(r):
+        u = unpack(r.astype(np.float64), deg)
+        coeffs = np.concatenate([u["sh0"][:, None], u["shN"]], 1)  # [n, 16, 3]
+        return 0.5 + np.einsum("nk,nkc->nc", basis, coeffs)
+
+    c0, c1 = colours(rows), colours(model.rows())
+    for i in trained:
+        t0 = c0 @ before[i][:, :3].T + before[i][:, 3]
+        t1 = c1 @ after[i][:, :3].T + after[i][:, 3]
+        np.testing.assert_allclose(t1, t0, atol=2e-5)
+    np.testing.assert_allclose(c1, c0 @ want_mean[:, :3].T + want_mean[:, 3], atol=2e-5)
