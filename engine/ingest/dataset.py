@@ -75,7 +75,13 @@ class Dataset:
         """(train, test, note): every ``eval_every``-th camera by sorted name is held out
         (indices 0, k, 2k, ...); ``eval_every`` <= 0 holds out none. When that would leave
         no training image (a single image, or ``eval_every`` = 1), none is held out and
-        every image trains; ``note`` then says so (else None)."""
+        every image trains; ``note`` then says so (else None). DatasetError for a single
+        image: one view constrains no depth, so there is nothing to reconstruct."""
+        if len(self.cameras) == 1:
+            from ..errors import DatasetError
+
+            raise DatasetError(f"{self.root}: only one image ({self.cameras[0].name}): 3D Gaussian Splatting needs "
+                               "several views of the scene from different positions")
         return holdout_split(len(self.cameras), eval_every)
 
     def scene_extent(self) -> tuple[np.ndarray, float]:

@@ -89,15 +89,16 @@ def test_one_far_camera_is_named_and_left_out_of_the_scale():
     assert ds.outlier_cameras()[0][0] == "im040.png"
 
 
-def test_one_image_dataset_is_a_one_line_error_without_points(tmp_path, capsys):
-    ring_dataset(tmp_path / "one", 1, points=0)
+@pytest.mark.parametrize("points", [0, 40])
+def test_one_image_dataset_is_a_one_line_error(tmp_path, capsys, points):
+    ring_dataset(tmp_path / "one", 1, points=points)
     out = tmp_path / "out"
     rc = main(["train", str(tmp_path / "one"), "-o", str(out), "--steps", "5", "--max-size", "48"])
     err = capsys.readouterr().err
     assert rc == 1
     lines = [ln for ln in err.splitlines() if ln.strip() and not ln.lstrip().startswith(("0%", "|"))]
     assert "Traceback" not in err
-    assert any(ln.startswith("error: ") and "single camera" in ln and "view_000.png" in ln for ln in lines), err
+    assert any(ln.startswith("error: ") and "only one image" in ln and "view_000.png" in ln for ln in lines), err
     assert not out.exists()  # nothing left behind
 
 
