@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from .config import APPEARANCES, RANDOM_INITS, STRATEGIES, DatasetConfig, TrainConfig
+from .config import APPEARANCES, MCMC_MIN_STEPS, RANDOM_INITS, STRATEGIES, DatasetConfig, TrainConfig
 from .errors import CPU_REFUSAL
 
 BACKEND_CHOICES = ("vulkan", "cuda")
@@ -101,8 +101,8 @@ def add_density_options(p, t: TrainConfig) -> None:
     """--strategy, --max-gaussians, --init-random, --antialias (spirula train and spirula run)."""
     p.add_argument("--strategy", choices=STRATEGIES, default=t.strategy,
                    help="densification: adc (3DGS clone/split/prune), mcmc (relocation, an exact Gaussian "
-                        "budget; Kheradmand et al. 2024) or auto (mcmc when the dataset has SfM points, adc when "
-                        f"it starts from random points). Default {t.strategy}")
+                        "budget; Kheradmand et al. 2024) or auto (mcmc when the dataset has SfM points and the run has "
+                        f"at least {MCMC_MIN_STEPS} steps, else adc). Default {t.strategy}")
     p.add_argument("--max-gaussians", type=int_at_least(1), default=None,
                    help=f"adc: the cap densification stops at (default {t.max_gaussians:,}); mcmc: the exact "
                         f"number of Gaussians it grows to (default {t.mcmc_budget:,}); auto: whichever applies")

@@ -224,11 +224,11 @@ class _Job:
         trainer = self.trainer = Trainer(gpu, dataset, train_idx, cfg.train)
         for w in trainer.warnings:
             on_message(f"warning: {w}")
-        if cfg.train.strategy == "auto":
-            has_points = dataset.points is not None and len(dataset.points) > 0
-            why = ("the dataset has SfM points" if trainer.strategy == "mcmc" else
-                   f"fewer than {MCMC_MIN_STEPS} steps" if has_points else "no SfM points: random init")
-            on_message(f"densification: {trainer.strategy} ({why}; --strategy adc|mcmc chooses)")
+        has_points = dataset.points is not None and len(dataset.points) > 0
+        why = (f"--strategy {cfg.train.strategy}" if cfg.train.strategy != "auto" else
+               "auto: the dataset has SfM points" if trainer.strategy == "mcmc" else
+               f"auto: fewer than {MCMC_MIN_STEPS} steps" if has_points else "auto: no SfM points, random init")
+        on_message(f"densification: {trainer.strategy} ({why})")
         ident = checkpoint.dataset_identity(dataset, train_idx)
         evals, initial_psnr, seconds_before = [], None, 0.0
         if ckpt is not None:
@@ -290,7 +290,7 @@ class _Job:
             "train_seconds": seconds_before + t_train,
             "sec_per_1k_steps": 1000 * t_train / max(state.step - start_step, 1),
             "resumed_from_step": ckpt.step if ckpt is not None else None,
-            "strategy": trainer.strategy,
+            "strategy": trainer.strategy, "antialias": cfg.train.antialias,
             # held-out views are scored with the identity appearance (engine/splat/evaluate.py)
             "appearance": cfg.train.appearance,
         }

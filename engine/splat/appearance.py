@@ -75,12 +75,18 @@ class AppearanceSettings:
     eps: float = 1e-15
 
 
-def default_settings(mode: str) -> AppearanceSettings:
-    """The settings of ``mode`` ("affine" or "bilagrid"); the module docstring says why."""
+START_STEPS = 500  # the transforms start training here, or at a fifth of a shorter run
+
+
+def default_settings(mode: str, steps: int | None = None) -> AppearanceSettings:
+    """The settings of ``mode`` ("affine" or "bilagrid") for a run of ``steps``; the module
+    docstring says why. ``start`` is START_STEPS, or a fifth of a shorter run (which would
+    otherwise end with every transform at identity)."""
+    start = START_STEPS if steps is None else min(START_STEPS, max(int(steps) // 5, 1))
     if mode == "affine":
-        return AppearanceSettings(lr=5e-3, reg=0.01, start=500)
+        return AppearanceSettings(lr=5e-3, reg=0.01, start=start)
     if mode == "bilagrid":
-        return AppearanceSettings(lr=2e-3, tv_weight=10.0, start=500)
+        return AppearanceSettings(lr=2e-3, tv_weight=10.0, start=start)
     raise ValueError(f"no appearance settings for mode {mode!r}")
 
 

@@ -35,7 +35,7 @@ from ..errors import DatasetError, NonFiniteError
 from ..ingest.dataset import Dataset
 from ..step_rate import StepRate
 from .antialias import SmoothingFilter
-from .appearance import Appearance
+from .appearance import Appearance, default_settings
 from .camera_table import View, camera_table
 from .guard import raise_if_flagged
 from .init import gaussians_from_points, initial_points
@@ -107,11 +107,19 @@ class Trainer:
         self.mcmc = None
         if mcmc:
             settings = McmcSettings(start=cfg.densify_from, interval=cfg.densify_interval)
-            self.mcmc = McmcDensifier(gpu, self.model, settings, min(cfg.mcmc_budget, cfg.max_gaussians))
+            budget = min(cfg.mcmc_budget, cfg.max_gaussians)
+            self.mcmc = McmcDensifier(gpu, self.model, settings, budget)
+            if budget < len(rows):
+                self.warnings.append(f"the MCMC budget ({budget:,}) is below the {len(rows):,} initial points: MCMC "
+                                     f"relocates but never removes, so the run keeps {len(rows):,} Gaussians")
+        if cfg.steps <= cfg.densify_from:
+            self.warnings.append(f"the run ends at step {cfg.steps:,}, before densification starts (step "
+                                 f"{cfg.densify_from:,}): the {len(rows):,} initial Gaussians are all it will have")
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
         # per-image colour transforms, by camera index (held-out ones stay identity)
-        self.appearance = None if cfg.appearance == "off" else Appearance(gpu, cfg.appearance, len(dataset.cameras))
+        self.appearance = (None if cfg.appearance == "off" else
+                           Appearance(gpu, cfg.appearance, len(dataset.cameras), default_settings(cfg.appearance, cfg.steps)))
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
         self.filter = SmoothingFilter(gpu, self.model, self.cams, self.train_idx) if cfg.antialias else None
