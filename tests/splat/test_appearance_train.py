@@ -100,7 +100,6 @@ def test_checkpoint_keeps_the_appearance(gpu, tmp_path):
 
 
 def test_settings_flow():
-    from engine.cli_run import add_parser, config_from_args
     from engine.config import default_appearance
 
     assert TrainConfig().appearance == "off" and added_later("train")["appearance"] == "off"

@@ -1,0 +1,84 @@
+"""Per-image appearance (issue 28 item 5): held-out PSNR with --appearance off / affine /
+bilagrid, on a dataset as it is and with a synthetic exposure change (every other training
+image times ``--gain``; held-out images untouched). Held-out views are scored with the
+identity appearance (engine/splat/evaluate.py). Prints one ``RESULT {json}`` line per run:
+
+    python benchmarks/appearance_exposure.py --data .gpu/data/office_chair --steps 7000 --max-size 1000
+
+Per run also: seconds per 1,000 steps (wall, the whole loop) and, with appearance on, the
+effective gain of each training image's learned transform on its own undarkened colours,
+sum(A x + b) / sum(x) (affine; the grid's cell average for bilagrid), as the ratio of the
+darkened images' mean to the others'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.config import TrainConfig  # noqa: E402
+from engine.device import get_gpu  # noqa: E402
+from engine.ingest import load_dataset  # noqa: E402
+from engine.splat.evaluate import evaluate  # noqa: E402
+from engine.splat.trainer import Trainer  # noqa: E402
+
+
+def effective_gains(trainer, colours: dict) -> dict:
+    m = trainer.appearance.matrices().reshape(trainer.appearance.num_images, -1, 3, 4).mean(1)
+    return {i: float((x @ m[i, :, :3].T + m[i, :, 3]).sum() / x.sum()) for i, x in colours.items()}
+
+
+def run(args, mode: str, condition: str, seed: int) -> dict:
+    ds = load_dataset(Path(args.data), args.max_size)
+    train, test = ds.split(8)
+    dark = train[1::2] if condition == "exposure" else []
+    colours = {i: ds.cameras[i].image.astype(np.float64) / 255.0 for i in train}
+    for i in dark:
+        ds.cameras[i].image = np.clip(ds.cameras[i].image * args.gain + 0.5, 0, 255).astype(np.uint8)
+    cfg = TrainConfig(steps=args.steps, seed=seed, checkpoint_every=0, appearance=mode, log_interval=100)
+    t = Trainer(get_gpu(args.device), ds, train, cfg)
+    t0 = time.perf_counter()
+    t.train()
+    secs = time.perf_counter() - t0
+    ev = evaluate(t, test)
+    out = {"dataset": Path(args.data).name, "condition": condition, "appearance": mode, "seed": seed,
+           "steps": args.steps, "max_size": args.max_size, "psnr": ev["psnr"], "ssim": ev["ssim"],
+           "sec_per_1k_steps": 1000 * secs / args.steps, "num_gaussians": t.model.n,
+           "train_images": len(train), "held_out": len(test)}
+    if t.appearance is not None:
+        g = effective_gains(t, colours)
+        rest = [g[i] for i in train if i not in dark]
+        out["gain_mean_undarkened"] = float(np.mean(rest))
+        out["gain_spread_undarkened"] = float(np.std(rest))
+        if dark:
+            out["gain_ratio_darkened"] = float(np.mean([g[i] for i in dark]) / np.mean(rest))
+    t.release()
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--data", required=True)
+    p.add_argument("--steps", type=int, default=7000)
+    p.add_argument("--max-size", type=int, default=1000)
+    p.add_argument("--modes", default="off,affine,bilagrid")
+    p.add_argument("--conditions", default="none,exposure")
+    p.add_argument("--seeds", default="0")
+    p.add_argument("--gain", type=float, default=0.7)
+    p.add_argument("--device", default="vulkan")
+    args = p.parse_args()
+    for seed in (int(s) for s in args.seeds.split(",")):
+        for condition in args.conditions.split(","):
+            for mode in args.modes.split(","):
+                print("RESULT " + json.dumps(run(args, mode, condition, seed)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
