@@ -252,14 +252,18 @@ def _assert_runs_match(run, ref, stride):
     # several threads), and Adam's normalised step turns near-zero gradients' noise into
     # lr-sized moves of some quaternions and opacities: compare what noise leaves small
     # (measured 2026-11-30: same-configuration runs apart by 1.2e-5 in the means, 1.2e-6
-    # in exp_avg, as far as banded vs single-pass runs; 2026-12-02, with the RMS initial
-    # scale's larger splats: a split backward's means 5.4e-4 apart after 12 steps while its
-    # first step's gradients agree to 1e-6 of their largest: :func:`_assert_first_step_matches`)
+    # in exp_avg, as far as banded vs single-pass runs). A discrete event (a splat crossing
+    # the 1/255 alpha test or a tile edge) flipped by rounding moves a few Gaussians further:
+    # 2026-12-02, with the RMS initial scale's larger splats, 18 of 9,000 mean coordinates
+    # 5.4e-4 apart after 12 steps, in some runs. So: a band for all, a tight bound for all
+    # but 0.5% (the discrete steps' tolerance band of DESIGN.md), and the first step's
+    # gradients tightly (:func:`_assert_first_step_matches`).
     np.testing.assert_allclose(run["loss"], ref["loss"], rtol=1e-4)
-    np.testing.assert_allclose(run["params"].reshape(-1, stride)[:, :3], ref["params"].reshape(-1, stride)[:, :3],
-                               rtol=0, atol=1e-3)
+    means = np.abs(run["params"].reshape(-1, stride)[:, :3] - ref["params"].reshape(-1, stride)[:, :3])
+    assert means.max() <= 2e-3 and (means > 1e-4).mean() <= 5e-3, (means.max(), (means > 1e-4).mean())
     scale = np.abs(ref["exp_avg"]).max()
-    np.testing.assert_allclose(run["exp_avg"], ref["exp_avg"], rtol=0, atol=2e-3 * scale)
+    moments = np.abs(run["exp_avg"] - ref["exp_avg"])
+    assert moments.max() <= 5e-2 * scale and (moments > 2e-3 * scale).mean() <= 5e-3, (moments.max() / scale)
 
 
 def test_training_on_bands_matches(gpu, monkeypatch):
