@@ -12,7 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .cli_options import add_device_option, add_training_options
+from .cli_options import OneLineParser, add_device_option, add_training_options
 from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from .errors import SpirulaError
 
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .mesh.cli import add_parser as _mesh_parser
     from .profile.bench import add_parser as _bench_parser
 
-    parser = argparse.ArgumentParser(prog="spirula", description="Spirula Studio: 3D Gaussian Splatting on any GPU")
+    parser = OneLineParser(prog="spirula", description="Spirula Studio: 3D Gaussian Splatting on any GPU")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every engine detail (debug level)")
     parser.add_argument("--profile", action="store_true",
                         help="profile (same as SPIRULA_PROFILE=1): timing, GPU time per kernel and VRAM on stderr at exit")

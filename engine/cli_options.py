@@ -83,6 +83,14 @@ MIN_IMAGE_SIDE = 8
 image_side = int_at_least(MIN_IMAGE_SIDE, zero_means="as stored")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (the reason and where the help is),
+    not argparse's usage block first; its subcommands' parsers are of the same class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
+
+
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows '(default: X)' only where there is a default to show: not for required
     options, flags, options whose default is None or empty (absent), or whose help
