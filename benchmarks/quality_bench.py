@@ -449,7 +449,8 @@ def main() -> None:
         from engine.io.ply import read_ply
 
         score["num_gaussians"] = len(read_ply(args.ply_out))
-    out = {"dataset": args.data.name, "trainer": args.trainer + ("-parity" if args.protocol == "parity" else "") + args.label,
+    name = args.trainer + ("-parity" if args.protocol == "parity" else "") + args.label
+    out = {"dataset": args.data.name, "trainer": name,
            "seed": args.seed, "steps": args.steps, "psnr": score["psnr"], "ssim": score["ssim"],
            "sec_per_1k_steps": 1000 * r["seconds"] / args.steps, "peak_vram_mib": r["peak_vram_mib"],
            "num_gaussians": score["num_gaussians"], "gpu": r["adapter"], "commit": commit_id(),

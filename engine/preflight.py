@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import RunConfig
+from .config import RunConfig, resolve_strategy
 from .errors import SpirulaError
 
 GiB = float(1 << 30)
@@ -113,6 +113,7 @@ def estimate(dataset_path: str | os.PathLike, cfg: RunConfig) -> MemoryEstimate:
     memory. Raises DatasetError for a dataset that cannot be read (as loading would)."""
     from PIL import Image
 
+    from .ingest.dataset import holdout_split
     from .ingest.images import fit_size
     from .ingest.load import read_scene
 
@@ -129,11 +130,10 @@ def estimate(dataset_path: str | os.PathLike, cfg: RunConfig) -> MemoryEstimate:
             pass  # loading says what is wrong with it
         native = max(native, w * h)
         sizes.append(fit_size(w, h, max_size))
-    k = cfg.dataset.eval_every
-    train = [i for i in range(len(views)) if k <= 0 or i % k != 0] or list(range(len(views)))
+    train = holdout_split(len(views), cfg.dataset.eval_every)[0]  # the trainer's split (Dataset.holdout)
     t = cfg.train
-    mcmc = t.strategy == "mcmc"
     points = 0 if scene.points is None else len(scene.points)
+    mcmc = resolve_strategy(t.strategy, points > 0, t.steps) == "mcmc"
     certain = min(t.mcmc_budget, t.max_gaussians) if mcmc else (points or t.init_random_points)
     return MemoryEstimate(str(dataset_path), max_size, sizes, train, native, certain, t.max_gaussians,
                           bytes_per_gaussian(t.sh_degree, t.adam_moments == "bf16", mcmc), mcmc)

@@ -224,10 +224,9 @@ class _Job:
         trainer = self.trainer = Trainer(gpu, dataset, train_idx, cfg.train)
         for w in trainer.warnings:
             on_message(f"warning: {w}")
-        has_points = dataset.points is not None and len(dataset.points) > 0
         why = (f"--strategy {cfg.train.strategy}" if cfg.train.strategy != "auto" else
                "auto: the dataset has SfM points" if trainer.strategy == "mcmc" else
-               f"auto: fewer than {MCMC_MIN_STEPS} steps" if has_points else "auto: no SfM points, random init")
+               f"auto: fewer than {MCMC_MIN_STEPS} steps" if trainer.has_points else "auto: no SfM points, random init")
         on_message(f"densification: {trainer.strategy} ({why})")
         ident = checkpoint.dataset_identity(dataset, train_idx)
         evals, initial_psnr, seconds_before = [], None, 0.0

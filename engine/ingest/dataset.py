@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import DatasetError
+
 
 @dataclass
 class Camera:
@@ -78,8 +80,6 @@ class Dataset:
         every image trains; ``note`` then says so (else None). DatasetError for a single
         image: one view constrains no depth, so there is nothing to reconstruct."""
         if len(self.cameras) == 1:
-            from ..errors import DatasetError
-
             raise DatasetError(f"{self.root}: only one image ({self.cameras[0].name}): 3D Gaussian Splatting needs "
                                "several views of the scene from different positions")
         return holdout_split(len(self.cameras), eval_every)

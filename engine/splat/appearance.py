@@ -192,7 +192,8 @@ class Appearance:
         up to the luma guide, which sees the transformed colour), while the model alone,
         what held-out views and exported files show, has the mean training appearance
         instead of whatever the weak pull towards identity left. None (nothing changed)
-        when nothing was trained or A is near singular (condition > 1e3). Waits for the GPU."""
+        when nothing was trained, the mean is the identity already, or A is near singular
+        (condition > 1e3). Waits for the GPU."""
         idx = sorted(i for i in set(int(i) for i in trained) if self.steps[i] > 0)  # visited: not identity
         if not idx:
             return None
@@ -201,6 +202,8 @@ class Appearance:
         a, b = mean[:, :3], mean[:, 3]
         if not np.isfinite(mean).all() or np.linalg.cond(a) > 1e3:
             return None
+        if np.abs(mean - np.c_[np.eye(3), np.zeros(3)]).max() < 1e-6:
+            return None  # centred already (e.g. recentred for an earlier evaluation): nothing to move
         a_inv = np.linalg.inv(a)
         out = m.copy()
         out[idx, ..., :3] = m[idx, ..., :3] @ a_inv

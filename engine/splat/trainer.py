@@ -10,14 +10,13 @@ logging adds no wait either. Density control is the config's ``strategy``: "adc"
 clone / split / prune and opacity reset, GaussianModel.densify), "mcmc" (relocation,
 growth to an exact budget, per-step position noise and regularisers: engine/splat/mcmc.py)
 or "auto" (:func:`engine.config.resolve_strategy`: mcmc with SfM points, adc without; the
-choice is :attr:`Trainer.strategy`); either waits for the GPU only on its refine steps. With ``antialias`` (Mip-Splatting,
-engine/splat/antialias.py) every render uses the per-Gaussian 3D filter, recomputed at the
-start and every ``densify_interval`` steps (after the refine when one is due) in a
-submission of its own, with no wait.
-With ``appearance`` "affine" or "bilagrid"
-(engine/splat/appearance.py) the loss sees the render through the training image's own colour
-transform, whose backward and Adam step join the same command buffer (3 or 4 dispatches, no
-read); "off" records exactly the step above.
+choice is :attr:`Trainer.strategy`); either waits for the GPU only on its refine steps.
+With ``antialias`` (Mip-Splatting, engine/splat/antialias.py) every render uses the
+per-Gaussian 3D filter, recomputed at the start and every ``densify_interval`` steps (after
+the refine when one is due) in a submission of its own, with no wait. With ``appearance``
+"affine" or "bilagrid" (engine/splat/appearance.py) the loss sees the render through the
+training image's own colour transform, whose backward and Adam step join the same command
+buffer (3 or 4 dispatches, no read); "off" records exactly the step above.
 """
 
 from __future__ import annotations
@@ -95,8 +94,8 @@ class Trainer:
         gpu.check_gaussians(cfg.max_gaussians, "--max-gaussians")  # before anything is allocated
         self.rng = np.random.default_rng(cfg.seed)
         self.extent, self.warnings = training_extent(dataset)  # refuses degenerate camera sets
-        has_points = dataset.points is not None and len(dataset.points) > 0
-        self.strategy = resolve_strategy(cfg.strategy, has_points, cfg.steps)  # "auto" -> "adc" or "mcmc"
+        self.has_points = dataset.points is not None and len(dataset.points) > 0  # else random init
+        self.strategy = resolve_strategy(cfg.strategy, self.has_points, cfg.steps)  # "auto" -> "adc" or "mcmc"
         mcmc = self.strategy == "mcmc"
         pts, cols = initial_points(dataset, cfg.init_random_points, self.rng, self.train_idx, cfg.init_random)
         if mcmc:  # gsplat's simple_trainer MCMC start: opaque, small splats (the noise spreads them)
@@ -118,8 +117,10 @@ class Trainer:
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
         # per-image colour transforms, by camera index (held-out ones stay identity)
-        self.appearance = (None if cfg.appearance == "off" else
-                           Appearance(gpu, cfg.appearance, len(dataset.cameras), default_settings(cfg.appearance, cfg.steps)))
+        self.appearance = None
+        if cfg.appearance != "off":
+            settings = default_settings(cfg.appearance, cfg.steps)
+            self.appearance = Appearance(gpu, cfg.appearance, len(dataset.cameras), settings)
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
         self.filter = SmoothingFilter(gpu, self.model, self.cams, self.train_idx) if cfg.antialias else None
