@@ -20,6 +20,15 @@ opacity and ``scale_reg`` * mean scale over all Gaussians (the L1 regularisers o
 paper's sec. 4.3; project_backward_adam). Defaults are gsplat 1.5.3's MCMCStrategy and
 its ``simple_trainer.py`` MCMC settings.
 
+World units: the noise (Sigma: length^2, times the means' lr: length) and the scale
+regulariser (an L1 norm of lengths) are not invariant to the dataset's units, and gsplat's
+defaults hold in its normalised world, where the cameras' median distance to their look
+point is 1. ``unit`` is that distance in our world (engine/splat/init.py:look_point), so
+the noise's scaler is divided by unit^2 and scale_reg by unit: a dataset scaled by k trains
+the same (the means' lr already scales with the scene extent). Before this, our worlds
+(0.2-0.26 gsplat units per world unit on fox, mouse, office_chair) had 16-25x gsplat's
+noise and a 4-5x stronger scale regulariser.
+
 The sampling weights are opacities in fixed point (``quantum`` units, at least 1 for a
 live Gaussian) so their prefix sum is an exact uint32 scan: ``quantum`` =
 min(65536, (2^32 - 1) // N) is 4,095 units per opacity at N = 1M and 429 at 10M.
@@ -53,12 +62,16 @@ class McmcSettings:
 class McmcDensifier:
     """The MCMC refine step and per-step noise for one :class:`GaussianModel`."""
 
-    def __init__(self, gpu: Gpu, model: GaussianModel, settings: McmcSettings, budget: int):
+    def __init__(self, gpu: Gpu, model: GaussianModel, settings: McmcSettings, budget: int, unit: float = 1.0):
+        """``unit``: the world length that counts as 1 for the noise and the scale regulariser
+        (the cameras' median distance to their look point; see the module docstring)."""
         if budget < 1:
             raise ValueError(f"MCMC needs a Gaussian budget of at least 1, not {budget}")
         if budget > MAX_ROWS:  # its kernels dispatch one 1D grid of N threads
             raise ValueError(f"MCMC's Gaussian budget is at most {MAX_ROWS:,} (1D dispatches), not {budget:,}")
-        self.gpu, self.model, self.s, self.budget = gpu, model, settings, int(budget)
+        if not (unit > 0.0 and np.isfinite(unit)):
+            raise ValueError(f"MCMC's world unit must be a positive length, not {unit}")
+        self.gpu, self.model, self.s, self.budget, self.unit = gpu, model, settings, int(budget), float(unit)
         consts = dict(MAX_SH_DEGREE=model.max_sh_degree, MOMENTS_BF16=int(model.moments_bf16))
         k = lambda entry: gpu.kernel("densify/mcmc", entry, **consts)
         self.k_weights, self.k_dead = k("mcmc_weights"), k("mcmc_dead_list")
@@ -77,13 +90,13 @@ class McmcDensifier:
 
     def regularisers(self) -> dict:
         """Keyword arguments of GaussianModel.adam_args for the regularisers."""
-        return {"reg_opacity": self.s.opacity_reg, "reg_scale": self.s.scale_reg}
+        return {"reg_opacity": self.s.opacity_reg, "reg_scale": self.s.scale_reg / self.unit}
 
     def record_noise(self, enc, lr_means: float, seed: int, isect_total, isect_capacity: int) -> None:
         """Record the step's position noise (after its Adam update) into ``enc``."""
         m = self.model
         self.k_noise.record(enc, [max(m.n, 1), 1, 1], params=m.buf["params"], isect_total=isect_total,
-                            isect_capacity=isect_capacity, n=m.n, scaler=float(lr_means * self.s.noise_lr),
+                            isect_capacity=isect_capacity, n=m.n, scaler=float(lr_means * self.s.noise_lr / self.unit ** 2),
                             seed=int(seed) & 0xFFFFFFFF)
 
     def refine(self, seed: int) -> tuple[int, int]:

@@ -37,7 +37,7 @@ from .antialias import SmoothingFilter
 from .appearance import Appearance, default_settings
 from .camera_table import View, camera_table
 from .guard import raise_if_flagged
-from .init import gaussians_from_points, initial_points
+from .init import gaussians_from_points, initial_points, look_point
 from .loss import PhotometricLoss
 from .mcmc import McmcDensifier, McmcSettings
 from .model import GaussianModel
@@ -107,7 +107,10 @@ class Trainer:
         if mcmc:
             settings = McmcSettings(start=cfg.densify_from, interval=cfg.densify_interval)
             budget = min(cfg.mcmc_budget, cfg.max_gaussians)
-            self.mcmc = McmcDensifier(gpu, self.model, settings, budget)
+            # gsplat's world unit; cameras at (nearly) one point look at nothing: the extent then
+            unit = look_point([dataset.cameras[i] for i in self.train_idx])[1]
+            unit = unit if unit > 0.01 * self.extent else self.extent
+            self.mcmc = McmcDensifier(gpu, self.model, settings, budget, unit)
             if budget < len(rows):
                 self.warnings.append(f"the MCMC budget ({budget:,}) is below the {len(rows):,} initial points: MCMC "
                                      f"relocates but never removes, so the run keeps {len(rows):,} Gaussians")

@@ -234,3 +234,51 @@ def test_trainer_resolves_auto_from_the_dataset(gpu, shared_data):
     ds.points, ds.colors = None, None  # the same views without SfM points: random init
     t = Trainer(gpu, ds, train, TrainConfig(steps=1000, init_random_points=500, max_gaussians=2000))
     assert t.strategy == "adc" and t.mcmc is None
+
+
+def test_noise_and_scale_regulariser_do_not_depend_on_world_units(gpu):
+    """The same scene in units k times smaller (means x k, scales x k, the means' lr x k as
+    the trainer's extent-scaled lr is, the MCMC unit x k): every noise step is k times as long
+    and the scale regulariser's gradient on the log scales is unchanged (gsplat's defaults
+    hold in its normalised world; before, a world k times larger had k^2 times the noise)."""
+    rng = np.random.default_rng()
+    n, k, unit, lr = 400, float(rng.uniform(2.0, 6.0)), float(rng.uniform(0.5, 2.0)), 1e-3
+    _, rows = random_scene(rng, n, scale=(-2.5, -0.5), opacity=(-7.0, 3.0))
+    scaled = rows.copy()
+    scaled[:, :3] *= k
+    scaled[:, OFF_SCALE:OFF_SCALE + 3] += np.log(k)
+    seed = int(rng.integers(2**32))
+    moved, regs = [], []
+    for r, u, lr_k in ((rows, unit, lr), (scaled, unit * k, lr * k)):
+        model = GaussianModel(gpu, r, 3)
+        dens = McmcDensifier(gpu, model, McmcSettings(), budget=n, unit=u)
+        enc = gpu.encoder()
+        dens.record_noise(enc, lr_k, seed, gpu.zeros(16), 0xFFFFFFFF)
+        gpu.submit(enc)
+        moved.append(model.rows()[:, :3].astype(np.float64) - r[:, :3])
+        regs.append(dens.regularisers()["reg_scale"] * np.exp(r[:, OFF_SCALE:OFF_SCALE + 3].astype(np.float64)))
+    assert np.abs(moved[0]).max() > 1e-4, "some splats are transparent enough to move"
+    np.testing.assert_allclose(moved[1], k * moved[0], rtol=1e-3, atol=1e-3 * k * np.abs(moved[0]).max())
+    np.testing.assert_allclose(regs[1], regs[0], rtol=1e-5)
+    with pytest.raises(ValueError, match="world unit"):
+        McmcDensifier(gpu, GaussianModel(gpu, rows, 3), McmcSettings(), budget=n, unit=0.0)
+
+
+def test_trainer_mcmc_unit_scales_with_the_world(gpu, shared_data):
+    """The trainer's MCMC unit (the cameras' median distance to their look point) follows
+    the dataset's units: book scaled by k gets k times the unit and the extent."""
+    import copy
+
+    ds = load_dataset(shared_data / "book", 64)
+    train, _ = ds.split(8)
+    k = float(np.random.default_rng().uniform(2.0, 6.0))
+    big = copy.deepcopy(ds)
+    for c in big.cameras:
+        c.w2c[:3, 3] *= k
+    big.points = big.points * k
+    cfg = TrainConfig(steps=600, strategy="mcmc", mcmc_budget=1000, checkpoint_every=0)
+    a, b = Trainer(gpu, ds, train, cfg), Trainer(gpu, big, train, cfg)
+    centers = np.stack([ds.cameras[i].center for i in train])
+    assert 0.01 * np.ptp(centers, axis=0).max() < a.mcmc.unit < 100 * np.ptp(centers, axis=0).max()
+    assert b.mcmc.unit == pytest.approx(k * a.mcmc.unit, rel=1e-6)
+    assert b.extent == pytest.approx(k * a.extent, rel=1e-6)
