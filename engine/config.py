@@ -50,6 +50,8 @@ class TrainConfig:
     mcmc_budget: int = 1_000_000      # mcmc: the exact Gaussian count it grows to (at most max_gaussians)
     mcmc_init_opacity: float = 0.5    # mcmc's start (gsplat simple_trainer.py's MCMC preset, init_opa)
     mcmc_init_scale: float = 0.1      # mcmc: x the RMS distance to the 3 nearest points (its init_scale)
+    mcmc_noise_lr: float = 5e5        # mcmc: position noise x the means' lr (its noise_lr; engine/splat/mcmc.py)
+    mcmc_scale_reg: float = 0.01      # mcmc: L1 regulariser on the scales (its scale_reg), cameras' distance = 1
     adam_moments: str = "fp32"        # Adam moments' storage: "fp32" or "bf16" (half the memory, stochastic rounding)
     init_random_points: int = 100_000
     init_random: str = "views"        # without SfM points: "views" (along the cameras' rays) or "box" (gsplat's cube)
@@ -113,7 +115,8 @@ def added_later(section: str) -> dict:
     # strategy: runs saved before it existed trained with ADC (the default then), not "auto"
     return {"train": {"adam_moments": TrainConfig.adam_moments, "strategy": "adc",
                       "mcmc_budget": TrainConfig.mcmc_budget, "mcmc_init_opacity": TrainConfig.mcmc_init_opacity,
-                      "mcmc_init_scale": TrainConfig.mcmc_init_scale,
+                      "mcmc_init_scale": TrainConfig.mcmc_init_scale, "mcmc_noise_lr": TrainConfig.mcmc_noise_lr,
+                      "mcmc_scale_reg": TrainConfig.mcmc_scale_reg,
                       "antialias": TrainConfig.antialias, "appearance": TrainConfig.appearance}}.get(section, {})
 
 

@@ -105,7 +105,8 @@ class Trainer:
         self.model = GaussianModel(gpu, rows, cfg.sh_degree, moments_bf16=cfg.adam_moments == "bf16")
         self.mcmc = None
         if mcmc:
-            settings = McmcSettings(start=cfg.densify_from, interval=cfg.densify_interval)
+            settings = McmcSettings(start=cfg.densify_from, interval=cfg.densify_interval, noise_lr=cfg.mcmc_noise_lr,
+                                    scale_reg=cfg.mcmc_scale_reg)
             budget = min(cfg.mcmc_budget, cfg.max_gaussians)
             # gsplat's world unit; cameras at (nearly) one point look at nothing: the extent then
             unit = look_point([dataset.cameras[i] for i in self.train_idx])[1]
