@@ -27,7 +27,11 @@ point is 1. ``unit`` is that distance in our world (engine/splat/init.py:look_po
 the noise's scaler is divided by unit^2 and scale_reg by unit: a dataset scaled by k trains
 the same (the means' lr already scales with the scene extent). Before this, our worlds
 (0.2-0.26 gsplat units per world unit on fox, mouse, office_chair) had 16-25x gsplat's
-noise and a 4-5x stronger scale regulariser.
+noise and a 4-5x stronger scale regulariser. Measured in normalised units (H200, 7k steps,
+3 seeds each, BENCHMARKS.md): gsplat's noise_lr 5e5 gave fox (random init) 26.84 dB against
+30.24 with 1e7 (about what the old units had), office_chair 31.30 vs 31.34; a scale_reg of
+0.045 (the old units' strength) lost 0.5 dB on fox and 0.13 on office_chair. Hence noise_lr
+1e7, scale_reg gsplat's 0.01.
 
 The sampling weights are opacities in fixed point (``quantum`` units, at least 1 for a
 live Gaussian) so their prefix sum is an exact uint32 scan: ``quantum`` =
@@ -54,7 +58,7 @@ class McmcSettings:
     interval: int = 100
     min_opacity: float = 0.005
     growth: float = 0.05       # new Gaussians per refine, fraction of N
-    noise_lr: float = 5e5
+    noise_lr: float = 1e7      # gsplat's 5e5 x 20: see the module docstring
     opacity_reg: float = 0.01
     scale_reg: float = 0.01
 
