@@ -50,7 +50,7 @@ class TrainConfig:
     mcmc_budget: int = 1_000_000      # mcmc: the exact Gaussian count it grows to (at most max_gaussians)
     mcmc_init_opacity: float = 0.5    # mcmc's start (gsplat simple_trainer.py's MCMC preset, init_opa)
     mcmc_init_scale: float = 0.1      # mcmc: x the RMS distance to the 3 nearest points (its init_scale)
-    mcmc_noise_lr: float = 1e7        # mcmc: position noise x the means' lr (gsplat's noise_lr is 5e5; engine/splat/mcmc.py)
+    mcmc_noise_lr: float = 0.0        # mcmc: position noise x the means' lr; 0: by the start (engine/splat/mcmc.py noise_lr_for)
     mcmc_scale_reg: float = 0.01      # mcmc: L1 regulariser on the scales (its scale_reg), cameras' distance = 1
     adam_moments: str = "fp32"        # Adam moments' storage: "fp32" or "bf16" (half the memory, stochastic rounding)
     init_random_points: int = 100_000

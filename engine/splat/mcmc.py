@@ -31,7 +31,8 @@ noise and a 4-5x stronger scale regulariser. Measured in normalised units (H200,
 3 seeds each, BENCHMARKS.md): gsplat's noise_lr 5e5 gave fox (random init) 26.84 dB against
 30.24 with 1e7 (about what the old units had), office_chair 31.30 vs 31.34; a scale_reg of
 0.045 (the old units' strength) lost 0.5 dB on fox and 0.13 on office_chair. Hence noise_lr
-1e7, scale_reg gsplat's 0.01.
+1e7 from random points; with SfM points gsplat's 5e5 (mouse 24.04 dB with 5e5, 23.12 with 1e7;
+office_chair a tie): :func:`noise_lr_for`. scale_reg is gsplat's 0.01.
 
 The sampling weights are opacities in fixed point (``quantum`` units, at least 1 for a
 live Gaussian) so their prefix sum is an exact uint32 scan: ``quantum`` =
@@ -58,9 +59,18 @@ class McmcSettings:
     interval: int = 100
     min_opacity: float = 0.005
     growth: float = 0.05       # new Gaussians per refine, fraction of N
-    noise_lr: float = 1e7      # gsplat's 5e5 x 20: see the module docstring
+    noise_lr: float = 5e5      # gsplat's; from random points 20x that (noise_lr_for)
     opacity_reg: float = 0.01
     scale_reg: float = 0.01
+
+
+def noise_lr_for(configured: float, has_points: bool) -> float:
+    """The noise_lr a run uses: ``configured`` when positive, else gsplat's 5e5 when the
+    Gaussians start on SfM points and 1e7 when they start from random points, which need
+    the noise to spread (measured, module docstring)."""
+    if configured > 0.0:
+        return float(configured)
+    return 5e5 if has_points else 1e7
 
 
 class McmcDensifier:

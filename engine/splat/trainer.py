@@ -39,7 +39,7 @@ from .camera_table import View, camera_table
 from .guard import raise_if_flagged
 from .init import gaussians_from_points, initial_points, look_point
 from .loss import PhotometricLoss
-from .mcmc import McmcDensifier, McmcSettings
+from .mcmc import McmcDensifier, McmcSettings, noise_lr_for
 from .model import GaussianModel
 from .render import Rasterizer
 from .scene_scale import training_extent
@@ -105,7 +105,7 @@ class Trainer:
         self.model = GaussianModel(gpu, rows, cfg.sh_degree, moments_bf16=cfg.adam_moments == "bf16")
         self.mcmc = None
         if mcmc:
-            settings = McmcSettings(start=cfg.densify_from, interval=cfg.densify_interval, noise_lr=cfg.mcmc_noise_lr,
+            settings = McmcSettings(start=cfg.densify_from, interval=cfg.densify_interval, noise_lr=noise_lr_for(cfg.mcmc_noise_lr, self.has_points),
                                     scale_reg=cfg.mcmc_scale_reg)
             budget = min(cfg.mcmc_budget, cfg.max_gaussians)
             # gsplat's world unit; cameras at (nearly) one point look at nothing: the extent then

@@ -282,3 +282,11 @@ def test_trainer_mcmc_unit_scales_with_the_world(gpu, shared_data):
     assert 0.01 * np.ptp(centers, axis=0).max() < a.mcmc.unit < 100 * np.ptp(centers, axis=0).max()
     assert b.mcmc.unit == pytest.approx(k * a.mcmc.unit, rel=1e-6)
     assert b.extent == pytest.approx(k * a.extent, rel=1e-6)
+
+
+def test_noise_lr_follows_the_start():
+    """0 picks by the start (gsplat's 5e5 on SfM points, 1e7 from random points); a value wins."""
+    from engine.splat.mcmc import noise_lr_for
+
+    assert noise_lr_for(0.0, True) == 5e5 and noise_lr_for(0.0, False) == 1e7
+    assert noise_lr_for(3e6, True) == noise_lr_for(3e6, False) == 3e6
