@@ -51,7 +51,7 @@ def test_wheel_ships_the_shaders(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     want = {f"spirula_shaders/{p.relative_to(shader_dir()).as_posix()}" for p in shader_dir().rglob("*.slang")}
     assert want and want <= set(names), sorted(want - set(names))
-    assert "engine/cli.py" in names
+    assert "engine/cli/main.py" in names
 
 
 def test_shaders_use_precise_only_through_the_macro():

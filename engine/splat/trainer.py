@@ -17,6 +17,10 @@ the refine when one is due) in a submission of its own, with no wait. With ``app
 "affine" or "bilagrid" (engine/splat/appearance.py) the loss sees the render through the
 training image's own colour transform, whose backward and Adam step join the same command
 buffer (3 or 4 dispatches, no read); "off" records exactly the step above.
+
+What happens between two steps (evaluations, checkpoints, progress reports, the end) is
+scheduled once, by :class:`engine.splat.schedule.TrainingRun`: :meth:`Trainer.train`,
+`spirula train` and the studio's engine thread all drive it.
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from ..config import APPEARANCES, TrainConfig, resolve_strategy
 from ..device import Gpu
 from ..errors import DatasetError, NonFiniteError
 from ..ingest.dataset import Dataset
-from ..step_rate import StepRate
 from .antialias import SmoothingFilter
 from .appearance import Appearance, default_settings
 from .camera_table import View, camera_table
@@ -42,19 +45,9 @@ from .loss import PhotometricLoss
 from .mcmc import McmcDensifier, McmcSettings
 from .model import GaussianModel
 from .render import Rasterizer
+from .schedule import Progress, TrainingRun
 from .scene_scale import training_extent
 from .step_pipeline import StepPipeline
-
-
-@dataclass
-class Progress:
-    """What the loop reports every ``log_interval`` steps."""
-
-    step: int
-    steps: int
-    loss: float
-    num_gaussians: int
-    steps_per_sec: float
 
 
 @dataclass
@@ -323,44 +316,10 @@ class Trainer:
     def train(self, on_progress: Callable[[Progress], None] | None = None,
               on_eval: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
               on_checkpoint: Callable[[int], None] | None = None) -> TrainState:
-        """Steps until ``cfg.steps``. ``on_checkpoint(step)`` is called every
-        ``cfg.checkpoint_every`` steps (not at the last one), between two steps."""
-        cfg = self.cfg
-        self.t_start = time.perf_counter()
-        rate = StepRate(self.state.step)
-
-        def report() -> None:
-            for h in self.collect_losses():
-                steps_per_sec = rate.at(h["step"])
-                if on_progress is not None:
-                    on_progress(Progress(h["step"], cfg.steps, h["loss"], h["num_gaussians"], steps_per_sec))
-
-        try:
-            while self.state.step < cfg.steps:
-                if should_stop is not None and should_stop():
-                    self.state.stopped_early = True
-                    break
-                self.state.in_step = True
-                self.train_step(self.state.step)
-                self.state.step += 1
-                self.state.in_step = False
-                s = self.state.step
-                eval_due = on_eval is not None and cfg.eval_interval and s % cfg.eval_interval == 0 and s < cfg.steps
-                checkpoint_due = (on_checkpoint is not None and cfg.checkpoint_every and s % cfg.checkpoint_every == 0
-                                  and s < cfg.steps)
-                if eval_due or checkpoint_due:
-                    self.drain()  # both wait for the GPU anyway: report this step's loss first
-                report()
-                if eval_due:
-                    on_eval(s)
-                if checkpoint_due:
-                    on_checkpoint(s)
-        except KeyboardInterrupt:
-            self.state.stopped_early = True
-        self.drain()
-        self.gpu.wait_idle()
-        report()
-        return self.state
+        """Steps until ``cfg.steps`` through the one schedule (engine/splat/schedule.py):
+        ``on_eval(step)`` every ``cfg.eval_interval`` steps and ``on_checkpoint(step)`` every
+        ``cfg.checkpoint_every`` steps (neither at the last one), between two steps."""
+        return TrainingRun(self, on_progress, on_eval, on_checkpoint).run(should_stop)
 
     # --- checkpoints (engine/checkpoint.py) ------------------------------------------------
     def state_dict(self) -> dict:
