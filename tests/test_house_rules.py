@@ -185,3 +185,10 @@ def test_the_cycle_check_sees_relative_package_and_lazy_imports(tmp_path):
     (pkg / "d.py").write_text("import pkg.sub.c\n")                   # absolute: no cycle of its own
     cycles = find_cycles(import_graph(pkg))
     assert cycles == [["pkg.a", "pkg.b", "pkg.sub", "pkg.a"]], cycles
+
+
+def test_no_module_of_engine_or_app_over_600_lines():
+    """A module past ~500 lines is more than one thing: split it by concept."""
+    long = [f"{p.relative_to(REPO)}: {n}" for top in ("engine", "app") for p in sorted((REPO / top).rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600]
+    assert not long, long
