@@ -1,5 +1,6 @@
-"""The studio's engine thread: owns the GPU device, runs training (and the pipeline),
-renders the viewport, and talks to the GUI only through messages.
+"""The window's handle on the studio's engine thread, which owns the GPU device, runs
+training (and the pipeline), renders the viewport, and talks to the GUI only through
+messages.
 
     session = Session().start()          # the engine thread creates the device, compiles
     session.send(StartTraining(path))    # GUI -> engine: control queue (engine/studio/messages.py)
