@@ -15,7 +15,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.stages import train_checkpoint_path
+from engine.jobs.stages import train_checkpoint_path
 
 VIDEO_EXTS = {".mp4", ".mov", ".m4v", ".avi", ".mkv", ".webm", ".mts", ".3gp"}
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp", ".webp", ".heic"}
@@ -31,9 +31,9 @@ class Drop:
 
 
 def pipeline_available() -> bool:
-    """True once the video/photos reconstruction pipeline (engine/pipeline.py) exists."""
+    """True once the video/photos reconstruction pipeline (engine/jobs/pipeline.py) exists."""
     try:
-        return importlib.util.find_spec("engine.pipeline") is not None
+        return importlib.util.find_spec("engine.jobs.pipeline") is not None
     except (ImportError, ValueError):
         return False
 

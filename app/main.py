@@ -49,7 +49,7 @@ def check_pyside() -> None:
 def wait_ready(session, app, timeout: float = 600.0, on_wait=None):
     """Process Qt events until the engine says EngineReady (returned) or Error (raised as
     RuntimeError with its text)."""
-    from engine import messages as M
+    from engine.studio import messages as M
 
     t_end = time.perf_counter() + timeout
     early = []
@@ -78,7 +78,7 @@ def create_studio(path: str | os.PathLike | None = None, device: str | None = No
     prepare_environment()
     from PySide6 import QtCore, QtGui, QtWidgets
 
-    from engine.session import Session
+    from engine.studio.session import Session
 
     from .window import StudioWindow, load_style
 

@@ -1,4 +1,4 @@
-"""Help > Run self-test: `spirula --selftest` (engine/selftest.py) in a child process, its
+"""Help > Run self-test: `spirula --selftest` (engine/jobs/selftest.py) in a child process, its
 report streamed into a dialog, PASS or FAIL with the reason at the end.
 
 A child process, not the engine thread: the self-test creates its own device and trains,

@@ -12,7 +12,7 @@ import time
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from engine import messages as M
+from engine.studio import messages as M
 
 from .camera import OrbitCamera, pick
 

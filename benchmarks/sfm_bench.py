@@ -4,7 +4,7 @@
         --out benchmarks/results/sfm-<date>.json [--only chair,reference,mouse] \
         [--steps 1000 --max-size 240] [--machine cpu-2core]
 
-Runs (each through engine.pipeline.run_pipeline, so the stage times are the product's):
+Runs (each through engine.jobs.pipeline.run_pipeline, so the stage times are the product's):
   chair      office_chair.mp4, every stage, training with --steps / --max-size
   reference  office_chair/reference/images as a photo folder, up to undistort; poses
              Sim(3)-aligned by image name to reference/sparse/0 (rotation, centre errors)
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from engine.config import DatasetConfig, RunConfig, TrainConfig  # noqa: E402
-from engine.pipeline import PipelineConfig, run_pipeline  # noqa: E402
+from engine.jobs.pipeline import PipelineConfig, run_pipeline  # noqa: E402
 from engine.sfm.align import compare_poses, poses_by_name  # noqa: E402
 
 DATA = Path(os.environ.get("SPIRULA_SHARED_DATA", REPO.parent / "shared" / "data"))

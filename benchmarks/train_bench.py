@@ -144,7 +144,7 @@ def split(n):
 
 def run_ours(args, backend, cams, images, pts, cols, cfg=None, ply_out: Path | None = None):
     """Our run: warm-up untimed, trainer.train() timed, then the held-out evaluation; with
-    ``ply_out``, the trained model is exported there (engine.train_job.export_ply) first.
+    ``ply_out``, the trained model is exported there (engine.jobs.train.export_ply) first.
     ``cfg`` defaults to the 3DGS defaults at ``args.steps`` / ``args.seed``."""
     from engine.config import TrainConfig
     from engine.device import get_gpu
@@ -176,7 +176,7 @@ def run_ours(args, backend, cams, images, pts, cols, cfg=None, ply_out: Path | N
     except Exception as exc:  # noqa: BLE001 - a report, not a requirement
         heaps = [{"error": str(exc)}]
     if ply_out is not None:
-        from engine.train_job import export_ply
+        from engine.jobs.train import export_ply
 
         export_ply(trainer, ply_out)
     m = evaluate(trainer, test_idx)

@@ -50,7 +50,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from engine.device import get_gpu
-    from engine.viewer import Viewer, ViewSource, install_polling_waits
+    from engine.studio.viewer import Viewer, ViewSource, install_polling_waits
 
     gpu = get_gpu(args.device)
     install_polling_waits(gpu)

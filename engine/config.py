@@ -122,7 +122,7 @@ def added_later(section: str) -> dict:
 
 def default_appearance(input_kind: str) -> str:
     """TrainConfig.appearance when none is chosen, by input kind ("video", "photos" or
-    "dataset", engine/pipeline.py detect_input): a phone video changes exposure and white
+    "dataset", engine/jobs/pipeline.py detect_input): a phone video changes exposure and white
     balance between frames, so "affine" there; "off" otherwise."""
     return "affine" if input_kind == "video" else TrainConfig.appearance
 

@@ -51,7 +51,7 @@ def test_wheel_ships_the_shaders(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     want = {f"spirula_shaders/{p.relative_to(shader_dir()).as_posix()}" for p in shader_dir().rglob("*.slang")}
     assert want and want <= set(names), sorted(want - set(names))
-    assert "engine/cli.py" in names
+    assert "engine/cli/main.py" in names
 
 
 def test_shaders_use_precise_only_through_the_macro():
@@ -82,3 +82,113 @@ def test_precise_is_emptied_off_spirv(monkeypatch, backend, defined):
     with pytest.raises(DeviceError):
         Gpu(backend)
     assert seen["defines"].get("PRECISE") == defined
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """``{module: modules it imports}`` inside ``package`` (a folder of the repository),
+    from every import statement anywhere in a file (a function-level import is an import
+    too): absolute and relative, ``from . import x`` importing the submodule ``x`` when
+    there is one, and ``import a.b.c`` importing the packages ``a`` and ``a.b`` (their
+    ``__init__``) on the way. A module's own enclosing packages are not counted (they are
+    always imported before it)."""
+    root = package.parent
+    files = {_module_name(p, root): p for p in package.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here.split(".")[:len(here.split(".")) - (node.level - 1)]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                targets |= {module} | {f"{module}.{a.name}" for a in node.names}
+        edges = set()
+        for t in targets:
+            parts = t.split(".")
+            for k in range(1, len(parts) + 1):
+                m = ".".join(parts[:k])
+                if m in files and m != name and not name.startswith(m + "."):
+                    edges.add(m)
+        graph[name] = edges
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle ``[a, b, ..., a]`` per strongly connected group of modules (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    cycles = []
+    for group in groups:  # a shortest way back to the group's first module
+        start = min(group)
+        paths, seen = [[start]], {start}
+        while paths:
+            path = paths.pop(0)
+            nxt = sorted(graph[path[-1]] & group)
+            if start in nxt:
+                cycles.append(path + [start])
+                break
+            for w in nxt:
+                if w not in seen:
+                    seen.add(w)
+                    paths.append(path + [w])
+    return cycles
+
+
+def test_engine_has_no_import_cycles():
+    cycles = find_cycles(import_graph(REPO / "engine"))
+    assert not cycles, "import cycles in engine/:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_sees_relative_package_and_lazy_imports(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from . import b\n")                    # the submodule b
+    (pkg / "b.py").write_text("def f():\n    from .sub.c import g\n")  # lazy, through sub/__init__
+    (pkg / "sub" / "__init__.py").write_text("from ..a import x\n")
+    (pkg / "sub" / "c.py").write_text("import os\n")
+    (pkg / "d.py").write_text("import pkg.sub.c\n")                   # absolute: no cycle of its own
+    cycles = find_cycles(import_graph(pkg))
+    assert cycles == [["pkg.a", "pkg.b", "pkg.sub", "pkg.a"]], cycles
+
+
+def test_no_module_of_engine_or_app_over_600_lines():
+    """A module past ~500 lines is more than one thing: split it by concept."""
+    long = [f"{p.relative_to(REPO)}: {n}" for top in ("engine", "app") for p in sorted((REPO / top).rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600]
+    assert not long, long

@@ -1,4 +1,4 @@
-"""The staged pipeline (engine.pipeline): caching by key, --from, atomic outputs and kept
+"""The staged pipeline (engine.jobs.pipeline): caching by key, --from, atomic outputs and kept
 outputs on failure, run.json, typed messages, clear errors; and a short end-to-end
 `spirula run` on a few seconds of the chair video (CPU SfM, software-Vulkan training)."""
 
@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 from engine import messages as msg
-from engine import stages
-from engine.cli import main
+from engine.jobs import stages
+from engine.cli.main import main
 from engine.errors import SpirulaError
-from engine.pipeline import PipelineConfig, PipelineError, detect_input, run_pipeline
+from engine.jobs.pipeline import PipelineConfig, PipelineError, detect_input, run_pipeline
 from PIL import Image
 
 from tests.ingest.videos import write_video

@@ -4,7 +4,7 @@ that reads back, metrics.json, eval PNGs; Ctrl-C still writes the PLY; bad input
 import json
 
 import numpy as np
-from engine.cli import main
+from engine.cli.main import main
 from engine.io.ply import read_ply
 
 
@@ -29,7 +29,7 @@ def test_train_book_improves_heldout_psnr(shared_data, tmp_path):
 
 def test_interrupt_still_writes_ply(shared_data, tmp_path):
     from engine.config import DatasetConfig, RunConfig, TrainConfig
-    from engine.train_job import run_training
+    from engine.jobs.train import run_training
 
     def interrupt(progress):
         if progress.step >= 25:
@@ -62,11 +62,11 @@ def test_antialias_flag_reaches_the_training_config(tmp_path, monkeypatch):
     """--antialias of `spirula train` and `spirula run` sets TrainConfig.antialias (off without it)."""
     import argparse
 
-    import engine.train_job
-    from engine.cli_run import add_parser, config_from_args
+    import engine.jobs.train
+    from engine.cli.run import add_parser, config_from_args
 
     seen = []
-    monkeypatch.setattr(engine.train_job, "run_training",
+    monkeypatch.setattr(engine.jobs.train, "run_training",
                         lambda data, out, cfg, **kw: seen.append(cfg) or {"stopped_early": False, "step": 0})
     for flags in ([], ["--antialias"]):
         assert main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *flags]) == 0

@@ -181,17 +181,18 @@ def subscribe(callback: Callable, interval_s: float | None = None) -> Callable[[
 
 
 def snapshot(gpu=None) -> dict:
-    """The current report of ``gpu`` (default: the first profiled device) without waiting
-    for the GPU; VRAM only when profiling is off."""
+    """The current report of ``gpu`` (default: the first profiled device, else a device
+    created in this process) without waiting for the GPU; VRAM only when profiling
+    is off. (engine.device imports this package, so it never calls back into it.)"""
     s = _session
     if s is not None:
         for prof in s.profs:
             if gpu is None or prof.gpu is gpu:
                 return _clean(_build(prof.gpu, prof))
     if gpu is None:
-        from ..device import get_gpu
-
-        gpu = get_gpu()
+        gpu = next(iter(_gpus), None)
+        if gpu is None:
+            raise ValueError("profile.snapshot(): no GPU device has been created yet")
     return _clean(_build(gpu, None))
 
 

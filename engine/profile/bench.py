@@ -264,8 +264,8 @@ def bench_train(gpu, data: Path | None = None, steps: int = 1000, max_size: int 
 
 # --- command line ---------------------------------------------------------------------------------
 def add_parser(sub) -> None:
-    """``spirula bench raster|train`` (called by engine/cli.py)."""
-    from ..cli_options import add_device_option, image_side, int_at_least
+    """``spirula bench raster|train`` (called by engine/cli/main.py)."""
+    from ..cli.options import add_device_option, image_side, int_at_least
 
     p = sub.add_parser("bench", help="fixed-workload benchmarks (JSON output)")
     bs = p.add_subparsers(dest="bench", required=True)

@@ -12,19 +12,10 @@ the partials, gradient with respect to the render).
 
 from __future__ import annotations
 
-from .metrics import gaussian_window
 from .buffers import BufferSet
+from .metrics import ssim_window_constants
 
 _TILE = 16  # must match T in shaders/loss/ssim.slang
-
-
-def _loss_constants() -> dict[str, float]:
-    """Link-time constants G0..G5 of the shader: the normalised 11-tap window, w[|offset|]."""
-    g = gaussian_window()
-    r = len(g) // 2
-    if r != 5:
-        raise ValueError("the SSIM kernel is built for an 11-tap window")
-    return {f"G{d}": float(g[r + d]) for d in range(r + 1)}
 
 
 class PhotometricLoss:
@@ -37,7 +28,7 @@ class PhotometricLoss:
 
     def __init__(self, gpu, arena=None):
         self.gpu = gpu
-        consts = _loss_constants()
+        consts = ssim_window_constants()
         self._fwd = gpu.kernel("loss/ssim", "ssim_fwd", MODE=0, **consts)
         self._bwd = gpu.kernel("loss/ssim", "ssim_bwd", **consts)
         self.scratch = BufferSet(gpu, "loss", category="image")

@@ -34,6 +34,8 @@ noise and a 4-5x stronger scale regulariser. Measured in normalised units (H200,
 1e7 from random points; with SfM points gsplat's 5e5 (mouse 24.04 dB with 5e5, 23.12 with 1e7;
 office_chair a tie): :func:`noise_lr_for`. scale_reg is gsplat's 0.01.
 
+As a strategy it has the hooks of ADC's (engine/splat/adc.py); the trainer calls those.
+
 The sampling weights are opacities in fixed point (``quantum`` units, at least 1 for a
 live Gaussian) so their prefix sum is an exact uint32 scan: ``quantum`` =
 min(65536, (2^32 - 1) // N) is 4,095 units per opacity at N = 1M and 429 at 10M.
@@ -97,6 +99,18 @@ class McmcDensifier:
         self.buf: dict = {}
         self.last = {"dead": 0, "relocated": 0, "added": 0}
 
+    # --- the strategy hooks (the same as engine/splat/adc.py AdcDensifier's) --------------
+    def accumulates_stats(self, step: int) -> bool:
+        """MCMC needs no screen-space gradient statistic."""
+        return False
+
+    def record_after_backward(self, enc, lr_means: float, seed: int, isect_total, isect_capacity: int) -> None:
+        """The step's position noise (:meth:`record_noise`)."""
+        self.record_noise(enc, lr_means, seed, isect_total, isect_capacity)
+
+    def after_step(self, done: int) -> None:
+        """Nothing after the refine (no opacity reset)."""
+
     def refine_due(self, done: int) -> bool:
         """Whether a refine follows step ``done`` (counted from 1)."""
         s = self.s
@@ -113,9 +127,10 @@ class McmcDensifier:
                             isect_capacity=isect_capacity, n=m.n, scaler=float(lr_means * self.s.noise_lr / self.unit ** 2),
                             seed=int(seed) & 0xFFFFFFFF)
 
-    def refine(self, seed: int) -> tuple[int, int]:
+    def refine(self, seed: int, done: int | None = None) -> tuple[int, int]:
         """Relocate the dead, then grow towards the budget. Returns (before, after); waits
-        for the GPU (one small read for the dead count)."""
+        for the GPU (one small read for the dead count). ``done`` (the step, as ADC's
+        refine takes it) changes nothing here."""
         m = self.model
         before = m.n
         self._scratch(m.capacity)

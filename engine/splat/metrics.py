@@ -30,6 +30,16 @@ def gaussian_window(size: int = SSIM_WINDOW, sigma: float = SSIM_SIGMA) -> np.nd
     return g / g.sum()
 
 
+def ssim_window_constants() -> dict[str, float]:
+    """Link-time constants G0..G5 of shaders/loss/ssim.slang (the training loss and
+    GpuImageMetrics): the normalised 11-tap window, w[|offset|]."""
+    g = gaussian_window()
+    r = len(g) // 2
+    if r != 5:
+        raise ValueError("the SSIM kernel is built for an 11-tap window")
+    return {f"G{d}": float(g[r + d]) for d in range(r + 1)}
+
+
 def _blur(img: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Separable zero-padded 'same' correlation of img [H, W, C] with w (x then y); float64."""
     r = len(w) // 2
@@ -91,10 +101,8 @@ class GpuImageMetrics:
     """
 
     def __init__(self, gpu):
-        from .loss import _loss_constants  # shared window constants
-
         self.gpu = gpu
-        self._fwd = gpu.kernel("loss/ssim", "ssim_fwd", MODE=1, **_loss_constants())
+        self._fwd = gpu.kernel("loss/ssim", "ssim_fwd", MODE=1, **ssim_window_constants())
         self._dummy = gpu.buffer(16, "metrics.dummy_partials")
 
     def record(self, enc, render, gt, width: int, height: int, out) -> None:

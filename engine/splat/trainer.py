@@ -6,8 +6,9 @@ from earlier steps' intersection counts, read a step late (engine/splat/step_pip
 so the host records step s + 1 while the GPU runs step s. The loss is accumulated on the
 GPU; every ``log_interval`` steps the step itself copies the sum to the host-visible ring and
 clears it, and the host reads it when that step retires (:meth:`Trainer.collect_losses`), so
-logging adds no wait either. Density control is the config's ``strategy``: "adc" (3DGS's
-clone / split / prune and opacity reset, GaussianModel.densify), "mcmc" (relocation,
+logging adds no wait either. Density control is the config's ``strategy``, one strategy
+object called through the same hooks (:attr:`Trainer.densifier`): "adc" (3DGS's clone /
+split / prune and opacity reset: engine/splat/adc.py), "mcmc" (relocation,
 growth to an exact budget, per-step position noise and regularisers: engine/splat/mcmc.py)
 or "auto" (:func:`engine.config.resolve_strategy`: mcmc with SfM points, adc without; the
 choice is :attr:`Trainer.strategy`); either waits for the GPU only on its refine steps.
@@ -17,6 +18,10 @@ the refine when one is due) in a submission of its own, with no wait. With ``app
 "affine" or "bilagrid" (engine/splat/appearance.py) the loss sees the render through the
 training image's own colour transform, whose backward and Adam step join the same command
 buffer (3 or 4 dispatches, no read); "off" records exactly the step above.
+
+What happens between two steps (evaluations, checkpoints, progress reports, the end) is
+scheduled once, by :class:`engine.splat.schedule.TrainingRun`: :meth:`Trainer.train`,
+`spirula train` and the studio's engine thread all drive it.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from ..config import APPEARANCES, TrainConfig, resolve_strategy
 from ..device import Gpu
 from ..errors import DatasetError, NonFiniteError
 from ..ingest.dataset import Dataset
-from ..step_rate import StepRate
+from .adc import AdcDensifier
 from .antialias import SmoothingFilter
 from .appearance import Appearance, default_settings
 from .camera_table import View, camera_table
@@ -42,19 +47,9 @@ from .loss import PhotometricLoss
 from .mcmc import McmcDensifier, McmcSettings, noise_lr_for
 from .model import GaussianModel
 from .render import Rasterizer
+from .schedule import Progress, TrainingRun
 from .scene_scale import training_extent
 from .step_pipeline import StepPipeline
-
-
-@dataclass
-class Progress:
-    """What the loop reports every ``log_interval`` steps."""
-
-    step: int
-    steps: int
-    loss: float
-    num_gaussians: int
-    steps_per_sec: float
 
 
 @dataclass
@@ -103,7 +98,7 @@ class Trainer:
         else:
             rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.init_opacity)
         self.model = GaussianModel(gpu, rows, cfg.sh_degree, moments_bf16=cfg.adam_moments == "bf16")
-        self.mcmc = None
+        # the density control: one strategy object, called through its hooks (engine/splat/adc.py)
         if mcmc:
             settings = McmcSettings(start=cfg.densify_from, interval=cfg.densify_interval, noise_lr=noise_lr_for(cfg.mcmc_noise_lr, self.has_points),
                                     scale_reg=cfg.mcmc_scale_reg)
@@ -111,10 +106,12 @@ class Trainer:
             # gsplat's world unit; cameras at (nearly) one point look at nothing: the extent then
             unit = look_point([dataset.cameras[i] for i in self.train_idx])[1]
             unit = unit if unit > 0.01 * self.extent else self.extent
-            self.mcmc = McmcDensifier(gpu, self.model, settings, budget, unit)
+            self.densifier = McmcDensifier(gpu, self.model, settings, budget, unit)
             if budget < len(rows):
                 self.warnings.append(f"the MCMC budget ({budget:,}) is below the {len(rows):,} initial points: MCMC "
                                      f"relocates but never removes, so the run keeps {len(rows):,} Gaussians")
+        else:
+            self.densifier = AdcDensifier(self.model, cfg, self.extent)
         if cfg.steps <= cfg.densify_from:
             self.warnings.append(f"the run ends at step {cfg.steps:,}, before densification starts (step "
                                  f"{cfg.densify_from:,}): the {len(rows):,} initial Gaussians are all it will have")
@@ -184,13 +181,13 @@ class Trainer:
                                 self.loss_sum, step, self.raster.overflow_guard())
         # the projection backward applies Adam (no gradient buffer); Adam is also the NaN/Inf
         # guard, and both skip an overflowed step
-        mcmc = self.mcmc
+        dens = self.densifier
         self.raster.record_backward(enc, None, m.buf["grad2d_sum"], m.buf["vis_count"],
-                                    accumulate_stats=mcmc is None and step < cfg.densify_until,
+                                    accumulate_stats=dens.accumulates_stats(step),
                                     optimizer=m.adam_args(flags=self.loss_sum, step=step, seed=cfg.seed,
-                                                          **(mcmc.regularisers() if mcmc else {})))
-        if mcmc is not None:
-            mcmc.record_noise(enc, self.mean_lr(step), cfg.seed * 1_000_003 + step, *self.raster.overflow_guard())
+                                                          **dens.regularisers()))
+        dens.record_after_backward(enc, self.mean_lr(step), cfg.seed * 1_000_003 + step,
+                                   *self.raster.overflow_guard())
         self.raster.record_count_copy(enc, pipe.readback, pipe.slot_offset())
         done = step + 1
         loss_tag = None
@@ -214,23 +211,21 @@ class Trainer:
             self._trim_scratch()
             self.host_stats["eager_trim_s"] += time.perf_counter() - t
             self.host_stats["eager_trims"] += 1
-        refine = self._refine_due(done)
+        refine = dens.refine_due(done)
         if refine:
             t = time.perf_counter()
             self.drain()
             self.host_stats["densify_wait_s"] += time.perf_counter() - t
             t = time.perf_counter()
             self.raster.params = self.raster.filter3d = None  # densify may replace them: hold no old buffer
-            before, after = self._refine(done)
+            before, after = dens.refine(cfg.seed * 1_000_003 + done, done)  # the GPU is idle
             pipe.rescale(after / max(before, 1))
             if loss_tag is not None:
                 loss_tag["num_gaussians"] = after  # the logged count is the one after this step
             self._trim_scratch()  # densify waited for the GPU: outgrown scratch can go
             self.host_stats["densify_s"] += time.perf_counter() - t
             self.host_stats["densifications"] += 1
-        if (mcmc is None and done < cfg.densify_until and cfg.opacity_reset_interval
-                and done % cfg.opacity_reset_interval == 0):
-            m.reset_opacity(0.01)
+        dens.after_step(done)  # ADC's opacity reset
         if self.filter is not None and (refine or done % max(cfg.densify_interval, 1) == 0):
             self.filter.update()  # after a refine the rows moved (and may be more); otherwise the means did
 
@@ -238,23 +233,6 @@ class Trainer:
     def filter3d(self):
         """The 3D filter buffer [N] float32 of anti-aliased training, or None."""
         return None if self.filter is None else self.filter.buf
-
-    def _refine_due(self, done: int) -> bool:
-        """Whether the density control (ADC's densify, MCMC's relocate and grow) follows step ``done``."""
-        cfg = self.cfg
-        if self.mcmc is not None:
-            return self.mcmc.refine_due(done)
-        return cfg.densify_from < done < cfg.densify_until and done % cfg.densify_interval == 0
-
-    def _refine(self, done: int) -> tuple[int, int]:
-        """The density control after step ``done`` (the GPU is idle): (count before, after)."""
-        cfg = self.cfg
-        seed = cfg.seed * 1_000_003 + done
-        if self.mcmc is not None:
-            return self.mcmc.refine(seed)
-        prune_scale = cfg.prune_scale * self.extent if done > cfg.opacity_reset_interval else 3.0e38
-        return self.model.densify(cfg.grad_threshold, cfg.clone_scale * self.extent, cfg.prune_opacity,
-                                  prune_scale, cfg.max_gaussians, seed=seed)
 
     def recentre_appearance(self) -> bool:
         """With appearance on: the transforms' mean moves into the Gaussians' colours
@@ -324,44 +302,10 @@ class Trainer:
     def train(self, on_progress: Callable[[Progress], None] | None = None,
               on_eval: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
               on_checkpoint: Callable[[int], None] | None = None) -> TrainState:
-        """Steps until ``cfg.steps``. ``on_checkpoint(step)`` is called every
-        ``cfg.checkpoint_every`` steps (not at the last one), between two steps."""
-        cfg = self.cfg
-        self.t_start = time.perf_counter()
-        rate = StepRate(self.state.step)
-
-        def report() -> None:
-            for h in self.collect_losses():
-                steps_per_sec = rate.at(h["step"])
-                if on_progress is not None:
-                    on_progress(Progress(h["step"], cfg.steps, h["loss"], h["num_gaussians"], steps_per_sec))
-
-        try:
-            while self.state.step < cfg.steps:
-                if should_stop is not None and should_stop():
-                    self.state.stopped_early = True
-                    break
-                self.state.in_step = True
-                self.train_step(self.state.step)
-                self.state.step += 1
-                self.state.in_step = False
-                s = self.state.step
-                eval_due = on_eval is not None and cfg.eval_interval and s % cfg.eval_interval == 0 and s < cfg.steps
-                checkpoint_due = (on_checkpoint is not None and cfg.checkpoint_every and s % cfg.checkpoint_every == 0
-                                  and s < cfg.steps)
-                if eval_due or checkpoint_due:
-                    self.drain()  # both wait for the GPU anyway: report this step's loss first
-                report()
-                if eval_due:
-                    on_eval(s)
-                if checkpoint_due:
-                    on_checkpoint(s)
-        except KeyboardInterrupt:
-            self.state.stopped_early = True
-        self.drain()
-        self.gpu.wait_idle()
-        report()
-        return self.state
+        """Steps until ``cfg.steps`` through the one schedule (engine/splat/schedule.py):
+        ``on_eval(step)`` every ``cfg.eval_interval`` steps and ``on_checkpoint(step)`` every
+        ``cfg.checkpoint_every`` steps (neither at the last one), between two steps."""
+        return TrainingRun(self, on_progress, on_eval, on_checkpoint).run(should_stop)
 
     # --- checkpoints (engine/checkpoint.py) ------------------------------------------------
     def state_dict(self) -> dict:

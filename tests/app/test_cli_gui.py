@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import cli
+from engine.cli import main as cli
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from engine import checkpoint
-from engine import messages as M
-from engine.stages import train_checkpoint_path
+from engine.studio import messages as M
+from engine.jobs.stages import train_checkpoint_path
 
 pytestmark = pytest.mark.timeout(240)
 

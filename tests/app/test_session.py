@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine import messages as M
+from engine.studio import messages as M
 from engine.io.ply import read_ply
-from engine.session import Session
-from engine.viewer import BG_BOTTOM, BG_TOP
+from engine.studio.session import Session
+from engine.studio.viewer import BG_BOTTOM, BG_TOP
 
 
 class Driver:
@@ -176,7 +176,7 @@ def test_stop_saves_and_errors_name_the_file(driver, tiny_dataset, tmp_path):
 
 
 def test_checkpoints_on_schedule_where_spirula_run_puts_them(driver, tiny_dataset, tmp_path):
-    from engine.stages import train_checkpoint_path
+    from engine.jobs.stages import train_checkpoint_path
 
     s, project = driver.s, tmp_path / "p3"
     s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=30, max_size=48, init_points=300,
@@ -208,7 +208,7 @@ def test_stopped_training_continues_from_its_project(driver, tiny_dataset, tmp_p
 
 def test_a_training_error_names_the_checkpoint_it_keeps(driver, tiny_dataset, tmp_path, monkeypatch):
     from engine.splat.trainer import Trainer
-    from engine.stages import train_checkpoint_path
+    from engine.jobs.stages import train_checkpoint_path
 
     s, project = driver.s, tmp_path / "p5"
     s.send(M.OpenProject(str(project)))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import messages as M
+from engine.studio import messages as M
 
 from .conftest import spin
 

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 import trimesh
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.config import TrainConfig
 from engine.fileio import write_json_atomic
 from engine.ingest import load_dataset
 from engine.splat.trainer import Trainer
-from engine.train_job import export_ply
+from engine.jobs.train import export_ply
 from tests.mesh import synthetic as S
 from tests.mesh.analytic import orbit_cameras
 

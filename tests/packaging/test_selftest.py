@@ -1,4 +1,4 @@
-"""`spirula --selftest` (engine/selftest.py) on a tiny schedule: PASS with every check on the
+"""`spirula --selftest` (engine/jobs/selftest.py) on a tiny schedule: PASS with every check on the
 embedded sample, and FAIL with the failing check's reason when the device, the sample or the
 training is broken."""
 
@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from engine import cli, selftest
+from engine.cli import main as cli
+from engine.jobs import selftest
 from engine.errors import DeviceError
 
 BACKEND = os.environ.get("SPIRULA_TEST_DEVICE", "vulkan")

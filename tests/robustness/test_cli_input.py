@@ -9,7 +9,7 @@ import argparse
 
 import pytest
 
-from engine.cli import build_parser, main
+from engine.cli.main import build_parser, main
 from engine.errors import CPU_REFUSAL, DeviceError
 
 from .fixtures import ring_dataset

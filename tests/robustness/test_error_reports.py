@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 
-from engine import messages as M
+from engine.studio import messages as M
 from engine.errors import DatasetError, DeviceMemoryError
-from engine.session import Session, _Engine
+from engine.studio.engine_thread import EngineThread
+from engine.studio.session import Session
 
 
 def _raised(exc: Exception) -> Exception:
@@ -20,9 +21,9 @@ def _raised(exc: Exception) -> Exception:
 
 
 def test_expected_studio_errors_are_logged_once_without_a_traceback(caplog):
-    engine = _Engine(Session(viewer=False))
+    engine = EngineThread(Session(viewer=False))
     with caplog.at_level(logging.DEBUG):
-        engine._fail(_raised(DatasetError("/data/x: COLMAP model found in /data/x/sparse/0 but no images folder")))
+        engine.fail(_raised(DatasetError("/data/x: COLMAP model found in /data/x/sparse/0 but no images folder")))
     records = [r for r in caplog.records if r.name.startswith("spirula")]
     assert len(records) == 1 and records[0].exc_info is None
     assert records[0].getMessage() == ("engine error: /data/x: COLMAP model found in /data/x/sparse/0 but no images "
@@ -33,9 +34,9 @@ def test_expected_studio_errors_are_logged_once_without_a_traceback(caplog):
 
 
 def test_a_bug_keeps_its_traceback(caplog):
-    engine = _Engine(Session(viewer=False))
+    engine = EngineThread(Session(viewer=False))
     with caplog.at_level(logging.DEBUG):
-        engine._fail(_raised(KeyError("oops")))
+        engine.fail(_raised(KeyError("oops")))
     records = [r for r in caplog.records if r.name.startswith("spirula")]
     assert len(records) == 1 and records[0].exc_info is not None
     assert "Traceback" in caplog.text
@@ -54,7 +55,7 @@ def _advice(monkeypatch, kept) -> str:
     no device needed (the VRAM table is stubbed)."""
     import engine.profile.reporting as reporting
     from engine.config import RunConfig
-    from engine.train_job import _Job
+    from engine.jobs.train import _Job
 
     monkeypatch.setattr(reporting, "build_report", lambda *a, **k: {})
     monkeypatch.setattr(reporting, "format_report", lambda r: "title\nrule\nVRAM table")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.ingest import load_dataset
 from engine.ingest.dataset import Camera, Dataset, camera_extent, camera_outliers, holdout_split
 from engine.splat.scene_scale import training_extent

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import engine.train_job as train_job
+import engine.jobs.train as train_job
 from engine.config import DatasetConfig, RunConfig, TrainConfig
 from engine.preflight import MemoryPreflightError, check_device, check_host, estimate, preflight
 
@@ -142,7 +142,7 @@ def test_estimate_is_close_to_what_training_allocates(dataset, gpu):
 
 
 def test_spirula_train_says_it_in_one_line(dataset, tmp_path, monkeypatch, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     monkeypatch.setenv("SPIRULA_RAM_LIMIT", "64K")
     assert main(["train", str(dataset), "-o", str(tmp_path / "out"), "--max-size", "64"]) == 1

@@ -132,7 +132,7 @@ def test_check_writable_messages(tmp_path, read_only):
 def test_cli_refuses_a_read_only_output_before_any_work(tmp_path, read_only, capsys, monkeypatch, command):
     """`spirula run` / `spirula train` into a read-only folder: exit code 1 and one clear
     line, before the input is even looked at (the input here does not exist at all)."""
-    from engine import cli
+    from engine.cli import main as cli
 
     touched = []
     import engine.ingest.load as load_mod

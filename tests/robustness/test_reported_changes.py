@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.ingest import load_dataset
 from engine.ingest.photos import PhotosConfig, import_notes, import_photos
 
@@ -94,7 +94,7 @@ def test_photo_import_counts_exif_orientations(tmp_path):
     a = next(r for r in records if r["source"] == "a.png")
     assert (a["width"], a["height"]) == (20, 30)  # orientation 6 turns it upright
 
-    from engine.cli_run import _short
+    from engine.cli.run import _short
 
     assert "2 turned upright by their EXIF orientation" in _short("import", {
         "photos": 4, "converted": 3, "camera_groups": 2, "exif_oriented": 2, "deep": 1})

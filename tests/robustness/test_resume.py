@@ -85,7 +85,7 @@ def test_spirula_run_continues_from_the_training_checkpoint(shared_data, tmp_pat
     checkpoint goes once the stage has finished."""
     from engine import messages as msg
     from engine.errors import NonFiniteError
-    from engine.pipeline import PipelineConfig, run_pipeline
+    from engine.jobs.pipeline import PipelineConfig, run_pipeline
     from tests.robustness.train_small import inject_nan_at, small_config
 
     proj = tmp_path / "proj"

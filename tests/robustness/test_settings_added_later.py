@@ -6,7 +6,7 @@ from pathlib import Path
 
 from engine.checkpoint import Checkpoint, compare, resumed_strategy
 from engine.config import RunConfig, TrainConfig, added_later
-from engine.pipeline import PipelineConfig
+from engine.jobs.pipeline import PipelineConfig
 
 
 def _old_run_config() -> dict:

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from engine import checkpoint
-from engine.cli import main
+from engine.cli.main import main
 from engine.device import _parse_bytes
 from engine.errors import DatasetError, DeviceMemoryError, NonFiniteError
 from engine.ingest.dataset import Camera, Dataset
 from engine.io.ply import read_ply
 from engine.splat.init import scene_bounds
 from engine.splat.scene_scale import training_extent
-from engine.train_job import export_ply, run_training
+from engine.jobs.train import export_ply, run_training
 from tests.robustness.train_small import inject_nan_at, small_config
 from tests.splat.scenes import look_at_w2c
 

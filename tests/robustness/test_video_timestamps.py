@@ -126,7 +126,7 @@ def _vm_kib(field: str) -> int:
 def test_one_hour_of_video_decodes_in_bounded_memory(tmp_path):
     import av
 
-    from engine.pipeline import PipelineConfig, run_pipeline
+    from engine.jobs.pipeline import PipelineConfig, run_pipeline
 
     def write(path: Path, n: int) -> Path:
         rng = np.random.default_rng(0)

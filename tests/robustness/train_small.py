@@ -3,7 +3,7 @@ hundred steps, for the robustness tests to start as a subprocess (and kill):
 
     python -m tests.robustness.train_small DATASET OUT [--resume] [--steps N] [--checkpoint-every K]
 
-It is `spirula train` (engine.train_job.run_training) with another TrainConfig.
+It is `spirula train` (engine.jobs.train.run_training) with another TrainConfig.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def inject_nan_at(monkeypatch, step_index: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.train_job import run_training
+    from engine.jobs.train import run_training
 
     p = argparse.ArgumentParser()
     p.add_argument("dataset", type=Path)

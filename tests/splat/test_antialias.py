@@ -217,7 +217,7 @@ def test_short_antialiased_run_on_book_trains_and_exports_what_it_trained(gpu, s
     from engine.splat.camera_table import View
     from engine.splat.render import Rasterizer
     from engine.splat.trainer import Trainer
-    from engine.train_job import export_ply
+    from engine.jobs.train import export_ply
 
     ds = load_dataset(shared_data / "book", 96)
     train, test = ds.split(8)

@@ -109,7 +109,7 @@ def test_settings_flow():
 
 
 def test_run_defaults_to_affine_on_video_only(tmp_path):
-    from engine.cli_run import add_parser, config_from_args
+    from engine.cli.run import add_parser, config_from_args
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers(dest="command"))
@@ -163,7 +163,7 @@ def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data):
 def test_spirula_train_writes_the_transforms_beside_the_ply(shared_data, tmp_path, monkeypatch):
     import json
 
-    from engine.cli import main
+    from engine.cli.main import main
     from engine.splat import appearance
 
     real = appearance.default_settings

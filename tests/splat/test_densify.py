@@ -284,3 +284,32 @@ def test_densify_in_place_matches_reference(gpu, bf16, grow):
     assert after == copies_of(action).sum()
     assert (after > 1.3 * n) if grow else (after < 0.9 * n), (n, after)  # the case this run covers
     check_rows(*read_state(gpu, model), rows, moments, moments_sq, action, smax_of(rows))
+
+
+def test_adc_strategy_hooks_follow_the_config_schedule():
+    """engine/splat/adc.py on a fake model: when it densifies, with which prune scale, when
+    the opacities are reset, and that the statistic stops with the densification."""
+    from types import SimpleNamespace
+
+    from engine.config import TrainConfig
+    from engine.splat.adc import NO_SCALE_PRUNE, AdcDensifier
+
+    calls = []
+    model = SimpleNamespace(densify=lambda *a, **k: calls.append(("densify", a, k)) or (10, 12),
+                            reset_opacity=lambda o: calls.append(("reset", o)))
+    cfg = TrainConfig(densify_from=500, densify_until=15_000, densify_interval=100, grad_threshold=2e-4,
+                      clone_scale=0.01, prune_opacity=0.005, prune_scale=0.1, opacity_reset_interval=3000,
+                      max_gaussians=1000)
+    adc = AdcDensifier(model, cfg, extent=2.0)
+    assert [d for d in range(1, 20_001) if adc.refine_due(d)] == list(range(600, 15_000, 100))
+    assert adc.accumulates_stats(14_999) and not adc.accumulates_stats(15_000) and adc.regularisers() == {}
+    assert adc.refine(7, 600) == (10, 12)
+    assert calls[-1] == ("densify", (2e-4, 0.02, 0.005, NO_SCALE_PRUNE, 1000), {"seed": 7})
+    adc.refine(8, 3100)
+    assert calls[-1][1][3] == pytest.approx(0.2)
+    calls.clear()
+    for d in range(1, 20_001):
+        adc.after_step(d)
+    assert calls == [("reset", 0.01)] * 4  # 3000, 6000, 9000, 12000 (not 15000: densify_until)
+    cfg.densify_until = 0  # read live: a change between steps counts
+    assert not adc.refine_due(600) and not adc.accumulates_stats(0)

@@ -10,6 +10,7 @@ import pytest
 
 from engine.config import TrainConfig
 from engine.ingest import load_dataset
+from engine.splat.adc import AdcDensifier
 from engine.splat.evaluate import evaluate
 from engine.splat.layout import OFF_OPACITY, OFF_QUAT, OFF_SCALE, row_stride
 from engine.splat.mcmc import McmcDensifier, McmcSettings
@@ -230,10 +231,10 @@ def test_trainer_resolves_auto_from_the_dataset(gpu, shared_data):
     ds = load_dataset(shared_data / "book", 64)
     train, _ = ds.split(8)
     t = Trainer(gpu, ds, train, TrainConfig(steps=1000, mcmc_budget=2000, max_gaussians=2000))
-    assert t.strategy == "mcmc" and t.mcmc is not None
+    assert t.strategy == "mcmc" and isinstance(t.densifier, McmcDensifier)
     ds.points, ds.colors = None, None  # the same views without SfM points: random init
     t = Trainer(gpu, ds, train, TrainConfig(steps=1000, init_random_points=500, max_gaussians=2000))
-    assert t.strategy == "adc" and t.mcmc is None
+    assert t.strategy == "adc" and isinstance(t.densifier, AdcDensifier)
 
 
 def test_noise_and_scale_regulariser_do_not_depend_on_world_units(gpu):
@@ -279,8 +280,8 @@ def test_trainer_mcmc_unit_scales_with_the_world(gpu, shared_data):
     cfg = TrainConfig(steps=600, strategy="mcmc", mcmc_budget=1000, checkpoint_every=0)
     a, b = Trainer(gpu, ds, train, cfg), Trainer(gpu, big, train, cfg)
     centers = np.stack([ds.cameras[i].center for i in train])
-    assert 0.01 * np.ptp(centers, axis=0).max() < a.mcmc.unit < 100 * np.ptp(centers, axis=0).max()
-    assert b.mcmc.unit == pytest.approx(k * a.mcmc.unit, rel=1e-6)
+    assert 0.01 * np.ptp(centers, axis=0).max() < a.densifier.unit < 100 * np.ptp(centers, axis=0).max()
+    assert b.densifier.unit == pytest.approx(k * a.densifier.unit, rel=1e-6)
     assert b.extent == pytest.approx(k * a.extent, rel=1e-6)
 
 

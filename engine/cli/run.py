@@ -1,17 +1,17 @@
 """`spirula run <video | photo folder | dataset folder> -o <project>`: the main job from a
-raw capture (see :mod:`engine.pipeline`), with a tqdm bar per stage and a summary table."""
+raw capture (see :mod:`engine.jobs.pipeline`), with a tqdm bar per stage and a summary table."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from . import messages as msg
-from .cli_options import DefaultsFormatter, add_training_options, float_range, image_side, int_at_least
-from .config import DatasetConfig, RunConfig, TrainConfig, default_appearance, density_settings
-from .ingest.frames import FramesConfig
-from .ingest.photos import PhotosConfig
-from .sfm.config import SfmConfig
+from .. import messages as msg
+from ..config import DatasetConfig, RunConfig, TrainConfig, default_appearance, density_settings
+from ..ingest.frames import FramesConfig
+from ..ingest.photos import PhotosConfig
+from ..sfm.config import SfmConfig
+from .options import DefaultsFormatter, add_training_options, float_range, image_side, int_at_least
 
 ALL_STAGES = ["decode", "select", "import", "sfm", "undistort", "train", "export"]
 
@@ -56,7 +56,7 @@ def add_parser(sub) -> None:
 
 
 def config_from_args(args):
-    from .pipeline import PipelineConfig, detect_input
+    from ..jobs.pipeline import PipelineConfig, detect_input
 
     appearance = args.appearance or default_appearance(detect_input(args.source))
 
@@ -163,8 +163,8 @@ def _short(stage: str, s: dict) -> str:
 
 
 def run(args) -> int:
-    from .fileio import check_writable
-    from .pipeline import RUN_FILE, run_pipeline
+    from ..fileio import check_writable
+    from ..jobs.pipeline import RUN_FILE, run_pipeline
 
     check_writable(args.output, "project folder")  # fail before decoding or matching anything
     view = TqdmView()
@@ -173,7 +173,7 @@ def run(args) -> int:
                               from_stage=args.from_stage, until_stage=args.until_stage)
     except BaseException:
         view._close()
-        from .pipeline import _load_run
+        from ..jobs.pipeline import _load_run
 
         rec = _load_run(Path(args.output).resolve())
         if rec.get("stages"):

@@ -26,19 +26,20 @@ from typing import Callable
 
 import numpy as np
 
-from . import checkpoint
-from .config import MCMC_MIN_STEPS, RunConfig
-from .device import Gpu, get_gpu
-from .errors import DeviceMemoryError, NonFiniteError, SpirulaError
-from .fileio import write_json_atomic
-from .ingest import load_dataset
-from .ingest.load import undistortion_notes
-from .io.ply import write_ply
-from .preflight import preflight
-from .splat.antialias import bake_smoothing_filter
-from .splat.evaluate import evaluate
-from .splat.layout import unpack
-from .splat.trainer import Progress, Trainer
+from .. import checkpoint
+from ..config import MCMC_MIN_STEPS, RunConfig
+from ..device import Gpu, get_gpu
+from ..errors import DeviceMemoryError, NonFiniteError, SpirulaError
+from ..fileio import write_json_atomic
+from ..ingest import load_dataset
+from ..ingest.load import undistortion_notes
+from ..io.ply import write_ply
+from ..preflight import preflight
+from ..splat.antialias import bake_smoothing_filter
+from ..splat.evaluate import evaluate
+from ..splat.layout import unpack
+from ..splat.schedule import Progress
+from ..splat.trainer import Trainer
 
 log = logging.getLogger("spirula.train")
 
@@ -95,7 +96,7 @@ def run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig,
     "require" continues from the checkpoint or raises CheckpointError, "auto" continues
     when the checkpoint fits this run and starts over (saying why) otherwise.
     ``keep_checkpoint=False`` deletes it once the run has finished all its steps."""
-    from . import profile
+    from .. import profile
 
     if resume not in RESUME:
         raise ValueError(f"resume must be one of {RESUME}, got {resume!r}")
@@ -196,7 +197,7 @@ class _Job:
                 " (--checkpoint-every 0)") + "; no PLY was written")
 
     def out_of_memory(self, e: DeviceMemoryError) -> str:
-        from .profile.reporting import build_report, format_report
+        from ..profile.reporting import build_report, format_report
 
         t = self.trainer
         where = (f"at step {t.state.step + 1} with {t.model.n:,} Gaussians" if t is not None

@@ -24,10 +24,10 @@ from typing import Callable
 import numpy as np
 import slangpy as spy
 
-from .device import Gpu
-from .splat.buffers import BufferSet
-from .splat.camera_table import CAM_FLOATS, View, camera_row
-from .splat.render import Rasterizer
+from ..device import Gpu
+from ..splat.buffers import BufferSet
+from ..splat.camera_table import CAM_FLOATS, View, camera_row
+from ..splat.render import Rasterizer
 
 log = logging.getLogger("spirula.viewer")
 

@@ -1,5 +1,5 @@
 """`spirula mesh <project>`: the mesh stage from the command line (registered by
-engine/cli.py). Progress goes to stderr, one line per step and a bar per camera loop."""
+engine/cli/main.py). Progress goes to stderr, one line per step and a bar per camera loop."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cli_options import MIN_IMAGE_SIDE, add_device_option, finite_float, float_range, int_at_least
-from .config import MeshConfig
+from ..mesh.config import MeshConfig
+from .options import MIN_IMAGE_SIDE, add_device_option, finite_float, float_range, int_at_least
 
 
 def add_parser(sub) -> None:
@@ -67,7 +67,7 @@ class _Printer:
 
 def cmd_mesh(args) -> int:
     from ..fileio import check_writable
-    from .job import run_mesh
+    from ..jobs.mesh import run_mesh
 
     if args.project.is_dir():
         check_writable(args.project, "project folder")  # exports/ and mesh.json go there

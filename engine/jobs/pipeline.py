@@ -5,7 +5,7 @@
     dataset: train -> export            (a COLMAP folder or transforms.json)
 
 Each stage writes into ``<project>/.staging/<stage>/`` and, once it has finished, its
-output entries (:data:`engine.stages.STAGE_OUTPUTS`) replace the project's by rename;
+output entries (:data:`engine.jobs.stages.STAGE_OUTPUTS`) replace the project's by rename;
 a failed or cancelled stage leaves the earlier outputs as they were.
 
 Caching: every stage has a key, the SHA-256 of its name, its settings, the key of the
@@ -32,13 +32,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import messages as msg
-from .config import RunConfig, added_later
-from .errors import DatasetError, SpirulaError
-from .fileio import write_json_atomic
-from .ingest.frames import FramesConfig
-from .ingest.photos import PhotosConfig, is_photo_folder
-from .sfm.config import SfmConfig
+from .. import messages as msg
+from ..config import RunConfig, added_later
+from ..errors import DatasetError, SpirulaError
+from ..fileio import write_json_atomic
+from ..ingest.frames import FramesConfig
+from ..ingest.photos import PhotosConfig, is_photo_folder
+from ..sfm.config import SfmConfig
 from .stages import STAGE_FUNCTIONS, STAGE_OUTPUTS, StageContext
 
 PIPELINE_VERSION = 1
@@ -88,9 +88,9 @@ def detect_input(source: Path) -> str:
     holds photos, and one that cannot be read raises the reader's DatasetError (the
     specific reason, as `spirula train` gives it) rather than being taken for photos;
     any other file is tried as a video (its decoder decides)."""
-    from .ingest.colmap import is_colmap_dataset
-    from .ingest.load import read_scene
-    from .ingest.nerfstudio import is_transforms_dataset
+    from ..ingest.colmap import is_colmap_dataset
+    from ..ingest.load import read_scene
+    from ..ingest.nerfstudio import is_transforms_dataset
 
     source = Path(source)
     if not source.exists():

@@ -1,4 +1,4 @@
-"""The bodies of the pipeline stages (see :mod:`engine.pipeline` for ordering, caching
+"""The bodies of the pipeline stages (see :mod:`engine.jobs.pipeline` for ordering, caching
 and atomic output). Each stage reads finished outputs of earlier stages from the
 project folder and writes only into its staging folder ``ctx.staging``; it returns a
 JSON-able summary (counts, names, figures) that goes into ``run.json``.
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import messages as msg
-from .fileio import json_default, open_atomic, write_json_atomic
+from .. import messages as msg
+from ..fileio import json_default, open_atomic, write_json_atomic
 
 
 @dataclass
@@ -35,7 +35,7 @@ class StageContext:
     source: Path                 # the run's input (video file, photo folder or dataset folder)
     project: Path
     staging: Path                # empty folder; the stage's outputs go here, mirroring the project
-    cfg: object                  # engine.pipeline.PipelineConfig
+    cfg: object                  # engine.jobs.pipeline.PipelineConfig
     emit: msg.Emit
     should_stop: Callable[[], bool]
 
@@ -73,9 +73,9 @@ def _read_json(path: Path) -> dict:
 
 def stage_decode(ctx: StageContext) -> dict:
     """Decode the whole video once: per-frame time, sharpness and thumbnail."""
-    from .ingest.frame_stats import THUMBS_FILE
-    from .ingest.frames import analyze
-    from .ingest.video import iter_frames, probe
+    from ..ingest.frame_stats import THUMBS_FILE
+    from ..ingest.frames import analyze
+    from ..ingest.video import iter_frames, probe
 
     info = probe(ctx.source)
     for w in info.warnings:
@@ -102,7 +102,7 @@ def stage_decode(ctx: StageContext) -> dict:
     # the thumbnails stream to a file: memory stays flat over an hour of video
     stats = analyze(frames, info.width, info.height, ctx.cfg.frames, progress, thumbs_to=out / THUMBS_FILE)
     if len(stats.time) == 0:
-        from .ingest.video import VideoError
+        from ..ingest.video import VideoError
 
         raise VideoError(f"{ctx.source}: no frame in the chosen time range "
                          f"({ctx.cfg.frames.start_s} s to {ctx.cfg.frames.end_s or 'end'})")
@@ -115,8 +115,8 @@ def stage_decode(ctx: StageContext) -> dict:
 
 def stage_select(ctx: StageContext) -> dict:
     """Pick the frames (sharpest per window, near-duplicates dropped) and write them."""
-    from .ingest.frames import FrameStats, select, write_frames
-    from .ingest.video import iter_frames, probe
+    from ..ingest.frames import FrameStats, select, write_frames
+    from ..ingest.video import iter_frames, probe
 
     stats = FrameStats.load(ctx.project / "decode" / "stats.npz")
     sel = select(stats, ctx.cfg.frames)
@@ -161,7 +161,7 @@ def _write_frames_json(path: Path, head: dict, name: str, records) -> None:
 
 def stage_import(ctx: StageContext) -> dict:
     """Copy or convert the photos into frames/ (upright, 8-bit, safe names)."""
-    from .ingest.photos import import_notes, import_photos
+    from ..ingest.photos import import_notes, import_photos
 
     out = ctx.staging / "frames"
     tick = Throttle(lambda d, t: ctx.progress(d, t, "importing photos"))
@@ -191,7 +191,7 @@ def stage_import(ctx: StageContext) -> dict:
 
 def stage_sfm(ctx: StageContext) -> dict:
     """Features, matching, mapping with pycolmap; the largest model in sfm/sparse/0."""
-    from .sfm import run_sfm
+    from ..sfm import run_sfm
 
     frames = ctx.project / "frames"
     meta = _read_json(frames / "frames.json")
@@ -209,8 +209,8 @@ def stage_sfm(ctx: StageContext) -> dict:
 
 def stage_undistort(ctx: StageContext) -> dict:
     """Pinhole images/ and sparse/0 in the project root (a COLMAP dataset folder)."""
-    from .sfm import undistort
-    from .sfm.undistort import k_change_notes
+    from ..sfm import undistort
+    from ..sfm.undistort import k_change_notes
 
     ctx.progress(0, 1, "undistorting")
     summary = undistort(ctx.project / "sfm" / "sparse" / "0", ctx.project / "frames", ctx.staging,
@@ -236,8 +236,8 @@ def train_checkpoint_path(project: Path) -> Path:
 
 
 def stage_train(ctx: StageContext) -> dict:
-    """3DGS training (engine.train_job.run_training) into train/."""
-    from .train_job import run_training
+    """3DGS training (engine.jobs.train.run_training) into train/."""
+    from .train import run_training
 
     cfg = ctx.cfg.run
     total = cfg.train.steps

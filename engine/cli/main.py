@@ -1,5 +1,5 @@
 """The `spirula` command (no Qt at import): `spirula train <dataset> -o <project>`,
-`spirula --selftest` (engine/selftest.py), and `spirula` / `spirula gui [path]`, which
+`spirula --selftest` (engine/jobs/selftest.py), and `spirula` / `spirula gui [path]`, which
 import the PySide6 studio (app/) lazily."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 import threading
 from pathlib import Path
 
-from .cli_options import OneLineParser, add_device_option, add_training_options
-from .config import DatasetConfig, RunConfig, TrainConfig, density_settings
-from .errors import SpirulaError
+from ..config import DatasetConfig, RunConfig, TrainConfig, density_settings
+from ..errors import SpirulaError
+from .options import OneLineParser, add_device_option, add_training_options
 
 
 def _train_parser(sub) -> None:
@@ -41,8 +41,8 @@ def _progress_bar(total: int):
 
 
 def cmd_train(args) -> int:
-    from .fileio import check_writable
-    from .train_job import run_training
+    from ..fileio import check_writable
+    from ..jobs.train import run_training
 
     check_writable(args.output)  # fail before loading anything
     cfg = RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
@@ -134,9 +134,9 @@ def _hoist_profile_options(argv: list[str]) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `spirula` argument parser with every subcommand."""
-    from .cli_run import add_parser as _run_parser
-    from .mesh.cli import add_parser as _mesh_parser
-    from .profile.bench import add_parser as _bench_parser
+    from .run import add_parser as _run_parser
+    from .mesh import add_parser as _mesh_parser
+    from ..profile.bench import add_parser as _bench_parser
 
     parser = OneLineParser(prog="spirula", description="Spirula Studio: 3D Gaussian Splatting on any GPU")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every engine detail (debug level)")
@@ -157,19 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli_run import run as cmd_run
-    from .mesh.cli import cmd_mesh
-    from .profile.bench import run as cmd_bench
+    from .run import run as cmd_run
+    from .mesh import cmd_mesh
+    from ..profile.bench import run as cmd_bench
 
     parser = build_parser()
     args = parser.parse_args(_hoist_profile_options(list(sys.argv[1:] if argv is None else argv)))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.ERROR, format="%(levelname)s %(message)s")
     if args.profile or args.profile_json:
-        from . import profile
+        from .. import profile
 
         profile.enable(text=args.profile, json_path=args.profile_json)
     if args.selftest:
-        from .selftest import main as selftest
+        from ..jobs.selftest import main as selftest
 
         return selftest(verbose=args.verbose)
     if args.command is None:  # `spirula` alone opens the studio

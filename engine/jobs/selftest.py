@@ -11,7 +11,7 @@ Checks, in order, each timed and reported on one line:
 3. **sample**  find the embedded sample (``resources/sample/fox``, in the checkout or the
    frozen bundle);
 4. **train**   a few hundred steps on it through the normal training job
-   (:func:`engine.train_job.run_training`: shader compilation, projection, sort,
+   (:func:`engine.jobs.train.run_training`: shader compilation, projection, sort,
    rasterizer, loss, backward, Adam); the held-out PSNR must rise;
 5. **render**  the held-out renders the job wrote must be finite, non-blank images;
 6. **export**  the ``splat.ply`` it exported into a temporary folder must read back
@@ -39,7 +39,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import SpirulaError
+from ..errors import SpirulaError
 
 SAMPLE = Path("resources") / "sample" / "fox"
 # (import name, what needs it): imported by the check, so a broken native library shows here
@@ -104,7 +104,7 @@ def resource_root() -> Path:
     frozen = getattr(sys, "_MEIPASS", None)
     if frozen:
         return Path(frozen)
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]  # engine/jobs/selftest.py -> the checkout
 
 
 def sample_dir() -> Path:
@@ -166,7 +166,7 @@ def run_selftest(backend: str | None = None, steps: int | None = None, workdir: 
         return ok
 
     def check_device() -> str:
-        from .device import get_gpu
+        from ..device import get_gpu
 
         gpu = get_gpu(backend)
         state["gpu"] = gpu
@@ -200,7 +200,7 @@ def run_selftest(backend: str | None = None, steps: int | None = None, workdir: 
         return ", ".join(f"{k} {v}" for k, v in versions.items() if k in ("av", "pycolmap", "trimesh")) + "; " + gui_note
 
     def check_sample() -> str:
-        from .device import shader_dir
+        from ..device import shader_dir
 
         d = sample_dir()
         if not (d / "transforms.json").is_file():
@@ -213,8 +213,8 @@ def run_selftest(backend: str | None = None, steps: int | None = None, workdir: 
         return f"{d} ({n} images); shaders in {shader_dir()}"
 
     def check_train() -> str:
-        from .config import DatasetConfig, RunConfig, TrainConfig
-        from .train_job import run_training
+        from ..config import DatasetConfig, RunConfig, TrainConfig
+        from .train import run_training
 
         gpu = state["gpu"]
         s = settings_for(result.report["device"]["software"], steps)
@@ -266,7 +266,7 @@ def run_selftest(backend: str | None = None, steps: int | None = None, workdir: 
         return f"{len(renders)} held-out views rendered at {w}x{h}, pixel std {min(stds):.0f}..{max(stds):.0f} of 255"
 
     def check_export() -> str:
-        from .io.ply import read_ply
+        from ..io.ply import read_ply
 
         path = state["project"] / "splat.ply"
         if not path.is_file():

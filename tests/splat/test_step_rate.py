@@ -1,7 +1,7 @@
-"""engine/step_rate.py: steps per second between progress reports, on a fake clock."""
+"""engine/splat/step_rate.py: steps per second between progress reports, on a fake clock."""
 
-from engine import step_rate
-from engine.step_rate import StepRate
+from engine.splat import step_rate
+from engine.splat.step_rate import StepRate
 
 
 def test_rate_between_reports_and_after_a_reset(monkeypatch):

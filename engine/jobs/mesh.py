@@ -20,8 +20,8 @@ import numpy as np
 from ..errors import SpirulaError
 from ..fileio import write_json_atomic
 from ..messages import Emit, StageFinished, StageProgress, StageStarted, ignore
-from .config import MeshConfig
-from .memory import MemoryMeter
+from ..mesh.config import MeshConfig
+from ..mesh.memory import MemoryMeter
 
 STEPS = ("load", "depth", "fuse", "extract", "clean", "decimate", "atlas", "bake", "export")
 
@@ -73,14 +73,14 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore) 
     from ..splat.camera_table import View, camera_table
     from ..splat.layout import pack
     from ..splat.render import Rasterizer
-    from .atlas import unwrap
-    from .bake import BakeOptions, bake
-    from .clean import decimate, remove_small_components, vertex_normals
-    from .depth import DepthRenderer
-    from .export import export_meshes
-    from .extract import extract_mesh
-    from .grid import grid_for_bounds, splat_bounds
-    from .tsdf import fuse_depth_maps
+    from ..mesh.atlas import unwrap
+    from ..mesh.bake import BakeOptions, bake
+    from ..mesh.clean import decimate, remove_small_components, vertex_normals
+    from ..mesh.depth import DepthRenderer
+    from ..mesh.export import export_meshes
+    from ..mesh.extract import extract_mesh
+    from ..mesh.grid import grid_for_bounds, splat_bounds
+    from ..mesh.tsdf import fuse_depth_maps
 
     cfg = cfg or MeshConfig()
     if cfg.depth not in ("expected", "median"):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from .config import APPEARANCES, MCMC_MIN_STEPS, RANDOM_INITS, STRATEGIES, DatasetConfig, TrainConfig
-from .errors import CPU_REFUSAL
+from ..config import APPEARANCES, MCMC_MIN_STEPS, RANDOM_INITS, STRATEGIES, DatasetConfig, TrainConfig
+from ..errors import CPU_REFUSAL
 
 BACKEND_CHOICES = ("vulkan", "cuda")
 

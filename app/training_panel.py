@@ -1,0 +1,253 @@
+"""The Training panel: the run's settings (presets, strategy, budget), start / pause / stop,
+progress with the time left, and the loss, Gaussian count and held-out PSNR curves."""
+
+from __future__ import annotations
+
+import math
+
+from PySide6 import QtCore, QtWidgets
+
+from engine.config import TrainConfig
+from engine.studio import messages as M
+
+from .plots import ACCENT, BLUE, GREEN, pg, plot
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+
+
+class TrainingPanel(QtWidgets.QWidget):
+    start_requested = QtCore.Signal()
+    pause_requested = QtCore.Signal()
+    resume_requested = QtCore.Signal()
+    stop_requested = QtCore.Signal()
+
+    PRESETS = {
+        "Preview (software Vulkan)": dict(steps=400, max_size=240, init_points=10_000, eval_interval=100),
+        "Quick": dict(steps=7_000, max_size=960, init_points=100_000, eval_interval=1_000),
+        "Full (3DGS)": dict(steps=30_000, max_size=1600, init_points=100_000, eval_interval=5_000),
+    }
+
+    MOMENTS = (("float32", "fp32"), ("bfloat16 (half the memory)", "bf16"))
+    STRATEGIES = (("Auto (MCMC with SfM points)", "auto"), ("ADC (3DGS)", "adc"), ("MCMC (exact budget)", "mcmc"))
+    APPEARANCES = (("Automatic (affine for a video)", ""), ("Off", "off"), ("Affine (exposure, white balance)", "affine"),
+                   ("Bilateral grid", "bilagrid"))
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.dataset: str | None = None
+        lay = QtWidgets.QVBoxLayout(self)
+        self.source = QtWidgets.QLabel("Drop a dataset folder, a video or a .ply on the window")
+        self.source.setWordWrap(True)
+        self.source.setObjectName("heading")
+        lay.addWidget(self.source)
+
+        form = QtWidgets.QFormLayout()
+        self.preset = QtWidgets.QComboBox()
+        self.preset.addItems(list(self.PRESETS))
+        self.preset.currentTextChanged.connect(self._apply_preset)
+        self.steps = QtWidgets.QSpinBox(minimum=1, maximum=1_000_000, singleStep=100)
+        self.max_size = QtWidgets.QSpinBox(minimum=32, maximum=8192, singleStep=16)
+        self.max_size.setSuffix(" px")
+        self.eval_interval = QtWidgets.QSpinBox(minimum=0, maximum=1_000_000, singleStep=100)
+        self.eval_interval.setSpecialValueText("at the end")
+        self.init_points = QtWidgets.QSpinBox(minimum=100, maximum=10_000_000, singleStep=1000)
+        self.max_gaussians = QtWidgets.QSpinBox(minimum=1_000, maximum=100_000_000, singleStep=500_000)
+        self.max_gaussians.setGroupSeparatorShown(True)
+        self.max_gaussians.setValue(TrainConfig.max_gaussians)
+        self.max_gaussians.setToolTip("Densification stops growing here (the largest gradients grow first)")
+        self.strategy = QtWidgets.QComboBox()
+        for label, value in self.STRATEGIES:
+            self.strategy.addItem(label, value)
+        self.strategy.setToolTip("ADC clones and splits where the image gradient is large, up to Max Gaussians; "
+                                 "MCMC moves transparent Gaussians onto opaque ones and grows to exactly Max Gaussians; "
+                                 "Auto takes MCMC when the dataset has SfM points and ADC when it starts from random "
+                                 "points (Max Gaussians is then MCMC's budget or ADC's cap)")
+        self.strategy.currentIndexChanged.connect(self._strategy_changed)
+        self._strategy_changed()  # Max Gaussians starts at the default strategy's number
+        self.adam_moments = QtWidgets.QComboBox()
+        for label, value in self.MOMENTS:
+            self.adam_moments.addItem(label, value)
+        self.adam_moments.setToolTip("bfloat16 halves the optimizer's memory: for very large models")
+        self.antialias = QtWidgets.QCheckBox("Mip-Splatting filters")
+        self.antialias.setChecked(TrainConfig.antialias)
+        self.antialias.setToolTip("Anti-aliased training: a 3D smoothing filter from the training cameras' "
+                                  "sampling rates and the 2D Mip filter, so the splats hold up when zooming in "
+                                  "or out; the exported PLY has the 3D filter baked in")
+        self.appearance = QtWidgets.QComboBox()
+        for label, value in self.APPEARANCES:
+            self.appearance.addItem(label, value)
+        self.appearance.setToolTip("A colour transform learned per image, so exposure and white-balance changes "
+                                   "between frames are not baked into the splats (held-out views use none)")
+        form.addRow("Preset", self.preset)
+        form.addRow("Steps", self.steps)
+        form.addRow("Image size", self.max_size)
+        form.addRow("Held-out PSNR every", self.eval_interval)
+        form.addRow("Random init points", self.init_points)
+        form.addRow("Densification", self.strategy)
+        form.addRow("Max Gaussians", self.max_gaussians)
+        form.addRow("Adam moments", self.adam_moments)
+        form.addRow("Anti-aliasing", self.antialias)
+        form.addRow("Per-image appearance", self.appearance)
+        lay.addLayout(form)
+
+        row = QtWidgets.QHBoxLayout()
+        self.start_btn = QtWidgets.QPushButton("Start")
+        self.pause_btn = QtWidgets.QPushButton("Pause")
+        self.stop_btn = QtWidgets.QPushButton("Stop && save")
+        for b in (self.start_btn, self.pause_btn, self.stop_btn):
+            row.addWidget(b)
+        lay.addLayout(row)
+        self.start_btn.clicked.connect(self.start_requested)
+        self.pause_btn.clicked.connect(self._pause_clicked)
+        self.stop_btn.clicked.connect(self.stop_requested)
+
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat("%v / %m steps")
+        lay.addWidget(self.progress)
+        self.status = QtWidgets.QLabel("idle")
+        self.status.setWordWrap(True)
+        lay.addWidget(self.status)
+
+        self.loss_plot = plot("Training loss (L1 + D-SSIM)", "loss")
+        self.count_plot = plot("Gaussians", "count")
+        self.psnr_plot = plot("Held-out PSNR", "dB")
+        self.loss_curve = self.loss_plot.plot(pen=pg.mkPen(ACCENT, width=2))
+        self.count_curve = self.count_plot.plot(pen=pg.mkPen(BLUE, width=2))
+        self.psnr_curve = self.psnr_plot.plot(pen=pg.mkPen(GREEN, width=2), symbol="o", symbolSize=6,
+                                              symbolBrush=GREEN)
+        for p in (self.loss_plot, self.count_plot, self.psnr_plot):
+            lay.addWidget(p, 1)
+        self.steps_x: list[int] = []
+        self.loss_y: list[float] = []
+        self.count_y: list[int] = []
+        self.psnr_x: list[int] = []
+        self.psnr_y: list[float] = []
+        self.state = "idle"
+        self.stale: set[int] = set()
+        self._next_plot = 0
+        self.total = 0
+        self.rate = None
+        self._apply_preset(self.preset.currentText())
+        self.set_state("idle")
+
+    def _apply_preset(self, name: str) -> None:
+        p = self.PRESETS.get(name)
+        if not p:
+            return
+        self.steps.setValue(p["steps"])
+        self.max_size.setValue(p["max_size"])
+        self.init_points.setValue(p["init_points"])
+        self.eval_interval.setValue(p["eval_interval"])
+
+    def _strategy_changed(self) -> None:
+        """Max Gaussians takes the chosen strategy's default (a cap for ADC, the budget for MCMC
+        and Auto: Auto's number is MCMC's budget or ADC's cap, whichever it picks)."""
+        adc = self.strategy.currentData() == "adc"
+        self.max_gaussians.setValue(TrainConfig.max_gaussians if adc else TrainConfig.mcmc_budget)
+
+    def use_software_defaults(self, software: bool) -> None:
+        self.preset.setCurrentIndex(0 if software else 2)
+        self._apply_preset(self.preset.currentText())
+
+    def settings(self) -> dict:
+        """The settings as StartTraining / StartPipeline fields."""
+        return dict(steps=self.steps.value(), max_size=self.max_size.value(), init_points=self.init_points.value(),
+                    eval_interval=self.eval_interval.value(), max_gaussians=self.max_gaussians.value(),
+                    adam_moments=self.adam_moments.currentData(), strategy=self.strategy.currentData(),
+                    antialias=self.antialias.isChecked(), appearance=self.appearance.currentData())
+
+    def _pause_clicked(self) -> None:
+        (self.resume_requested if self.state == "paused" else self.pause_requested).emit()
+
+    def set_dataset(self, path: str | None) -> None:
+        self.dataset = path
+        self.source.setText(f"Dataset: {path}" if path else "Drop a dataset folder, a video or a .ply on the window")
+        self.set_state(self.state)
+
+    def set_state(self, state: str, detail: str = "") -> None:
+        self.state = state
+        running = state in ("running", "paused", "loading", "stopping")
+        self.start_btn.setEnabled(self.dataset is not None and not running)
+        self.pause_btn.setEnabled(state in ("running", "paused"))
+        self.pause_btn.setText("Resume" if state == "paused" else "Pause")
+        self.stop_btn.setEnabled(state in ("running", "paused"))
+        for w in (self.preset, self.steps, self.max_size, self.eval_interval, self.init_points, self.max_gaussians,
+                  self.adam_moments, self.antialias, self.appearance):
+            w.setEnabled(not running)
+        self.status.setText(f"{state}: {detail}" if detail else state)
+
+    def reset_curves(self, total: int) -> None:
+        self.steps_x, self.loss_y, self.count_y, self.psnr_x, self.psnr_y = [], [], [], [], []
+        self.total = total
+        self.rate = None
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(0)
+        for p in (self.loss_plot, self.count_plot, self.psnr_plot):  # a fixed x axis: no re-layout per point
+            p.enableAutoRange(x=False)
+            p.setXRange(0, max(total, 1), padding=0.02)
+        self._redraw()
+
+    def show_resumed(self, m: M.TrainingResumed) -> None:
+        """A project's training continues: where it had stopped (the curves up to there
+        follow as TrainMetrics)."""
+        self.reset_curves(m.steps)
+        self.steps.setValue(m.steps)
+        self.progress.setValue(min(m.step, self.progress.maximum()))
+        self.source.setText(f"Dataset: {self.dataset}\nResumed at step {m.step:,} of {m.steps:,} "
+                            f"(checkpoint of {m.saved.replace('T', ' ')})")
+
+    def on_metrics(self, m: M.TrainMetrics) -> None:
+        if m.psnr is not None:
+            self.psnr_x.append(m.step)
+            self.psnr_y.append(m.psnr)
+        if math.isfinite(m.loss):
+            self.steps_x.append(m.step)
+            self.loss_y.append(max(m.loss, 1e-6))
+            self.count_y.append(m.num_gaussians)
+            if m.steps_per_sec > 0:
+                self.rate = m.steps_per_sec if self.rate is None else 0.7 * self.rate + 0.3 * m.steps_per_sec
+            self.progress.setValue(min(m.step, self.progress.maximum()))
+            eta = (self.total - m.step) / self.rate if self.rate else None
+            self.status.setText(f"step {m.step:,} / {self.total:,} · loss {m.loss:.4f} · {m.num_gaussians:,} Gaussians · "
+                                f"{m.steps_per_sec:.1f} steps/s · ETA {format_eta(eta)}")
+            self.stale |= {0, 1}
+        if m.psnr is not None:
+            self.stale.add(2)
+
+    def refresh(self) -> None:
+        """Redraw one plot whose data changed (the window calls this several times a
+        second, round robin: plotting on every message, or all plots in one paint, would
+        cost the GUI thread more than it shows)."""
+        if not self.stale or not self.isVisible():
+            return
+        for _ in range(3):
+            k = self._next_plot
+            self._next_plot = (k + 1) % 3
+            if k in self.stale:
+                self.stale.discard(k)
+                self._set_data(k)
+                return
+
+    def _set_data(self, k: int) -> None:
+        if k == 0:
+            self.loss_curve.setData(self.steps_x, self.loss_y)
+        elif k == 1:
+            self.count_curve.setData(self.steps_x, self.count_y)
+        else:
+            self.psnr_curve.setData(self.psnr_x, self.psnr_y)
+
+    def _redraw(self) -> None:
+        self.stale = set()
+        for k in range(3):
+            self._set_data(k)

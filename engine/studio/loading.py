@@ -1,0 +1,203 @@
+"""What the engine thread loads on its worker thread (CPU only: the engine thread keeps
+drawing and listening meanwhile): a dataset to train (after the memory preflight), a
+project to continue, a PLY to view, a video or photo folder to reconstruct (engine/jobs/
+pipeline.py up to undistortion); and what follows when the load is done."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import DatasetConfig, RunConfig, default_appearance
+from ..errors import SpirulaError
+from ..jobs.stages import train_checkpoint_path
+from . import messages as M
+from .projects import new_project_dir, read_project
+from .scenes import PlyScene, run_config
+
+
+class Loads:
+    """The engine thread's one load at a time (``pending``: (kind, future, command))."""
+
+    def __init__(self, engine):
+        self.e = engine
+        self.pool: ThreadPoolExecutor | None = None
+        self.pending: tuple[str, Future, Any] | None = None
+        self.pipeline_stop = threading.Event()
+
+    def start(self) -> None:
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="spirula-load")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # --- commands ----------------------------------------------------------------------------
+    def start_training(self, cmd: M.StartTraining) -> None:
+        e = self.e
+        if self._refused(f"cannot start training on {cmd.dataset}"):
+            return
+        e.state("loading", cmd.dataset)
+        e.emit(M.StageStarted("load", None, cmd.dataset))
+        fut = self.pool.submit(checked_load, cmd, e.gpu, e.emit)
+        self.pending = ("train", fut, cmd)
+
+    def open_project(self, cmd: M.OpenProject) -> None:
+        if self._refused(f"cannot open {cmd.path}"):
+            return
+        self.e.state("loading", f"{cmd.path}: reading its checkpoint")
+        self.e.emit(M.StageStarted("load", None, cmd.path))
+        self.pending = ("resume", self.pool.submit(read_project, Path(cmd.path)), cmd)
+
+    def open_ply(self, cmd: M.OpenPly) -> None:
+        from ..io.ply_points import open_splats
+
+        if self._refused(f"cannot open {cmd.path}"):
+            return
+        self.e.state("loading", cmd.path)
+        self.pending = ("ply", self.pool.submit(open_splats, cmd.path, warn=False), cmd)
+
+    def start_pipeline(self, cmd: M.StartPipeline) -> None:
+        """Decode / select or import, SfM and undistortion through engine.jobs.pipeline on the
+        loader thread, then the studio's own training on the reconstructed dataset, with the
+        live viewport."""
+        import importlib.util
+
+        e = self.e
+        if importlib.util.find_spec("engine.jobs.pipeline") is None:
+            e.emit(M.Warning(f"{cmd.source}: videos and photo folders need the reconstruction pipeline "
+                             "(engine/jobs/pipeline.py), which is coming; open a COLMAP or nerfstudio dataset folder "
+                             "or a .ply meanwhile"))
+            return
+        if self._refused(f"cannot start on {cmd.source}"):
+            return
+        from ..jobs.pipeline import PipelineConfig, run_pipeline
+
+        src = Path(cmd.source)
+        project = Path(cmd.project) if cmd.project else new_project_dir(src.stem if src.is_file() else src.name,
+                                                                        e.s.projects)
+        stop = threading.Event()
+        self.pipeline_stop = stop
+        cfg = PipelineConfig(run=RunConfig(device=e.gpu.backend,
+                                           dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every)))
+
+        def reconstruct():
+            return run_pipeline(src, project, cfg, emit=e.emit, should_stop=stop.is_set, until_stage="undistort")
+
+        e.state("loading", f"reconstructing {src.name} -> {project}")
+        self.pending = ("pipeline", self.pool.submit(reconstruct), (cmd, project))
+
+    def cancel(self) -> bool:
+        """Cancel the load under way; False when there is none."""
+        if self.pending is None:
+            return False
+        if self.pending[0] == "pipeline":
+            self.pipeline_stop.set()  # run_pipeline stops at its next check; check() reports
+            self.e.state("stopping", "cancelling the reconstruction")
+            return True
+        self.pending[1].cancel()
+        self.pending = None
+        self.e.state("idle", "loading cancelled")
+        return True
+
+    def _refused(self, what: str) -> bool:
+        """True, with the warning '<what>: <why>', while a load or a training is under way."""
+        busy = self._busy_reason()
+        if busy:
+            self.e.emit(M.Warning(f"{what}: {busy}"))
+        return bool(busy)
+
+    def _busy_reason(self) -> str | None:
+        if self.pending is not None:
+            return f"still loading {self.pending[2]}"
+        if self.e.training.unfinished() is not None:
+            return "training is under way: stop it first"
+        return None
+
+    # --- a load done -------------------------------------------------------------------------
+    def check(self) -> None:
+        """When the load under way is done: what follows it (training, viewing), or its error."""
+        e = self.e
+        if self.pending is None:
+            return
+        kind, fut, cmd = self.pending
+        if not fut.done():
+            return
+        self.pending = None
+        exc = fut.exception()
+        if kind == "pipeline" and exc is not None:
+            # run_pipeline has reported a stage's error itself (and records it in run.json)
+            cancelled = isinstance(exc, KeyboardInterrupt)
+            if not isinstance(exc, SpirulaError) and not cancelled:
+                e.emit(M.Error(f"reconstruction failed: {type(exc).__name__}: {exc}"))
+            e.state("idle" if cancelled else "failed", "reconstruction cancelled" if cancelled else str(exc))
+            return
+        if exc is not None:
+            e.state("failed", str(exc))
+            e.fail(exc, command_path(cmd))
+            return
+        if kind == "pipeline":
+            pcmd, project = cmd
+            # the training checkpoints where `spirula run` would: either continues the other's
+            self.start_training(M.StartTraining(str(project), str(project / "train"), pcmd.steps, pcmd.max_size,
+                                                pcmd.eval_every, pcmd.eval_interval, pcmd.init_points,
+                                                checkpoint=str(train_checkpoint_path(project)),
+                                                max_gaussians=pcmd.max_gaussians, adam_moments=pcmd.adam_moments,
+                                                strategy=pcmd.strategy, antialias=pcmd.antialias,
+                                                appearance=pcmd.appearance or default_appearance(fut.result()["kind"])))
+            return
+        try:
+            if kind == "train":
+                e.training.begin(cmd, fut.result())
+            elif kind == "resume":
+                e.training.begin(*fut.result())
+            else:
+                self._show_ply(cmd, fut.result())
+        except Exception as exc:
+            ends = e.training.unfinished()
+            if ends is None:
+                e.state("failed", str(exc))
+            e.fail(exc, command_path(cmd), ends=ends)
+
+    def _show_ply(self, cmd: M.OpenPly, g) -> None:
+        e = self.e
+        scene = PlyScene(e.gpu, Path(cmd.path), g)
+        e.set_scene(scene)
+        means = np.asarray(g.means, np.float64)
+        if len(means):
+            center = np.median(means, axis=0)
+            radius = float(np.percentile(np.linalg.norm(means - center, axis=1), 90)) or 1.0
+        else:
+            center, radius = np.zeros(3), 1.0
+        e.emit(M.SceneLoaded("ply", scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
+                             (0.0, -1.0, 0.0)))
+        for note in g.notes:  # dropped per reason, SH cut, a point cloud converted (not warned: warn=False)
+            e.emit(M.Warning(note))
+        e.state("idle", f"viewing {scene.name} ({scene.n:,} Gaussians)")
+
+
+def checked_load(cmd: M.StartTraining, gpu, emit):
+    """The dataset of ``cmd`` (on the loader thread), after the memory preflight
+    (engine/preflight.py: refused with the numbers before any image is decoded)."""
+    from ..ingest import load_dataset
+    from ..preflight import preflight
+
+    def warn(text: str) -> None:
+        emit(M.Warning(text.removeprefix("warning: ")))
+
+    preflight(cmd.dataset, run_config(cmd, gpu.backend), lambda: gpu, warn)
+    return load_dataset(cmd.dataset, cmd.max_size)
+
+
+def command_path(cmd) -> str | None:
+    """The file or folder a command names (for its errors)."""
+    if isinstance(cmd, tuple):  # a pending pipeline: (StartPipeline, project)
+        cmd = cmd[0]
+    for name in ("path", "dataset", "source"):
+        v = getattr(cmd, name, None)
+        if v:
+            return str(v)
+    return None

@@ -1,0 +1,252 @@
+"""The studio's messages: engine thread -> window (the jobs' messages of engine/messages.py,
+re-exported here, and the session's own: EngineReady, SceneLoaded, JobState, viewer status
+and statistics, PreviewFrame through the latest-value slot, Saved, CheckpointSaved,
+TrainingResumed) and the window -> engine thread commands (StartTraining ... Shutdown),
+all frozen dataclasses. The window imports this module alone (``engine.studio.messages as M``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from ..config import TrainConfig
+from ..messages import (Done, Emit, Error, Message, ProfilerSnapshot, StageFinished, StageProgress,  # noqa: F401
+                        StageStarted, TrainMetrics, Warning, ignore)  # re-exported: the window's one import
+
+
+# Engine -> GUI messages of the interactive session, in addition to the jobs' ones.
+
+@dataclass(frozen=True)
+class EngineReady:
+    adapter: str               # e.g. "llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)"
+    backend: str               # "vulkan", "cuda" or "cpu"
+    software: bool             # a CPU implementation of the API (lavapipe): keep scenes small
+    warmup_s: float = 0.0      # device creation plus kernel compilation
+
+
+@dataclass(frozen=True)
+class CameraInfo:
+    """A dataset camera for the viewport (frustum, look-through) and the thumbnail strip."""
+    name: str
+    c2w: tuple                 # 16 floats, row-major camera-to-world (OpenCV axes)
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    width: int
+    height: int
+    split: str                 # "train" or "test" (held out)
+    thumbnail: bytes = b""     # RGB888 rows, thumb_w x thumb_h
+    thumb_w: int = 0
+    thumb_h: int = 0
+
+
+@dataclass(frozen=True)
+class SceneLoaded:
+    kind: str                  # "dataset" (training) or "ply" (viewing)
+    name: str
+    path: str
+    num_gaussians: int
+    center: tuple              # 3 floats: where the cameras look (orbit target)
+    radius: float              # scene size in world units
+    up: tuple                  # 3 floats: world up estimated from the cameras
+    cameras: tuple = ()        # CameraInfo, dataset order
+    project: str = ""          # project folder for outputs
+    warnings: tuple = ()
+
+
+@dataclass(frozen=True)
+class JobState:
+    state: str                 # "idle", "loading", "running", "paused", "stopping", "finished", "failed"
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ViewerStatus:
+    mode: str                  # "swapchain" (presented into the window) or "readback" (QImage)
+    reason: str = ""           # why readback was chosen, when it was
+
+
+@dataclass(frozen=True)
+class ViewerStats:
+    frames: int                # frames made since the session started
+    frame_ms: float            # GPU render + compose + present (or readback) of the last frame
+    width: int
+    height: int
+    render_scale: float = 1.0  # the splats are rendered at viewport size / render_scale
+
+
+@dataclass(frozen=True)
+class PreviewFrame:
+    """A viewport image read back from the GPU (readback mode, screenshots): width x height
+    uint32 pixels, bytes B, G, R, A (QImage.Format_RGB32). Sent through the latest-value slot."""
+    frame: int
+    width: int
+    height: int
+    data: bytes
+    tag: int = 0               # the RequestFrame this answers (0: an ordinary frame)
+
+
+@dataclass(frozen=True)
+class Saved:
+    kind: str                  # "ply" or "screenshot"
+    path: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CheckpointSaved:
+    """The training state of ``step`` went to ``path`` (engine/checkpoint.py). ``stopped``:
+    the training stopped there (Cancel with save, Shutdown with save) and the file is
+    complete when this arrives; otherwise a scheduled checkpoint, written in the background."""
+    path: str
+    step: int
+    steps: int                 # the run's total
+    stopped: bool = False
+
+
+@dataclass(frozen=True)
+class TrainingResumed:
+    """A project's training continues from its checkpoint (after SceneLoaded, before the
+    loss history is replayed as TrainMetrics)."""
+    checkpoint: str
+    step: int                  # where it had stopped
+    steps: int                 # the run's total
+    project: str = ""
+    saved: str = ""            # when the checkpoint was written (local time, ISO 8601)
+
+
+StudioMessage = Union[Message, EngineReady, SceneLoaded, JobState, ViewerStatus, ViewerStats, PreviewFrame, Saved,
+                      CheckpointSaved, TrainingResumed]
+
+
+# GUI -> engine: the session's control queue. The engine drains it between GPU steps and
+# coalesces view changes (only the latest camera of a burst is rendered).
+
+@dataclass(frozen=True)
+class StartTraining:
+    dataset: str
+    project: str = ""          # output folder; "" = a new folder under the projects root
+    steps: int = 30_000
+    max_size: int = 1600
+    eval_every: int = 8
+    eval_interval: int = 0     # held-out PSNR every k steps (0 = at the end only)
+    init_points: int = 100_000
+    checkpoint_every: int = TrainConfig.checkpoint_every  # 0 = only when stopped with save
+    checkpoint: str = ""       # checkpoint file; "" = <project>/checkpoints/train.npz (as `spirula run`)
+    max_gaussians: int = TrainConfig.max_gaussians  # adc: densification cap; mcmc: the exact budget
+    adam_moments: str = TrainConfig.adam_moments    # "fp32" or "bf16" (half the optimizer memory)
+    strategy: str = TrainConfig.strategy            # "auto", "adc" or "mcmc" (engine.config.resolve_strategy)
+    antialias: bool = TrainConfig.antialias         # Mip-Splatting's filters (engine/splat/antialias.py)
+    appearance: str = ""       # per-image colour: "off", "affine", "bilagrid"; "" = by input (off for a dataset)
+
+
+@dataclass(frozen=True)
+class OpenProject:
+    """A project folder whose training stopped: continue from its checkpoint."""
+    path: str
+
+
+@dataclass(frozen=True)
+class StartPipeline:
+    """Reconstruct a video or a photo folder (engine/jobs/pipeline.py stages up to undistort, on
+    a worker thread: no GPU there), then train on the result like StartTraining."""
+    source: str                # a video file or a folder of photos
+    project: str = ""
+    steps: int = 30_000
+    max_size: int = 1600
+    eval_every: int = 8
+    eval_interval: int = 0
+    init_points: int = 100_000
+    max_gaussians: int = TrainConfig.max_gaussians
+    adam_moments: str = TrainConfig.adam_moments
+    strategy: str = TrainConfig.strategy
+    antialias: bool = TrainConfig.antialias
+    appearance: str = ""       # "" = by input: affine for a video (engine/config.py default_appearance)
+
+
+@dataclass(frozen=True)
+class OpenPly:
+    path: str
+
+
+@dataclass(frozen=True)
+class Pause:
+    pass
+
+
+@dataclass(frozen=True)
+class Resume:
+    pass
+
+
+@dataclass(frozen=True)
+class Cancel:
+    save: bool = True          # write the Gaussians reached so far to <project>/splat.ply, and a checkpoint
+
+
+@dataclass(frozen=True)
+class AttachSurface:
+    """Present into a native window: platform "xcb" with handle (xdisplay, xwindow),
+    "windows" with (hwnd,), or "cocoa" with (nsview,). Sizes in physical pixels."""
+    platform: str
+    handle: tuple
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class DetachSurface:
+    pass
+
+
+@dataclass(frozen=True)
+class ResizeViewport:
+    width: int                 # physical pixels
+    height: int
+
+
+@dataclass(frozen=True)
+class SetView:
+    """The viewport camera: ``w2c`` 16 floats row-major (OpenCV axes) and vertical field of
+    view; ``camera`` = a dataset camera index to look through (its own pose and intrinsics)."""
+    w2c: tuple
+    fov_y_deg: float = 50.0
+    camera: int | None = None
+
+
+@dataclass(frozen=True)
+class SetViewMode:
+    mode: str                  # "splats", "gt" (ground truth) or "error"
+    frustums: bool = True
+
+
+@dataclass(frozen=True)
+class RequestFrame:
+    readback: bool = False     # also send the frame as a PreviewFrame
+    tag: int = 0               # echoed in that PreviewFrame: which request it answers
+
+
+@dataclass(frozen=True)
+class ExportPly:
+    path: str
+
+
+@dataclass(frozen=True)
+class SaveScreenshot:
+    path: str
+
+
+@dataclass(frozen=True)
+class SetProfiling:
+    on: bool                   # per-kernel GPU timestamps (engine/profile) on or off
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    save: bool = True          # save a checkpoint and the PLY if training is under way
+
+
+Command = Union[StartTraining, OpenProject, StartPipeline, OpenPly, Pause, Resume, Cancel, AttachSurface, DetachSurface,
+                ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling, Shutdown]

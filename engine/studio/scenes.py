@@ -1,0 +1,170 @@
+"""What the studio shows: a training run (a dataset, its Trainer, its checkpoints) or a
+PLY, each a source for the viewer and something to export; and the run settings of a
+StartTraining."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import checkpoint
+from ..config import DatasetConfig, RunConfig, TrainConfig, default_appearance, density_settings
+from ..errors import SpirulaError
+from ..jobs.stages import train_checkpoint_path
+from . import messages as M
+
+THUMB = 128           # longer side of dataset thumbnails, px
+
+
+class Scene:
+    """Something to look at: a training run or a PLY."""
+
+    kind = "none"
+    name = ""
+    path = ""
+    project: Path | None = None
+
+    def source(self):
+        return None
+
+    def export(self, path: Path) -> int:
+        raise SpirulaError("nothing to export: open a dataset or a PLY first")
+
+
+class TrainingScene(Scene):
+    kind = "dataset"
+
+    def __init__(self, gpu, dataset, cmd: M.StartTraining, project: Path):
+        from ..splat.trainer import Trainer
+        from ..splat.trainer import pack_rgba8
+
+        ckpt_path = Path(cmd.checkpoint) if cmd.checkpoint else train_checkpoint_path(project)
+        # absolute paths: the checkpoint records this command for OpenProject
+        cmd = replace(cmd, dataset=str(Path(cmd.dataset).resolve()), project=str(project.resolve()),
+                      checkpoint=str(ckpt_path.resolve()))
+        self.gpu, self.dataset, self.cmd, self.project = gpu, dataset, cmd, project
+        self.name = Path(cmd.dataset).name
+        self.path = cmd.dataset
+        self.cfg = run_config(cmd, gpu.backend)
+        self.train_idx, self.test_idx, split_note = dataset.holdout(cmd.eval_every)
+        if split_note and split_note not in dataset.warnings:
+            dataset.warnings.append(split_note)  # shown with the dataset's other notes
+        self.trainer = Trainer(gpu, dataset, self.train_idx, self.cfg.train)
+        self.ident = checkpoint.dataset_identity(dataset, self.train_idx)
+        self.writer = checkpoint.BackgroundWriter(ckpt_path)  # saved_step: the checkpoint known on disk
+        self._gt_extra: dict[int, Any] = {}
+        self._pack = pack_rgba8
+        self.evals: list[dict] = []
+        self.run = None           # the TrainingRun (engine/splat/schedule.py), made once resumed
+        self.t_train = 0.0        # wall time of the steps (viewer frames excluded)
+        self.t_slice = 0.0        # start of the slice (or the part of it) not yet in t_train
+        self.finished = False
+        self.saved = False
+
+    def checkpoint_extra(self) -> dict:
+        """The job's data in a checkpoint: engine.jobs.train's keys, and the command."""
+        return {"evaluations": self.evals, "train_seconds": self.t_train, "studio": asdict(self.cmd)}
+
+    def resume(self, ckpt: checkpoint.Checkpoint, adapter: str) -> list[str]:
+        """Continue from ``ckpt``; returns the allowed differences (CheckpointError when it
+        does not fit)."""
+        blocking, changed = checkpoint.compare(ckpt, self.cfg, self.ident, adapter)
+        if blocking:
+            raise checkpoint.CheckpointError(f"the checkpoint {ckpt.path} (step {ckpt.step}) does not fit "
+                                             f"{self.path}: {'; '.join(blocking)}")
+        checkpoint.restore(self.trainer, ckpt)
+        self.writer.saved_step = self.writer.last_step = ckpt.step
+        self.evals = list(ckpt.extra.get("evaluations", []))
+        self.t_train = float(ckpt.extra.get("train_seconds", 0.0))
+        return changed
+
+    def flush(self) -> str:
+        """Wait for the checkpoint being written; '' or a warning when that failed."""
+        return self.writer.flush()
+
+    def kept(self) -> str:
+        """What is on disk, for an error message."""
+        return self.writer.kept() or "no checkpoint had been written yet"
+
+    def gt(self, i: int):
+        buf = self.trainer.gt.get(i)
+        if buf is None:
+            buf = self._gt_extra.get(i)
+            if buf is None:
+                buf = self._gt_extra[i] = self.gpu.upload(self._pack(self.dataset.cameras[i].image), f"viewer.gt.{i}")
+        return buf
+
+    def source(self):
+        from .viewer import ViewSource
+
+        t = self.trainer
+        return ViewSource(params=t.model.buf["params"], n=t.model.n, max_sh_degree=t.cfg.sh_degree,
+                          sh_degree=t.sh_degree_at(t.state.step), cams=t.cams, cameras=self.dataset.cameras, gt=self.gt,
+                          filter3d=t.filter3d)
+
+    def export(self, path: Path) -> int:
+        from ..jobs.train import export_ply
+        from .viewer import wait_polling
+
+        wait_polling(self.gpu)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return export_ply(self.trainer, path)
+
+
+class PlyScene(Scene):
+    kind = "ply"
+
+    def __init__(self, gpu, path: Path, g):
+        from ..splat.layout import pack
+
+        self.gpu, self.path, self.g = gpu, str(path), g
+        self.name = path.name
+        self.degree = g.sh_degree
+        rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, self.degree)
+        self.n = len(rows)
+        self.params = gpu.upload(rows, "splat.params") if self.n else None
+
+    def source(self):
+        from .viewer import ViewSource
+
+        return ViewSource(params=self.params, n=self.n, max_sh_degree=self.degree, sh_degree=self.degree)
+
+    def export(self, path: Path) -> int:
+        from ..io.ply import write_ply
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_ply(path, self.g)
+        return self.n
+
+
+def camera_info(cam, split: str) -> M.CameraInfo:
+    from PIL import Image
+
+    img = Image.fromarray(cam.image)
+    img.thumbnail((THUMB, THUMB))
+    thumb = np.ascontiguousarray(np.asarray(img.convert("RGB"), np.uint8))
+    return M.CameraInfo(name=cam.name, c2w=tuple(float(v) for v in np.linalg.inv(cam.w2c).reshape(-1)),
+                        fx=float(cam.fx), fy=float(cam.fy), cx=float(cam.cx), cy=float(cam.cy),
+                        width=int(cam.width), height=int(cam.height), split=split,
+                        thumbnail=thumb.tobytes(), thumb_w=thumb.shape[1], thumb_h=thumb.shape[0])
+
+
+def up_vector(cameras) -> np.ndarray:
+    """World up from the cameras: the mean of their 'up' axes (OpenCV: -y of the camera)."""
+    ups = np.stack([-np.asarray(c.w2c)[1, :3] for c in cameras])
+    u = ups.mean(axis=0)
+    n = np.linalg.norm(u)
+    return u / n if n > 1e-6 else np.array([0.0, -1.0, 0.0])
+
+
+def run_config(cmd: M.StartTraining, backend: str) -> RunConfig:
+    """The run's settings from the studio's StartTraining."""
+    return RunConfig(device=backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
+                     train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
+                                       init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
+                                       adam_moments=cmd.adam_moments, antialias=cmd.antialias,
+                                       appearance=cmd.appearance or default_appearance("dataset"),
+                                       **density_settings(cmd.strategy, cmd.max_gaussians)))

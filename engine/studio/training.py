@@ -1,0 +1,230 @@
+"""The studio's training on the engine thread: the same step schedule as `spirula train`
+(:class:`engine.splat.schedule.TrainingRun`), driven in slices of about 0.1 s that yield
+when a viewer frame or a command is due; pause and resume; its evaluations, checkpoints
+and the end of the run (PLY, metrics.json, train.json in the project folder).
+
+Every wait for the GPU polls (engine/studio/viewer.py wait_polling), so the window's
+thread keeps running while the GPU (or the CPU doing software Vulkan) works."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from .. import checkpoint
+from ..fileio import write_json_atomic
+from ..splat.schedule import Progress, TrainingRun
+from . import messages as M
+from .projects import new_project_dir
+from .scenes import TrainingScene, camera_info, up_vector
+
+
+class Training:
+    """The training run of the studio (``scene``: the TrainingScene, or None)."""
+
+    def __init__(self, engine):
+        self.e = engine
+        self.scene: TrainingScene | None = None
+        self.paused = False
+
+    def unfinished(self) -> TrainingScene | None:
+        """The training scene while its run has not ended (paused or not), else None."""
+        t = self.scene
+        return t if t is not None and not t.finished else None
+
+    @property
+    def running(self) -> bool:
+        """A run is under way and not paused: slices are due."""
+        return self.unfinished() is not None and not self.paused
+
+    # --- commands ----------------------------------------------------------------------------
+    def pause(self, cmd: M.Pause) -> None:
+        if self.running:
+            self.paused = True
+            self.e.state("paused", f"step {self.scene.trainer.state.step}")
+
+    def resume(self, cmd: M.Resume) -> None:
+        if self.unfinished() is not None and self.paused:
+            self.paused = False
+            step = self.scene.trainer.state.step
+            self.scene.run.rate.reset(step)
+            self.e.state("running", f"step {step}")
+
+    def cancel(self, save: bool) -> None:
+        if self.unfinished() is not None:
+            self.e.state("stopping", "saving" if save else "")
+            self.finish(stopped=True, save=save)
+
+    # --- the run -----------------------------------------------------------------------------
+    def begin(self, cmd: M.StartTraining, dataset, ckpt: checkpoint.Checkpoint | None = None) -> None:
+        """Train ``dataset`` as ``cmd`` says (continuing from ``ckpt`` when given)."""
+        from ..jobs.train import check_output_dir
+        from ..splat.init import scene_bounds
+        from .viewer import wait_polling
+
+        e = self.e
+        project = Path(cmd.project) if cmd.project else new_project_dir(Path(cmd.dataset).name, e.s.projects)
+        check_output_dir(project)
+        t0 = time.perf_counter()
+        scene = TrainingScene(e.gpu, dataset, cmd, project)
+        changed = scene.resume(ckpt, e.gpu.adapter) if ckpt is not None else []
+        self.scene = scene
+        self.paused = False
+        e.set_scene(scene)
+        center, _ = scene_bounds(dataset)
+        _, radius = dataset.scene_extent()
+        test = set(scene.test_idx)
+        infos = tuple(camera_info(c, "test" if i in test else "train") for i, c in enumerate(dataset.cameras))
+        e.emit(M.SceneLoaded("dataset", scene.name, cmd.dataset, scene.trainer.model.n,
+                             tuple(float(x) for x in center), float(radius),
+                             tuple(float(x) for x in up_vector(dataset.cameras)),
+                             infos, str(project), tuple(dataset.warnings)))
+        for w in dataset.warnings:
+            e.emit(M.Warning(w))
+        e.emit(M.StageFinished("load", time.perf_counter() - t0,
+                               {"images": len(dataset.cameras), "train": len(scene.train_idx),
+                                "test": len(scene.test_idx)}))
+        tr = scene.trainer
+        step = tr.state.step
+        if ckpt is None:
+            e.emit(M.StageStarted("train", cmd.steps, f"{len(scene.train_idx)} training images, "
+                                                      f"{tr.model.n:,} initial Gaussians"))
+            e.state("running", f"{scene.name}: {cmd.steps} steps -> {project}")
+        else:
+            saved = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ckpt.path.stat().st_mtime))
+            e.emit(M.TrainingResumed(str(ckpt.path), step, cmd.steps, str(project), saved))
+            for c in changed:
+                e.emit(M.Warning(f"resuming with a changed setting, {c}: from step {step} the run differs "
+                                 "from one without the break"))
+            e.emit(M.StageStarted("train", cmd.steps, f"resumed at step {step} from {ckpt.path}, "
+                                                      f"{tr.model.n:,} Gaussians"))
+            for h in tr.state.history:  # the curves up to the break
+                e.emit(M.TrainMetrics(int(h["step"]), float(h["loss"]), int(h["num_gaussians"]), 0.0))
+            for ev in scene.evals:
+                e.emit(M.TrainMetrics(int(ev["step"]), float("nan"), tr.model.n, 0.0, psnr=ev["psnr"]))
+            e.state("running", f"{scene.name}: resumed at step {step} of {cmd.steps} -> {project}")
+        # the one schedule; the studio's hooks: its messages, its checkpoints, polling waits
+        scene.run = TrainingRun(tr, on_progress=self._progress, on_eval=self.evaluate if scene.test_idx else None,
+                                on_checkpoint=self._scheduled_checkpoint, wait=lambda: wait_polling(e.gpu))
+
+    def slice(self, budget_s: float = 0.1) -> None:
+        """Training steps for about ``budget_s``, until a viewer frame or a command is due."""
+        e, sc = self.e, self.scene
+        t_end = time.perf_counter() + budget_s
+        sc.t_slice = time.perf_counter()
+        before = sc.trainer.state.step
+
+        def pause() -> bool:
+            return time.perf_counter() >= t_end or e.viewport.view_frame_due() or not e.s.commands.empty()
+
+        try:
+            sc.run.advance(pause=pause)
+        finally:
+            if sc.trainer.state.step != before:
+                e.viewport.model_dirty = True
+        sc.run.settle()  # finished by now: reads the last counts, queues overflowed cameras again
+        sc.t_train += time.perf_counter() - sc.t_slice  # wall time of the steps (viewer frames excluded)
+        if sc.run.finished:
+            self.finish(stopped=False)
+
+    def _progress(self, p: Progress) -> None:
+        self.e.emit(M.TrainMetrics(p.step, p.loss, p.num_gaussians, p.steps_per_sec))
+        self.e.emit(M.StageProgress("train", p.step, p.steps, f"loss {p.loss:.4f}, {p.num_gaussians:,} Gaussians, "
+                                                              f"{p.steps_per_sec:.1f} steps/s"))
+
+    def evaluate(self, step: int) -> dict | None:
+        from ..splat.evaluate import evaluate
+        from .viewer import wait_polling
+
+        sc = self.scene
+        if not sc.test_idx:
+            return None
+        wait_polling(self.e.gpu)
+        m = evaluate(sc.trainer, sc.test_idx)
+        sc.evals.append({"step": step, "psnr": m["psnr"], "ssim": m["ssim"]})
+        self.e.emit(M.TrainMetrics(step, float("nan"), sc.trainer.model.n, 0.0, psnr=m["psnr"]))
+        return m
+
+    def _scheduled_checkpoint(self, step: int) -> None:
+        sc = self.scene
+        sc.t_train += time.perf_counter() - sc.t_slice  # the checkpoint records the time so far
+        sc.t_slice = time.perf_counter()
+        self.checkpoint(stopped=False)
+
+    # --- the end -----------------------------------------------------------------------------
+    def finish(self, stopped: bool, save: bool = True) -> None:
+        sc = self.scene
+        if sc is None or sc.finished:
+            return
+        sc.finished = True
+        self.paused = False
+        try:
+            self._finish(sc, stopped, save)
+        except Exception as exc:
+            self.e.fail(exc, ends=sc)
+
+    def _finish(self, sc: TrainingScene, stopped: bool, save: bool) -> None:
+        e = self.e
+        tr = sc.trainer
+        s = tr.state.step
+        tr.state.stopped_early = stopped
+        result: dict = {"step": s, "stopped_early": stopped, "project": str(sc.project)}
+        saved_ckpt = None
+        if stopped and save:  # first: it is what a reopening continues from
+            saved_ckpt = self.checkpoint(stopped=True)
+            result["checkpoint"] = str(sc.writer.path)
+        elif stopped:
+            self.flush_checkpoint()  # an earlier checkpoint stays for a reopening
+        if save:
+            ply = sc.project / "splat.ply"
+            count = sc.export(ply)
+            sc.saved = True
+            result.update(ply=str(ply), num_gaussians=count)
+            e.emit(M.Saved("ply", str(ply), f"{count:,} Gaussians, step {s}"))
+            if tr.appearance is not None:  # the per-image colour transforms beside the PLY
+                tr.appearance.save(sc.project, [c.name for c in sc.dataset.cameras], sc.train_idx)
+            final = self.evaluate(s) if not stopped else None
+            metrics = {"step": s, "stopped_early": stopped, "num_gaussians": count,
+                       "psnr": final and final["psnr"], "ssim": final and final["ssim"], "evaluations": sc.evals,
+                       "train_seconds": sc.t_train, "strategy": tr.strategy,
+                       "appearance": sc.cfg.train.appearance}
+            write_json_atomic(sc.project / "metrics.json", metrics)
+            write_json_atomic(sc.project / "train.json", {
+                "dataset": sc.path, "device": e.gpu.adapter, "config": asdict(sc.cfg), "strategy": tr.strategy,
+                "warnings": sc.dataset.warnings, "history": tr.state.history, "source": "studio"})
+            result["psnr"] = metrics["psnr"]
+        if not stopped:  # all steps done: the checkpoint goes, as in `spirula run`
+            self.flush_checkpoint()
+            sc.writer.path.unlink(missing_ok=True)
+        e.emit(M.StageFinished("train", sc.t_train, result))
+        e.emit(M.Done(result))
+        if saved_ckpt is not None:  # last: everything is on disk when the GUI sees it
+            e.emit(M.CheckpointSaved(str(sc.writer.path), saved_ckpt, tr.cfg.steps, stopped=True))
+        e.state("finished", f"stopped at step {s}" if stopped else f"done: {s} steps")
+        e.viewport.view_dirty = True
+
+    # --- checkpoints -------------------------------------------------------------------------
+    def checkpoint(self, stopped: bool) -> int:
+        """Checkpoint the training at its current step: the state is copied off the GPU now
+        and written on the writer's thread; ``stopped`` waits for the file (and raises its
+        error). Scheduled ones say so at once, stopped ones leave it to finish."""
+        sc = self.scene
+        tr = sc.trainer
+        self.flush_checkpoint()
+        sc.writer.submit(tr.state.step, checkpoint.snapshot(tr, sc.cfg, sc.ident, self.e.gpu.adapter,
+                                                            sc.checkpoint_extra()))
+        if stopped:
+            sc.writer.wait()
+        else:
+            self.e.emit(M.CheckpointSaved(str(sc.writer.path), tr.state.step, tr.cfg.steps))
+        return tr.state.step
+
+    def flush_checkpoint(self) -> int | None:
+        """Wait for a scheduled checkpoint still being written; a failed write is a warning
+        (a full disk must not end the run). Returns the step known on disk."""
+        sc = self.scene
+        warning = sc.flush()
+        if warning:
+            self.e.emit(M.Warning(warning))
+        return sc.writer.saved_step

@@ -1,0 +1,217 @@
+"""The engine thread's viewport: the view commands (camera, mode, size, surface, frame
+requests, screenshots), when a frame is due, and rendering it through the Viewer
+(engine/studio/viewer.py) into the window's swapchain or the latest-value slot.
+
+While training, frames take at most about half the engine's time (a frame waits as long
+as the last one took); a still view gets one full-resolution frame after a moment (the
+adaptive resolution only applies while things move)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SpirulaError
+from . import messages as M
+from .scenes import TrainingScene
+
+log = logging.getLogger("spirula.session")
+
+STATS_INTERVAL = 0.5  # s between ViewerStats messages
+
+
+class Viewport:
+    """The viewport's state on the engine thread (``viewer`` is None without one)."""
+
+    def __init__(self, engine):
+        self.e = engine
+        self.viewer = None
+        self.view_dirty = False       # the user changed the view: a frame is owed
+        self.model_dirty = False      # the Gaussians changed (training)
+        self.readback_requests = 0
+        self.readback_tag = 0
+        self.last_frame = 0.0
+        self.last_stats = 0.0
+        self.stats_frames = -1        # viewer frame count of the last ViewerStats
+        self.reported_mode = None
+        self.refine_at: float | None = None
+        self._seg_key = None
+
+    # --- commands ----------------------------------------------------------------------------
+    def set_view(self, cmd: M.SetView) -> None:
+        v = self.viewer
+        if v is not None:
+            v.state.w2c = np.asarray(cmd.w2c, np.float64).reshape(4, 4)
+            v.state.fov_y_deg = float(cmd.fov_y_deg)
+            v.state.camera = cmd.camera
+            self.update_segments()
+        self.view_dirty = True
+
+    def set_mode(self, cmd: M.SetViewMode) -> None:
+        v = self.viewer
+        if v is not None:
+            v.state.mode = cmd.mode if cmd.mode in ("splats", "gt", "error") else "splats"
+            v.state.frustums = cmd.frustums
+        self.view_dirty = True
+
+    def resize(self, cmd: M.ResizeViewport) -> None:
+        if self.viewer is not None:
+            self.viewer.resize(cmd.width, cmd.height)
+        self.view_dirty = True
+
+    def request_frame(self, cmd: M.RequestFrame) -> None:
+        self.view_dirty = True
+        self.readback_requests += int(cmd.readback)
+        if cmd.readback:
+            self.readback_tag = max(self.readback_tag, cmd.tag)
+
+    def attach(self, cmd: M.AttachSurface) -> None:
+        v = self.viewer
+        if v is None:
+            return
+        v.resize(cmd.width, cmd.height)
+        if os.environ.get("SPIRULA_VIEWER", "").lower() == "readback":
+            v.readback_reason = "SPIRULA_VIEWER=readback"
+        else:
+            reason = v.attach(cmd.platform, tuple(cmd.handle), cmd.width, cmd.height)
+            if reason:
+                v.readback_reason = reason
+        self.view_dirty = True
+        self.emit_mode()
+
+    def detach(self, cmd: M.DetachSurface) -> None:
+        v = self.viewer
+        if v is not None:
+            v.detach()
+            v.readback_reason = "the window surface was detached"
+        self.emit_mode()
+
+    def screenshot(self, cmd: M.SaveScreenshot) -> None:
+        from PIL import Image
+
+        path = Path(cmd.path)
+        pixels = self.render(force_readback=True)
+        if pixels is None:
+            raise SpirulaError(f"cannot save {path}: the viewport has no size yet")
+        bgra = pixels.view(np.uint8).reshape(pixels.shape[0], pixels.shape[1], 4)
+        rgb = np.ascontiguousarray(bgra[..., 2::-1])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        Image.fromarray(rgb).save(tmp, format="PNG")
+        os.replace(tmp, path)
+        self.e.emit(M.Saved("screenshot", str(path), f"{rgb.shape[1]}x{rgb.shape[0]}"))
+
+    # --- the scene and the presentation mode -------------------------------------------------
+    def emit_mode(self) -> None:
+        v = self.viewer
+        if v is None:
+            return
+        mode = "swapchain" if v.presenting else "readback"
+        key = (mode, v.readback_reason)
+        if key != self.reported_mode:
+            self.reported_mode = key
+            if mode == "readback":
+                log.warning("viewport: readback to QImage (%s)", v.readback_reason)
+            else:
+                log.info("viewport: presenting into the window (Vulkan swapchain)")
+            self.e.emit(M.ViewerStatus(mode, "" if mode == "swapchain" else v.readback_reason))
+
+    def scene_changed(self) -> None:
+        """A new scene is on show: its camera frustums, and a frame."""
+        self._seg_key = None
+        if self.viewer is not None:
+            self.viewer.state.camera = None
+        self.update_segments()
+        self.view_dirty = True
+
+    def update_segments(self) -> None:
+        from .viewer import frustum_segments
+
+        v = self.viewer
+        sc = self.e.scene
+        if v is None:
+            return
+        cams = sc.dataset.cameras if isinstance(sc, TrainingScene) else []
+        if not cams:
+            v.set_segments(np.zeros((0, 6), np.float32), np.zeros(0, np.uint32))
+            return
+        key = (id(sc), v.state.camera)
+        if self._seg_key == key:
+            return
+        self._seg_key = key
+        splits = ["test" if i in set(sc.test_idx) else "train" for i in range(len(cams))]
+        _, radius = sc.dataset.scene_extent()
+        v.set_segments(*frustum_segments(cams, 0.06 * radius, v.state.camera, splits))
+
+    # --- when a frame is due -----------------------------------------------------------------
+    def model_frame_due(self) -> bool:
+        if not self.model_dirty or self.viewer is None:
+            return False
+        interval = max(1.0 / 30.0, 3.0 * self.viewer.last_frame_ms / 1000.0)
+        return time.perf_counter() - self.last_frame >= interval
+
+    def view_frame_due(self) -> bool:
+        """A frame the user asked for (camera, mode, size). While training, frames take at
+        most about half the engine's time: the next one waits as long as the last took."""
+        if not (self.view_dirty or self.readback_requests) or self.viewer is None:
+            return False
+        if not self.e.training.running:
+            return True
+        interval = max(1.0 / 60.0, self.viewer.last_frame_ms / 1000.0)
+        return time.perf_counter() - self.last_frame >= interval
+
+    def refine_due(self) -> bool:
+        """A full-resolution frame once the view has been still for a moment (the adaptive
+        resolution only applies while things move)."""
+        return (self.refine_at is not None and time.perf_counter() >= self.refine_at
+                and not self.e.training.running)
+
+    # --- rendering ---------------------------------------------------------------------------
+    def render(self, force_readback: bool = False):
+        """A frame when one is due (or ``force_readback``): presented, or its pixels put in
+        the session's preview slot; returns the pixels read back, or None."""
+        v = self.viewer
+        if v is None or v.state.width <= 0 or v.state.height <= 0:
+            return None
+        refine = self.refine_due() and not self.view_dirty
+        if not (self.view_frame_due() or self.model_frame_due() or force_readback or refine):
+            self._emit_stats()  # the last frames may have come inside the throttle window
+            return None
+        from .viewer import PresentError
+
+        readback = force_readback or self.readback_requests > 0
+        full = refine or force_readback  # screenshots at full resolution
+        src = self.e.scene.source() if self.e.scene is not None else None
+        try:
+            pixels = v.render(src, readback=readback, full_res=full)
+        except PresentError:
+            self.emit_mode()
+            pixels = v.render(src, readback=True, full_res=full)
+        self.view_dirty = self.model_dirty = False
+        self.last_frame = time.perf_counter()
+        self.refine_at = None if v.last_full_res else self.last_frame + 0.4
+        if pixels is not None and (readback or not v.presenting):
+            tag = self.readback_tag if readback else 0
+            # an unread answer to a tagged request is not overwritten by an ordinary frame
+            self.e.s.preview.put_unless(M.PreviewFrame(v.frames, pixels.shape[1], pixels.shape[0], pixels.tobytes(),
+                                                       tag),
+                                        lambda old: old.tag != 0 and tag == 0)
+            if readback:
+                self.readback_requests, self.readback_tag = 0, 0
+        self._emit_stats()
+        return pixels
+
+    def _emit_stats(self) -> None:
+        """ViewerStats at most every STATS_INTERVAL, and once more after the last frame of a
+        burst (otherwise the final size and frame count of a resize would never be reported)."""
+        v = self.viewer
+        if v is None or v.frames == self.stats_frames:
+            return
+        now = time.perf_counter()
+        if now - self.last_stats >= STATS_INTERVAL:
+            self.last_stats, self.stats_frames = now, v.frames
+            self.e.emit(M.ViewerStats(v.frames, v.last_frame_ms, v.state.width, v.state.height, v.render_scale))

@@ -1,0 +1,52 @@
+"""The engine thread's warm-up: every kernel of a training step, densification, the
+opacity reset, a render and the viewer's modes compiled on a tiny random scene before
+the window shows, so the first real step does not wait for the compiler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..config import TrainConfig
+
+
+def warmup(gpu, viewer) -> None:
+    """Compile every kernel of training and the viewer on a tiny scene (before the window shows)."""
+    from ..ingest.dataset import Camera, Dataset
+    from ..splat.trainer import Trainer
+    from .viewer import ViewSource, wait_polling
+
+    rng = np.random.default_rng(0)
+    cams = []
+    for k, x in enumerate((-0.3, 0.3)):
+        w2c = np.eye(4)
+        w2c[:3, 3] = (-x, 0.0, 3.0)
+        img = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+        cams.append(Camera(f"w{k}", Path(f"w{k}.png"), 32, 32, 30.0, 30.0, 16.0, 16.0, w2c, img))
+    pts = rng.normal(0, 0.3, (256, 3)).astype(np.float32)
+    ds = Dataset(Path("."), cams, pts, rng.integers(0, 256, (256, 3), dtype=np.uint8))
+    tr = Trainer(gpu, ds, [0, 1], TrainConfig(steps=4, log_interval=2))
+    for step in range(2):
+        tr.train_step(step)
+    tr.drain()
+    tr.collect_losses()
+    tr.model.densify(1e-9, 0.01, 0.005, 3.0e38, 10_000, seed=1)
+    tr.model.reset_opacity(0.01)
+    tr.render(0)
+    if viewer is not None:
+        from .viewer import frustum_segments
+
+        v = viewer
+        v.resize(64, 48)
+        v.set_segments(*frustum_segments(cams, 0.2))
+        src = ViewSource(tr.model.buf["params"], tr.model.n, 3, 3, tr.cams, cams,
+                         lambda i: tr.gt.get(i))
+        v.state.camera = 0
+        for mode in ("splats", "error"):
+            v.state.mode = mode
+            v.render(src, readback=True)
+        v.state = type(v.state)()
+        v.set_segments(np.zeros((0, 6), np.float32), np.zeros(0, np.uint32))
+    wait_polling(gpu)
+    del tr
