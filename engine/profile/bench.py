@@ -1,4 +1,9 @@
-"""`spirula bench raster` and `spirula bench train`: fixed workloads with JSON output.
+"""`spirula bench raster|train|viewer|mesh`: fixed workloads with JSON output.
+
+This module registers all four (``add_parser``) and holds raster and train; viewer
+(the studio viewport's frame time) is engine/profile/bench_viewer.py, mesh (the steps of
+`spirula mesh` on a project) engine/profile/bench_mesh.py. benchmarks/gpu.sh runs them
+on the GPU machine as named protocols.
 
 raster: a fixed-seed synthetic scene (default 2,000,000 Gaussians, SH degree 3, one
 1237 x 822 camera) and one full training iteration per repeat (projection, depth sort,
@@ -264,8 +269,9 @@ def bench_train(gpu, data: Path | None = None, steps: int = 1000, max_size: int 
 
 # --- command line ---------------------------------------------------------------------------------
 def add_parser(sub) -> None:
-    """``spirula bench raster|train`` (called by engine/cli.py)."""
+    """``spirula bench raster|train|viewer|mesh`` (called by engine/cli.py)."""
     from ..cli_options import add_device_option, image_side, int_at_least
+    from . import bench_mesh, bench_viewer
 
     p = sub.add_parser("bench", help="fixed-workload benchmarks (JSON output)")
     bs = p.add_subparsers(dest="bench", required=True)
@@ -285,18 +291,28 @@ def add_parser(sub) -> None:
     t.add_argument("--max-size", type=image_side, default=0, help="longer image side in px (0 = as stored)")
     t.add_argument("--init-points", type=int_at_least(1), default=100_000, help="random initial points (default 100,000)")
     t.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default 0)")
-    for q in (r, t):
-        add_device_option(q)
+    bench_viewer.add_parser(bs)
+    bench_mesh.add_parser(bs)  # with `spirula mesh`'s options, --device included
+    for name, q in bs.choices.items():
+        if name != "mesh":
+            add_device_option(q)
         q.add_argument("--json", type=Path, default=None, help="also write the result to this file")
 
 
 def run(args) -> int:
     from ..device import get_gpu
-    from ..fileio import write_json_atomic
     from .compute_floors import format_compute_floors
     from .floors import format_floors
 
+    if args.bench == "mesh":  # the mesh job opens its device itself (MeshConfig.device)
+        from . import bench_mesh
+
+        return _report(args, *bench_mesh.run(args))
     gpu = get_gpu(args.device)
+    if args.bench == "viewer":
+        from . import bench_viewer
+
+        return _report(args, *bench_viewer.run(gpu, args))
     if args.bench == "raster":
         res = bench_raster(gpu, args.gaussians, args.width, args.height, args.sh_degree, args.iters, args.warmup,
                            args.seed, progress=lambda i, n: print(f"\r  iteration {i}/{n}", end="", file=sys.stderr),
@@ -325,6 +341,13 @@ def run(args) -> int:
                  f"{res['image_size'][0]}x{res['image_size'][1]}: {res['sec_per_1k_steps']:.2f} s / 1k steps, "
                  f"final loss {res['final_loss']:.4f}, {res['num_gaussians']:,} Gaussians, "
                  f"pool high-water {res['vram_high_water_mib']:.1f} MiB"]
+    return _report(args, res, lines)
+
+
+def _report(args, res: dict, lines: list[str]) -> int:
+    """The summary lines to stderr, the JSON to stdout (and to --json)."""
+    from ..fileio import write_json_atomic
+
     print("\n".join(lines), file=sys.stderr)
     if args.json is not None:
         write_json_atomic(args.json, res)
