@@ -1,0 +1,99 @@
+"""benchmarks/ holds protocols, not sessions (issue 29): no per-session driver comes back,
+the one GPU-machine driver knows its protocols and writes results/<date>-<commit>/, and
+every raw result there is indexed with the commit it measured."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks"
+DRIVER = BENCH / "gpu.sh"
+# the shell scripts allowed: the driver, the shell functions it sources, and the two protocols
+# that run alone with their own environment (quality, pipeline: see gpu.sh's header)
+SHELL = {"gpu.sh", "h200_common.sh", "h200_quality.sh", "h200_pipeline.sh", "h200_pipeline_prepare.sh"}
+SESSION_NAME = re.compile(r"session|probe|chain|20\d\d-?\d\d|(^|[_-])s\d+([_.-]|$)|call\d|lease|lean|fused|mixed",
+                          re.IGNORECASE)
+
+
+def _files():
+    return sorted(p.name for p in BENCH.iterdir() if p.name != "results" and not p.name.startswith("."))
+
+
+def test_no_per_session_driver():
+    bad = [n for n in _files() if SESSION_NAME.search(n)]
+    assert not bad, (f"benchmarks/ has per-session files {bad}: add a protocol to benchmarks/gpu.sh (or a "
+                     "`spirula bench` subcommand) and pass the session's settings in the environment instead")
+
+
+def test_one_shell_driver():
+    extra = sorted(n for n in _files() if n.endswith(".sh") and n not in SHELL)
+    assert not extra, (f"new shell drivers {extra}: benchmarks/gpu.sh is the one GPU-machine driver; "
+                       "add a protocol function (p_<name>) there")
+    assert not [p for p in BENCH.iterdir() if p.is_dir() and p.name != "results" and not p.name.startswith(".")]
+
+
+def _protocols() -> list[str]:
+    m = re.search(r'^PROTOCOLS="([^"]+)"', DRIVER.read_text(), re.MULTILINE)
+    return m.group(1).split()
+
+
+def test_every_protocol_is_defined_listed_and_documented():
+    text, readme = DRIVER.read_text(), (BENCH / "README.md").read_text()
+    listed = subprocess.run(["bash", str(DRIVER), "--list"], capture_output=True, text=True, check=True).stdout
+    for p in _protocols():
+        assert re.search(rf"^p_{p}\(\)", text, re.MULTILINE), f"gpu.sh has no function p_{p}"
+        assert re.search(rf"^{p}: ", listed, re.MULTILINE), f"`gpu.sh --list` does not describe {p}"
+        assert f"| `{p}` |" in readme, f"benchmarks/README.md's protocol table lacks {p}"
+
+
+def _driver(tmp_path, *protocols, **env):
+    e = dict(os.environ, OUT=str(tmp_path), SPIRULA_COMMIT="abc1234", **env)
+    return subprocess.run(["bash", str(DRIVER), *protocols], cwd=REPO, env=e, capture_output=True, text=True)
+
+
+def test_unknown_protocol_is_refused_before_anything_runs(tmp_path):
+    r = _driver(tmp_path, "raster", "session11")
+    assert r.returncode == 2 and "unknown protocol 'session11'" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dry_run_names_each_protocols_commands(tmp_path):
+    r = _driver(tmp_path, *_protocols(), DRY_RUN="1")
+    assert r.returncode == 0, r.stderr
+    for p in _protocols():
+        assert f"== {p}\n" in r.stdout
+    assert "bench viewer --device cuda --gaussians 3000000" in r.stdout
+    assert "bench mesh /tmp/gpu-mesh-project" in r.stdout and "bash benchmarks/h200_quality.sh" in r.stdout
+
+
+def test_viewer_protocol_writes_the_dated_results_folder(tmp_path):
+    """The driver end to end on this machine (no .gpu/): the viewer protocol at a tiny size."""
+    r = _driver(tmp_path, "viewer", "large", DEVICES="vulkan", VIEWER_GAUSSIANS="2000",
+                VIEWER_ARGS="--width 64 --height 48 --frames 2 --warmup 1",
+                SPIRULA=f"{sys.executable} -m engine.cli")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (folder,) = tmp_path.iterdir()
+    assert re.fullmatch(r"20\d\d-\d\d-\d\d-abc1234", folder.name)
+    manifest = [json.loads(x) for x in (folder / "manifest.jsonl").read_text().splitlines()]
+    assert [(m["protocol"], m["rc"]) for m in manifest] == [("viewer", 0), ("large", 3)]
+    assert "not carried" in manifest[1]["skipped"]
+    res = json.loads((folder / "viewer" / "viewer-vulkan-2000.json").read_text())
+    assert res["bench"] == "viewer" and res["frames"] == 2 and res["width"] == 64
+    assert (folder / "viewer" / "viewer-vulkan-2000-readback.json").exists()
+    assert "viewer vulkan 2,000 64x48" in r.stdout  # the summary table, printed last
+
+
+@pytest.mark.parametrize("entry", sorted(p.name for p in (BENCH / "results").iterdir() if p.name != "README.md"))
+def test_every_result_is_indexed_with_its_commit(entry):
+    if re.fullmatch(r"20\d\d-\d\d-\d\d-[0-9a-f]{7,40}", entry):
+        return  # benchmarks/gpu.sh's folders carry the commit in their name
+    index = (BENCH / "results" / "README.md").read_text()
+    row = next((line for line in index.splitlines() if f"`{entry}`" in line or f"`{entry}/`" in line), None)
+    assert row is not None, f"benchmarks/results/{entry} is not in benchmarks/results/README.md's index"
+    assert re.search(r"\b[0-9a-f]{7}\b|not recorded", row), f"its row names no commit: {row}"
