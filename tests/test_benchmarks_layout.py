@@ -97,3 +97,29 @@ def test_every_result_is_indexed_with_its_commit(entry):
     row = next((line for line in index.splitlines() if f"`{entry}`" in line or f"`{entry}/`" in line), None)
     assert row is not None, f"benchmarks/results/{entry} is not in benchmarks/results/README.md's index"
     assert re.search(r"\b[0-9a-f]{7}\b|not recorded", row), f"its row names no commit: {row}"
+
+
+def _table_rows() -> list[list[str]]:
+    text = (REPO / "BENCHMARKS.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    return [[c.strip() for c in r.strip("|").split(" | ")] for r in rows[1:]]  # without the header
+
+
+def test_benchmarks_md_is_one_current_table_and_the_history_lives_elsewhere():
+    text = (REPO / "BENCHMARKS.md").read_text()
+    assert not re.search(r"^## 20\d\d-", text, re.MULTILINE), "session sections go to docs/benchmarks-history.md"
+    assert text.count("| claim | result | date | commit | command | results file |") == 1
+    assert (REPO / "docs" / "benchmarks-history.md").is_file()
+
+
+def test_every_row_names_its_date_commit_and_an_existing_results_file():
+    rows = _table_rows()
+    assert len(rows) >= 8
+    results = BENCH / "results"
+    for claim, _result, date, commit, _command, files in rows:
+        assert re.search(r"20\d\d-\d\d-\d\d", date), claim
+        assert re.search(r"\b[0-9a-f]{7}\b", commit), claim
+        for name in re.findall(r"`([^`]+)`", files):
+            name = name.removeprefix("benchmarks/results/")
+            assert list(results.glob(name.rstrip("/"))), f"{claim[:60]}...: {name} is not in benchmarks/results/"
+        assert re.findall(r"`([^`]+)`", files) or files.startswith("none kept"), claim

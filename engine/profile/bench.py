@@ -184,7 +184,7 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
     gpu.wait_idle()
     # the FP32 probe again: a GPU slower during the loop than before it (lower clocks,
     # another process) shows here; some H200 runs had every kernel 1.6-3.6x slower with
-    # normal probes before the loop (BENCHMARKS.md, tenth session)
+    # normal probes before the loop (docs/benchmarks-history.md, tenth session)
     flop_rate_after = compute_floors.measure_flops(gpu)
     visible, replayed, pairs = _raster_counts(raster, model.n, view)
     work = floors.Workload(n=model.n, max_sh_degree=sh_degree, sh_degree=sh_degree, visible=visible,
