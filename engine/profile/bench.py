@@ -272,17 +272,12 @@ def add_parser(sub) -> None:
     """``spirula bench raster|train|viewer|mesh`` (called by engine/cli.py)."""
     from ..cli_options import add_device_option, image_side, int_at_least
     from . import bench_mesh, bench_viewer
+    from .bench_args import add_scene_options
 
     p = sub.add_parser("bench", help="fixed-workload benchmarks (JSON output)")
     bs = p.add_subparsers(dest="bench", required=True)
     r = bs.add_parser("raster", help="synthetic scene: projection, binning+sort, rasterize fwd/bwd, projection bwd + Adam")
-    r.add_argument("--gaussians", type=int_at_least(1), default=2_000_000, help="Gaussians in the synthetic scene (default 2,000,000)")
-    r.add_argument("--width", type=int_at_least(16), default=1237, help="image width in px (default 1237)")
-    r.add_argument("--height", type=int_at_least(16), default=822, help="image height in px (default 822)")
-    r.add_argument("--sh-degree", type=int, default=3, choices=range(4), help="SH degree (default 3)")
-    r.add_argument("--iters", type=int_at_least(1), default=20, help="timed iterations after warm-up (default 20)")
-    r.add_argument("--warmup", type=int_at_least(0), default=3, help="untimed iterations first (default 3)")
-    r.add_argument("--seed", type=int_at_least(0), default=0, help="random seed of the scene (default 0)")
+    add_scene_options(r, 2_000_000, 1237, 822, "image", ("--iters", 20, "timed iterations after warm-up", "iterations"))
     r.add_argument("--bandwidth-mib", type=int_at_least(1), default=None,
                    help="size of the bandwidth probe (default 256 MiB, 16 MiB on a software device)")
     t = bs.add_parser("train", help="short fixed training run on the embedded sample (fox)")

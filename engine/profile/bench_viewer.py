@@ -80,17 +80,11 @@ def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int
 
 def add_parser(bs) -> None:
     """``spirula bench viewer`` (registered by engine/profile/bench.py)."""
-    from ..cli_options import int_at_least
+    from .bench_args import add_scene_options
 
     p = bs.add_parser("viewer", help="studio viewport frame time: synthetic ball of Gaussians, orbiting camera")
-    p.add_argument("--gaussians", type=int_at_least(1), default=1_000_000, help="Gaussians in the scene (default 1,000,000)")
-    p.add_argument("--width", type=int_at_least(16), default=1920, help="viewport width in px (default 1920)")
-    p.add_argument("--height", type=int_at_least(16), default=1080, help="viewport height in px (default 1080)")
-    p.add_argument("--sh-degree", type=int, default=3, choices=range(4), help="SH degree (default 3)")
-    p.add_argument("--frames", type=int_at_least(1), default=30, help="timed frames, one orbit (default 30)")
-    p.add_argument("--warmup", type=int_at_least(0), default=3, help="untimed frames first (default 3)")
+    add_scene_options(p, 1_000_000, 1920, 1080, "viewport", ("--frames", 30, "timed frames, one orbit", "frames"))
     p.add_argument("--readback", action="store_true", help="read each frame back to the host (the readback fallback)")
-    p.add_argument("--seed", type=int_at_least(0), default=0, help="random seed of the scene (default 0)")
 
 
 def run(gpu, args) -> tuple[dict, list[str]]:
