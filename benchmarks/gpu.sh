@@ -31,9 +31,9 @@
 #             Gaussians and camera, on .gpu/data/$RENDERER_DATA (office_chair)
 #   appearance benchmarks/appearance_exposure.py on .gpu/data/$APPEARANCE_DATA (office_chair), 7000 steps
 #   quality   benchmarks/h200_quality.sh with its own settings (DATASETS, SEEDS, TIMED, ...); it
-#             sources .gpu/gpu-env.sh again, which costs gsplat's build again: run it alone
+#             sources .gpu/gpu-env.sh itself (a second time would cost gsplat's build again): alone
 #   pipeline  benchmarks/h200_pipeline.sh (video/photos -> SfM -> train -> mesh); carry .gpu-pipe
-#             instead (benchmarks/h200_pipeline_prepare.sh), run it alone
+#             instead (benchmarks/h200_pipeline_prepare.sh); alone
 # Settings: SPIRULA_COMMIT (else .gpu/COMMIT, else git, else "unknown"); BUDGET_S (570): every
 # command is killed at the deadline, none starts with less than 10 s left; DEVICES ("vulkan cuda")
 # for raster, train, viewer; VIEWER_GAUSSIANS, VIEWER_ARGS (extra `bench viewer` options);
@@ -51,6 +51,10 @@ want=${*:-raster viewer train}
 for p in $want; do
   case " $PROTOCOLS " in *" $p "*) ;; *) echo "gpu.sh: unknown protocol '$p' (bash benchmarks/gpu.sh --list)" >&2; exit 2;; esac
 done
+case " $want " in
+  *" quality "*|*" pipeline "*) [ "$(echo $want | wc -w)" -gt 1 ] && {
+    echo "gpu.sh: quality and pipeline source their own environment: run each alone" >&2; exit 2; } ;;
+esac
 t0=$(date +%s)
 deadline=$(( t0 + ${BUDGET_S:-570} ))
 commit=${SPIRULA_COMMIT:-$(cat .gpu/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}
@@ -153,8 +157,17 @@ p_appearance() {
     --steps 7000 --max-size 1000
 }
 
-p_quality() { (export OUT=$1 BUDGET_S=$(( deadline - $(date +%s) )); run "$1" 600 bash benchmarks/h200_quality.sh); }
-p_pipeline() { (export OUT=$1 BUDGET_S=$(( deadline - $(date +%s) - 10 )); run "$1" 600 bash benchmarks/h200_pipeline.sh); }
+p_quality() {  # its table (quality_collect.py) is the end of its stdout
+  (export OUT=$1 BUDGET_S=$(( deadline - $(date +%s) )); run "$1" 600 bash benchmarks/h200_quality.sh); local rc=$?
+  [ -f "$1/stdout.txt" ] && tail -40 "$1/stdout.txt"
+  return $rc
+}
+
+p_pipeline() {
+  (export OUT=$1 BUDGET_S=$(( deadline - $(date +%s) - 10 )); run "$1" 600 bash benchmarks/h200_pipeline.sh); local rc=$?
+  [ -f "$1/stdout.txt" ] && tail -40 "$1/stdout.txt"
+  return $rc
+}
 
 case " $want " in
   *" quality "*|*" pipeline "*) ;;                      # these two source their own environment

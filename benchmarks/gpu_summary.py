@@ -40,14 +40,17 @@ def main() -> None:
         print(f"{m['protocol']:10s}{m['rc']:4d}{m['seconds']:9d}  {m['skipped']}")
     for m in rows:
         d = root / m["protocol"]
-        results = [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))]
+        results = []
+        for p in sorted(d.glob("*.json")):
+            r = json.loads(p.read_text())
+            results += r if isinstance(r, list) else [r]  # quality-<date>.json is a list of runs
         out = d / "stdout.txt"
         if out.exists():
             results += [json.loads(x[7:]) for x in out.read_text().splitlines() if x.startswith("RESULT {")]
         for r in results:
             try:
                 print(f"  {headline(r)}")
-            except (KeyError, TypeError, ValueError) as e:
+            except (AttributeError, KeyError, TypeError, ValueError) as e:
                 print(f"  {m['protocol']}: a result without the expected fields ({e!r})")
 
 

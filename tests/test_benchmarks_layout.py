@@ -64,12 +64,18 @@ def test_unknown_protocol_is_refused_before_anything_runs(tmp_path):
 
 
 def test_dry_run_names_each_protocols_commands(tmp_path):
-    r = _driver(tmp_path, *_protocols(), DRY_RUN="1")
+    alone = ["quality", "pipeline"]  # they source their own environment
+    r = _driver(tmp_path, *[p for p in _protocols() if p not in alone], DRY_RUN="1")
     assert r.returncode == 0, r.stderr
     for p in _protocols():
-        assert f"== {p}\n" in r.stdout
+        assert (f"== {p}\n" in r.stdout) == (p not in alone)
     assert "bench viewer --device cuda --gaussians 3000000" in r.stdout
-    assert "bench mesh /tmp/gpu-mesh-project" in r.stdout and "bash benchmarks/h200_quality.sh" in r.stdout
+    assert "bench mesh /tmp/gpu-mesh-project" in r.stdout
+    for p in alone:
+        r = _driver(tmp_path, p, DRY_RUN="1")
+        assert r.returncode == 0 and f"bash benchmarks/h200_{p}.sh" in r.stdout, r.stderr
+        r = _driver(tmp_path, "raster", p, DRY_RUN="1")
+        assert r.returncode == 2 and "run each alone" in r.stderr
 
 
 def test_viewer_protocol_writes_the_dated_results_folder(tmp_path):
@@ -123,3 +129,18 @@ def test_every_row_names_its_date_commit_and_an_existing_results_file():
             name = name.removeprefix("benchmarks/results/")
             assert list(results.glob(name.rstrip("/"))), f"{claim[:60]}...: {name} is not in benchmarks/results/"
         assert re.findall(r"`([^`]+)`", files) or files.startswith("none kept"), claim
+
+
+def test_summary_reads_lists_and_result_lines(tmp_path):
+    (tmp_path / "quality").mkdir()
+    (tmp_path / "large").mkdir()
+    (tmp_path / "manifest.jsonl").write_text(
+        '{"protocol": "quality", "rc": 0, "seconds": 500, "commit": "abc1234", "skipped": ""}\n'
+        '{"protocol": "large", "rc": 0, "seconds": 90, "commit": "abc1234", "skipped": ""}\n')
+    (tmp_path / "quality" / "quality-2026-12-03.json").write_text(json.dumps(
+        [{"trainer": "ours-adc", "dataset": "fox", "steps": 7000, "psnr": 29.9}, {"trainer": "gsplat-default"}]))
+    (tmp_path / "large" / "stdout.txt").write_text('noise\nRESULT {"kind": "large", "gaussians": 10000000}\n')
+    r = subprocess.run([sys.executable, str(BENCH / "gpu_summary.py"), str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "ours-adc: dataset fox, steps 7000, psnr 29.9" in r.stdout and "gsplat-default: " in r.stdout
+    assert "large: gaussians 10000000" in r.stdout and "quality      0      500" in r.stdout
