@@ -1,30 +1,35 @@
 """`spirula bench viewer` and `spirula bench mesh` at tiny sizes on software Vulkan (seconds):
-the installed command runs, its JSON has what the GPU-machine driver (benchmarks/gpu.sh)
-collects, and bench mesh leaves the project's own files alone."""
+the command runs (as a process, `python -m engine.cli`), its JSON has what the GPU-machine
+driver (benchmarks/gpu.sh) collects, and bench mesh leaves the project's own files alone."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
-import pytest
 
-from engine.cli import main
 from engine.fileio import write_json_atomic
 from engine.io.ply import write_ply
-from engine.mesh.job import STEPS
 from engine.profile.bench_viewer import ball_scene, orbit_w2c
 from tests.mesh import synthetic as S
 from tests.mesh.analytic import orbit_cameras
 
 SIZE, VIEWS = 48, 8
+MESH_STEPS = {"load", "depth", "fuse", "extract", "clean", "decimate", "atlas", "bake", "export"}
 
 
-def test_bench_viewer_json(tmp_path, capsys):
+def spirula(*argv):
+    return subprocess.run([sys.executable, "-m", "engine.cli", *argv], capture_output=True, text=True)
+
+
+def test_bench_viewer_json(tmp_path):
     out = tmp_path / "viewer.json"
-    rc = main(["bench", "viewer", "--gaussians", "3000", "--width", "80", "--height", "48", "--sh-degree", "1",
-               "--frames", "4", "--warmup", "1", "--readback", "--json", str(out)])
-    assert rc == 0
+    r = spirula("bench", "viewer", "--gaussians", "3000", "--width", "80", "--height", "48", "--sh-degree", "1",
+                "--frames", "4", "--warmup", "1", "--readback", "--json", str(out))
+    assert r.returncode == 0, r.stderr
     res = json.loads(out.read_text())
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == res
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == res
+    assert "bench viewer on " in r.stderr and " fps)" in r.stderr
     assert res["bench"] == "viewer" and res["gaussians"] == 3000 and res["frames"] == 4 and res["readback"]
     assert res["intersections"] > 3000  # the ball fills the view: most splats touch a tile or more
     assert len(res["frame_ms_each"]) == 4 and 0 < res["min_ms"] <= res["median_ms"] <= res["p90_ms"]
@@ -62,17 +67,17 @@ def _tiny_project(root):
     return root / "project"
 
 
-def test_bench_mesh_json_and_project_untouched(tmp_path, capsys):
+def test_bench_mesh_json_and_project_untouched(tmp_path):
     (tmp_path / "project").mkdir()
     project = _tiny_project(tmp_path)
     before = sorted(p.name for p in project.iterdir())
     out = tmp_path / "mesh.json"
-    rc = main(["bench", "mesh", str(project), "--faces", "2000", "--texture-size", "64", "--resolution", "48",
-               "--repeats", "2", "--json", str(out)])
-    assert rc == 0, capsys.readouterr().err
+    r = spirula("bench", "mesh", str(project), "--faces", "2000", "--texture-size", "64", "--resolution", "48",
+                "--repeats", "2", "--json", str(out))
+    assert r.returncode == 0, r.stderr
     res = json.loads(out.read_text())
     assert res["bench"] == "mesh" and res["repeats"] == 2 and len(res["seconds_each"]) == 2
-    assert set(res["seconds"]) == {*STEPS, "total"}
+    assert set(res["seconds"]) == {*MESH_STEPS, "total"}
     assert all(v >= 0 for v in res["seconds"].values())
     assert res["seconds"]["total"] >= res["seconds"]["depth"] + res["seconds"]["bake"]
     assert res["views"] == VIEWS and res["gaussians"] == 6000 and 0 < res["faces"] <= 2000
@@ -80,13 +85,12 @@ def test_bench_mesh_json_and_project_untouched(tmp_path, capsys):
     assert sorted(p.name for p in project.iterdir()) == before  # no exports/, no mesh.json
 
 
-def test_bench_mesh_of_missing_project_is_a_clear_error(tmp_path, capsys):
-    assert main(["bench", "mesh", str(tmp_path / "nothing")]) == 1
-    assert "splat.ply" in capsys.readouterr().err
+def test_bench_mesh_of_missing_project_is_a_clear_error(tmp_path):
+    r = spirula("bench", "mesh", str(tmp_path / "nothing"))
+    assert r.returncode == 1 and "splat.ply" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_device_cpu_is_refused_by_both(tmp_path, capsys):
+def test_device_cpu_is_refused_by_both(tmp_path):
     for argv in (["bench", "viewer"], ["bench", "mesh", str(tmp_path)]):
-        with pytest.raises(SystemExit) as e:
-            main([*argv, "--device", "cpu"])
-        assert e.value.code == 2 and "cpu backend is not supported" in capsys.readouterr().err
+        r = spirula(*argv, "--device", "cpu")
+        assert r.returncode == 2 and "cpu backend is not supported" in r.stderr
