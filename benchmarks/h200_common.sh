@@ -1,4 +1,5 @@
-# Shell functions shared by the benchmarks/h200_session*.sh scripts (sourced; needs $OUT).
+# Shell functions for benchmarks/gpu.sh's "overhead" protocol (sourced; needs $OUT; written for the
+# per-session drivers removed after 4917d63).
 # compare "dataset:warm ..." [step_overhead options]: per-kernel µs/step on each dataset's
 # model after `warm` steps, the main build and then each compared variant on the same model
 compare() {

@@ -18,7 +18,8 @@ Run on the GPU machine only (needs torch + CUDA and gsplat, which compiles on fi
 
     python3 benchmarks/raster_bench_gsplat.py [--gaussians 2000000 --width 1237 --height 822] --json out.json
 
-Results: BENCHMARKS.md (2026-11-30, "spirula bench raster on the H200").
+Results: docs/benchmarks-history.md (2026-11-30, "`spirula bench raster` on the H200"); run by
+benchmarks/gpu.sh's "raster" protocol.
 """
 
 from __future__ import annotations

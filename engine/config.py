@@ -78,7 +78,7 @@ def resolve_strategy(strategy: str, has_points: bool, steps: int | None = None) 
     """The density control a run uses: ``strategy`` itself, or for "auto" "mcmc" when the
     dataset has SfM points and the run has at least MCMC_MIN_STEPS steps, else "adc".
     Measured at equal wall time on the H200 (7k steps, BENCHMARKS.md, 2026-12-02): MCMC beat
-    ADC by 3.9 dB on mouse and 0.5 dB on office_chair (SfM points) and lost by 1.9 dB on fox
+    ADC by 3.9 dB on mouse and 0.9 dB on office_chair (SfM points) and lost by 1.9 dB on fox
     (random init). Short runs: MCMC's small initial splats need a few hundred steps (book at
     240 px on software Vulkan: 200 steps ADC 16.1 dB, MCMC 8.5; 600 steps 14.2 and 15.6).
     ValueError for an unknown name."""

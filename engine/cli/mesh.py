@@ -12,11 +12,16 @@ from .options import MIN_IMAGE_SIDE, add_device_option, finite_float, float_rang
 
 
 def add_parser(sub) -> None:
-    d = MeshConfig()
     p = sub.add_parser("mesh", help="textured mesh (GLB, OBJ+MTL+PNG, PLY) from a trained project",
                        description="Render depth from every camera, fuse a TSDF on the GPU, marching cubes, "
                                    "clean, decimate, UV atlas, bake the texture from the training images. "
                                    "Writes <project>/exports/mesh.{glb,obj,mtl,png,ply} and <project>/mesh.json.")
+    add_options(p)
+
+
+def add_options(p) -> None:
+    """The project argument and every mesh setting (also `spirula bench mesh`'s)."""
+    d = MeshConfig()
     p.add_argument("project", type=Path, help="project folder of `spirula train` (splat.ply, train.json)")
     p.add_argument("--faces", type=int_at_least(0), default=d.faces, help=f"target face count (default {d.faces:,}; 0 = keep all)")
     p.add_argument("--texture-size", type=int_at_least(16), default=d.texture_size, help=f"texture edge in texels (default {d.texture_size})")

@@ -1,4 +1,9 @@
-"""`spirula bench raster` and `spirula bench train`: fixed workloads with JSON output.
+"""`spirula bench raster|train|viewer|mesh`: fixed workloads with JSON output.
+
+This module registers all four (``add_parser``) and holds raster and train; viewer
+(the studio viewport's frame time) is engine/profile/bench_viewer.py, mesh (the steps of
+`spirula mesh` on a project) engine/profile/bench_mesh.py. benchmarks/gpu.sh runs them
+on the GPU machine as named protocols.
 
 raster: a fixed-seed synthetic scene (default 2,000,000 Gaussians, SH degree 3, one
 1237 x 822 camera) and one full training iteration per repeat (projection, depth sort,
@@ -179,7 +184,7 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
     gpu.wait_idle()
     # the FP32 probe again: a GPU slower during the loop than before it (lower clocks,
     # another process) shows here; some H200 runs had every kernel 1.6-3.6x slower with
-    # normal probes before the loop (BENCHMARKS.md, tenth session)
+    # normal probes before the loop (docs/benchmarks-history.md, tenth session)
     flop_rate_after = compute_floors.measure_flops(gpu)
     visible, replayed, pairs = _raster_counts(raster, model.n, view)
     work = floors.Workload(n=model.n, max_sh_degree=sh_degree, sh_degree=sh_degree, visible=visible,
@@ -264,19 +269,15 @@ def bench_train(gpu, data: Path | None = None, steps: int = 1000, max_size: int 
 
 # --- command line ---------------------------------------------------------------------------------
 def add_parser(sub) -> None:
-    """``spirula bench raster|train`` (called by engine/cli/main.py)."""
+    """``spirula bench raster|train|viewer|mesh`` (called by engine/cli/main.py)."""
     from ..cli.options import add_device_option, image_side, int_at_least
+    from . import bench_mesh, bench_viewer
+    from .bench_args import add_scene_options
 
     p = sub.add_parser("bench", help="fixed-workload benchmarks (JSON output)")
     bs = p.add_subparsers(dest="bench", required=True)
     r = bs.add_parser("raster", help="synthetic scene: projection, binning+sort, rasterize fwd/bwd, projection bwd + Adam")
-    r.add_argument("--gaussians", type=int_at_least(1), default=2_000_000, help="Gaussians in the synthetic scene (default 2,000,000)")
-    r.add_argument("--width", type=int_at_least(16), default=1237, help="image width in px (default 1237)")
-    r.add_argument("--height", type=int_at_least(16), default=822, help="image height in px (default 822)")
-    r.add_argument("--sh-degree", type=int, default=3, choices=range(4), help="SH degree (default 3)")
-    r.add_argument("--iters", type=int_at_least(1), default=20, help="timed iterations after warm-up (default 20)")
-    r.add_argument("--warmup", type=int_at_least(0), default=3, help="untimed iterations first (default 3)")
-    r.add_argument("--seed", type=int_at_least(0), default=0, help="random seed of the scene (default 0)")
+    add_scene_options(r, 2_000_000, 1237, 822, "image", ("--iters", 20, "timed iterations after warm-up", "iterations"))
     r.add_argument("--bandwidth-mib", type=int_at_least(1), default=None,
                    help="size of the bandwidth probe (default 256 MiB, 16 MiB on a software device)")
     t = bs.add_parser("train", help="short fixed training run on the embedded sample (fox)")
@@ -285,18 +286,28 @@ def add_parser(sub) -> None:
     t.add_argument("--max-size", type=image_side, default=0, help="longer image side in px (0 = as stored)")
     t.add_argument("--init-points", type=int_at_least(1), default=100_000, help="random initial points (default 100,000)")
     t.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default 0)")
-    for q in (r, t):
-        add_device_option(q)
+    bench_viewer.add_parser(bs)
+    bench_mesh.add_parser(bs)  # with `spirula mesh`'s options, --device included
+    for name, q in bs.choices.items():
+        if name != "mesh":
+            add_device_option(q)
         q.add_argument("--json", type=Path, default=None, help="also write the result to this file")
 
 
 def run(args) -> int:
     from ..device import get_gpu
-    from ..fileio import write_json_atomic
     from .compute_floors import format_compute_floors
     from .floors import format_floors
 
+    if args.bench == "mesh":  # the mesh job opens its device itself (MeshConfig.device)
+        from . import bench_mesh
+
+        return _report(args, *bench_mesh.run(args))
     gpu = get_gpu(args.device)
+    if args.bench == "viewer":
+        from . import bench_viewer
+
+        return _report(args, *bench_viewer.run(gpu, args))
     if args.bench == "raster":
         res = bench_raster(gpu, args.gaussians, args.width, args.height, args.sh_degree, args.iters, args.warmup,
                            args.seed, progress=lambda i, n: print(f"\r  iteration {i}/{n}", end="", file=sys.stderr),
@@ -325,6 +336,13 @@ def run(args) -> int:
                  f"{res['image_size'][0]}x{res['image_size'][1]}: {res['sec_per_1k_steps']:.2f} s / 1k steps, "
                  f"final loss {res['final_loss']:.4f}, {res['num_gaussians']:,} Gaussians, "
                  f"pool high-water {res['vram_high_water_mib']:.1f} MiB"]
+    return _report(args, res, lines)
+
+
+def _report(args, res: dict, lines: list[str]) -> int:
+    """The summary lines to stderr, the JSON to stdout (and to --json)."""
+    from ..fileio import write_json_atomic
+
     print("\n".join(lines), file=sys.stderr)
     if args.json is not None:
         write_json_atomic(args.json, res)

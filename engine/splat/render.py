@@ -58,7 +58,7 @@ BWD_WG = 64  # Gaussians per workgroup of project_backward_adam (BWD_WG in proje
 RASTER_BLOCK = 256  # splats per shared-memory batch of the raster kernels (BLOCK in raster.slang)
 # pixels per thread of rasterize_backward (PY in raster.slang), stacked in y: each splat's
 # shared-memory loads and subgroup sum then serve that many pixels. On the H200 2 against 1:
-# fox @15k 866 -> 837 us, mouse @7k 574 -> 540; 4 was slower (BENCHMARKS.md, seventh session)
+# fox @15k 866 -> 837 us, mouse @7k 574 -> 540; 4 was slower (docs/benchmarks-history.md, seventh session)
 BACKWARD_PIXELS_PER_THREAD = 2
 # Bits of the depth sort key (shaders/project/project.slang): 24 resolve 1.5e-5 of the depth
 # in 3 radix passes (32 bits: 4 passes for precision no render can show).
@@ -154,7 +154,7 @@ class Rasterizer:
         self.set_backward_pixels_per_thread(BACKWARD_PIXELS_PER_THREAD)
         self.k_clear_grads = gpu.kernel("raster/raster", "clear_screen_grads")
         # workgroups per tile in the backward (1: one walks the whole list). 8 measured
-        # fastest with 4 (benchmarks/step_overhead.py --splits, BENCHMARKS.md, sixth session):
+        # fastest with 4 (benchmarks/step_overhead.py --splits, docs/benchmarks-history.md, sixth session):
         # the backward 18-46% faster than 1 on fox, office_chair and mouse (H200)
         self.backward_splits = 8
         # extra link-time constants of project_backward_adam (benchmarks compare variants)

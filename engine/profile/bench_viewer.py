@@ -1,0 +1,97 @@
+"""`spirula bench viewer`: the studio viewport's frame time on a fixed synthetic scene.
+
+The scene: ``gaussians`` fixed-seed Gaussians in a ball of radius 2 around the origin (log
+scales ~ ball size / N^(1/3), random rotations, colours and SH, opacities around 0.5: a
+dense, fully covered view like a trained scene). The camera path: one full orbit at
+distance 5 in the z = 0 plane (up +z, 50° vertical field of view), ``frames`` frames
+after ``warmup`` untimed ones. A frame is what the studio's engine thread renders
+(engine/viewer.py: the training rasterizer's forward pass at the viewport resolution,
+compose, frustum lines) at a fixed render scale of 1 (no adaptive resolution); there is no
+window, so the frame ends where the swapchain copy would begin. ``--readback`` adds the
+host read-back of the readback fallback (the path used without a presentable surface).
+Times are wall clock per frame, the frame's GPU work waited for.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+
+def ball_scene(n: int, sh_degree: int, seed: int = 0) -> np.ndarray:
+    """Packed rows [N, D] (engine/splat/layout.py) of the viewer benchmark's scene."""
+    from ..splat.layout import pack
+
+    rng = np.random.default_rng(seed)
+    d = rng.normal(size=(n, 3))
+    means = d / np.linalg.norm(d, axis=1, keepdims=True) * rng.uniform(0, 1, (n, 1)) ** (1 / 3) * 2.0
+    s = 2.0 * 1.5 / n ** (1 / 3)
+    scales = np.log(s * rng.uniform(0.3, 1.2, (n, 3)))
+    q = rng.normal(size=(n, 4))
+    quats = q / np.linalg.norm(q, axis=1, keepdims=True)
+    opac = rng.normal(0.0, 1.0, n)
+    sh0 = rng.normal(0, 0.6, (n, 3))
+    m = (sh_degree + 1) ** 2 - 1
+    shn = rng.normal(0, 0.05, (n, m, 3))
+    return pack(means, scales, quats, opac, sh0, shn, sh_degree)
+
+
+def orbit_w2c(k: int, frames: int, distance: float = 5.0) -> np.ndarray:
+    """World-to-camera of frame ``k`` of the orbit (``frames`` frames per turn)."""
+    from ..pose import look_at
+
+    a = 2.0 * math.pi * k / max(frames, 1)
+    return look_at((distance * math.cos(a), distance * math.sin(a), 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 1.0))
+
+
+def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int = 1080, sh_degree: int = 3,
+                 frames: int = 30, warmup: int = 3, readback: bool = False, seed: int = 0, progress=None) -> dict:
+    """Render the orbit on ``gpu``; returns the JSON-ready result."""
+    from ..studio.viewer import Viewer, ViewSource, install_polling_waits
+
+    install_polling_waits(gpu)
+    t0 = time.perf_counter()
+    rows = ball_scene(gaussians, sh_degree, seed)
+    params = gpu.upload(rows, "splat.params")
+    v = Viewer(gpu)
+    v.adaptive, v.render_scale, v.readback_when_headless = False, 1.0, False
+    v.resize(width, height)
+    src = ViewSource(params, len(rows), sh_degree, sh_degree)
+    setup_s = time.perf_counter() - t0
+    times = []
+    for k in range(warmup + frames):
+        v.state.w2c = orbit_w2c(k, frames)
+        t = time.perf_counter()
+        v.render(src, readback=readback)
+        if k >= warmup:
+            times.append(1000 * (time.perf_counter() - t))
+            if progress is not None:
+                progress(k + 1 - warmup, frames)
+    r = v.rasterizer(sh_degree)
+    t = np.array(times)
+    return {"bench": "viewer", "device": gpu.adapter, "backend": gpu.backend, "gaussians": len(rows),
+            "width": width, "height": height, "sh_degree": sh_degree, "frames": len(t), "warmup": warmup,
+            "seed": seed, "readback": readback, "intersections": int(r.m), "setup_s": setup_s,
+            "median_ms": float(np.median(t)), "p90_ms": float(np.percentile(t, 90)), "min_ms": float(t.min()),
+            "fps_median": float(1000 / np.median(t)), "frame_ms_each": t.tolist()}
+
+
+def add_parser(bs) -> None:
+    """``spirula bench viewer`` (registered by engine/profile/bench.py)."""
+    from .bench_args import add_scene_options
+
+    p = bs.add_parser("viewer", help="studio viewport frame time: synthetic ball of Gaussians, orbiting camera")
+    add_scene_options(p, 1_000_000, 1920, 1080, "viewport", ("--frames", 30, "timed frames, one orbit", "frames"))
+    p.add_argument("--readback", action="store_true", help="read each frame back to the host (the readback fallback)")
+
+
+def run(gpu, args) -> tuple[dict, list[str]]:
+    res = bench_viewer(gpu, args.gaussians, args.width, args.height, args.sh_degree, args.frames, args.warmup,
+                       args.readback, args.seed)
+    line = (f"bench viewer on {res['device']}: {res['gaussians']:,} Gaussians, {res['width']}x{res['height']}, "
+            f"SH {res['sh_degree']}{', readback' if res['readback'] else ''}, {res['intersections']:,} intersections: "
+            f"median {res['median_ms']:.2f} ms ({res['fps_median']:.1f} fps), p90 {res['p90_ms']:.2f} ms, "
+            f"min {res['min_ms']:.2f} ms over {res['frames']} frames")
+    return res, [line]
