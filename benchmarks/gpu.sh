@@ -37,7 +37,7 @@
 # Settings: SPIRULA_COMMIT (else .gpu/COMMIT, else git, else "unknown"); BUDGET_S (570): every
 # command is killed at the deadline, none starts with less than 10 s left; DEVICES ("vulkan cuda")
 # for raster, train, viewer; VIEWER_GAUSSIANS, VIEWER_ARGS (extra `bench viewer` options);
-# SPIRULA (the command, "python3 -m engine.cli"). Without .gpu/gpu-env.sh it runs with this
+# SPIRULA (the command, "python3 -m engine.cli"). Without .gpu/gpu-env.sh (or with GPU_ENV=0) it runs with this
 # machine's python3 (tests/test_benchmarks_layout.py runs the viewer protocol on lavapipe).
 # Writes: <protocol>/ (its JSON and logs), manifest.jsonl (one line per protocol: rc, seconds,
 # skipped reason), gpu.txt (nvidia-smi), and prints a short table last.
@@ -171,7 +171,7 @@ p_pipeline() {
 
 case " $want " in
   *" quality "*|*" pipeline "*) ;;                      # these two source their own environment
-  *) if [ -n "${DRY_RUN:-}" ]; then :; elif [ -f .gpu/gpu-env.sh ]; then source .gpu/gpu-env.sh
+  *) if [ -n "${DRY_RUN:-}" ]; then :; elif [ "${GPU_ENV:-1}" = 1 ] && [ -f .gpu/gpu-env.sh ]; then source .gpu/gpu-env.sh
      else echo "no .gpu/gpu-env.sh: running with this machine's python3 and devices"; fi ;;
 esac
 export CUDA_DEVICE_ORDER=PCI_BUS_ID TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16

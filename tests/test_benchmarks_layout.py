@@ -53,7 +53,7 @@ def test_every_protocol_is_defined_listed_and_documented():
 
 
 def _driver(tmp_path, *protocols, **env):
-    e = dict(os.environ, OUT=str(tmp_path), SPIRULA_COMMIT="abc1234", **env)
+    e = dict(os.environ, OUT=str(tmp_path), SPIRULA_COMMIT="abc1234", GPU_ENV="0", **env)  # this machine, even where .gpu/ is
     return subprocess.run(["bash", str(DRIVER), *protocols], cwd=REPO, env=e, capture_output=True, text=True)
 
 
@@ -80,7 +80,7 @@ def test_dry_run_names_each_protocols_commands(tmp_path):
 
 def test_viewer_protocol_writes_the_dated_results_folder(tmp_path):
     """The driver end to end on this machine (no .gpu/): the viewer protocol at a tiny size."""
-    r = _driver(tmp_path, "viewer", "large", DEVICES="vulkan", VIEWER_GAUSSIANS="2000",
+    r = _driver(tmp_path, "viewer", "large", DEVICES="vulkan", LARGE_DATA="no-such-dataset", VIEWER_GAUSSIANS="2000",
                 VIEWER_ARGS="--width 64 --height 48 --frames 2 --warmup 1",
                 SPIRULA=f"{sys.executable} -m engine.cli")
     assert r.returncode == 0, r.stdout + r.stderr
