@@ -467,7 +467,7 @@ def main() -> None:
     tag = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in tag)
     renders = None if args.renders is None else args.renders / tag
     score = (score_ply(args.ply_out, cams, images, test_idx, antialiased=aa, folder=args.data, scorer=args.scorer,
-                       renders=None if renders is None else renders / f"{args.steps:06d}")
+                       renders=None if renders is None else renders.with_name(f"{tag}-{args.steps:06d}.jpg"))
              if not args.no_score else {"psnr": None, "ssim": None, "views": None, "num_gaussians": None})
     trajectory = [] if args.no_score else score_trajectory(
         args.ply_out.parent, args.score_at,

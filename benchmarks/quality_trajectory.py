@@ -4,12 +4,13 @@ steps, scored afterwards by the protocol's one renderer, and JPEGs of the held-o
 quality_bench.py ``--score-at 7000,15000`` keeps a PLY at each of those steps (ours: the
 trainer's evaluation hook; gsplat: its loop) and adds ``trajectory``: [{step, psnr, ssim,
 num_gaussians, views: [psnr per held-out view]}] to the RESULT line. ``--renders DIR``
-writes each scored model's held-out renders (half size, JPEG) beside the ground truth, so
-a view that collapses can be looked at.
+writes one JPEG per scored model (its held-out renders beside the ground truth), so a view
+that collapses can be looked at.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -48,23 +49,27 @@ def score_trajectory(folder: Path, steps: list[int], score, renders: Path | None
         ply = ply_at(folder, step)
         if not ply.exists():
             continue
-        r = score(ply, None if renders is None else renders / f"{step:06d}")
+        r = score(ply, None if renders is None else renders.with_name(f"{renders.name}-{step:06d}.jpg"))
         out.append({"step": step, "psnr": r["psnr"], "ssim": r["ssim"], "num_gaussians": r["num_gaussians"],
                     "views": [round(v["psnr"], 3) for v in r["views"]]})
+        print("TRAJECTORY " + json.dumps(out[-1]), flush=True)  # kept in the log should the run be killed
         ply.unlink()
     return out
 
 
-def save_renders(folder: Path, views, render) -> None:
-    """Each held-out view's render beside its ground truth, half size, as JPEG in ``folder``
-    (names: the view's, safe characters only)."""
+def save_renders(path: Path, views, render) -> None:
+    """One JPEG at ``path``: a row per held-out view, its render beside its ground truth, at
+    a quarter of the size (one file per model: the device tool returns few files)."""
     from PIL import Image
 
-    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
     for c, gt in views:
         a = (np.clip(render(c), 0.0, 1.0) * 255 + 0.5).astype(np.uint8)
-        pair = np.concatenate([a, gt[..., :3]], axis=1)
-        img = Image.fromarray(pair)
-        img = img.resize((max(1, img.width // 2), max(1, img.height // 2)), Image.BOX)
-        safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in Path(c["name"]).stem)
-        img.save(folder / f"{safe}.jpg", quality=85)
+        img = Image.fromarray(np.concatenate([a, gt[..., :3]], axis=1))
+        rows.append(np.asarray(img.resize((max(1, img.width // 4), max(1, img.height // 4)), Image.BOX)))
+    if not rows:
+        return
+    width = max(r.shape[1] for r in rows)
+    sheet = np.concatenate([np.pad(r, ((0, 0), (0, width - r.shape[1]), (0, 0))) for r in rows], axis=0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(sheet).save(path, quality=85)
