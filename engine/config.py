@@ -78,8 +78,10 @@ def resolve_strategy(strategy: str, has_points: bool, steps: int | None = None) 
     """The density control a run uses: ``strategy`` itself, or for "auto" "mcmc" when the
     dataset has SfM points and the run has at least MCMC_MIN_STEPS steps, else "adc".
     Measured at equal wall time on the H200 (7k steps, BENCHMARKS.md, 2026-12-02): MCMC beat
-    ADC by 3.9 dB on mouse and 0.9 dB on office_chair (SfM points) and lost by 1.9 dB on fox
-    (random init). Short runs: MCMC's small initial splats need a few hundred steps (book at
+    ADC by 3.9 dB on mouse and 0.9 dB on office_chair (SfM points). From random points (fox,
+    30k) MCMC at its 1M budget is sharper (31.6 vs 29.2 dB) but 2.9x slower per step (4.42 vs
+    1.55 s / 1k) with 2x the memory, past the speed and memory the default promises; at a
+    200k budget (equal time) it lost by 1.9 dB (7k, before its units were normalised). Short runs: MCMC's small initial splats need a few hundred steps (book at
     240 px on software Vulkan: 200 steps ADC 16.1 dB, MCMC 8.5; 600 steps 14.2 and 15.6).
     ValueError for an unknown name."""
     if strategy not in STRATEGIES:
