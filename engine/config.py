@@ -36,6 +36,7 @@ class TrainConfig:
     lr_sh0: float = 2.5e-3
     lr_shN: float = 2.5e-3 / 20
     lambda_dssim: float = 0.2
+    ssim_padding: str = "zero"        # the loss's SSIM: "zero" (3DGS: every pixel) or "valid" (gsplat: windows inside)
     densify_from: int = 500
     densify_until: int = 15_000
     densify_interval: int = 100
@@ -119,7 +120,8 @@ def added_later(section: str) -> dict:
                       "mcmc_budget": TrainConfig.mcmc_budget, "mcmc_init_opacity": TrainConfig.mcmc_init_opacity,
                       "mcmc_init_scale": TrainConfig.mcmc_init_scale, "mcmc_noise_lr": TrainConfig.mcmc_noise_lr,
                       "mcmc_scale_reg": TrainConfig.mcmc_scale_reg,
-                      "antialias": TrainConfig.antialias, "appearance": TrainConfig.appearance}}.get(section, {})
+                      "antialias": TrainConfig.antialias, "appearance": TrainConfig.appearance,
+                      "ssim_padding": TrainConfig.ssim_padding}}.get(section, {})
 
 
 def default_appearance(input_kind: str) -> str:

@@ -116,7 +116,7 @@ class Trainer:
             self.warnings.append(f"the run ends at step {cfg.steps:,}, before densification starts (step "
                                  f"{cfg.densify_from:,}): the {len(rows):,} initial Gaussians are all it will have")
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
-        self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
+        self.loss = PhotometricLoss(gpu, arena=self.raster.arena, ssim_padding=cfg.ssim_padding)
         # per-image colour transforms, by camera index (held-out ones stay identity)
         self.appearance = None
         if cfg.appearance != "off":
