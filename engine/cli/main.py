@@ -136,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The `spirula` argument parser with every subcommand."""
     from .run import add_parser as _run_parser
     from .mesh import add_parser as _mesh_parser
+    from ..io.export_command import add_parser as _export_parser
     from ..profile.bench import add_parser as _bench_parser
 
     parser = OneLineParser(prog="spirula", description="Spirula Studio: 3D Gaussian Splatting on any GPU")
@@ -152,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(sub)
     _bench_parser(sub)
     _mesh_parser(sub)
+    _export_parser(sub)
     _gui_parser(sub)
     return parser
 
@@ -159,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from .run import run as cmd_run
     from .mesh import cmd_mesh
+    from ..io.export_command import cmd_export
     from ..profile.bench import run as cmd_bench
 
     parser = build_parser()
@@ -175,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # `spirula` alone opens the studio
         return cmd_gui(args)
     try:
-        return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "gui": cmd_gui}[args.command](args)
+        return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "export": cmd_export,
+                "gui": cmd_gui}[args.command](args)
     except SpirulaError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
