@@ -45,7 +45,7 @@ from .ply import GaussianPly
 from .ply_format import open_ply, parse_header, read_binary
 from .quantize import (SH_COUNT, from_smallest_three, from_unorm, logit, morton_order, rgb_from_sh0, sh0_from_rgb,
                        sigmoid, smallest_three, unorm)
-from .splat_file import as_gaussians, finish, need, write_bytes
+from .splat_file import as_gaussians, check_finite, finish, need, write_bytes
 
 __all__ = ["FORMAT", "CHUNK", "read_compressed_ply", "write_compressed_ply", "encode_compressed_ply",
            "is_compressed_ply", "header_bytes"]
@@ -127,6 +127,7 @@ def header_bytes(n: int, m: int) -> bytes:
 
 def write_compressed_ply(path: str | os.PathLike, g: GaussianPly) -> int:
     """Write ``g`` as a compressed PLY atomically; returns the byte count."""
+    g = check_finite(path, FORMAT, g)
     try:
         parts = encode_compressed_ply(g)
     except SplatFileError as e:

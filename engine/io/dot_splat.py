@@ -27,7 +27,7 @@ import numpy as np
 
 from .ply import GaussianPly
 from .quantize import logit, rgb_from_sh0, sh0_from_rgb, sigmoid, unit_quats
-from .splat_file import as_gaussians, finish, need, read_bytes, write_bytes
+from .splat_file import as_gaussians, check_finite, finish, need, read_bytes, write_bytes
 
 __all__ = ["FORMAT", "BYTES_PER_SPLAT", "read_splat", "write_splat", "encode_splat"]
 
@@ -52,6 +52,7 @@ def encode_splat(g: GaussianPly) -> bytes:
 
 def write_splat(path: str | os.PathLike, g: GaussianPly) -> int:
     """Write ``g`` as a .splat file atomically; returns the byte count (32 N)."""
+    g = check_finite(path, FORMAT, g)
     return write_bytes(path, encode_splat(g))
 
 

@@ -52,7 +52,7 @@ from ..fileio import open_atomic
 from .ply import GaussianPly
 from .quantize import (SH_COUNT, from_smallest_three, kmeans, kmeans_1d, logit, morton_order, sigmoid,
                        smallest_three)
-from .splat_file import as_gaussians, finish, need
+from .splat_file import as_gaussians, check_finite, finish, need
 
 __all__ = ["FORMAT", "VERSION", "read_sog", "write_sog", "encode_sog", "default_palette"]
 
@@ -146,6 +146,7 @@ def encode_sog(g: GaussianPly, palette: int | None = None, iterations: int = 8) 
 def write_sog(path: str | os.PathLike, g: GaussianPly, palette: int | None = None, iterations: int = 8) -> int:
     """Write ``g`` as a .sog bundle (a zip of meta.json and the WebP images, stored: the
     images are compressed already) atomically; returns the byte count."""
+    g = check_finite(path, FORMAT, g)
     try:
         files = encode_sog(g, palette, iterations)
     except SplatFileError as e:

@@ -18,7 +18,7 @@ from ..fileio import open_atomic
 from .ply import GaussianPly
 from .splat_checks import invalid_values
 
-__all__ = ["read_bytes", "write_bytes", "need", "finish", "as_gaussians", "MAX_SPLATS"]
+__all__ = ["read_bytes", "write_bytes", "need", "finish", "as_gaussians", "check_finite", "MAX_SPLATS"]
 
 MAX_SPLATS = 1 << 28   # a header claiming more is refused before anything is allocated
 
@@ -57,6 +57,19 @@ def as_gaussians(g: GaussianPly | Mapping) -> GaussianPly:
         g = GaussianPly(**{k: np.asarray(g[k], np.float32) for k in
                            ("means", "scales", "quats", "opacities", "sh0", "shN")})
     g.validate()
+    return g
+
+
+def check_finite(path, fmt: str, g: GaussianPly) -> GaussianPly:
+    """``g`` as a GaussianPly, or SplatFileError naming the output file when a Gaussian
+    has a NaN/Inf value or a zero rotation (nothing is written then)."""
+    g = as_gaussians(g)
+    n = len(g)
+    bad = invalid_values(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN.reshape(n, -1))
+    found = {r: int(m.sum()) for r, m in bad.items() if m.any()}
+    if found:
+        raise SplatFileError(path, fmt, "not written: Gaussians with invalid values ("
+                             + ", ".join(f"{r}: {c}" for r, c in found.items()) + ")")
     return g
 
 

@@ -62,7 +62,7 @@ import numpy as np
 from ..errors import SplatFileError
 from .ply import GaussianPly
 from .quantize import SH_COUNT, from_smallest_three, logit, sh_axis_signs, sigmoid, smallest_three, unit_quats
-from .splat_file import MAX_SPLATS, as_gaussians, finish, read_bytes, write_bytes
+from .splat_file import MAX_SPLATS, as_gaussians, check_finite, finish, read_bytes, write_bytes
 
 __all__ = ["FORMAT", "VERSIONS", "read_spz", "write_spz", "encode_spz", "RDF_TO_RUB"]
 
@@ -143,6 +143,7 @@ def encode_spz(g: GaussianPly, version: int = 4, antialiased: bool = False) -> b
 
 def write_spz(path: str | os.PathLike, g: GaussianPly, version: int = 4, antialiased: bool = False) -> int:
     """Write ``g`` as an SPZ file (default version 4) atomically; returns the byte count."""
+    g = check_finite(path, FORMAT, g)
     return write_bytes(path, encode_spz(g, version, antialiased))
 
 
