@@ -145,6 +145,7 @@ def write_any(path: str | os.PathLike, g: GaussianPly, fmt: str | None = None, *
     if fmt == "ply":
         from .ply import write_ply
 
+        Path(path).parent.mkdir(parents=True, exist_ok=True)  # as open_atomic does for the others
         write_ply(path, g)
         return Path(path).stat().st_size
     if fmt == "compressed-ply":
