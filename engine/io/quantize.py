@@ -166,23 +166,25 @@ def _nearest(x: np.ndarray, c: np.ndarray, chunk: int = 16384) -> np.ndarray:
     return out
 
 
-def kmeans(x: np.ndarray, k: int, iters: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def kmeans(x: np.ndarray, k: int, iters: int = 8, seed: int = 0,
+           fit_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(centroids [k', D] float32, labels [N] int64) of Lloyd's k-means on the rows of x
     [N, D]; k' = min(k, N). Started from k' distinct random rows (seeded); an empty cluster
-    keeps its centroid."""
+    keeps its centroid. With ``fit_rows``, the iterations run on that many random rows and
+    only the final assignment on all N (the cost is rows x k x D per iteration)."""
     x = np.ascontiguousarray(x, np.float32)
     n = len(x)
     k = max(1, min(int(k), n))
     rng = np.random.default_rng(seed)
-    c = x[rng.choice(n, k, replace=False)].copy()
-    lab = _nearest(x, c)
+    fit = x if fit_rows is None or fit_rows >= n else x[rng.choice(n, max(int(fit_rows), k), replace=False)]
+    c = fit[rng.choice(len(fit), k, replace=False)].copy()
     for _ in range(iters):
+        lab = _nearest(fit, c)
         counts = np.bincount(lab, minlength=k).astype(np.float64)
-        sums = np.stack([np.bincount(lab, x[:, j], minlength=k) for j in range(x.shape[1])], axis=1)  # per dimension
+        sums = np.stack([np.bincount(lab, fit[:, j], minlength=k) for j in range(x.shape[1])], axis=1)  # per dimension
         ok = counts > 0
         c[ok] = (sums[ok] / counts[ok, None]).astype(np.float32)
-        lab = _nearest(x, c)
-    return c, lab
+    return c, _nearest(x, c)
 
 
 def morton_order(means: np.ndarray, bits: int = 10) -> np.ndarray:

@@ -22,7 +22,8 @@ are W x H with W = 4 ceil(sqrt(N) / 4), H = 4 ceil(N / W / 4) (any W x H >= coun
   that coefficient's R, G, B.
 
 The palette is made by k-means (:func:`engine.io.quantize.kmeans`, ``palette`` entries, at
-most 65,536) over the Gaussians' SH vectors; the codebooks by 1-D k-means. Positions keep
+most 65,536) over the Gaussians' SH vectors (fitted on at most 16 rows per entry, then every
+Gaussian assigned: on the CPU, so a million Gaussians take minutes); the codebooks by 1-D k-means. Positions keep
 our (the PLY's) axes, as the spec says. The writer orders the Gaussians along a Morton
 curve (the "spatially ordered"), so the order of the Gaussians is not kept.
 
@@ -128,7 +129,7 @@ def encode_sog(g: GaussianPly, palette: int | None = None, iterations: int = 8) 
     coeffs = g.shN.shape[1]
     if coeffs:
         k = min(int(palette or default_palette(n)), 65536)
-        cent, lab = kmeans(np.asarray(g.shN, np.float32).reshape(n, -1), k, iterations)
+        cent, lab = kmeans(np.asarray(g.shN, np.float32).reshape(n, -1), k, iterations, fit_rows=16 * k)
         k = len(cent)
         sh_cb, sh_lab = kmeans_1d(cent, 256)
         rows = -(-k // 64)

@@ -182,6 +182,8 @@ def _v4_body(path, data: bytes, notes: list[str]) -> tuple[tuple, list[bytes]]:
     for i, (cs, us) in enumerate(sizes):  # six streams
         if at + int(cs) > len(data):
             raise ValueError(f"stream {i + 1} of 6 is truncated ({len(data) - at} of {int(cs)} bytes)")
+        if int(us) > 72 * n + 64:   # no array holds more than 72 bytes per Gaussian (SH degree 4)
+            raise ValueError(f"stream {i + 1} of 6 claims {int(us):,} bytes for {n:,} Gaussians (wrong count)")
         try:
             out.append(dctx.decompress(data[at:at + int(cs)], max_output_size=int(us)))
         except zstandard.ZstdError as e:
