@@ -57,6 +57,7 @@ class TrainConfig:
     init_random_points: int = 100_000
     init_random: str = "views"        # without SfM points: "views" (along the cameras' rays) or "box" (gsplat's cube)
     init_opacity: float = 0.1
+    init_file: str = ""               # start from this splat file (any format of engine/io/formats.py), not SfM/random
     antialias: bool = False           # Mip-Splatting's 3D smoothing and 2D Mip filters (engine/splat/antialias.py)
     appearance: str = "off"           # per-image colour: "off", "affine" (exposure / white balance) or "bilagrid"
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -121,7 +122,8 @@ def added_later(section: str) -> dict:
                       "mcmc_init_scale": TrainConfig.mcmc_init_scale, "mcmc_noise_lr": TrainConfig.mcmc_noise_lr,
                       "mcmc_scale_reg": TrainConfig.mcmc_scale_reg,
                       "antialias": TrainConfig.antialias, "appearance": TrainConfig.appearance,
-                      "ssim_padding": TrainConfig.ssim_padding}}.get(section, {})
+                      "ssim_padding": TrainConfig.ssim_padding,
+                      "init_file": TrainConfig.init_file}}.get(section, {})
 
 
 def default_appearance(input_kind: str) -> str:
