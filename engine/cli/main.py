@@ -97,7 +97,8 @@ def _clean_stop_on_ctrl_c(say):
 def _gui_parser(sub) -> None:
     p = sub.add_parser("gui", help="open the studio window (also: `spirula` with no arguments)")
     p.add_argument("path", nargs="?", type=Path,
-                   help="open this at start: a dataset folder (trains), a .ply (views), a video or photo folder")
+                   help="open this at start: a dataset folder (trains), a splat file (.ply .spz .sog .splat: views), "
+                        "a video or photo folder")
     add_device_option(p, None)
 
 

@@ -3,7 +3,7 @@ convert trained Gaussians (a project folder's splat.ply, or any splat file) into
 splat format (registered by engine/cli/main.py; the work is :func:`export_splats`, which
 only reports through ``emit`` so the studio can run it too).
 
-The input is a project folder (its ``splat.ply``), a SOG folder, or a file of any format
+The input is a project folder (its ``splat.ply``; a `spirula run` project's in exports/), a SOG folder, or a file of any format
 engine/io/formats.py reads. The format is ``--format`` or, when that is left out, the
 output name's (``*.compressed.ply``, ``.ply``, ``.spz``, ``.sog``, ``.splat``). The output
 is written atomically: an error leaves no partial file and an existing file untouched.
@@ -36,12 +36,14 @@ def add_parser(sub) -> None:
 
 
 def source_file(source: Path) -> Path:
-    """The splat file a source names: a project folder's splat.ply, a SOG folder itself, or
-    the file. SplatFileError naming the folder when it holds neither."""
+    """The splat file a source names: a project folder's splat.ply (`spirula train`'s at its
+    top, `spirula run`'s in exports/ or train/), a SOG folder itself, or the file.
+    SplatFileError naming the folder when it holds none of them."""
     source = Path(source)
     if source.is_dir():
-        if (source / "splat.ply").is_file():
-            return source / "splat.ply"
+        for ply in (source / "splat.ply", source / "exports" / "splat.ply", source / "train" / "splat.ply"):
+            if ply.is_file():
+                return ply
         if (source / "meta.json").is_file():
             return source
         raise SplatFileError(source, "splat", "a folder without splat.ply (a trained project) or meta.json (SOG)")

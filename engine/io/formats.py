@@ -34,10 +34,13 @@ LABELS = {"ply": "PLY (lossless)", "compressed-ply": "compressed PLY (SuperSplat
           "sog": "SOG (PlayCanvas)", "splat": ".splat (no SH)"}
 SPLAT_SUFFIXES = (".ply", ".spz", ".sog", ".splat")   # what the studio opens as splats (plus meta.json)
 
-# Bytes per Gaussian of the two entropy-coded formats, measured on trained scenes
-# (benchmarks/results/2026-12-02-formats/README.md: book and fox at SH degree 3); by SH degree.
-_SPZ_BYTES = {0: 14.0, 1: 16.5, 2: 19.0, 3: 21.3}
-_SOG_BYTES = {0: 14.5, 1: 20.5, 2: 23.5, 3: 25.9}
+# Bytes per Gaussian of the two entropy-coded formats, by SH degree: degree 3 as measured on
+# book and fox trained 1,500 steps (benchmarks/results/formats-2026-12-02/README.md: SPZ v4
+# 16.1-16.8, SOG 13.4-15.0); lower degrees scaled down by their smaller raw records. A model
+# trained longer has busier high SH bands and compresses less (a session before measured
+# SPZ 21.3 and SOG 25.9 B at degree 3), hence "about" in the chooser.
+_SPZ_BYTES = {0: 12.0, 1: 13.5, 2: 15.0, 3: 16.5}
+_SOG_BYTES = {0: 11.0, 1: 12.5, 2: 13.5, 3: 14.2}
 
 
 def _sniff(path: Path) -> str | None:

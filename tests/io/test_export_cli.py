@@ -51,6 +51,14 @@ def test_export_takes_the_format_from_the_name_and_converts_between_formats(proj
     assert "cannot tell the format from the name" in capsys.readouterr().err
 
 
+def test_export_finds_a_spirula_run_projects_ply(project, tmp_path):
+    run = tmp_path / "run project"
+    (run / "exports").mkdir(parents=True)
+    (project / "splat.ply").rename(run / "exports" / "splat.ply")
+    assert main(["export", str(run), "-o", str(tmp_path / "r.splat")]) == 0
+    assert len(formats.read_any(tmp_path / "r.splat", warn=False)) == 900
+
+
 def test_export_errors_name_the_input(tmp_path, capsys):
     assert main(["export", str(tmp_path / "none.spz"), "-o", str(tmp_path / "x.ply")]) == 1
     assert f"error: {tmp_path / 'none.spz'}: splat file: no such file" in capsys.readouterr().err

@@ -165,3 +165,19 @@ def test_sog_by_hand(tmp_path):
     assert np.allclose(g.sh0[0], [1.0, -1.0, np.linspace(-1, 1, 256)[128]], atol=1e-6)
     assert np.allclose(1 / (1 + np.exp(-g.opacities[0])), 0.4, atol=1e-5)
     assert g.sh_degree == 0
+
+
+def test_spz_version_1_and_sh_degree_4(tmp_path):
+    """Version 1 stores float16 positions; SH degree 4 (24 coefficients) is cut to 3 with a note."""
+    pos = np.float16([0.5, -1.25, 2.0]).tobytes()
+    rot = bytes([round(127.5 * c + 127.5) for c in (0.0, 0.0, 0.0)])        # identity (first three)
+    sh = bytes(range(100, 100 + 72))                                           # 24 coefficients x 3
+    body = pos + bytes([128]) + bytes([128] * 3) + bytes([160] * 3) + rot + sh
+    p = tmp_path / "v1.spz"
+    p.write_bytes(gzip.compress(struct.pack("<IIIBBBB", 0x5053474E, 1, 1, 4, 0, 0, 0) + body))
+    g = formats.read_any(p, warn=False)
+    assert np.allclose(g.means[0], [0.5, 1.25, -2.0])
+    assert g.sh_degree == 3 and g.notes == [f"{p}: SPZ file: SH degree 4 cut to 3 (the renderer stops at degree 3)"]
+    first = (np.arange(100, 100 + 45).reshape(15, 3) - 128) / 128
+    signs = np.array([-1, -1, 1, -1, 1, 1, -1, 1, -1, 1, -1, -1, 1, -1, 1])   # parities under y, z -> -y, -z
+    assert np.allclose(g.shN[0], first * signs[:, None], atol=1e-6)
