@@ -5,16 +5,14 @@ import the PySide6 studio (app/) lazily."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
 
 from ..config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from ..errors import SpirulaError
 from .options import OneLineParser, add_device_option, add_training_options
+from .stopping import clean_stop_on_ctrl_c as _clean_stop_on_ctrl_c
 
 
 def _train_parser(sub) -> None:
@@ -63,28 +61,6 @@ def cmd_train(args) -> int:
     if metrics["stopped_early"]:
         print(f"stopped at step {metrics['step']}: the model reached so far is in {args.output / 'splat.ply'}")
     return 0
-
-
-@contextlib.contextmanager
-def _clean_stop_on_ctrl_c(say):
-    """The first Ctrl-C asks the training to stop after the current step (the state is
-    checkpointed and the PLY written); a second one interrupts at once."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop.is_set
-        return
-
-    def handler(signum, frame):
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-        say("stopping after this step (Ctrl-C again to interrupt at once)")
-
-    old = signal.signal(signal.SIGINT, handler)
-    try:
-        yield stop.is_set
-    finally:
-        signal.signal(signal.SIGINT, old)
 
 
 def _gui_parser(sub) -> None:
@@ -136,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The `spirula` argument parser with every subcommand."""
     from .run import add_parser as _run_parser
     from .mesh import add_parser as _mesh_parser
+    from .partition import add_parser as _partition_parser
     from ..profile.bench import add_parser as _bench_parser
 
     parser = OneLineParser(prog="spirula", description="Spirula Studio: 3D Gaussian Splatting on any GPU")
@@ -152,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(sub)
     _bench_parser(sub)
     _mesh_parser(sub)
+    _partition_parser(sub)
     _gui_parser(sub)
     return parser
 
@@ -159,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from .run import run as cmd_run
     from .mesh import cmd_mesh
+    from .partition import run as cmd_partition
     from ..profile.bench import run as cmd_bench
 
     parser = build_parser()
@@ -175,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # `spirula` alone opens the studio
         return cmd_gui(args)
     try:
-        return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "gui": cmd_gui}[args.command](args)
+        return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "partition": cmd_partition,
+                "gui": cmd_gui}[args.command](args)
     except SpirulaError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
