@@ -15,9 +15,10 @@ forward), ``w2c`` world-to-camera [4, 4] float64, as everywhere in engine/ingest
 * Visibility: a point is seen by a camera when it projects inside the image, in front
   of the camera (depth > 1e-6), and is not hidden: each camera splats the points into a
   coarse depth grid (``grid`` x ``grid`` cells over the image) and a point farther than
-  ``1 + occlusion_slack`` times its cell's nearest depth is hidden. SfM points lie on
-  surfaces, so this approximates which surfaces a view sees without the COLMAP tracks
-  (which not every dataset keeps).
+  ``1 + occlusion_slack`` (default 1.25) times its cell's nearest depth is hidden. SfM
+  points lie on surfaces, so this approximates which surfaces a view sees without the
+  COLMAP tracks (which not every dataset keeps); a surface seen at a grazing angle (the
+  ground near the horizon) hides some of its own far points, which the slack bounds.
 """
 
 from __future__ import annotations
@@ -131,9 +132,10 @@ def to_ground(xyz: np.ndarray, frame: np.ndarray) -> np.ndarray:
 
 
 def visibility(w2c: np.ndarray, intrinsics: np.ndarray, points: np.ndarray, grid: int = 32,
-               occlusion_slack: float = 0.05) -> np.ndarray:
-    """[C, P] bool: camera c sees point p (module docstring). Cost O(C x P) in memory per
-    camera only; callers subsample large point sets."""
+               occlusion_slack: float = 0.25, occlusion: bool = True) -> np.ndarray:
+    """[C, P] bool: camera c sees point p (module docstring; ``occlusion`` False: every
+    point in the image and in front is seen). Cost O(C x P) in memory per camera only;
+    callers subsample large point sets."""
     c_count, p_count = len(w2c), len(points)
     seen = np.zeros((c_count, p_count), bool)
     if p_count == 0:
@@ -149,7 +151,8 @@ def visibility(w2c: np.ndarray, intrinsics: np.ndarray, points: np.ndarray, grid
         v = fy * cam[:, 1] / zs + cy
         inside = front & (u >= 0) & (u < w) & (v >= 0) & (v < h)
         idx = np.flatnonzero(inside)
-        if not len(idx):
+        if not len(idx) or not occlusion:
+            seen[c, idx] = True
             continue
         cell = (np.minimum((v[idx] / h * grid).astype(np.int64), grid - 1) * grid
                 + np.minimum((u[idx] / w * grid).astype(np.int64), grid - 1))

@@ -20,7 +20,7 @@ this code is ours):
    in its region.
 5. Cameras: a training camera joins a part when its centre lies in the region, or when
    at least ``visibility`` of the SfM points it sees (geometry.visibility: in the image,
-   in front, not hidden) lie in the cell (a camera outside that looks into it).
+   in front, not hidden unless ``occlusion`` is off) lie in the cell (a camera outside that looks into it).
 6. Estimates: a part's Gaussians are ``total_gaussians`` times its region's share of the
    SfM points; its VRAM is engine/preflight.py's model (the training images as RGBA8 at
    the training size, one render's per-pixel buffers, bytes per Gaussian with MCMC), a
@@ -63,6 +63,7 @@ class SplitSettings:
     max_size: int = 1600             # training image size, for the VRAM estimate
     sh_degree: int = 3
     visibility_points: int = 20_000  # SfM points subsampled for the visibility test
+    occlusion: bool = True           # a point behind a nearer one is not seen (geometry.visibility)
     seed: int = 0
 
     def check(self) -> None:
@@ -159,7 +160,7 @@ def split_scene(geo: SceneGeometry, settings: SplitSettings) -> Partition:
     sub = np.arange(len(geo.points))
     if len(sub) > settings.visibility_points:
         sub = np.sort(rng.choice(sub, settings.visibility_points, replace=False))
-    seen = visibility(geo.w2c, geo.intrinsics, geo.points[sub])
+    seen = visibility(geo.w2c, geo.intrinsics, geo.points[sub], occlusion=settings.occlusion)
     ctx = _Context(geo, settings, cam_xy, pts_xy, pts_xy[sub], seen, train_mask)
 
     boxes = [bounds]

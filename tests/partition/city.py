@@ -58,7 +58,8 @@ def make_city(blocks: int = 4, block: float = 2.0, street: float = 1.0, eye: flo
                     yaw = base + side * np.radians(60) + rng.uniform(-0.1, 0.1)
                     poses.append(_look(np.array([pos[0], pos[1], eye]), yaw, np.radians(-20)))
     focal = 0.5 * width / np.tan(np.radians(fov_deg) / 2)
-    names = [f"v{k:04d}.png" for k in range(len(poses))]
+    # names in a random order: the every-8th held-out views are a random sample of the walk
+    names = [f"v{k:04d}.png" for k in rng.permutation(len(poses))]
     return City(np.array(boxes), np.array(colors), (0.0, size), np.stack(poses), names, width, height, focal)
 
 
