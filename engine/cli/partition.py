@@ -48,6 +48,9 @@ def add_parser(sub) -> None:
     t.add_argument("--gpus-per-part", type=float_range(0.0), default=None,
                    help="GPUs each part's task asks for (a fraction shares one GPU; default 1 where there are GPUs)")
     t.add_argument("--no-ray", action="store_true", help="train the parts one after another in this process")
+    t.add_argument("--steps-rule", choices=["cameras", "gaussians"], default="cameras",
+                   help="a part's steps: the whole scene's times its share of the training cameras (each Gaussian "
+                        "gets the whole run's optimisation steps; default) or of the Gaussians")
     d = TrainConfig()
     t.add_argument("--steps", type=int_at_least(1), default=d.steps,
                    help=f"the whole scene's steps; each part trains its share (default {d.steps:,})")
@@ -137,7 +140,8 @@ def _train(args) -> int:
     bars = Bars()
     with clean_stop_on_ctrl_c(print) as should_stop:
         out = train_parts(args.parts, run_config(args), address=args.address, emit=bars, should_stop=should_stop,
-                          gpus_per_part=args.gpus_per_part, use_ray=not args.no_ray)
+                          gpus_per_part=args.gpus_per_part, use_ray=not args.no_ray,
+                          steps_rule=args.steps_rule)
     failed = [k for k, v in out["parts"].items() if v.get("error")]
     if failed:
         for k in failed:

@@ -12,7 +12,8 @@ Layout of a parts folder::
 The file (JSON, version 1): ``dataset`` (absolute path), ``model`` (the sparse model
 read), ``up`` [3], ``frame`` [2][3] (ground axes e1, e2), ``bounds`` [x0, x1, y0, y1] of the
 scene in ground coordinates, ``settings`` (SplitSettings), ``test`` (held-out image
-names of the whole scene), and ``parts``: per part ``name``, ``owner`` / ``extent`` /
+names of the whole scene), ``train_cameras`` (the whole scene's training camera count),
+and ``parts``: per part ``name``, ``owner`` / ``extent`` /
 ``region`` boxes [x0, x1, y0, y1] (an infinite owner edge is null), ``cameras`` (image
 names), ``joined`` (those that joined by visibility), ``points``, ``gaussians``,
 ``vram_bytes``.
@@ -63,6 +64,7 @@ class Layout:
     settings: dict
     test: list[str]
     parts: list[PartInfo]
+    train_cameras: int = 0
 
     def part_dir(self, part: PartInfo) -> Path:
         return self.folder / part.name
@@ -102,7 +104,8 @@ def write_layout(folder: Path, dataset: Path, model: Path, partition, names: lis
     write_json_atomic(path, {"version": VERSION, "dataset": str(Path(dataset).resolve()),
                              "model": str(Path(model).resolve()), "up": partition.up.tolist(),
                              "frame": partition.frame.tolist(), "bounds": partition.bounds,
-                             "settings": settings_dict(partition.settings), "test": partition.test, "parts": parts})
+                             "settings": settings_dict(partition.settings), "test": partition.test,
+                             "train_cameras": partition.train_cameras, "parts": parts})
     return path
 
 
@@ -129,6 +132,6 @@ def read_layout(folder: Path) -> Layout:
                                   int(p.get("gaussians", 0)), int(p.get("vram_bytes", 0))))
         return Layout(folder, Path(d["dataset"]), Path(d["model"]), np.asarray(d["up"], np.float64),
                       np.asarray(d["frame"], np.float64), list(d["bounds"]), dict(d["settings"]), list(d["test"]),
-                      parts)
+                      parts, int(d.get("train_cameras", 0)))
     except (KeyError, TypeError, ValueError) as e:
         raise PartitionError(f"{path}: malformed ({type(e).__name__}: {e})") from e

@@ -12,9 +12,10 @@ Ray (the optional extra ``pip install 'spirula-studio[distributed]'``):
 * without Ray the parts are trained one after another in this process, after a warning
   that says how to install it. Both paths run the same :func:`train_part`.
 
-Per part, the whole scene's settings are scaled by the part's share of the scene (its
-region's share of the SfM points, from partition.json): MCMC's exact budget and the steps,
-so a part trains as many steps per Gaussian as the whole scene would. Held-out views are
+Per part, the whole scene's settings are scaled by the part's share of the scene
+(:func:`part_config`): MCMC's exact budget by its region's share of the SfM points, the
+steps by its share of the training cameras, so each Gaussian gets as many optimisation
+steps as in the whole-scene run. Held-out views are
 the whole scene's (kept out of every part at the split), so a part holds out none.
 
 What a part writes, all atomically, into ``<part>/train/``: the training run's files
@@ -51,17 +52,27 @@ MIN_PART_STEPS = 100
 POLL_S = 0.5
 
 
-def part_config(layout: Layout, part: PartInfo, cfg: RunConfig) -> RunConfig:
-    """The part's RunConfig: ``cfg`` (the whole scene's) with MCMC, its budget and its
-    steps times the part's share, no held-out views, and at least MIN_PART_STEPS steps."""
+STEP_RULES = ("cameras", "gaussians")
+
+
+def part_config(layout: Layout, part: PartInfo, cfg: RunConfig, steps_rule: str = "cameras") -> RunConfig:
+    """The part's RunConfig: ``cfg`` (the whole scene's) with MCMC, its budget times the
+    part's share of the Gaussians, no held-out views, and its steps: ``steps_rule``
+    "cameras" (default) the whole scene's times the part's share of the training cameras,
+    so each Gaussian gets as many optimisation steps as in the whole-scene run (a step
+    trains one camera's Gaussians); "gaussians" times the Gaussians' share (the same total
+    steps over all parts, bar the overlap). At least MIN_PART_STEPS steps."""
+    if steps_rule not in STEP_RULES:
+        raise ValueError(f"steps_rule must be one of {STEP_RULES}, not {steps_rule!r}")
     total = max(int(layout.settings.get("total_gaussians", 1)), 1)
     share = part.gaussians / total
+    cams = len(part.cameras) / max(layout.train_cameras, 1) if layout.train_cameras else share
     c = copy.deepcopy(cfg)
     c.dataset.eval_every = 0
     c.train.strategy = "mcmc"
     c.train.mcmc_budget = max(int(round(cfg.train.mcmc_budget * share)), 1)
     c.train.max_gaussians = max(c.train.max_gaussians, c.train.mcmc_budget)
-    c.train.steps = max(int(math.ceil(cfg.train.steps * share)), MIN_PART_STEPS)
+    c.train.steps = max(int(math.ceil(cfg.train.steps * (cams if steps_rule == "cameras" else share))), MIN_PART_STEPS)
     c.train.eval_interval = 0
     return c
 
@@ -122,7 +133,7 @@ def train_part(part_dir: str, cfg_dict: dict, stop_file: str | None = None) -> d
 
 def train_parts(parts_dir: Path, cfg: RunConfig, address: str | None = None, emit: Emit = ignore,
                 should_stop: Callable[[], bool] | None = None, gpus_per_part: float | None = None,
-                use_ray: bool = True) -> dict:
+                use_ray: bool = True, steps_rule: str = "cameras") -> dict:
     """Train every unfinished part of ``parts_dir`` (module docstring). ``cfg``: the whole
     scene's settings. ``use_ray=False`` (or Ray missing) trains in this process, one part
     after another. Returns {"parts": {name: part.json content}, "ray": bool, "stopped": bool}."""
@@ -130,7 +141,7 @@ def train_parts(parts_dir: Path, cfg: RunConfig, address: str | None = None, emi
     jobs = []
     for p in layout.parts:
         d = layout.part_dir(p)
-        c = part_config(layout, p, cfg)
+        c = part_config(layout, p, cfg, steps_rule)
         (d / "train" / "STOP").unlink(missing_ok=True)
         jobs.append((p, d, c))
         emit(StageStarted(p.name, c.train.steps, f"{len(p.cameras)} cameras, {c.train.mcmc_budget:,} Gaussians"))

@@ -102,7 +102,8 @@ class Cell:
 @dataclass
 class Partition:
     """The split of one scene: ground frame ([2, 3] rows e1, e2), up [3], the scene box,
-    the cells, the held-out image names, and the settings."""
+    the cells, the held-out image names, the settings, and the whole scene's training
+    camera count."""
 
     up: np.ndarray
     frame: np.ndarray
@@ -110,6 +111,7 @@ class Partition:
     cells: list[Cell]
     test: list[str]
     settings: SplitSettings
+    train_cameras: int = 0
 
     def summary(self) -> list[str]:
         """One line per part (for the CLI and the panel)."""
@@ -184,7 +186,7 @@ def split_scene(geo: SceneGeometry, settings: SplitSettings) -> Partition:
         if len(c.cameras) < settings.min_cameras:
             raise PartitionError(f"part {c.index} gets only {len(c.cameras)} cameras (at least {settings.min_cameras}, "
                                  "--min-cameras): use fewer parts, more --overlap or a lower --visibility")
-    return Partition(up, frame, bounds, cells, [geo.names[i] for i in test], settings)
+    return Partition(up, frame, bounds, cells, [geo.names[i] for i in test], settings, len(train))
 
 
 class _Context:

@@ -6,8 +6,9 @@ size):
   the engine allocates, by its accounting, not the driver's: lavapipe has no real VRAM),
   reset before each run, for the whole scene and for each part;
 * held-out PSNR of the merged model and of the unpartitioned one, on the same views (the
-  whole scene's every 8th image), at the same steps per Gaussian (each part trains its
-  share of the steps and of the MCMC budget: engine/partition/run_parts.py);
+  whole scene's every 8th image), at the same steps per Gaussian (each part gets its share
+  of the MCMC budget and the steps of its share of the cameras, so a Gaussian is trained
+  as often as in the whole run: engine/partition/run_parts.py part_config);
 * seams: with the ray caster's hit points, the held-out pixels whose surface lies within
   ``band`` world units (on the ground plane) of an inner cell border, against the others,
   PSNR from the saved 8-bit renders.
@@ -35,7 +36,8 @@ def train_whole(dataset: Path, out: Path, cfg) -> dict:
     return {**m, "peak_vram_mib": gpu.pool.total_high / 2**20, "seconds": time.perf_counter() - t0}
 
 
-def train_partitioned(dataset: Path, parts_dir: Path, project: Path, cfg, settings, use_ray: bool = False) -> dict:
+def train_partitioned(dataset: Path, parts_dir: Path, project: Path, cfg, settings, use_ray: bool = False,
+                      steps_rule: str = "cameras") -> dict:
     """split -> train (in-process unless ``use_ray``) -> merge; the merged metrics plus
     each part's peak VRAM and the seconds."""
     from engine.partition.merge import merge_parts
@@ -44,11 +46,12 @@ def train_partitioned(dataset: Path, parts_dir: Path, project: Path, cfg, settin
 
     t0 = time.perf_counter()
     split_dataset(dataset, parts_dir, settings, on_message=lambda _: None)
-    out = train_parts(parts_dir, cfg, use_ray=use_ray)
+    out = train_parts(parts_dir, cfg, use_ray=use_ray, steps_rule=steps_rule)
+    steps = {k: v["metrics"]["step"] for k, v in out["parts"].items()}
     merged = merge_parts(parts_dir, project)
     peaks = {k: v["peak_vram_mib"] for k, v in out["parts"].items()}
     cams = {p["name"]: len(p["cameras"]) for p in json.loads((parts_dir / "partition.json").read_text())["parts"]}
-    return {**merged, "part_peak_vram_mib": peaks, "part_cameras": cams, "seconds": time.perf_counter() - t0}
+    return {**merged, "part_peak_vram_mib": peaks, "part_cameras": cams, "part_steps": steps, "seconds": time.perf_counter() - t0}
 
 
 def inner_edges(parts_dir: Path) -> list[tuple[int, float, float, float]]:
