@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -207,8 +208,6 @@ def _in_process(jobs, emit, should_stop) -> dict:
                     stop.parent.mkdir(parents=True, exist_ok=True)
                     stop.touch()
                 time.sleep(POLL_S / 2)
-
-        import threading
 
         seen: dict = {}
         watcher = threading.Thread(target=poll, daemon=True)
