@@ -3,8 +3,10 @@
     classify(path) -> Drop(action, path, reason)
 
 actions: "resume" (a project folder whose training stopped: it has a checkpoint), "train"
-(a COLMAP or nerfstudio / instant-ngp dataset folder), "ply" (3D Gaussians to view; a
-project folder whose training finished opens its splat.ply), "video" and "photos" (need
+(a COLMAP or nerfstudio / instant-ngp dataset folder), "ply" (3D Gaussians to view in any
+splat format: .ply, .compressed.ply, .spz, .sog, .splat, a SOG meta.json or its folder --
+engine/io/formats.py reads them; a project folder whose training finished opens its
+splat.ply), "video" and "photos" (need
 the reconstruction pipeline), and "unsupported" with a reason that says what would work
 instead.
 """
@@ -15,12 +17,14 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.io.formats import SPLAT_SUFFIXES
 from engine.jobs.stages import train_checkpoint_path
 
 VIDEO_EXTS = {".mp4", ".mov", ".m4v", ".avi", ".mkv", ".webm", ".mts", ".3gp"}
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp", ".webp", ".heic"}
 SUPPORTED = ("a COLMAP or nerfstudio dataset folder, a folder of photos, a video "
-             f"({', '.join(sorted(VIDEO_EXTS))}) or a .ply of 3D Gaussians")
+             f"({', '.join(sorted(VIDEO_EXTS))}) or 3D Gaussians (.ply, .spz, .sog, .splat, "
+             "a SOG folder)")
 
 
 @dataclass(frozen=True)
@@ -71,12 +75,14 @@ def classify(path: str | Path) -> Drop:
             return Drop("ply", p / "splat.ply")
         if _is_dataset(p):
             return Drop("train", p)
+        if (p / "meta.json").is_file():  # an unzipped SOG
+            return Drop("ply", p)
         if _count_images(p) >= 3 or _count_images(p / "images") >= 3:
             return Drop("photos", p)
         return Drop("unsupported", p, f"{p.name}/ holds no transforms.json, no COLMAP model (sparse/0 with "
                                       f"cameras and images .bin/.txt) and no photos; Spirula opens {SUPPORTED}")
     ext = p.suffix.lower()
-    if ext == ".ply":
+    if ext in SPLAT_SUFFIXES or p.name.lower() == "meta.json" and not (p.parent / "transforms.json").is_file():
         return Drop("ply", p)
     if p.name == "transforms.json" or (ext == ".json" and p.parent.joinpath("transforms.json") == p):
         return Drop("train", p.parent)

@@ -106,7 +106,7 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         sb.addPermanentWidget(self.status_job)
         sb.addPermanentWidget(self.status_viewer)
         sb.addPermanentWidget(self.status_adapter)
-        sb.showMessage("Drop a COLMAP / nerfstudio dataset folder, a video, a photo folder or a .ply", 0)
+        sb.showMessage("Drop a COLMAP / nerfstudio dataset folder, a video, a photo folder or splats (.ply .spz .sog .splat)", 0)
 
         self.timer = QtCore.QTimer(self)
         self.timer.setInterval(15)
@@ -128,7 +128,7 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         m_file.addAction("Open PLY…", self._ask_ply)
         m_file.addAction("Open video or photos…", self._ask_video)
         m_file.addSeparator()
-        m_file.addAction("Export PLY…", self._ask_export_ply)
+        m_file.addAction("Export Gaussians…", self._ask_export_ply)
         m_file.addAction("Save screenshot…", self._ask_screenshot)
         m_file.addSeparator()
         q = m_file.addAction("Quit", self.close)
@@ -264,10 +264,16 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.docks["Training"].raise_()
 
     def _ask_export_ply(self) -> None:
-        start = str(Path(self.scene.project) / "export.ply") if self.scene and self.scene.project else "splat.ply"
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export Gaussians", start, "3DGS PLY (*.ply)")
+        from .export_formats import FILTERS, default_name
+        from engine.io.formats import EXTENSIONS
+
+        fmt = self.export.current_format() or "ply"
+        start = default_name(self.scene.project if self.scene else "", fmt)
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export Gaussians", start, FILTERS[fmt])
         if path:
-            self.session.send(M.ExportPly(path))
+            if not path.lower().endswith(EXTENSIONS[fmt]):
+                path += EXTENSIONS[fmt]
+            self.session.send(M.ExportPly(path, fmt))
 
     def _ask_screenshot(self) -> None:
         start = str(Path(self.scene.project) / "screenshot.png") if self.scene and self.scene.project else "screenshot.png"
@@ -342,6 +348,7 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
     def handle(self, msg) -> None:
         if isinstance(msg, M.TrainMetrics):
             self.training.on_metrics(msg)
+            self.export.set_scene_size(msg.num_gaussians)
         elif isinstance(msg, M.StageProgress):
             if msg.stage != "train":  # reconstruction stages (training has TrainMetrics)
                 total = f"/{msg.total}" if msg.total else ""
@@ -364,6 +371,7 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
             self.partition.set_scene(msg)
             self.export.set_project(msg.project)
             self.export.set_can_export(True)
+            self.export.set_scene_size(msg.num_gaussians, msg.sh_degree)
             self.training.set_dataset(msg.path if msg.kind == "dataset" else None)
             self.setWindowTitle(f"Spirula Studio — {msg.name}")
             self.set_view_mode("splats")

@@ -79,7 +79,7 @@ class Training:
         e.emit(M.SceneLoaded("dataset", scene.name, cmd.dataset, scene.trainer.model.n,
                              tuple(float(x) for x in center), float(radius),
                              tuple(float(x) for x in up_vector(dataset.cameras)),
-                             infos, str(project), tuple(dataset.warnings)))
+                             infos, str(project), tuple(dataset.warnings), scene.trainer.cfg.sh_degree))
         for w in dataset.warnings:
             e.emit(M.Warning(w))
         e.emit(M.StageFinished("load", time.perf_counter() - t0,

@@ -48,3 +48,16 @@ def test_project_folders(tmp_path):
     (finished / "splat.ply").write_bytes(b"ply\n")
     (finished / "train.json").write_text("{}")
     assert classify(finished) == Drop("ply", finished / "splat.ply")
+
+
+def test_every_splat_format_is_viewed(tmp_path):
+    for name in ("a.spz", "b.sog", "c.splat", "d.compressed.ply", "E.SPZ"):
+        (tmp_path / name).write_bytes(b"x")
+        assert classify(tmp_path / name) == Drop("ply", tmp_path / name), name
+    sog = tmp_path / "unzipped sog"
+    sog.mkdir()
+    (sog / "meta.json").write_text("{}")
+    assert classify(sog) == Drop("ply", sog)
+    assert classify(sog / "meta.json") == Drop("ply", sog / "meta.json")
+    (tmp_path / "notes.txt").write_text("hi")
+    assert ".spz" in classify(tmp_path / "notes.txt").reason
