@@ -31,8 +31,8 @@
 #             Gaussians and camera, on .gpu/data/$RENDERER_DATA (office_chair)
 #   appearance benchmarks/appearance_exposure.py on .gpu/data/$APPEARANCE_DATA (office_chair), 7000 steps
 #   partition benchmarks/partition_quality.py: PARTITION_DATA ("mouse office_chair") each split in 2, whole
-#             against partitioned at PARTITION_STEPS (7000), MCMC 1M, --max-size 1000 (office_chair: its
-#             reference COLMAP model of the video's frames, carried as .gpu/data/office_chair/reference)
+#             against partitioned at PARTITION_STEPS (7000), MCMC 1M, --max-size 1000; COLMAP folders
+#             carried as .gpu/data/colmap-<name> (cp -r shared/data/mouse, shared/data/office_chair/reference)
 #   quality   benchmarks/h200_quality.sh with its own settings (DATASETS, SEEDS, TIMED, ...); it
 #             sources .gpu/gpu-env.sh itself (a second time would cost gsplat's build again): alone
 #   pipeline  benchmarks/h200_pipeline.sh (video/photos -> SfM -> train -> mesh); carry .gpu-pipe
@@ -163,9 +163,8 @@ p_appearance() {
 p_partition() {
   local d=$1 rc=0 data
   for name in ${PARTITION_DATA:-mouse office_chair}; do
-    data_dir "$name" || { rc=3; continue; }
-    data=".gpu/data/$name"
-    [ -d "$data/reference/sparse" ] && data="$data/reference"
+    data_dir "colmap-$name" || { rc=3; continue; }
+    data=".gpu/data/colmap-$name"
     run "$d" 560 python3 benchmarks/partition_quality.py --data "$data" --parts 2 --steps "${PARTITION_STEPS:-7000}" \
       --max-size 1000 --budget 1000000 --init-scale 0.1 --device vulkan --json "$d/partition-$name.json" || rc=$?
   done
