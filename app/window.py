@@ -18,6 +18,7 @@ from engine.studio import messages as M
 
 from .closing import Closing
 from .dataset_panel import DatasetPanel
+from .partition_panel import PartitionPanel
 from .drops import Drop, classify_many, pipeline_available
 from .export_panel import ExportPanel
 from .profiler_panel import ProfilerPanel
@@ -67,12 +68,13 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
 
         self.training = TrainingPanel()
         self.dataset = DatasetPanel()
+        self.partition = PartitionPanel()
         self.profiler = ProfilerPanel()
         self.export = ExportPanel()
         self.training.use_software_defaults(ready.software)
         docks = []
-        for title, w in (("Training", self.training), ("Dataset", self.dataset), ("Profiler", self.profiler),
-                         ("Export", self.export)):
+        for title, w in (("Training", self.training), ("Dataset", self.dataset), ("Partition", self.partition),
+                         ("Profiler", self.profiler), ("Export", self.export)):
             d = QtWidgets.QDockWidget(title, self)
             d.setObjectName(f"dock-{title}")
             d.setWidget(w)
@@ -91,6 +93,7 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.training.resume_requested.connect(lambda: session.send(M.Resume()))
         self.training.stop_requested.connect(lambda: session.send(M.Cancel(save=True)))
         self.dataset.camera_activated.connect(self.controller.look_through_camera)
+        self.partition.merged_ready.connect(lambda ply: session.send(M.OpenPly(ply)))
         self.profiler.profiling_toggled.connect(lambda on: session.send(M.SetProfiling(on)))
         self.export.export_ply_requested.connect(self._ask_export_ply)
         self.export.screenshot_requested.connect(self._ask_screenshot)
@@ -365,6 +368,7 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
             self.scene = msg
             self.controller.set_scene(msg)
             self.dataset.set_scene(msg)
+            self.partition.set_scene(msg)
             self.export.set_project(msg.project)
             self.export.set_can_export(True)
             self.export.set_scene_size(msg.num_gaussians, msg.sh_degree)

@@ -30,6 +30,9 @@
 #   renderer  benchmarks/parity_gsplat.py: image and every gradient against gsplat's, same
 #             Gaussians and camera, on .gpu/data/$RENDERER_DATA (office_chair)
 #   appearance benchmarks/appearance_exposure.py on .gpu/data/$APPEARANCE_DATA (office_chair), 7000 steps
+#   partition benchmarks/partition_quality.py: PARTITION_DATA ("mouse office_chair") each split in 2, whole
+#             against partitioned at PARTITION_STEPS (7000), MCMC 1M, --max-size 1000; COLMAP folders
+#             carried as .gpu/data/colmap-<name> (cp -r shared/data/mouse, shared/data/office_chair/reference)
 #   quality   benchmarks/h200_quality.sh with its own settings (DATASETS, SEEDS, TIMED, ...); it
 #             sources .gpu/gpu-env.sh itself (a second time would cost gsplat's build again): alone
 #   pipeline  benchmarks/h200_pipeline.sh (video/photos -> SfM -> train -> mesh); carry .gpu-pipe
@@ -42,7 +45,7 @@
 # Writes: <protocol>/ (its JSON and logs), manifest.jsonl (one line per protocol: rc, seconds,
 # skipped reason), gpu.txt (nvidia-smi), and prints a short table last.
 set -u
-PROTOCOLS="raster train viewer mesh large parity overhead renderer appearance quality pipeline"
+PROTOCOLS="raster train viewer mesh large parity overhead renderer appearance partition quality pipeline"
 if [ "${1:-}" = --list ]; then
   sed -n 's/^#   \([a-z]*\) \+\(.*\)/\1: \2/p' "$0" | grep -E "^($(echo $PROTOCOLS | tr ' ' '|')):"
   exit 0
@@ -155,6 +158,17 @@ p_appearance() {
   data_dir "${APPEARANCE_DATA:-office_chair}" || return 3
   run "$1" 560 python3 benchmarks/appearance_exposure.py --data ".gpu/data/${APPEARANCE_DATA:-office_chair}" \
     --steps 7000 --max-size 1000
+}
+
+p_partition() {
+  local d=$1 rc=0 data
+  for name in ${PARTITION_DATA:-mouse office_chair}; do
+    data_dir "colmap-$name" || { rc=3; continue; }
+    data=".gpu/data/colmap-$name"
+    run "$d" 560 python3 benchmarks/partition_quality.py --data "$data" --parts 2 --steps "${PARTITION_STEPS:-7000}" \
+      --max-size 1000 --budget 1000000 --init-scale 0.1 --device vulkan --json "$d/partition-$name.json" || rc=$?
+  done
+  return $rc
 }
 
 p_quality() {  # its table (quality_collect.py) is the end of its stdout

@@ -5,16 +5,14 @@ import the PySide6 studio (app/) lazily."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
 
 from ..config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from ..errors import SpirulaError
 from .options import OneLineParser, add_device_option, add_training_options
+from .stopping import clean_stop_on_ctrl_c as _clean_stop_on_ctrl_c
 
 
 def _train_parser(sub) -> None:
@@ -72,28 +70,6 @@ def cmd_train(args) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _clean_stop_on_ctrl_c(say):
-    """The first Ctrl-C asks the training to stop after the current step (the state is
-    checkpointed and the PLY written); a second one interrupts at once."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop.is_set
-        return
-
-    def handler(signum, frame):
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-        say("stopping after this step (Ctrl-C again to interrupt at once)")
-
-    old = signal.signal(signal.SIGINT, handler)
-    try:
-        yield stop.is_set
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
 def _gui_parser(sub) -> None:
     p = sub.add_parser("gui", help="open the studio window (also: `spirula` with no arguments)")
     p.add_argument("path", nargs="?", type=Path,
@@ -144,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The `spirula` argument parser with every subcommand."""
     from .run import add_parser as _run_parser
     from .mesh import add_parser as _mesh_parser
+    from .partition import add_parser as _partition_parser
     from ..io.export_command import add_parser as _export_parser
     from ..profile.bench import add_parser as _bench_parser
 
@@ -161,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(sub)
     _bench_parser(sub)
     _mesh_parser(sub)
+    _partition_parser(sub)
     _export_parser(sub)
     _gui_parser(sub)
     return parser
@@ -169,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from .run import run as cmd_run
     from .mesh import cmd_mesh
+    from .partition import run as cmd_partition
     from ..io.export_command import cmd_export
     from ..profile.bench import run as cmd_bench
 
@@ -187,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_gui(args)
     try:
         return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "export": cmd_export,
+                "partition": cmd_partition,
                 "gui": cmd_gui}[args.command](args)
     except SpirulaError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -53,6 +53,9 @@ def add_parser(sub) -> None:
     g = p.add_argument_group("training")
     add_training_options(g, d, t, "checkpoint the training every K steps into <project>/checkpoints/ (0 = never); "
                                   "a rerun continues from it", appearance_by_input=True)
+    g.add_argument("--partition", choices=["auto", "off"], default="off",
+                   help="auto: when the model does not fit the device, train it in parts (spirula partition's split, "
+                        "train on Ray, merge; the parts in <project>/parts). Default off")
 
 
 def config_from_args(args):
@@ -72,7 +75,8 @@ def config_from_args(args):
                                         seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                         init_random_points=args.init_points, antialias=args.antialias,
                                         **density_settings(args.strategy, args.max_gaussians),
-                                        checkpoint_every=args.checkpoint_every, appearance=appearance)))
+                                        checkpoint_every=args.checkpoint_every, appearance=appearance)),
+        partition=args.partition)
 
 
 class TqdmView:

@@ -7,7 +7,8 @@ An image name is looked up in ``images`` by the rules of :mod:`engine.ingest.pat
 exact name wins; then with an extension added, in another letter case, by its trailing
 components), and a warning lists names found only by a rule and names that more than one
 file could be, with the file taken. Images of the model missing on disk, and image files
-on disk the model does not register, are skipped with a warning. So are the images of a camera that cannot be used
+on disk the model does not register, are skipped with a warning (not in a linked images folder, which a
+partition's parts share). So are the images of a camera that cannot be used
 (a bad number in its entry, a NaN however written, too few parameters, an unsupported or
 unknown model, a camera id missing from the cameras file): the warning names the cameras
 file, the line and the camera id. Only when no image is left is the dataset refused, with
@@ -129,7 +130,9 @@ def read_colmap(root: Path) -> SceneSpec:
     if ambiguous:
         scene.warn(ambiguity_warning(f"the model {folder}", ambiguous))
     unregistered = on_disk - used - {im.name for im in model.images.values()}
-    if unregistered:
+    # a linked images folder is shared (a part of a partition, engine/partition/parts.py):
+    # its model lists only the images it takes, on purpose
+    if unregistered and not images_dir.is_symlink():
         scene.warn(
             f"{len(unregistered)} images in {images_dir} are not registered in the model {folder}, "
             f"skipped: {name_list(list(unregistered))}"

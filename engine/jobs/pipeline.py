@@ -58,6 +58,7 @@ class PipelineConfig:
     photos: PhotosConfig = field(default_factory=PhotosConfig)
     sfm: SfmConfig = field(default_factory=SfmConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    partition: str = "off"   # "auto": train in parts when the model does not fit the device (engine/partition/auto.py)
 
     def stage_settings(self, stage: str) -> dict:
         """The settings a stage's output depends on (part of its cache key)."""
@@ -74,7 +75,8 @@ class PipelineConfig:
             later = added_later("train")
             train = {k: v for k, v in asdict(self.run.train).items()
                      if k != "checkpoint_every" and not (k in later and v == later[k])}
-            return {"dataset": asdict(self.run.dataset), "train": train}
+            key = {"dataset": asdict(self.run.dataset), "train": train}
+            return key if self.partition == "off" else {**key, "partition": self.partition}
         return {}
 
 

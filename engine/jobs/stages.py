@@ -255,6 +255,13 @@ def stage_train(ctx: StageContext) -> dict:
         else:
             ctx.progress(last[0], total, text)
 
+    if getattr(ctx.cfg, "partition", "off") == "auto":  # too big for the device: engine/partition/auto.py
+        from ..partition.auto import train_partitioned_if_needed
+
+        m = train_partitioned_if_needed(dataset_path(ctx), ctx.project / "parts", ctx.staging / "train", cfg,
+                                        ctx.emit, ctx.should_stop)
+        if m is not None:
+            return {"partitioned": True, "step": total, **{k: m.get(k) for k in ("num_gaussians", "psnr", "ssim", "views")}}
     # the checkpoint lives outside the staging folder (which a failed stage loses): a rerun
     # continues from it when it fits, and it goes once the training has finished
     m = run_training(dataset_path(ctx), ctx.staging / "train", cfg, on_progress=on_progress, on_message=on_message,

@@ -98,6 +98,15 @@ class VramPool:
             self.frees += 1
         return len(dead)
 
+    def reset_high(self) -> None:
+        """Restart the high-water marks from the bytes live now (collects first): a job
+        run after another in the same process (a partition's parts) measures its own peak."""
+        with self._lock:
+            self._collect()
+            self.total_high = self.total
+            self.high = dict(self.current)
+            self.high_top = []
+
     def live(self) -> list[tuple[str, str, int]]:
         """(name, category, bytes) of every live buffer, largest first (collects first)."""
         with self._lock:

@@ -1,0 +1,59 @@
+"""`spirula run --partition auto` (and the pipeline's train stage): when the model the
+run surely has does not fit the device (engine/preflight.py's estimate against the device
+memory, $SPIRULA_VRAM_LIMIT included), the train stage runs the three steps of
+`spirula partition` instead: split into ``<project>/parts`` (outside the stage's staging
+folder, so a rerun resumes the trained parts) with a VRAM budget of 80 % of the device per
+part, train the parts (Ray tasks, or one after another), merge into the stage's output.
+Where the device memory is unknown (a software GPU: host memory) nothing is partitioned.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import RunConfig
+from ..messages import Emit, Warning
+
+PART_FRACTION = 0.8
+
+
+def device_budget(dataset: Path, cfg: RunConfig) -> tuple[int, int] | None:
+    """(bytes needed, bytes available) when the run does not fit the device; None when it
+    fits or when the device memory is unknown."""
+    from ..device import get_gpu
+    from ..preflight import device_available, estimate
+
+    have, _ = device_available(get_gpu(cfg.device))
+    if have is None:
+        return None
+    need = estimate(dataset, cfg).device()
+    return (need, have) if need > have else None
+
+
+def train_partitioned_if_needed(dataset: Path, parts_dir: Path, out_dir: Path, cfg: RunConfig, emit: Emit,
+                                should_stop) -> dict | None:
+    """Partitioned training into ``out_dir`` (merge_parts' metrics) when the run does not
+    fit the device, else None (train as usual). KeyboardInterrupt when stopped (the parts
+    keep their checkpoints)."""
+    from .layout import NAME, read_layout
+    from .merge import merge_parts
+    from .parts import split_dataset
+    from .run_parts import train_parts
+    from .split import SplitSettings, settings_dict
+
+    budget = device_budget(dataset, cfg)
+    if budget is None:
+        return None
+    need, have = budget
+    settings = SplitSettings(vram_gib=PART_FRACTION * have / 2**30, eval_every=cfg.dataset.eval_every,
+                             total_gaussians=min(cfg.train.mcmc_budget, cfg.train.max_gaussians),
+                             max_size=cfg.dataset.max_size or 1 << 20, sh_degree=cfg.train.sh_degree)
+    emit(Warning(f"the model needs about {need / 2**30:.2f} GiB, the device has {have / 2**30:.2f} GiB: training "
+                 f"in parts of at most {settings.vram_gib:.2f} GiB (--partition auto; parts in {parts_dir})"))
+    same = (parts_dir / NAME).is_file() and read_layout(parts_dir).settings == settings_dict(settings)
+    if not same:
+        split_dataset(dataset, parts_dir, settings, force=True, on_message=lambda _: None)
+    out = train_parts(parts_dir, cfg, emit=emit, should_stop=should_stop)
+    if out["stopped"]:
+        raise KeyboardInterrupt
+    return merge_parts(parts_dir, Path(out_dir), emit=emit)

@@ -1,0 +1,130 @@
+"""Merge the trained parts into one model (`spirula partition merge <parts> -o <project>`).
+
+Ownership: each part keeps only the Gaussians whose centres lie in its owner cell (the
+half-open boxes of partition.json on the ground plane, which tile the plane:
+:meth:`engine.partition.layout.Layout.owner_of`), so the overlap, trained by two or more
+parts, is taken from the part that owns it and nothing is counted twice.
+
+Outputs in ``<project>`` (atomically): ``splat.ply`` (all SH coefficients of the parts;
+every part must have the same SH degree), ``metrics.json`` (held-out PSNR / SSIM of the
+whole scene's held-out views, rendered with the merged model by the training's renderer
+and scored by engine/splat/evaluate.py; per view too; the Gaussians kept of each part),
+``eval/`` (each held-out render beside its ground truth) and ``train.json`` (the dataset,
+so `spirula mesh <project>` finds it).
+
+Refused (PartitionError naming the part): a part that has not finished training, parts
+of different SH degrees.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..fileio import write_json_atomic
+from ..io.ply import GaussianPly, read_ply, write_ply
+from ..messages import Emit, StageFinished, StageStarted, ignore
+from .geometry import PartitionError
+from .layout import read_layout
+from .run_parts import is_done
+
+
+def merge_parts(parts_dir: Path, out_dir: Path, max_size: int | None = None, device: str | None = None,
+                emit: Emit = ignore, evaluate_views: bool = True) -> dict:
+    """Merge the parts of ``parts_dir`` into ``out_dir`` (module docstring). ``max_size``:
+    the held-out images' longer side (default: the size the parts trained at). Returns
+    metrics.json's content."""
+    import time
+
+    t0 = time.perf_counter()
+    emit(StageStarted("merge"))
+    layout = read_layout(parts_dir)
+    kept, counts = [], {}
+    trained_size = None
+    for p in layout.parts:
+        d = layout.part_dir(p)
+        if not is_done(d):
+            raise PartitionError(f"{d}: {p.name} has not finished training (no train/part.json): run "
+                                 f"`spirula partition train {parts_dir}` first")
+        g = read_ply(d / "train" / "splat.ply")
+        mine = layout.owner_of(g.means) == p.index
+        kept.append(g.subset(mine))
+        counts[p.name] = {"trained": len(g), "kept": int(mine.sum())}
+        if trained_size is None:
+            import json
+
+            cfg = json.loads((d / "train" / "part.json").read_text(encoding="utf-8")).get("config", {})
+            trained_size = cfg.get("dataset", {}).get("max_size")
+            device = device or cfg.get("device")
+    merged = concatenate(kept, [p.name for p in layout.parts])
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_ply(out_dir / "splat.ply", merged)
+    metrics = {"num_gaussians": len(merged), "parts": counts, "held_out": len(layout.test)}
+    if evaluate_views and layout.test:
+        metrics.update(evaluate_ply(merged, layout.dataset, layout.test, max_size or trained_size or 1600,
+                                    device or "vulkan", out_dir / "eval"))
+    write_json_atomic(out_dir / "metrics.json", metrics)
+    write_json_atomic(out_dir / "train.json", {"dataset": str(layout.dataset), "partition": str(Path(parts_dir)),
+                                                "config": {"dataset": {"max_size": max_size or trained_size}}})
+    emit(StageFinished("merge", time.perf_counter() - t0, {k: metrics.get(k) for k in ("num_gaussians", "psnr", "ssim")}))
+    return metrics
+
+
+def concatenate(parts: list[GaussianPly], names: list[str]) -> GaussianPly:
+    """One GaussianPly of ``parts`` in order (extra properties kept only when every part
+    has them). PartitionError naming the parts when their SH degrees differ."""
+    degrees = {n: g.sh_degree for n, g in zip(names, parts)}
+    if len(set(degrees.values())) > 1:
+        raise PartitionError(f"the parts have different SH degrees ({degrees}): train them with one --sh-degree")
+    common = set.intersection(*(set(g.extra) for g in parts)) if parts else set()
+    cat = lambda attr: np.concatenate([getattr(g, attr) for g in parts])
+    return GaussianPly(means=cat("means"), scales=cat("scales"), quats=cat("quats"), opacities=cat("opacities"),
+                       sh0=cat("sh0"), shN=cat("shN"), extra={k: np.concatenate([g.extra[k] for g in parts])
+                                                               for k in sorted(common)})
+
+
+class PlyRenderer:
+    """Renders a GaussianPly for the cameras of a dataset with the training rasterizer, in
+    the shape engine/splat/evaluate.py's ``evaluate`` takes (``dataset``, ``render(i)``,
+    ``recentre_appearance()``). Images [H, W, 3] float32 in [0, 1] before clipping."""
+
+    def __init__(self, gpu, g: GaussianPly, dataset):
+        from ..splat.camera_table import camera_table
+        from ..splat.layout import pack
+        from ..splat.render import Rasterizer
+
+        self.gpu, self.dataset, self.sh_degree = gpu, dataset, g.sh_degree
+        rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, self.sh_degree)
+        self.n = len(rows)
+        self.params = gpu.upload(rows, "splat.params")
+        self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
+        self.raster = Rasterizer(gpu, self.sh_degree)
+
+    def render(self, index: int) -> np.ndarray:
+        from ..splat.camera_table import View
+
+        cam = self.dataset.cameras[index]
+        return self.raster.render(self.params, self.n, self.cams, View(index, cam.width, cam.height), self.sh_degree)
+
+    def recentre_appearance(self) -> bool:
+        return False
+
+
+def evaluate_ply(g: GaussianPly, dataset_path: Path, names: list[str], max_size: int, device: str,
+                 out_dir: Path | None = None) -> dict:
+    """{'psnr', 'ssim', 'views'} of ``g`` over the images ``names`` of the dataset at
+    ``dataset_path`` loaded at ``max_size`` (engine/splat/evaluate.py's protocol).
+    PartitionError when a held-out image is not in the dataset."""
+    from ..device import get_gpu
+    from ..ingest import load_dataset
+    from ..splat.evaluate import evaluate
+
+    dataset = load_dataset(dataset_path, max_size)
+    index = {c.name: i for i, c in enumerate(dataset.cameras)}
+    missing = [n for n in names if n not in index]
+    if missing:
+        raise PartitionError(f"{dataset_path}: held-out images of the partition are not in the dataset: {missing[:5]}")
+    renderer = PlyRenderer(get_gpu(device), g, dataset)
+    return evaluate(renderer, [index[n] for n in names], out_dir)
