@@ -1,26 +1,40 @@
-"""What a dropped (or opened) path means to the studio. No Qt: testable without a display.
+"""What a dropped (or opened) path is to the studio: the one place that decides. No Qt:
+testable without a display.
 
-    classify(path) -> Drop(action, path, reason)
+    classify(path) -> Drop(action, path, reason)      Drop.describe(): the drop overlay's words
 
-actions: "resume" (a project folder whose training stopped: it has a checkpoint), "train"
-(a COLMAP or nerfstudio / instant-ngp dataset folder), "ply" (3D Gaussians to view; a
-project folder whose training finished opens its splat.ply), "video" and "photos" (need
-the reconstruction pipeline), and "unsupported" with a reason that says what would work
-instead.
+actions:
+- "project": a studio or `spirula run` project folder (a checkpoint, trained splats, or a
+  run record): the window offers Resume, Restart or View (engine/studio/projects.py).
+- "dataset": a COLMAP or nerfstudio / instant-ngp dataset folder: reviewed, then trained.
+- "splats": a file of 3D Gaussians to view (SPLAT_FORMATS).
+- "video", "photos": reconstructed (frames, SfM, undistortion), then reviewed.
+- "unsupported": with a reason that says what would work instead.
+
+A new input kind is one branch of :func:`classify` and one line of ACTIONS; a new splat
+format is one line of SPLAT_FORMATS (the viewer opens it through engine.io).
 """
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.jobs.stages import train_checkpoint_path
-
 VIDEO_EXTS = {".mp4", ".mov", ".m4v", ".avi", ".mkv", ".webm", ".mts", ".3gp"}
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp", ".webp", ".heic"}
-SUPPORTED = ("a COLMAP or nerfstudio dataset folder, a folder of photos, a video "
-             f"({', '.join(sorted(VIDEO_EXTS))}) or a .ply of 3D Gaussians")
+# the splat files the studio views: extension -> what it is (the file dialog's filter too)
+SPLAT_FORMATS = {".ply": "3DGS PLY"}
+SUPPORTED = ("a COLMAP or nerfstudio dataset folder, a project folder, a folder of photos, a video "
+             f"({', '.join(sorted(VIDEO_EXTS))}) or a splat file ({', '.join(sorted(SPLAT_FORMATS))})")
+
+# action -> what dropping it does, for the overlay ({name}: the path's name)
+ACTIONS = {
+    "project": "Open the project {name}: resume, restart or view it",
+    "dataset": "Review the dataset {name}, then train it",
+    "splats": "View the Gaussians of {name}",
+    "video": "Reconstruct the video {name} (frames, SfM), then review it",
+    "photos": "Reconstruct the photos of {name} (SfM), then review them",
+}
 
 
 @dataclass(frozen=True)
@@ -29,13 +43,21 @@ class Drop:
     path: Path
     reason: str = ""
 
+    def describe(self) -> str:
+        """What dropping this does (or why it cannot be opened)."""
+        if self.action in ACTIONS:
+            return ACTIONS[self.action].format(name=self.path.name)
+        return f"Cannot open: {self.reason}"
 
-def pipeline_available() -> bool:
-    """True once the video/photos reconstruction pipeline (engine/jobs/pipeline.py) exists."""
-    try:
-        return importlib.util.find_spec("engine.jobs.pipeline") is not None
-    except (ImportError, ValueError):
-        return False
+
+def is_project(folder: Path) -> bool:
+    """A project folder: a training checkpoint, trained splats with their train.json (at
+    the top, or in train/ for a `spirula run` project) or a pipeline run record."""
+    from engine.jobs.stages import train_checkpoint_path
+
+    if train_checkpoint_path(folder).is_file() or (folder / "run.json").is_file():
+        return True
+    return any((d / "splat.ply").is_file() and (d / "train.json").is_file() for d in (folder, folder / "train"))
 
 
 def _is_dataset(folder: Path) -> bool:
@@ -65,21 +87,19 @@ def classify(path: str | Path) -> Drop:
     if not p.exists():
         return Drop("unsupported", p, f"{p} does not exist")
     if p.is_dir():
-        if train_checkpoint_path(p).is_file():
-            return Drop("resume", p)
-        if (p / "splat.ply").is_file() and (p / "train.json").is_file():  # a finished studio project
-            return Drop("ply", p / "splat.ply")
+        if is_project(p):
+            return Drop("project", p)
         if _is_dataset(p):
-            return Drop("train", p)
+            return Drop("dataset", p)
         if _count_images(p) >= 3 or _count_images(p / "images") >= 3:
             return Drop("photos", p)
         return Drop("unsupported", p, f"{p.name}/ holds no transforms.json, no COLMAP model (sparse/0 with "
                                       f"cameras and images .bin/.txt) and no photos; Spirula opens {SUPPORTED}")
     ext = p.suffix.lower()
-    if ext == ".ply":
-        return Drop("ply", p)
-    if p.name == "transforms.json" or (ext == ".json" and p.parent.joinpath("transforms.json") == p):
-        return Drop("train", p.parent)
+    if ext in SPLAT_FORMATS:
+        return Drop("splats", p)
+    if p.name == "transforms.json":
+        return Drop("dataset", p.parent)
     if ext in VIDEO_EXTS:
         return Drop("video", p)
     if ext in IMAGE_EXTS:
@@ -96,3 +116,17 @@ def classify_many(paths) -> list[Drop]:
         if len(parents) == 1:
             return [Drop("photos", parents.pop())]
     return [classify(p) for p in paths]
+
+
+def describe_many(drops: list[Drop]) -> str:
+    """The overlay's text for what is being dragged (the first thing it opens, and how many
+    more follow)."""
+    if not drops:
+        return "Only local files and folders can be opened"
+    openable = [d for d in drops if d.action in ACTIONS]
+    if not openable:
+        return drops[0].describe()
+    text = openable[0].describe()
+    if len(drops) > 1:
+        text += f" (one thing opens at a time: the first of {len(drops)})"
+    return text

@@ -18,7 +18,8 @@ from engine.studio import messages as M
 
 from .closing import Closing
 from .dataset_panel import DatasetPanel
-from .drops import Drop, classify_many, pipeline_available
+from .drop_overlay import DropHandler, route_drags
+from .drops import ACTIONS, SPLAT_FORMATS, Drop, classify_many
 from .export_panel import ExportPanel
 from .profiler_panel import ProfilerPanel
 from .training_panel import TrainingPanel
@@ -56,7 +57,6 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.resumed: M.TrainingResumed | None = None
         self.setWindowTitle("Spirula Studio")
         self.resize(1440, 900)
-        self.setAcceptDrops(True)
 
         self.controller = ViewController(session.send, self)
         self.viewport = Viewport(self.controller, self)
@@ -64,6 +64,9 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.viewport.window_.exposed.connect(lambda: session.send(M.RequestFrame()))
         self.controller.camera_picked.connect(self._on_picked)
         self.setCentralWidget(self.viewport)
+        self.drops = DropHandler(self.open_paths, self.viewport, self)  # drop anywhere, the viewport too
+        for target in (self, self.viewport, self.viewport.window_, self.viewport.image_view):
+            route_drags(target, self.drops)
 
         self.training = TrainingPanel()
         self.dataset = DatasetPanel()
@@ -122,7 +125,7 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         m_file = self.menuBar().addMenu("&File")
         a = m_file.addAction("Open dataset folder…", self._ask_dataset)
         a.setShortcut(QtGui.QKeySequence.StandardKey.Open)
-        m_file.addAction("Open PLY…", self._ask_ply)
+        m_file.addAction("Open splat file…", self._ask_ply)
         m_file.addAction("Open video or photos…", self._ask_video)
         m_file.addSeparator()
         m_file.addAction("Export PLY…", self._ask_export_ply)
@@ -214,7 +217,8 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
             self.open_paths([path])
 
     def _ask_ply(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open 3D Gaussians", "", "3DGS PLY (*.ply)")
+        kinds = " ".join(f"*{ext}" for ext in SPLAT_FORMATS)
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open 3D Gaussians", "", f"Splat files ({kinds})")
         if path:
             self.open_paths([path])
 
@@ -224,32 +228,55 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
             self.open_paths([path])
 
     def open_paths(self, paths) -> list[Drop]:
-        """What a drop (or File > Open, or `spirula gui PATH`) does; returns the decisions."""
+        """What a drop (or File > Open, or `spirula gui PATH`) does; returns the decisions.
+        One thing opens at a time; while a job runs nothing else opens (the panels stay)."""
         drops = classify_many(paths)
-        for d in drops:
-            if d.action == "resume":
-                self.session.send(M.OpenProject(str(d.path)))
-                self.note(f"Continuing the training of {d.path.name} from its checkpoint…")
-            elif d.action == "train":
-                self.training.set_dataset(str(d.path))
-                self.start_training()
-            elif d.action == "ply":
-                self.session.send(M.OpenPly(str(d.path)))
-                self.note(f"Opening {d.path.name}…")
-            elif d.action in ("video", "photos"):
-                what = "video" if d.action == "video" else "photo folder"
-                if pipeline_available():
-                    st = self.training.settings()
-                    self.training.set_dataset(str(d.path))
-                    self.training.reset_curves(st["steps"])
-                    self.session.send(M.StartPipeline(str(d.path), **st))
-                    self.note(f"Reconstructing the {what} {d.path.name} (frames, SfM, undistortion), then training…")
-                else:
-                    self.refuse(f"{d.path.name}: reconstruction from a {what} is coming (engine/jobs/pipeline.py is not "
-                                "there yet); drop a COLMAP or nerfstudio dataset folder, or a .ply, meanwhile")
-            else:
-                self.refuse(d.reason)
+        d = next((d for d in drops if d.action in ACTIONS), drops[0] if drops else None)
+        if d is None:
+            return drops
+        if d.action in ACTIONS and self.busy():
+            self.refuse(f"Cannot open {d.path.name} while {self.busy()}: stop it first, or wait for it to finish")
+            return drops
+        if d.action == "project":
+            self.open_project(d.path)
+        elif d.action == "dataset":
+            self.training.set_dataset(str(d.path))
+            self.start_training()
+        elif d.action == "splats":
+            self.session.send(M.OpenPly(str(d.path)))
+            self.note(f"Opening {d.path.name}…")
+        elif d.action in ("video", "photos"):
+            what = "video" if d.action == "video" else "photo folder"
+            st = self.training.settings()
+            self.training.set_dataset(str(d.path))
+            self.training.reset_curves(st["steps"])
+            self.session.send(M.StartPipeline(str(d.path), **st))
+            self.note(f"Reconstructing the {what} {d.path.name} (frames, SfM, undistortion), then training…")
+        else:
+            self.refuse(d.reason)
         return drops
+
+    def busy(self) -> str:
+        """What the engine is doing that another input would disturb ('' when nothing)."""
+        if self.job_state in ("running", "paused", "stopping"):
+            return f"training {self.scene.name if self.scene else ''}".strip()
+        if self.job_state == "loading":
+            return "loading"
+        return ""
+
+    def open_project(self, path: Path) -> None:
+        from engine.jobs.stages import train_checkpoint_path
+
+        if train_checkpoint_path(path).is_file():
+            self.session.send(M.OpenProject(str(path)))
+            self.note(f"Continuing the training of {path.name} from its checkpoint…")
+            return
+        for d in (path, path / "train"):
+            if (d / "splat.ply").is_file():
+                self.session.send(M.OpenPly(str(d / "splat.ply")))
+                self.note(f"Opening {path.name}…")
+                return
+        self.refuse(f"{path}: a project folder with neither trained splats (splat.ply) nor a checkpoint to continue")
 
     def start_training(self) -> None:
         if not self.training.dataset:
@@ -271,23 +298,6 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save screenshot", start, "PNG (*.png)")
         if path:
             self.session.send(M.SaveScreenshot(path))
-
-    # --- drag and drop -------------------------------------------------------------------------
-    def dragEnterEvent(self, ev: QtGui.QDragEnterEvent) -> None:  # noqa: N802
-        if ev.mimeData().hasUrls():
-            ev.acceptProposedAction()
-
-    def dragMoveEvent(self, ev) -> None:  # noqa: N802
-        if ev.mimeData().hasUrls():
-            ev.acceptProposedAction()
-
-    def dropEvent(self, ev: QtGui.QDropEvent) -> None:  # noqa: N802
-        paths = [u.toLocalFile() for u in ev.mimeData().urls() if u.isLocalFile()]
-        if not paths:
-            self.refuse("Only local files and folders can be opened")
-            return
-        ev.acceptProposedAction()
-        self.open_paths(paths)
 
     # --- viewport ------------------------------------------------------------------------------
     def attach_viewport(self) -> None:

@@ -165,29 +165,21 @@ def test_panels_profiler_and_stop_saves_ply(studio):
 
 
 def test_drops(studio, tmp_path):
-    from PySide6 import QtCore, QtGui
+    from .studio_helpers import drag_and_drop
 
     app, win = studio
     ply = Path(last(win, M.Done).result["ply"])
-    mime = QtCore.QMimeData()
-    mime.setUrls([QtCore.QUrl.fromLocalFile(str(ply))])
-    ev = QtGui.QDropEvent(QtCore.QPointF(300, 300), QtCore.Qt.DropAction.CopyAction, mime,
-                          QtCore.Qt.MouseButton.NoButton, QtCore.Qt.KeyboardModifier.NoModifier)
-    win.dropEvent(ev)  # Qt 6 delivers no synthetic drop without a drag in progress: call the handler
+    drag_and_drop(win, [ply])  # on the window's panels (the viewport's drops: test_studio_drops.py)
     assert spin(app, 60, lambda: win.scene is not None and win.scene.kind == "ply"), "the .ply did not open"
     assert win.dataset.list.count() == 0
     (tmp_path / "readme.txt").write_text("x")
     (tmp_path / "clip.mp4").write_bytes(b"")
     n, e = len(win.notes), len(win.errors)
-    win.open_paths([str(tmp_path / "readme.txt"), str(tmp_path / "clip.mp4")])
-    from app.drops import pipeline_available
-
-    if pipeline_available():  # the (empty) video goes to the pipeline, which says why it fails
-        assert spin(app, 120, lambda: len(win.errors) > e and win.job_state in ("failed", "idle")), win.notes[n:]
-        assert "clip.mp4" in " ".join(win.errors[e:]), win.errors[e:]
-    else:
-        spin(app, 1.0)
-        assert "clip.mp4" in " | ".join(win.notes[n:]) and "coming" in " | ".join(win.notes[n:])
+    win.open_paths([str(tmp_path / "readme.txt")])
+    win.open_paths([str(tmp_path / "clip.mp4")])
+    # the (empty) video goes to the pipeline, which says why it fails
+    assert spin(app, 120, lambda: len(win.errors) > e and win.job_state in ("failed", "idle")), win.notes[n:]
+    assert "clip.mp4" in " ".join(win.errors[e:]), win.errors[e:]
     notes = " | ".join(win.notes[n:])
     assert "'.txt' files are not supported" in notes, notes
     del win.errors[e:]

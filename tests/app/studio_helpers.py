@@ -1,0 +1,58 @@
+"""Helpers of the studio window tests: a window on a private projects folder, real drag
+and drop events delivered to a widget or window, the commands the window sent."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.studio import messages as M
+
+
+def open_studio(projects, size=(1000, 680)):
+    """(app, window) with the engine ready and the viewport attached; the window's
+    commands are recorded in ``win.sent``."""
+    from app.main import create_studio
+
+    app, win, session = create_studio(None, dialogs=False, projects=projects, splash=False, size=size)
+    win.sent = []
+    send = session.send
+
+    def recording(cmd):
+        win.sent.append(cmd)
+        send(cmd)
+
+    session.send = recording
+    return app, win
+
+
+def drag_and_drop(target, paths, drop: bool = True) -> list[bool]:
+    """Deliver DragEnter, DragMove (and Drop) with ``paths`` as file URLs to ``target`` (a
+    widget or a QWindow), as Qt delivers a drag from a file manager; returns whether each
+    event was accepted."""
+    from PySide6 import QtCore, QtGui, QtWidgets
+
+    mime = QtCore.QMimeData()
+    mime.setUrls([QtCore.QUrl.fromLocalFile(str(p)) for p in paths])
+    pos = QtCore.QPoint(target.width() // 2, target.height() // 2)
+    copy, none = QtCore.Qt.DropAction.CopyAction, QtCore.Qt.MouseButton.NoButton
+    mods = QtCore.Qt.KeyboardModifier.NoModifier
+    events = [QtGui.QDragEnterEvent(pos, copy, mime, none, mods), QtGui.QDragMoveEvent(pos, copy, mime, none, mods)]
+    if drop:
+        events.append(QtGui.QDropEvent(QtCore.QPointF(pos), copy, mime, none, mods))
+    accepted = []
+    for ev in events:
+        QtWidgets.QApplication.sendEvent(target, ev)
+        accepted.append(ev.isAccepted())
+    return accepted
+
+
+def last(win, kind):
+    return next((m for m in reversed(win.messages) if isinstance(m, kind)), None)
+
+
+def sent(win, kind):
+    return [c for c in win.sent if isinstance(c, kind)]
+
+
+def steps_done(win) -> int:
+    return max((m.step for m in win.messages if isinstance(m, M.TrainMetrics) and np.isfinite(m.loss)), default=0)

@@ -1,0 +1,104 @@
+"""Drop anywhere (issue 27, item 1), in the window under Xvfb on software Vulkan: drag
+events delivered to the viewport (its native render window, through the widget that
+holds it) and to the panels open every kind of input, and the overlay says what a drop
+will do before it happens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.studio import messages as M
+
+from .conftest import spin
+from .studio_helpers import drag_and_drop, last, open_studio, sent
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def studio(qapp, tmp_path_factory):
+    app, win = open_studio(tmp_path_factory.mktemp("projects"))
+    yield app, win
+    win.shutdown(save=False)
+    win.close()
+
+
+def _splats(tmp_path, tiny_dataset) -> Path:
+    """A small 3DGS PLY (the tiny dataset's first steps)."""
+    from engine.config import DatasetConfig, RunConfig, TrainConfig
+    from engine.jobs.train import run_training
+
+    out = tmp_path / "trained"
+    cfg = RunConfig(dataset=DatasetConfig(max_size=64), train=TrainConfig(steps=5, init_random_points=300,
+                                                                         checkpoint_every=0))
+    run_training(tiny_dataset, out, cfg, on_message=lambda s: None)
+    return out
+
+
+def test_a_splat_file_dropped_on_the_viewport_opens(studio, tmp_path, tiny_dataset):
+    app, win = studio
+    project = _splats(tmp_path, tiny_dataset)
+    vp = win.viewport
+    # the drag goes where Qt sends it over the viewport: the container of the native window
+    accepted = drag_and_drop(vp.container, [project / "splat.ply"], drop=False)
+    assert accepted == [True, True], "the viewport refused the drag"
+    assert win.drops.overlay.isVisible() and win.drops.text == "View the Gaussians of splat.ply"
+    drag_and_drop(vp.window_, [project / "splat.ply"])
+    assert spin(app, 60, lambda: win.scene is not None and win.scene.kind == "ply"), win.notes
+    assert not win.drops.overlay.isVisible()
+    assert sent(win, M.OpenPly)[-1].path == str(project / "splat.ply")
+    # a finished project folder dropped on the readback image opens its splats too
+    n, loaded = len(sent(win, M.OpenPly)), _count(win, M.SceneLoaded)
+    drag_and_drop(vp.image_view, [project])
+    assert spin(app, 30, lambda: len(sent(win, M.OpenPly)) > n)
+    assert spin(app, 60, lambda: _count(win, M.SceneLoaded) > loaded and win.job_state == "idle"), win.notes[-2:]
+
+
+def test_video_photos_and_dataset_dropped_on_the_viewport(studio, tmp_path, tiny_dataset):
+    app, win = studio
+    vp = win.viewport
+    video = tmp_path / "clip.mp4"
+    video.write_bytes(b"not a video")
+    drag_and_drop(vp.container, [video], drop=False)
+    assert win.drops.text.startswith("Reconstruct the video clip.mp4")
+    drag_and_drop(vp.container, [video])
+    assert spin(app, 10, lambda: sent(win, M.StartPipeline)), "the video drop started nothing"
+    assert sent(win, M.StartPipeline)[-1].source == str(video)
+    e = len(win.errors)
+    assert spin(app, 120, lambda: len(win.errors) > e and win.job_state in ("failed", "idle")), win.notes[-3:]
+    assert "clip.mp4" in win.errors[-1]
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for p in sorted((tiny_dataset / "images").iterdir())[:3]:
+        (photos / p.name).write_bytes(p.read_bytes())
+    drag_and_drop(vp.container, [photos], drop=False)
+    assert win.drops.text == "Reconstruct the photos of photos (SfM), then review them"
+    win.drops.handle(_leave())  # the drag left: the overlay goes after a moment
+    assert spin(app, 2, lambda: not win.drops.overlay.isVisible())
+
+    drag_and_drop(vp.container, [tiny_dataset], drop=False)
+    assert win.drops.text == "Review the dataset ring, then train it"
+
+
+def test_an_unsupported_drop_on_a_panel_says_why(studio, tmp_path):
+    app, win = studio
+    (tmp_path / "notes.txt").write_text("x")
+    accepted = drag_and_drop(win.dataset.list.viewport(), [tmp_path / "notes.txt"], drop=False)
+    assert accepted[0] and win.drops.text.startswith("Cannot open: notes.txt")
+    n = len(win.notes)
+    drag_and_drop(win, [tmp_path / "notes.txt"])
+    assert spin(app, 5, lambda: len(win.notes) > n)
+    assert "'.txt' files are not supported" in win.notes[-1]
+
+
+def _count(win, kind) -> int:
+    return sum(isinstance(m, kind) for m in win.messages)
+
+
+def _leave():
+    from PySide6 import QtGui
+
+    return QtGui.QDragLeaveEvent()
