@@ -8,6 +8,7 @@ actions:
   run record): the window offers Resume, Restart or View (engine/studio/projects.py).
 - "dataset": a COLMAP or nerfstudio / instant-ngp dataset folder: reviewed, then trained.
 - "splats": a file of 3D Gaussians to view (SPLAT_FORMATS).
+- "mesh": a textured mesh to view (MESH_FORMATS; the mesh stage's GLB, say).
 - "video", "photos": reconstructed (frames, SfM, undistortion), then reviewed.
 - "unsupported": with a reason that says what would work instead.
 
@@ -24,14 +25,17 @@ VIDEO_EXTS = {".mp4", ".mov", ".m4v", ".avi", ".mkv", ".webm", ".mts", ".3gp"}
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp", ".webp", ".heic"}
 # the splat files the studio views: extension -> what it is (the file dialog's filter too)
 SPLAT_FORMATS = {".ply": "3DGS PLY"}
+MESH_FORMATS = {".glb": "glTF binary", ".obj": "Wavefront OBJ"}
 SUPPORTED = ("a COLMAP or nerfstudio dataset folder, a project folder, a folder of photos, a video "
-             f"({', '.join(sorted(VIDEO_EXTS))}) or a splat file ({', '.join(sorted(SPLAT_FORMATS))})")
+             f"({', '.join(sorted(VIDEO_EXTS))}), a splat file ({', '.join(sorted(SPLAT_FORMATS))}) or a mesh "
+             f"({', '.join(sorted(MESH_FORMATS))})")
 
 # action -> what dropping it does, for the overlay ({name}: the path's name)
 ACTIONS = {
     "project": "Open the project {name}: resume, restart or view it",
     "dataset": "Review the dataset {name}, then train it",
     "splats": "View the Gaussians of {name}",
+    "mesh": "View the mesh {name}",
     "video": "Reconstruct the video {name} (frames, SfM), then review it",
     "photos": "Reconstruct the photos of {name} (SfM), then review them",
 }
@@ -98,6 +102,8 @@ def classify(path: str | Path) -> Drop:
     ext = p.suffix.lower()
     if ext in SPLAT_FORMATS:
         return Drop("splats", p)
+    if ext in MESH_FORMATS:
+        return Drop("mesh", p)
     if p.name == "transforms.json":
         return Drop("dataset", p.parent)
     if ext in VIDEO_EXTS:

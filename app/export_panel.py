@@ -1,19 +1,33 @@
-"""The Export panel: export the Gaussians as PLY, save a screenshot, and what was saved."""
+"""The Export panel: the Gaussians as PLY, a viewport screenshot, the textured mesh (the
+mesh stage, engine/jobs/mesh.py, on the engine thread: its settings, progress and Cancel;
+the finished GLB opens in the viewport), and what was saved."""
 
 from __future__ import annotations
 
-from PySide6 import QtCore, QtWidgets
+from pathlib import Path
 
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from engine.mesh.config import MeshConfig
 from engine.studio import messages as M
+
+# the mesh settings a software device finishes in a minute or two; a GPU takes the defaults
+SOFTWARE_MESH = dict(faces=100_000, texture_size=1024, resolution=256)
+TEXTURE_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 
 
 class ExportPanel(QtWidgets.QWidget):
     export_ply_requested = QtCore.Signal()
     screenshot_requested = QtCore.Signal()
     open_project_requested = QtCore.Signal()
+    mesh_requested = QtCore.Signal(object)   # M.ExportMesh
+    mesh_cancel_requested = QtCore.Signal()
+    open_mesh_requested = QtCore.Signal(str)
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self.project_path = ""
+        self.meshing = False
         lay = QtWidgets.QVBoxLayout(self)
         self.project = QtWidgets.QLabel("Project folder: –")
         self.project.setWordWrap(True)
@@ -21,22 +35,130 @@ class ExportPanel(QtWidgets.QWidget):
         lay.addWidget(self.project)
         self.ply_btn = QtWidgets.QPushButton("Export Gaussians as PLY…")
         self.shot_btn = QtWidgets.QPushButton("Save viewport screenshot…")
-        self.mesh_btn = QtWidgets.QPushButton("Export textured mesh… (coming with the mesh stage)")
-        self.mesh_btn.setEnabled(False)
         self.ply_btn.clicked.connect(self.export_ply_requested)
         self.shot_btn.clicked.connect(self.screenshot_requested)
-        for b in (self.ply_btn, self.shot_btn, self.mesh_btn):
+        for b in (self.ply_btn, self.shot_btn):
             lay.addWidget(b)
-        lay.addWidget(QtWidgets.QLabel("Saved:"))
+        lay.addWidget(self._mesh_box())
+        lay.addWidget(QtWidgets.QLabel("Saved (double-click a mesh to view it):"))
         self.saved = QtWidgets.QListWidget()
+        self.saved.itemDoubleClicked.connect(self._saved_activated)
         lay.addWidget(self.saved, 1)
         self.ply_btn.setEnabled(False)
+        self._update_mesh_buttons()
+
+    def _mesh_box(self) -> QtWidgets.QGroupBox:
+        box = QtWidgets.QGroupBox("Textured mesh (GLB, OBJ + MTL + PNG, PLY)")
+        form = QtWidgets.QFormLayout(box)
+        d = MeshConfig()
+        self.faces = QtWidgets.QSpinBox(minimum=0, maximum=20_000_000, singleStep=50_000)
+        self.faces.setGroupSeparatorShown(True)
+        self.faces.setSpecialValueText("all (no decimation)")
+        self.faces.setValue(d.faces)
+        self.texture = QtWidgets.QComboBox()
+        for t in TEXTURE_SIZES:
+            self.texture.addItem(f"{t} × {t}", t)
+        self.texture.setCurrentIndex(TEXTURE_SIZES.index(d.texture_size))
+        self.resolution = QtWidgets.QSpinBox(minimum=16, maximum=4096, singleStep=64)
+        self.resolution.setValue(d.resolution)
+        self.resolution.setToolTip("Voxels along the longest side of the subject's bounds (finer: more detail, "
+                                   "more memory and time)")
+        form.addRow("Faces", self.faces)
+        form.addRow("Texture", self.texture)
+        form.addRow("Voxels", self.resolution)
+        row = QtWidgets.QHBoxLayout()
+        self.mesh_btn = QtWidgets.QPushButton("Export textured mesh")
+        self.mesh_cancel = QtWidgets.QPushButton("Cancel")
+        self.mesh_btn.clicked.connect(self._mesh_clicked)
+        self.mesh_cancel.clicked.connect(self.mesh_cancel_requested)
+        row.addWidget(self.mesh_btn, 1)
+        row.addWidget(self.mesh_cancel)
+        form.addRow(row)
+        self.mesh_progress = QtWidgets.QProgressBar()
+        self.mesh_progress.setRange(0, 1)
+        self.mesh_progress.setValue(0)
+        self.mesh_progress.setFormat("%p%")
+        self.mesh_status = QtWidgets.QLabel("Train or open a project first")
+        self.mesh_status.setWordWrap(True)
+        self.mesh_status.setObjectName("dim")
+        form.addRow(self.mesh_progress)
+        form.addRow(self.mesh_status)
+        return box
+
+    def use_software_defaults(self, software: bool) -> None:
+        if software:
+            self.faces.setValue(SOFTWARE_MESH["faces"])
+            self.texture.setCurrentIndex(TEXTURE_SIZES.index(SOFTWARE_MESH["texture_size"]))
+            self.resolution.setValue(SOFTWARE_MESH["resolution"])
+
+    def mesh_command(self) -> M.ExportMesh:
+        return M.ExportMesh(self.project_path, faces=self.faces.value(), texture_size=self.texture.currentData(),
+                            resolution=self.resolution.value())
+
+    def _mesh_clicked(self) -> None:
+        if self.project_path:
+            self.mesh_requested.emit(self.mesh_command())
 
     def set_project(self, path: str) -> None:
+        self.project_path = path if path and self.trained(path) else ""
         self.project.setText(f"Project folder: {path or '–'}")
+        if not self.meshing:
+            self.mesh_status.setText("Ready: the mesh goes to exports/ in the project folder" if self.project_path
+                                     else "Train or open a trained project first (it needs splat.ply and train.json)")
+        self._update_mesh_buttons()
+
+    @staticmethod
+    def trained(path: str) -> bool:
+        p = Path(path)
+        return (p / "splat.ply").is_file() and (p / "train.json").is_file()
 
     def set_can_export(self, ok: bool) -> None:
         self.ply_btn.setEnabled(ok)
 
     def on_saved(self, msg: M.Saved) -> None:
-        self.saved.insertItem(0, f"{msg.kind}: {msg.path}" + (f"  ({msg.detail})" if msg.detail else ""))
+        it = QtWidgets.QListWidgetItem(f"{msg.kind}: {msg.path}" + (f"  ({msg.detail})" if msg.detail else ""))
+        it.setData(QtCore.Qt.ItemDataRole.UserRole, msg.path)
+        self.saved.insertItem(0, it)
+
+    def _saved_activated(self, it: QtWidgets.QListWidgetItem) -> None:
+        path = it.data(QtCore.Qt.ItemDataRole.UserRole) or ""
+        if path.endswith((".glb", ".obj")):
+            self.open_mesh_requested.emit(path)
+        elif path:
+            QtGui.QDesktopServices.openUrl(QtCore.QUrl.fromLocalFile(str(Path(path).parent)))
+
+    # --- the mesh stage's progress -------------------------------------------------------------
+    def mesh_started(self) -> None:
+        self.meshing = True
+        self.mesh_progress.setRange(0, 1)
+        self.mesh_progress.setValue(0)
+        self.mesh_status.setText("Starting the mesh stage…")
+        self._update_mesh_buttons()
+
+    def on_mesh_progress(self, msg: M.StageProgress) -> None:
+        self.meshing = True
+        total = max(msg.total or 1, 1)
+        # steps, and within the long ones their camera loops: 0..1000 per step
+        frac = 0.0
+        parts = msg.detail.rsplit(" ", 1)
+        if len(parts) == 2 and "/" in parts[1]:
+            a, _, b = parts[1].partition("/")
+            if a.isdigit() and b.isdigit() and int(b):
+                frac = int(a) / int(b)
+        self.mesh_progress.setRange(0, total * 1000)
+        self.mesh_progress.setValue(int((msg.done + frac) * 1000))
+        self.mesh_status.setText(f"Mesh: {msg.detail} (step {msg.done + 1} of {total})")
+        self._update_mesh_buttons()
+
+    def mesh_ended(self, text: str, ok: bool) -> None:
+        self.meshing = False
+        if ok:
+            self.mesh_progress.setValue(self.mesh_progress.maximum())
+        self.mesh_status.setText(text)
+        self._update_mesh_buttons()
+
+    def _update_mesh_buttons(self) -> None:
+        self.mesh_btn.setEnabled(bool(self.project_path) and not self.meshing)
+        self.mesh_cancel.setEnabled(self.meshing)
+        for w in (self.faces, self.texture, self.resolution):
+            w.setEnabled(not self.meshing)

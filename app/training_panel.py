@@ -177,7 +177,7 @@ class TrainingPanel(QtWidgets.QWidget):
 
     def set_state(self, state: str, detail: str = "") -> None:
         self.state = state
-        running = state in ("running", "paused", "loading", "stopping")
+        running = state in ("running", "paused", "loading", "stopping", "meshing")
         self.start_btn.setEnabled(self.dataset is not None and not running)
         self.pause_btn.setEnabled(state in ("running", "paused"))
         self.pause_btn.setText("Resume" if state == "paused" else "Pause")

@@ -73,6 +73,7 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.profiler = ProfilerPanel()
         self.export = ExportPanel()
         self.training.use_software_defaults(ready.software)
+        self.export.use_software_defaults(ready.software)
         docks = []
         for title, w in (("Training", self.training), ("Dataset", self.dataset), ("Profiler", self.profiler),
                          ("Export", self.export)):
@@ -97,6 +98,9 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.profiler.profiling_toggled.connect(lambda on: session.send(M.SetProfiling(on)))
         self.export.export_ply_requested.connect(self._ask_export_ply)
         self.export.screenshot_requested.connect(self._ask_screenshot)
+        self.export.mesh_requested.connect(self.export_mesh)
+        self.export.mesh_cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
+        self.export.open_mesh_requested.connect(lambda path: self.open_paths([path]))
 
         self._build_actions()
         self.status_adapter = QtWidgets.QLabel(ready.adapter)
@@ -245,6 +249,9 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         elif d.action == "splats":
             self.session.send(M.OpenPly(str(d.path)))
             self.note(f"Opening {d.path.name}…")
+        elif d.action == "mesh":
+            self.session.send(M.OpenMesh(str(d.path)))
+            self.note(f"Opening the mesh {d.path.name}…")
         elif d.action in ("video", "photos"):
             what = "video" if d.action == "video" else "photo folder"
             st = self.training.settings()
@@ -262,6 +269,8 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
             return f"training {self.scene.name if self.scene else ''}".strip()
         if self.job_state == "loading":
             return "loading"
+        if self.job_state == "meshing":
+            return "making a mesh"
         return ""
 
     def open_project(self, path: Path) -> None:
@@ -286,6 +295,15 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.training.reset_curves(s["steps"])
         self.session.send(M.StartTraining(self.training.dataset, **s))
         self.docks["Training"].raise_()
+
+    def export_mesh(self, cmd: M.ExportMesh) -> None:
+        """The Export panel's textured mesh: the mesh stage on the engine thread."""
+        if self.busy():
+            self.refuse(f"Cannot make a mesh while {self.busy()}: stop it first, or wait for it to finish")
+            return
+        self.session.send(cmd)
+        self.export.mesh_started()
+        self.docks["Export"].raise_()
 
     def _ask_export_ply(self) -> None:
         start = str(Path(self.scene.project) / "export.ply") if self.scene and self.scene.project else "splat.ply"
@@ -349,6 +367,12 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
     def handle(self, msg) -> None:
         if isinstance(msg, M.TrainMetrics):
             self.training.on_metrics(msg)
+        elif isinstance(msg, M.StageProgress) and msg.stage == "mesh":
+            self.export.on_mesh_progress(msg)
+        elif isinstance(msg, M.MeshExported):
+            self.export.mesh_ended(f"Wrote {msg.faces:,} faces in {msg.seconds:.0f} s to "
+                                   f"{Path(msg.project) / 'exports'}", True)
+            self.statusBar().showMessage(f"Mesh: {dict(msg.files).get('glb', '')}", 0)
         elif isinstance(msg, M.StageProgress):
             if msg.stage != "train":  # reconstruction stages (training has TrainMetrics)
                 total = f"/{msg.total}" if msg.total else ""
@@ -369,12 +393,14 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
             self.controller.set_scene(msg)
             self.dataset.set_scene(msg)
             self.export.set_project(msg.project)
-            self.export.set_can_export(True)
+            self.export.set_can_export(msg.kind != "mesh")
             self.training.set_dataset(msg.path if msg.kind == "dataset" else None)
             self.setWindowTitle(f"Spirula Studio — {msg.name}")
             self.set_view_mode("splats")
         elif isinstance(msg, M.JobState):
             self.job_state = msg.state
+            if self.export.meshing and msg.state in ("idle", "failed"):  # cancelled, or it failed
+                self.export.mesh_ended(msg.detail, False)
             self.training.set_state(msg.state, msg.detail)
             self.status_job.setText(msg.state + (f": {msg.detail}" if msg.detail and len(msg.detail) < 60 else ""))
             if self.saving_to_close and msg.state == "finished":  # it ended by itself meanwhile: all saved
@@ -403,6 +429,8 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
                                          f"{msg.result.get('project')}", 0)
         elif isinstance(msg, M.Done):
             ply = msg.result.get("ply")
+            if self.scene is not None:
+                self.export.set_project(self.scene.project)  # trained: it can be meshed
             psnr = msg.result.get("psnr")
             self.statusBar().showMessage(
                 f"Training {'stopped' if msg.result.get('stopped_early') else 'finished'} at step {msg.result.get('step')}"

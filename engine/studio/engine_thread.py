@@ -3,7 +3,8 @@ then loops until Shutdown: route the commands that came in to their handlers, se
 finished load, train a slice, render a frame when one is due, send a VRAM tick.
 
     handlers   viewport (viewport.py)   view, mode, size, surface, frames, screenshots
-               loads (loading.py)       start training, open a project or a PLY, reconstruct
+               loads (loading.py)       start training, open a project, a PLY or a mesh, reconstruct
+               meshing (meshing.py)     the mesh stage of a trained project
                training (training.py)   pause, resume, the slices, checkpoints, the end
                profiling (profiling.py) per-kernel profiling, VRAM snapshots
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from ..errors import SpirulaError
 from . import messages as M
 from .loading import Loads, command_path
+from .meshing import Meshing
 from .profiling import Profiling
 from .scenes import Scene, TrainingScene
 from .training import Training
@@ -44,13 +46,14 @@ class EngineThread:
         self.loads = Loads(self)
         self.training = Training(self)
         self.profiling = Profiling(self)
+        self.meshing = Meshing(self)
         v, lo, t = self.viewport, self.loads, self.training
         self.routes = {
             M.SetView: v.set_view, M.SetViewMode: v.set_mode, M.ResizeViewport: v.resize,
             M.RequestFrame: v.request_frame, M.AttachSurface: v.attach, M.DetachSurface: v.detach,
             M.SaveScreenshot: v.screenshot,
             M.StartTraining: lo.start_training, M.OpenProject: lo.open_project, M.OpenPly: lo.open_ply,
-            M.StartPipeline: lo.start_pipeline,
+            M.StartPipeline: lo.start_pipeline, M.ExportMesh: self.meshing.export, M.OpenMesh: lo.open_mesh,
             M.Pause: t.pause, M.Resume: t.resume,
             M.SetProfiling: self.profiling.set,
             M.Cancel: self._cancel, M.ExportPly: self._export, M.Shutdown: self._shutdown_requested,

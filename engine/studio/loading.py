@@ -60,6 +60,14 @@ class Loads:
         self.e.state("loading", cmd.path)
         self.pending = ("ply", self.pool.submit(open_splats, cmd.path, warn=False), cmd)
 
+    def open_mesh(self, cmd: M.OpenMesh) -> None:
+        from .mesh_view import surfels_from_mesh
+
+        if self._refused(f"cannot open {cmd.path}"):
+            return
+        self.e.state("loading", cmd.path)
+        self.pending = ("mesh", self.pool.submit(surfels_from_mesh, cmd.path), cmd)
+
     def start_pipeline(self, cmd: M.StartPipeline) -> None:
         """Decode / select or import, SfM and undistortion through engine.jobs.pipeline on the
         loader thread, then the studio's own training on the reconstructed dataset, with the
@@ -105,12 +113,12 @@ class Loads:
 
     def _refused(self, what: str) -> bool:
         """True, with the warning '<what>: <why>', while a load or a training is under way."""
-        busy = self._busy_reason()
+        busy = self.busy_reason()
         if busy:
             self.e.emit(M.Warning(f"{what}: {busy}"))
         return bool(busy)
 
-    def _busy_reason(self) -> str | None:
+    def busy_reason(self) -> str | None:
         if self.pending is not None:
             return f"still loading {self.pending[2]}"
         if self.e.training.unfinished() is not None:
@@ -155,16 +163,17 @@ class Loads:
             elif kind == "resume":
                 e.training.begin(*fut.result())
             else:
-                self._show_ply(cmd, fut.result())
+                self._show_splats(cmd, fut.result(), kind)
         except Exception as exc:
             ends = e.training.unfinished()
             if ends is None:
                 e.state("failed", str(exc))
             e.fail(exc, command_path(cmd), ends=ends)
 
-    def _show_ply(self, cmd: M.OpenPly, g) -> None:
+    def _show_splats(self, cmd: M.OpenPly | M.OpenMesh, g, kind: str) -> None:
+        """Gaussians to view: a splat file's ("ply") or a mesh's surfels ("mesh")."""
         e = self.e
-        scene = PlyScene(e.gpu, Path(cmd.path), g)
+        scene = PlyScene(e.gpu, Path(cmd.path), g, kind)
         e.set_scene(scene)
         means = np.asarray(g.means, np.float64)
         if len(means):
@@ -172,11 +181,20 @@ class Loads:
             radius = float(np.percentile(np.linalg.norm(means - center, axis=1), 90)) or 1.0
         else:
             center, radius = np.zeros(3), 1.0
-        e.emit(M.SceneLoaded("ply", scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
-                             (0.0, -1.0, 0.0)))
+        e.emit(M.SceneLoaded(kind, scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
+                             (0.0, -1.0, 0.0), project=str(trained_project(Path(cmd.path)) or "")))
         for note in g.notes:  # dropped per reason, SH cut, a point cloud converted (not warned: warn=False)
             e.emit(M.Warning(note))
         e.state("idle", f"viewing {scene.name} ({scene.n:,} Gaussians)")
+
+
+def trained_project(path: Path) -> Path | None:
+    """The trained project a viewed file belongs to (its splat.ply and train.json; a mesh's
+    exports/ lies inside it), so the Export panel can mesh it; else None."""
+    for folder in (path.parent, path.parent.parent):
+        if (folder / "splat.ply").is_file() and (folder / "train.json").is_file():
+            return folder
+    return None
 
 
 def checked_load(cmd: M.StartTraining, gpu, emit):

@@ -44,7 +44,7 @@ class CameraInfo:
 
 @dataclass(frozen=True)
 class SceneLoaded:
-    kind: str                  # "dataset" (training) or "ply" (viewing)
+    kind: str                  # "dataset" (training), "ply" (viewing splats) or "mesh" (viewing a mesh)
     name: str
     path: str
     num_gaussians: int
@@ -117,8 +117,19 @@ class TrainingResumed:
     saved: str = ""            # when the checkpoint was written (local time, ISO 8601)
 
 
+@dataclass(frozen=True)
+class MeshExported:
+    """The mesh stage finished (engine/jobs/mesh.py): its files, {kind: path} as pairs
+    (glb, obj, mtl, png, ply), and its counts."""
+    project: str
+    files: tuple               # ((kind, path), ...)
+    faces: int
+    vertices: int
+    seconds: float
+
+
 StudioMessage = Union[Message, EngineReady, SceneLoaded, JobState, ViewerStatus, ViewerStats, PreviewFrame, Saved,
-                      CheckpointSaved, TrainingResumed]
+                      CheckpointSaved, TrainingResumed, MeshExported]
 
 
 # GUI -> engine: the session's control queue. The engine drains it between GPU steps and
@@ -168,6 +179,23 @@ class StartPipeline:
 
 @dataclass(frozen=True)
 class OpenPly:
+    path: str
+
+
+@dataclass(frozen=True)
+class ExportMesh:
+    """Run the mesh stage (engine/jobs/mesh.py, what `spirula mesh` runs) on a trained
+    project on the engine thread, then show the textured mesh; Cancel stops it."""
+    project: str               # a folder with splat.ply and train.json
+    faces: int = 500_000
+    texture_size: int = 4096
+    resolution: int = 512
+    show: bool = True          # open the finished GLB in the viewport
+
+
+@dataclass(frozen=True)
+class OpenMesh:
+    """Show a textured mesh (GLB, OBJ) in the viewport, as surfels (engine/studio/mesh_view.py)."""
     path: str
 
 
@@ -248,5 +276,5 @@ class Shutdown:
     save: bool = True          # save a checkpoint and the PLY if training is under way
 
 
-Command = Union[StartTraining, OpenProject, StartPipeline, OpenPly, Pause, Resume, Cancel, AttachSurface, DetachSurface,
-                ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling, Shutdown]
+Command = Union[StartTraining, OpenProject, StartPipeline, OpenPly, ExportMesh, OpenMesh, Pause, Resume, Cancel,
+                AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling, Shutdown]

@@ -115,12 +115,12 @@ class TrainingScene(Scene):
 
 
 class PlyScene(Scene):
-    kind = "ply"
+    """Gaussians to view: a splat file's ("ply") or a mesh's surfels ("mesh")."""
 
-    def __init__(self, gpu, path: Path, g):
+    def __init__(self, gpu, path: Path, g, kind: str = "ply"):
         from ..splat.layout import pack
 
-        self.gpu, self.path, self.g = gpu, str(path), g
+        self.gpu, self.path, self.g, self.kind = gpu, str(path), g, kind
         self.name = path.name
         self.degree = g.sh_degree
         rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, self.degree)
@@ -135,6 +135,9 @@ class PlyScene(Scene):
     def export(self, path: Path) -> int:
         from ..io.ply import write_ply
 
+        if self.kind == "mesh":
+            raise SpirulaError(f"cannot export {path}: the viewport shows the mesh {self.name}, not Gaussians; "
+                               "open the project's splat.ply to export them")
         path.parent.mkdir(parents=True, exist_ok=True)
         write_ply(path, self.g)
         return self.n

@@ -54,6 +54,18 @@ def qapp(xvfb):
         app.shutdown()
 
 
+@pytest.fixture(scope="module")
+def studio(qapp, tmp_path_factory):
+    """(app, window) of a studio on a private projects folder, shared by a module's tests
+    (tests/app/studio_helpers.py open_studio: the window's commands in ``win.sent``)."""
+    from .studio_helpers import open_studio
+
+    app, win = open_studio(tmp_path_factory.mktemp("projects"))
+    yield app, win
+    win.shutdown(save=False)
+    win.close()
+
+
 def spin(app, seconds: float, until=None, step_ms: int = 10) -> bool:
     """Run the Qt event loop for up to ``seconds`` or until ``until()`` is true."""
     from PySide6 import QtCore

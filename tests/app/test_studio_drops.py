@@ -12,17 +12,9 @@ import pytest
 from engine.studio import messages as M
 
 from .conftest import spin
-from .studio_helpers import drag_and_drop, last, open_studio, sent
+from .studio_helpers import drag_and_drop, last, sent
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def studio(qapp, tmp_path_factory):
-    app, win = open_studio(tmp_path_factory.mktemp("projects"))
-    yield app, win
-    win.shutdown(save=False)
-    win.close()
 
 
 def _splats(tmp_path, tiny_dataset) -> Path:
