@@ -321,5 +321,9 @@ class Viewport(QtWidgets.QWidget):
         self.controller.size = self.size()
         self.resized.emit(*self.physical_size())
 
+    def take_focus(self) -> None:
+        """Keyboard focus to the viewport (its keys: W A S D, F)."""
+        (self.container if self.mode == "swapchain" else self.image_view).setFocus()
+
     def show_frame(self, frame: M.PreviewFrame) -> None:
         self.image_view.set_frame(frame)

@@ -19,8 +19,8 @@ from engine.studio import messages as M
 from .closing import Closing
 from .dataset_panel import DatasetPanel
 from .drop_overlay import DropHandler, route_drags
-from .drops import ACTIONS, SPLAT_FORMATS, Drop, classify_many
 from .export_panel import ExportPanel
+from .opening import Opening
 from .profiler_panel import ProfilerPanel
 from .training_panel import TrainingPanel
 from .viewport import ViewController, Viewport
@@ -39,7 +39,7 @@ def load_style(app: QtWidgets.QApplication) -> None:
         app.setWindowIcon(QtGui.QIcon(str(icon)))
 
 
-class StudioWindow(Closing, QtWidgets.QMainWindow):
+class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
     def __init__(self, session, ready: M.EngineReady, dialogs: bool = True):
         super().__init__()
         self.session = session
@@ -94,7 +94,8 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.training.pause_requested.connect(lambda: session.send(M.Pause()))
         self.training.resume_requested.connect(lambda: session.send(M.Resume()))
         self.training.stop_requested.connect(lambda: session.send(M.Cancel(save=True)))
-        self.dataset.camera_activated.connect(self.controller.look_through_camera)
+        self.dataset.camera_activated.connect(self._look_through)
+        self.dataset.start_requested.connect(self.start_training)
         self.profiler.profiling_toggled.connect(lambda on: session.send(M.SetProfiling(on)))
         self.export.export_ply_requested.connect(self._ask_export_ply)
         self.export.screenshot_requested.connect(self._ask_screenshot)
@@ -130,7 +131,8 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         a = m_file.addAction("Open dataset folder…", self._ask_dataset)
         a.setShortcut(QtGui.QKeySequence.StandardKey.Open)
         m_file.addAction("Open splat file…", self._ask_ply)
-        m_file.addAction("Open video or photos…", self._ask_video)
+        m_file.addAction("Open video…", self._ask_video)
+        m_file.addAction("Open photo folder…", self._ask_photos)
         m_file.addSeparator()
         m_file.addAction("Export PLY…", self._ask_export_ply)
         m_file.addAction("Save screenshot…", self._ask_screenshot)
@@ -209,113 +211,15 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         d = np.linalg.norm(c.centers - c.camera.eye, axis=1)
         return int(np.argmin(d))
 
+    def _look_through(self, index: int) -> None:
+        """A thumbnail double-clicked: look through its camera, and the keys fly from there."""
+        self.controller.look_through_camera(index)
+        self.viewport.take_focus()
+
     def _on_picked(self, index: int) -> None:
         self.dataset.select(index)
         if self.scene is not None and 0 <= index < len(self.scene.cameras):
             self.statusBar().showMessage(f"Looking through {self.scene.cameras[index].name}", 4000)
-
-    # --- opening things ------------------------------------------------------------------------
-    def _ask_dataset(self) -> None:
-        path = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a COLMAP or nerfstudio dataset folder")
-        if path:
-            self.open_paths([path])
-
-    def _ask_ply(self) -> None:
-        kinds = " ".join(f"*{ext}" for ext in SPLAT_FORMATS)
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open 3D Gaussians", "", f"Splat files ({kinds})")
-        if path:
-            self.open_paths([path])
-
-    def _ask_video(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open a video", "", "Videos (*.mp4 *.mov *.m4v *.avi *.mkv *.webm)")
-        if path:
-            self.open_paths([path])
-
-    def open_paths(self, paths) -> list[Drop]:
-        """What a drop (or File > Open, or `spirula gui PATH`) does; returns the decisions.
-        One thing opens at a time; while a job runs nothing else opens (the panels stay)."""
-        drops = classify_many(paths)
-        d = next((d for d in drops if d.action in ACTIONS), drops[0] if drops else None)
-        if d is None:
-            return drops
-        if d.action in ACTIONS and self.busy():
-            self.refuse(f"Cannot open {d.path.name} while {self.busy()}: stop it first, or wait for it to finish")
-            return drops
-        if d.action == "project":
-            self.open_project(d.path)
-        elif d.action == "dataset":
-            self.training.set_dataset(str(d.path))
-            self.start_training()
-        elif d.action == "splats":
-            self.session.send(M.OpenPly(str(d.path)))
-            self.note(f"Opening {d.path.name}…")
-        elif d.action == "mesh":
-            self.session.send(M.OpenMesh(str(d.path)))
-            self.note(f"Opening the mesh {d.path.name}…")
-        elif d.action in ("video", "photos"):
-            what = "video" if d.action == "video" else "photo folder"
-            st = self.training.settings()
-            self.training.set_dataset(str(d.path))
-            self.training.reset_curves(st["steps"])
-            self.session.send(M.StartPipeline(str(d.path), **st))
-            self.note(f"Reconstructing the {what} {d.path.name} (frames, SfM, undistortion), then training…")
-        else:
-            self.refuse(d.reason)
-        return drops
-
-    def busy(self) -> str:
-        """What the engine is doing that another input would disturb ('' when nothing)."""
-        if self.job_state in ("running", "paused", "stopping"):
-            return f"training {self.scene.name if self.scene else ''}".strip()
-        if self.job_state == "loading":
-            return "loading"
-        if self.job_state == "meshing":
-            return "making a mesh"
-        return ""
-
-    def open_project(self, path: Path) -> None:
-        from engine.jobs.stages import train_checkpoint_path
-
-        if train_checkpoint_path(path).is_file():
-            self.session.send(M.OpenProject(str(path)))
-            self.note(f"Continuing the training of {path.name} from its checkpoint…")
-            return
-        for d in (path, path / "train"):
-            if (d / "splat.ply").is_file():
-                self.session.send(M.OpenPly(str(d / "splat.ply")))
-                self.note(f"Opening {path.name}…")
-                return
-        self.refuse(f"{path}: a project folder with neither trained splats (splat.ply) nor a checkpoint to continue")
-
-    def start_training(self) -> None:
-        if not self.training.dataset:
-            self.refuse("Open a dataset first (drop its folder on the window)")
-            return
-        s = self.training.settings()
-        self.training.reset_curves(s["steps"])
-        self.session.send(M.StartTraining(self.training.dataset, **s))
-        self.docks["Training"].raise_()
-
-    def export_mesh(self, cmd: M.ExportMesh) -> None:
-        """The Export panel's textured mesh: the mesh stage on the engine thread."""
-        if self.busy():
-            self.refuse(f"Cannot make a mesh while {self.busy()}: stop it first, or wait for it to finish")
-            return
-        self.session.send(cmd)
-        self.export.mesh_started()
-        self.docks["Export"].raise_()
-
-    def _ask_export_ply(self) -> None:
-        start = str(Path(self.scene.project) / "export.ply") if self.scene and self.scene.project else "splat.ply"
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export Gaussians", start, "3DGS PLY (*.ply)")
-        if path:
-            self.session.send(M.ExportPly(path))
-
-    def _ask_screenshot(self) -> None:
-        start = str(Path(self.scene.project) / "screenshot.png") if self.scene and self.scene.project else "screenshot.png"
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save screenshot", start, "PNG (*.png)")
-        if path:
-            self.session.send(M.SaveScreenshot(path))
 
     # --- viewport ------------------------------------------------------------------------------
     def attach_viewport(self) -> None:
@@ -394,8 +298,10 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
             self.dataset.set_scene(msg)
             self.export.set_project(msg.project)
             self.export.set_can_export(msg.kind != "mesh")
-            self.training.set_dataset(msg.path if msg.kind == "dataset" else None)
+            self.training.set_dataset(msg.path if msg.kind in ("dataset", "review") else None)
             self.setWindowTitle(f"Spirula Studio — {msg.name}")
+            if msg.kind == "review":
+                self.docks["Dataset"].raise_()
             self.set_view_mode("splats")
         elif isinstance(msg, M.JobState):
             self.job_state = msg.state

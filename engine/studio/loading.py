@@ -6,6 +6,7 @@ pipeline.py up to undistortion); and what follows when the load is done."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ class Loads:
         self.pool: ThreadPoolExecutor | None = None
         self.pending: tuple[str, Future, Any] | None = None
         self.pipeline_stop = threading.Event()
+        self.reviewed: tuple | None = None   # (dataset path, max_size, Dataset) last reviewed: Start reuses it
+        self.after_pipeline: dict[str, dict] = {}  # reconstructed dataset -> where its training goes
 
     def start(self) -> None:
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="spirula-load")
@@ -40,10 +43,23 @@ class Loads:
         e = self.e
         if self._refused(f"cannot start training on {cmd.dataset}"):
             return
+        defaults = self.after_pipeline.get(_key(cmd.dataset))
+        if defaults and not cmd.project:  # a reconstruction trains where `spirula run` would
+            cmd = replace(cmd, **{k: v for k, v in defaults.items() if k != "appearance" or not cmd.appearance})
         e.state("loading", cmd.dataset)
         e.emit(M.StageStarted("load", None, cmd.dataset))
-        fut = self.pool.submit(checked_load, cmd, e.gpu, e.emit)
+        r = self.reviewed
+        cached = r[2] if r is not None and r[0] == _key(cmd.dataset) and r[1] == cmd.max_size else None
+        fut = self.pool.submit(checked_load, cmd, e.gpu, e.emit, cached)
         self.pending = ("train", fut, cmd)
+
+    def review(self, cmd: M.ReviewDataset) -> None:
+        from ..ingest import load_dataset
+
+        if self._refused(f"cannot open {cmd.dataset}"):
+            return
+        self.e.state("loading", f"{cmd.dataset}: reading the dataset")
+        self.pending = ("review", self.pool.submit(load_dataset, cmd.dataset, cmd.max_size), cmd)
 
     def open_project(self, cmd: M.OpenProject) -> None:
         if self._refused(f"cannot open {cmd.path}"):
@@ -149,16 +165,16 @@ class Loads:
             return
         if kind == "pipeline":
             pcmd, project = cmd
-            # the training checkpoints where `spirula run` would: either continues the other's
-            self.start_training(M.StartTraining(str(project), str(project / "train"), pcmd.steps, pcmd.max_size,
-                                                pcmd.eval_every, pcmd.eval_interval, pcmd.init_points,
-                                                checkpoint=str(train_checkpoint_path(project)),
-                                                max_gaussians=pcmd.max_gaussians, adam_moments=pcmd.adam_moments,
-                                                strategy=pcmd.strategy, antialias=pcmd.antialias,
-                                                appearance=pcmd.appearance or default_appearance(fut.result()["kind"])))
+            # reviewed, then trained where `spirula run` would (either continues the other's checkpoint)
+            self.after_pipeline[_key(project)] = dict(
+                project=str(project / "train"), checkpoint=str(train_checkpoint_path(project)),
+                appearance=pcmd.appearance or default_appearance(fut.result()["kind"]))
+            self.review(M.ReviewDataset(str(project), pcmd.max_size, pcmd.eval_every))
             return
         try:
-            if kind == "train":
+            if kind == "review":
+                self._show_review(cmd, fut.result())
+            elif kind == "train":
                 e.training.begin(cmd, fut.result())
             elif kind == "resume":
                 e.training.begin(*fut.result())
@@ -169,6 +185,16 @@ class Loads:
             if ends is None:
                 e.state("failed", str(exc))
             e.fail(exc, command_path(cmd), ends=ends)
+
+    def _show_review(self, cmd: M.ReviewDataset, dataset) -> None:
+        from .review import ReviewScene
+
+        e = self.e
+        scene = ReviewScene(e.gpu, dataset, cmd.dataset, cmd.eval_every)
+        self.reviewed = (_key(cmd.dataset), cmd.max_size, dataset)
+        e.set_scene(scene)
+        e.emit(scene.scene_message(self.after_pipeline.get(_key(cmd.dataset), {}).get("project", "")))
+        e.state("review", f"{scene.name}: {len(dataset.cameras)} images; check them and the settings, then Start")
 
     def _show_splats(self, cmd: M.OpenPly | M.OpenMesh, g, kind: str) -> None:
         """Gaussians to view: a splat file's ("ply") or a mesh's surfels ("mesh")."""
@@ -197,9 +223,14 @@ def trained_project(path: Path) -> Path | None:
     return None
 
 
-def checked_load(cmd: M.StartTraining, gpu, emit):
-    """The dataset of ``cmd`` (on the loader thread), after the memory preflight
-    (engine/preflight.py: refused with the numbers before any image is decoded)."""
+def _key(path) -> str:
+    return str(Path(path).resolve())
+
+
+def checked_load(cmd: M.StartTraining, gpu, emit, cached=None):
+    """The dataset of ``cmd`` (on the loader thread; ``cached``: the one just reviewed),
+    after the memory preflight (engine/preflight.py: refused with the numbers before any
+    image is decoded)."""
     from ..ingest import load_dataset
     from ..preflight import preflight
 
@@ -207,7 +238,7 @@ def checked_load(cmd: M.StartTraining, gpu, emit):
         emit(M.Warning(text.removeprefix("warning: ")))
 
     preflight(cmd.dataset, run_config(cmd, gpu.backend), lambda: gpu, warn)
-    return load_dataset(cmd.dataset, cmd.max_size)
+    return cached if cached is not None else load_dataset(cmd.dataset, cmd.max_size)
 
 
 def command_path(cmd) -> str | None:

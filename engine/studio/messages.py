@@ -36,7 +36,7 @@ class CameraInfo:
     cy: float
     width: int
     height: int
-    split: str                 # "train" or "test" (held out)
+    split: str                 # "train", "test" (held out) or "excluded"
     thumbnail: bytes = b""     # RGB888 rows, thumb_w x thumb_h
     thumb_w: int = 0
     thumb_h: int = 0
@@ -44,7 +44,7 @@ class CameraInfo:
 
 @dataclass(frozen=True)
 class SceneLoaded:
-    kind: str                  # "dataset" (training), "ply" (viewing splats) or "mesh" (viewing a mesh)
+    kind: str                  # "dataset" (training), "review" (before training), "ply" (viewing splats), "mesh"
     name: str
     path: str
     num_gaussians: int
@@ -151,6 +151,19 @@ class StartTraining:
     strategy: str = TrainConfig.strategy            # "auto", "adc" or "mcmc" (engine.config.resolve_strategy)
     antialias: bool = TrainConfig.antialias         # Mip-Splatting's filters (engine/splat/antialias.py)
     appearance: str = ""       # per-image colour: "off", "affine", "bilagrid"; "" = by input (off for a dataset)
+    densify_from: int = TrainConfig.densify_from      # first densification after this many steps
+    densify_interval: int = TrainConfig.densify_interval
+    held_out: tuple = ()       # image names evaluated, never trained on; () = every eval_every-th
+    excluded: tuple = ()       # image names neither trained on nor evaluated
+
+
+@dataclass(frozen=True)
+class ReviewDataset:
+    """Show a dataset before training it (engine/studio/review.py): cameras, thumbnails,
+    notes, the held-out split and its SfM points; StartTraining then trains it."""
+    dataset: str
+    max_size: int = 1600
+    eval_every: int = 8
 
 
 @dataclass(frozen=True)
@@ -276,5 +289,5 @@ class Shutdown:
     save: bool = True          # save a checkpoint and the PLY if training is under way
 
 
-Command = Union[StartTraining, OpenProject, StartPipeline, OpenPly, ExportMesh, OpenMesh, Pause, Resume, Cancel,
+Command = Union[StartTraining, ReviewDataset, OpenProject, StartPipeline, OpenPly, ExportMesh, OpenMesh, Pause, Resume, Cancel,
                 AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling, Shutdown]

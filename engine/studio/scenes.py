@@ -49,7 +49,10 @@ class TrainingScene(Scene):
         self.name = Path(cmd.dataset).name
         self.path = cmd.dataset
         self.cfg = run_config(cmd, gpu.backend)
-        self.train_idx, self.test_idx, split_note = dataset.holdout(cmd.eval_every)
+        from .review import choose_split
+
+        self.train_idx, self.test_idx, split_note = choose_split(dataset, cmd.eval_every, tuple(cmd.held_out),
+                                                                 tuple(cmd.excluded))
         if split_note and split_note not in dataset.warnings:
             dataset.warnings.append(split_note)  # shown with the dataset's other notes
         self.trainer = Trainer(gpu, dataset, self.train_idx, self.cfg.train)
@@ -170,4 +173,5 @@ def run_config(cmd: M.StartTraining, backend: str) -> RunConfig:
                                        init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
                                        adam_moments=cmd.adam_moments, antialias=cmd.antialias,
                                        appearance=cmd.appearance or default_appearance("dataset"),
+                                       densify_from=cmd.densify_from, densify_interval=cmd.densify_interval,
                                        **density_settings(cmd.strategy, cmd.max_gaussians)))

@@ -17,7 +17,8 @@ from ..fileio import write_json_atomic
 from ..splat.schedule import Progress, TrainingRun
 from . import messages as M
 from .projects import new_project_dir
-from .scenes import TrainingScene, camera_info, up_vector
+from .review import camera_infos
+from .scenes import TrainingScene, up_vector
 
 
 class Training:
@@ -74,12 +75,11 @@ class Training:
         e.set_scene(scene)
         center, _ = scene_bounds(dataset)
         _, radius = dataset.scene_extent()
-        test = set(scene.test_idx)
-        infos = tuple(camera_info(c, "test" if i in test else "train") for i, c in enumerate(dataset.cameras))
         e.emit(M.SceneLoaded("dataset", scene.name, cmd.dataset, scene.trainer.model.n,
                              tuple(float(x) for x in center), float(radius),
                              tuple(float(x) for x in up_vector(dataset.cameras)),
-                             infos, str(project), tuple(dataset.warnings)))
+                             camera_infos(dataset, scene.train_idx, scene.test_idx), str(project),
+                             tuple(dataset.warnings)))
         for w in dataset.warnings:
             e.emit(M.Warning(w))
         e.emit(M.StageFinished("load", time.perf_counter() - t0,

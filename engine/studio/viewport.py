@@ -17,7 +17,6 @@ import numpy as np
 
 from ..errors import SpirulaError
 from . import messages as M
-from .scenes import TrainingScene
 
 log = logging.getLogger("spirula.session")
 
@@ -135,7 +134,8 @@ class Viewport:
         sc = self.e.scene
         if v is None:
             return
-        cams = sc.dataset.cameras if isinstance(sc, TrainingScene) else []
+        dataset = getattr(sc, "dataset", None)  # a training or a review
+        cams = dataset.cameras if dataset is not None else []
         if not cams:
             v.set_segments(np.zeros((0, 6), np.float32), np.zeros(0, np.uint32))
             return
@@ -143,8 +143,9 @@ class Viewport:
         if self._seg_key == key:
             return
         self._seg_key = key
-        splits = ["test" if i in set(sc.test_idx) else "train" for i in range(len(cams))]
-        _, radius = sc.dataset.scene_extent()
+        test = set(sc.test_idx)
+        splits = ["test" if i in test else "train" for i in range(len(cams))]
+        _, radius = dataset.scene_extent()
         v.set_segments(*frustum_segments(cams, 0.06 * radius, v.state.camera, splits))
 
     # --- when a frame is due -----------------------------------------------------------------

@@ -56,3 +56,15 @@ def sent(win, kind):
 
 def steps_done(win) -> int:
     return max((m.step for m in win.messages if isinstance(m, M.TrainMetrics) and np.isfinite(m.loss)), default=0)
+
+
+def open_and_start(app, win, path, timeout: float = 120.0) -> None:
+    """Open a dataset as a user does: it is reviewed first, then Start trains it."""
+    from .conftest import spin
+
+    e = len(win.errors)
+    win.open_paths([str(path)])
+    assert spin(app, timeout, lambda: (win.scene is not None and win.scene.kind == "review"
+                                       and win.scene.path == str(path)) or len(win.errors) > e), win.notes[-3:]
+    assert len(win.errors) == e, win.errors[e:]
+    win.dataset.start_btn.click()

@@ -15,6 +15,8 @@ from engine import checkpoint
 from engine.studio import messages as M
 from engine.jobs.stages import train_checkpoint_path
 
+from .studio_helpers import open_and_start
+
 pytestmark = pytest.mark.timeout(240)
 
 
@@ -115,12 +117,14 @@ def _error_dialogs() -> list:
 
 
 def test_close_while_training_asks_then_saves_a_checkpoint(qtbot, tiny_dataset, state):
+    from PySide6 import QtWidgets
+
     win = state["win"]
     win.training.steps.setValue(100_000)
     win.training.max_size.setValue(64)
     win.training.init_points.setValue(400)
     win.training.eval_interval.setValue(0)
-    win.open_paths([str(tiny_dataset)])
+    open_and_start(QtWidgets.QApplication.instance(), win, tiny_dataset)
     qtbot.waitUntil(lambda: win.job_state == "running" and _steps(win) > 0, timeout=120_000)
     project = Path(win.scene.project)
 

@@ -16,6 +16,7 @@ import pytest
 from engine.studio import messages as M
 
 from .conftest import spin
+from .studio_helpers import open_and_start
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,7 +58,7 @@ def test_swapchain_viewport_presents_training_and_follows_the_camera(studio, tin
     win.training.max_size.setValue(64)
     win.training.init_points.setValue(500)
     win.training.eval_interval.setValue(0)
-    win.open_paths([str(tiny_dataset)])
+    open_and_start(app, win, tiny_dataset)
     assert spin(app, 120, lambda: steps_done(win) >= 25 or win.errors), "no training progress"
     assert not win.errors, win.errors
     assert win.scene is not None and len(win.scene.cameras) == 10 and win.dataset.list.count() == 10
@@ -206,7 +207,7 @@ def test_resize_and_readback_fallback(studio):
 def test_close_while_training_saves_a_checkpoint(studio, tiny_dataset, tmp_path):
     app, win = studio
     win.training.steps.setValue(100_000)
-    win.open_paths([str(tiny_dataset)])
+    open_and_start(app, win, tiny_dataset)
     assert spin(app, 120, lambda: win.job_state == "running" and steps_done(win) > 0)
     project = Path(win.scene.project)
     win.close()  # dialogs off (tests, Ctrl-C): saves without asking, then closes
