@@ -91,6 +91,20 @@ class ExportPanel(QtWidgets.QWidget):
             self.texture.setCurrentIndex(TEXTURE_SIZES.index(SOFTWARE_MESH["texture_size"]))
             self.resolution.setValue(SOFTWARE_MESH["resolution"])
 
+    def values(self) -> dict:
+        return {"faces": self.faces.value(), "texture_size": self.texture.currentData(),
+                "resolution": self.resolution.value()}
+
+    def restore(self, v: dict) -> None:
+        try:
+            self.faces.setValue(int(v.get("faces", self.faces.value())))
+            self.resolution.setValue(int(v.get("resolution", self.resolution.value())))
+            k = self.texture.findData(int(v.get("texture_size", self.texture.currentData())))
+        except (TypeError, ValueError):
+            return
+        if k >= 0:
+            self.texture.setCurrentIndex(k)
+
     def mesh_command(self) -> M.ExportMesh:
         return M.ExportMesh(self.project_path, faces=self.faces.value(), texture_size=self.texture.currentData(),
                             resolution=self.resolution.value())

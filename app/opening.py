@@ -64,7 +64,8 @@ class Opening:
             self.note(f"Opening the mesh {d.path.name}…")
         elif d.action in ("video", "photos"):
             what = "video" if d.action == "video" else "photo folder"
-            self.session.send(M.StartPipeline(str(d.path), max_size=self.training.max_size.value(),
+            project, self.next_project = str(getattr(self, "next_project", None) or ""), None
+            self.session.send(M.StartPipeline(str(d.path), project=project, max_size=self.training.max_size.value(),
                                               eval_every=self.dataset.every.value()))
             self.note(f"Reconstructing the {what} {d.path.name} (frames, SfM, undistortion); "
                       "then review it and Start")
@@ -87,19 +88,85 @@ class Opening:
         self.session.send(M.ReviewDataset(str(path), self.training.max_size.value(), self.dataset.every.value()))
         self.note(f"Reading {path.name}: review its images and settings, then Start")
 
-    def open_project(self, path: Path) -> None:
-        from engine.jobs.stages import train_checkpoint_path
+    # --- projects --------------------------------------------------------------------------------
+    def _ask_new_project(self) -> None:
+        from engine.studio.projects import projects_root
 
-        if train_checkpoint_path(path).is_file():
-            self.session.send(M.OpenProject(str(path)))
-            self.note(f"Continuing the training of {path.name} from its checkpoint…")
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "New project: its folder",
+                                                        str(projects_root() / "untitled"))
+        if path:
+            self.new_project(Path(path))
+
+    def new_project(self, path: Path) -> None:
+        """The next training (or reconstruction) goes into ``path``; the window empties."""
+        if self.busy():
+            self.refuse(f"Cannot start a new project while {self.busy()}")
             return
-        for d in (path, path / "train"):
-            if (d / "splat.ply").is_file():
-                self.session.send(M.OpenPly(str(d / "splat.ply")))
-                self.note(f"Opening {path.name}…")
-                return
-        self.refuse(f"{path}: a project folder with neither trained splats (splat.ply) nor a checkpoint to continue")
+        if path.exists() and any(path.iterdir()):
+            self.refuse(f"{path} is not empty: a new project needs a new or empty folder (open it as a project instead)")
+            return
+        self.next_project = path
+        self.training.set_dataset(None)
+        self.note(f"New project {path.name}: drop a video, photos or a dataset; it trains into {path}")
+
+    def _ask_project(self) -> None:
+        from engine.studio.projects import projects_root
+
+        path = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a project folder", str(projects_root()))
+        if path:
+            self.open_paths([path])
+
+    def _fill_recent(self) -> None:
+        from . import remembered
+
+        self.recent_menu.clear()
+        paths = remembered.recent()
+        for p in paths:
+            self.recent_menu.addAction(p, lambda p=p: self.open_paths([p]))
+        if not paths:
+            self.recent_menu.addAction("(nothing yet)").setEnabled(False)
+
+    def open_project(self, path: Path) -> None:
+        """Resume, Restart or View, as the user chooses in a ProjectDialog (``self.project_dialog``)."""
+        from engine.errors import SpirulaError
+        from engine.studio.projects import describe_project
+
+        from .project_dialog import ProjectDialog
+
+        try:
+            info = describe_project(path)
+        except SpirulaError as exc:
+            self.refuse(str(exc))
+            return
+        if not info.choices:
+            self.refuse(f"{path}: a project folder with no checkpoint to resume, no dataset to restart from "
+                        "and no splats to view")
+            return
+        dlg = self.project_dialog = ProjectDialog(info, self)
+        dlg.chosen.connect(lambda choice: self.project_chosen(info, choice))
+        dlg.open()
+
+    def project_chosen(self, info, choice: str) -> None:
+        from . import remembered
+
+        if self.busy():
+            self.refuse(f"Cannot open {info.path.name} while {self.busy()}")
+            return
+        remembered.add_recent(info.path)
+        if choice == "resume":
+            self.session.send(M.OpenProject(str(info.path)))
+            self.note(f"Continuing the training of {info.path.name} from step {info.step:,}…")
+        elif choice == "restart":
+            settings = dict(info.settings)
+            self.training.restore(settings)
+            self.training.reset_curves(int(settings.get("steps", self.training.steps.value())))
+            self.session.send(M.StartTraining(info.dataset, **settings))
+            self.note(f"Training {info.path.name} again from the start…")
+            self.docks["Training"].raise_()
+        elif info.splats is not None:
+            self.session.send(M.OpenPly(str(info.splats)))
+        else:
+            self.session.send(M.OpenMesh(str(info.mesh)))
 
     def start_training(self) -> None:
         """Start: train the dataset on show with the Training panel's settings and the
@@ -113,6 +180,13 @@ class Opening:
         s = self.training.settings()
         if self.scene is not None and self.scene.kind == "review" and self.scene.path == self.training.dataset:
             s.update(self.dataset.split_names())
+            if self.scene.project:  # a reconstruction trains inside its project
+                s["project"] = self.scene.project
+        if getattr(self, "next_project", None) is not None and "project" not in s:
+            s["project"], self.next_project = str(self.next_project), None
+        from . import remembered
+
+        remembered.save_values(f"training/{self.device_kind}", self.training.values())
         self.training.reset_curves(s["steps"])
         self.session.send(M.StartTraining(self.training.dataset, **s))
         self.docks["Training"].raise_()
@@ -122,6 +196,9 @@ class Opening:
         if self.busy():
             self.refuse(f"Cannot make a mesh while {self.busy()}: stop it first, or wait for it to finish")
             return
+        from . import remembered
+
+        remembered.save_values(f"mesh/{self.device_kind}", self.export.values())
         self.session.send(cmd)
         self.export.mesh_started()
         self.docks["Export"].raise_()

@@ -182,6 +182,29 @@ class TrainingPanel(QtWidgets.QWidget):
                     antialias=self.antialias.isChecked(), appearance=self.appearance.currentData(),
                     densify_from=self.densify_from.value())
 
+    def values(self) -> dict:
+        """The settings and the preset, to remember (app/remembered.py)."""
+        return dict(self.settings(), preset=self.preset.currentText())
+
+    def restore(self, v: dict) -> None:
+        """Settings remembered from an earlier session (unknown or missing keys are skipped)."""
+        if v.get("preset") in self.PRESETS:
+            self.preset.setCurrentText(v["preset"])
+        for combo, key in ((self.strategy, "strategy"), (self.adam_moments, "adam_moments"),
+                           (self.appearance, "appearance")):
+            k = combo.findData(v.get(key)) if key in v else -1
+            if k >= 0:
+                combo.setCurrentIndex(k)
+        for spin, key in ((self.steps, "steps"), (self.max_size, "max_size"), (self.init_points, "init_points"),
+                          (self.eval_interval, "eval_interval"), (self.max_gaussians, "max_gaussians"),
+                          (self.densify_from, "densify_from")):
+            try:
+                spin.setValue(int(v[key]))
+            except (KeyError, TypeError, ValueError):
+                pass
+        if "antialias" in v:
+            self.antialias.setChecked(str(v["antialias"]).lower() in ("1", "true"))
+
     def _pause_clicked(self) -> None:
         (self.resume_requested if self.state == "paused" else self.pause_requested).emit()
 

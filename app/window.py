@@ -20,6 +20,7 @@ from .closing import Closing
 from .dataset_panel import DatasetPanel
 from .drop_overlay import DropHandler, route_drags
 from .export_panel import ExportPanel
+from . import remembered
 from .opening import Opening
 from .profiler_panel import ProfilerPanel
 from .training_panel import TrainingPanel
@@ -74,6 +75,11 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.export = ExportPanel()
         self.training.use_software_defaults(ready.software)
         self.export.use_software_defaults(ready.software)
+        self.device_kind = "software" if ready.software else "gpu"
+        self.next_project = None        # File > New project: where the next training goes
+        self.project_dialog = None      # the Resume / Restart / View choice on show
+        self.training.restore(remembered.load_values(f"training/{self.device_kind}"))
+        self.export.restore(remembered.load_values(f"mesh/{self.device_kind}"))
         docks = []
         for title, w in (("Training", self.training), ("Dataset", self.dataset), ("Profiler", self.profiler),
                          ("Export", self.export)):
@@ -128,6 +134,11 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         tb.setObjectName("toolbar-view")
         tb.setMovable(False)
         m_file = self.menuBar().addMenu("&File")
+        m_file.addAction("New project…", self._ask_new_project).setShortcut(QtGui.QKeySequence.StandardKey.New)
+        m_file.addAction("Open project…", self._ask_project)
+        self.recent_menu = m_file.addMenu("Open recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent)
+        m_file.addSeparator()
         a = m_file.addAction("Open dataset folder…", self._ask_dataset)
         a.setShortcut(QtGui.QKeySequence.StandardKey.Open)
         m_file.addAction("Open splat file…", self._ask_ply)
@@ -302,6 +313,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.setWindowTitle(f"Spirula Studio — {msg.name}")
             if msg.kind == "review":
                 self.docks["Dataset"].raise_()
+            remembered.add_recent(msg.project if msg.kind == "dataset" and msg.project else msg.path)
             self.set_view_mode("splats")
         elif isinstance(msg, M.JobState):
             self.job_state = msg.state

@@ -10,28 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DatasetError
 from .scenes import Scene, camera_info, up_vector
+from .split import choose_split
 
 POINT_OPACITY = 0.9
 POINT_SCALE = 0.5     # x the RMS distance to the 3 nearest points
-
-
-def choose_split(dataset, eval_every: int, held_out=(), excluded=()) -> tuple[list[int], list[int], str | None]:
-    """(train, test, note) by image name: ``held_out`` / ``excluded`` when given, else the
-    dataset's every-k-th rule (Dataset.holdout). DatasetError names a name the dataset lacks
-    and a split that leaves nothing to train on."""
-    names = [c.name for c in dataset.cameras]
-    unknown = sorted((set(held_out) | set(excluded)) - set(names))
-    if unknown:
-        raise DatasetError(f"{dataset.root}: no image named {', '.join(unknown[:3])} to hold out or exclude")
-    if not held_out and not excluded:
-        return dataset.holdout(eval_every)
-    out, test = set(excluded), set(held_out) - set(excluded)
-    train = [i for i, n in enumerate(names) if n not in out and n not in test]
-    if not train:
-        raise DatasetError(f"{dataset.root}: every image is held out or excluded: nothing is left to train on")
-    return train, [i for i, n in enumerate(names) if n in test], None
 
 
 def camera_infos(dataset, train_idx, test_idx) -> tuple:

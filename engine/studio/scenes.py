@@ -49,7 +49,7 @@ class TrainingScene(Scene):
         self.name = Path(cmd.dataset).name
         self.path = cmd.dataset
         self.cfg = run_config(cmd, gpu.backend)
-        from .review import choose_split
+        from .split import choose_split
 
         self.train_idx, self.test_idx, split_note = choose_split(dataset, cmd.eval_every, tuple(cmd.held_out),
                                                                  tuple(cmd.excluded))

@@ -70,6 +70,8 @@ class Training:
         t0 = time.perf_counter()
         scene = TrainingScene(e.gpu, dataset, cmd, project)
         changed = scene.resume(ckpt, e.gpu.adapter) if ckpt is not None else []
+        if ckpt is None:  # a fresh run (Restart of a project): an older checkpoint there is not this run's
+            scene.writer.path.unlink(missing_ok=True)
         self.scene = scene
         self.paused = False
         e.set_scene(scene)

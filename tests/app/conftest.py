@@ -30,7 +30,7 @@ def xvfb():
 
 
 @pytest.fixture(scope="session")
-def qapp(xvfb):
+def qapp(xvfb, tmp_path_factory):
     pytest.importorskip("PySide6", reason="PySide6 is not installed (pip install '.[gui]')")
     pytest.importorskip("pyqtgraph", reason="pyqtgraph is not installed (pip install '.[gui]')")
     os.environ["QT_QPA_PLATFORM"] = "xcb"
@@ -41,8 +41,11 @@ def qapp(xvfb):
         check_pyside()
     except RuntimeError as exc:
         pytest.skip(str(exc))
-    from PySide6 import QtWidgets
+    from PySide6 import QtCore, QtWidgets
 
+    settings = str(tmp_path_factory.mktemp("qsettings"))  # the studio's memory: never the user's
+    for fmt in (QtCore.QSettings.Format.NativeFormat, QtCore.QSettings.Format.IniFormat):
+        QtCore.QSettings.setPath(fmt, QtCore.QSettings.Scope.UserScope, settings)
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(["spirula-tests"])
     yield app
     # the X connection must close before the private X server stops (Qt exits on a lost display);

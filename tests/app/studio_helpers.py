@@ -11,8 +11,10 @@ from engine.studio import messages as M
 def open_studio(projects, size=(1000, 680)):
     """(app, window) with the engine ready and the viewport attached; the window's
     commands are recorded in ``win.sent``."""
+    from app import remembered
     from app.main import create_studio
 
+    remembered.store().clear()  # each module's window starts as on a first launch
     app, win, session = create_studio(None, dialogs=False, projects=projects, splash=False, size=size)
     win.sent = []
     send = session.send

@@ -155,6 +155,8 @@ def test_reopening_the_project_resumes_where_it_stopped(qapp, qtbot, projects, s
     project, step = state["project"], state["step"]
     win = _studio(qapp, project, projects)  # as `spirula gui <project>`
     try:
+        qtbot.waitUntil(lambda: win.project_dialog is not None and win.project_dialog.isVisible(), timeout=30_000)
+        win.project_dialog.buttons["resume"].click()  # it offers Resume, Restart and View
         qtbot.waitUntil(lambda: win.resumed is not None or bool(win.errors), timeout=120_000)
         assert not win.errors, win.errors
         r = win.resumed
