@@ -220,7 +220,9 @@ class TrainingPanel(QtWidgets.QWidget):
         self.start_btn.setEnabled(self.dataset is not None and not running)
         self.pause_btn.setEnabled(state in ("running", "paused"))
         self.pause_btn.setText("Resume" if state == "paused" else "Pause")
-        self.stop_btn.setEnabled(state in ("running", "paused"))
+        # while loading or reconstructing (decode, SfM) the same button cancels: what finished stays on disk
+        self.stop_btn.setEnabled(state in ("running", "paused", "loading"))
+        self.stop_btn.setText("Cancel" if state == "loading" else "Stop && save")
         for w in (self.preset, self.steps, self.max_size, self.eval_interval, self.init_points, self.max_gaussians,
                   self.adam_moments, self.antialias, self.appearance, self.strategy, self.densify_from):
             w.setEnabled(not running)

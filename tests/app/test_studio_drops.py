@@ -77,6 +77,32 @@ def test_video_photos_and_dataset_dropped_on_the_viewport(studio, tmp_path, tiny
     assert win.drops.text == "Review the dataset ring, then train it"
 
 
+def test_cancel_during_sfm_keeps_the_frames(studio, tmp_path, tiny_dataset):
+    import json
+
+    app, win = studio
+    e = len(win.errors)
+    photos = tmp_path / "cancel-me"
+    photos.mkdir()
+    for p in sorted((tiny_dataset / "images").iterdir()):
+        (photos / p.name).write_bytes(p.read_bytes())
+    drag_and_drop(vp_of(win), [photos])
+    assert spin(app, 60, lambda: any(isinstance(m, M.StageStarted) and m.stage == "sfm" for m in win.messages[-50:]))
+    assert win.training.stop_btn.isEnabled() and win.training.stop_btn.text() == "Cancel"
+    win.training.stop_btn.click()
+    assert spin(app, 60, lambda: win.job_state == "idle" and last(win, M.JobState).detail == "reconstruction cancelled")
+    project = Path(sent(win, M.StartPipeline)[-1].project or win.session.projects / "cancel-me")
+    frames = sorted((project / "frames").glob("*.jpg"))
+    assert len(frames) == 10, frames  # the finished import stays
+    run = json.loads((project / "run.json").read_text())
+    assert [s["status"] for s in run["stages"] if s["name"] == "sfm"] == ["cancelled"]
+    assert len(win.errors) == e, win.errors[e:]
+
+
+def vp_of(win):
+    return win.viewport.container
+
+
 def test_an_unsupported_drop_on_a_panel_says_why(studio, tmp_path):
     app, win = studio
     (tmp_path / "notes.txt").write_text("x")
