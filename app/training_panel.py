@@ -10,7 +10,7 @@ from PySide6 import QtCore, QtWidgets
 from engine.config import TrainConfig
 from engine.studio import messages as M
 
-from .plots import ACCENT, BLUE, GREEN, pg, plot
+from .plots import ACCENT, BLUE, GREEN, fit_y, pg, plot, show_empty
 
 
 def format_eta(seconds: float | None) -> str:
@@ -151,6 +151,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.rate = None
         self._apply_preset(self.preset.currentText())
         self.set_state("idle")
+        self._redraw()
 
     def _apply_preset(self, name: str) -> None:
         p = self.PRESETS.get(name)
@@ -283,10 +284,16 @@ class TrainingPanel(QtWidgets.QWidget):
     def _set_data(self, k: int) -> None:
         if k == 0:
             self.loss_curve.setData(self.steps_x, self.loss_y)
+            show_empty(self.loss_plot, not self.loss_y, "waiting for the first steps")
+            fit_y(self.loss_plot, self.loss_y)
         elif k == 1:
             self.count_curve.setData(self.steps_x, self.count_y)
+            show_empty(self.count_plot, not self.count_y, "waiting for the first steps")
+            fit_y(self.count_plot, self.count_y, include_zero=True)
         else:
             self.psnr_curve.setData(self.psnr_x, self.psnr_y)
+            show_empty(self.psnr_plot, not self.psnr_y, "after the first evaluation")
+            fit_y(self.psnr_plot, self.psnr_y)
 
     def _redraw(self) -> None:
         self.stale = set()

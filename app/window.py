@@ -22,7 +22,7 @@ from .drop_overlay import DropHandler, route_drags
 from .export_panel import ExportPanel
 from . import remembered
 from .opening import Opening
-from .profiler_panel import ProfilerPanel
+from .profiler_panel import PROFILE_BY_DEFAULT, ProfilerPanel
 from .training_panel import TrainingPanel
 from .viewport import ViewController, Viewport
 
@@ -103,6 +103,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.dataset.camera_activated.connect(self._look_through)
         self.dataset.start_requested.connect(self.start_training)
         self.profiler.profiling_toggled.connect(lambda on: session.send(M.SetProfiling(on)))
+        self.profiler.enable.setChecked(PROFILE_BY_DEFAULT)  # while training (engine/studio/profiling.py)
+        session.send(M.SetProfiling(self.profiler.enable.isChecked()))
         self.export.export_ply_requested.connect(self._ask_export_ply)
         self.export.screenshot_requested.connect(self._ask_screenshot)
         self.export.mesh_requested.connect(self.export_mesh)
@@ -282,6 +284,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
     def handle(self, msg) -> None:
         if isinstance(msg, M.TrainMetrics):
             self.training.on_metrics(msg)
+            if msg.loss == msg.loss:  # a step (evaluations carry NaN)
+                self.profiler.set_step(msg.step)
         elif isinstance(msg, M.StageProgress) and msg.stage == "mesh":
             self.export.on_mesh_progress(msg)
         elif isinstance(msg, M.MeshExported):

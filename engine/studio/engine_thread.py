@@ -162,6 +162,7 @@ class EngineThread:
         self.emit(M.Error(text, "" if path is None else str(path)))
         if ends is not None:
             self.state("failed", text)
+            self.profiling.follow_training()
 
     def set_scene(self, scene: Scene) -> None:
         if self.scene is not None and self.scene is not scene:

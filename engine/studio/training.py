@@ -106,6 +106,7 @@ class Training:
             for ev in scene.evals:
                 e.emit(M.TrainMetrics(int(ev["step"]), float("nan"), tr.model.n, 0.0, psnr=ev["psnr"]))
             e.state("running", f"{scene.name}: resumed at step {step} of {cmd.steps} -> {project}")
+        e.profiling.follow_training()
         # the one schedule; the studio's hooks: its messages, its checkpoints, polling waits
         scene.run = TrainingRun(tr, on_progress=self._progress, on_eval=self.evaluate if scene.test_idx else None,
                                 on_checkpoint=self._scheduled_checkpoint, wait=lambda: wait_polling(e.gpu))
@@ -204,6 +205,7 @@ class Training:
         if saved_ckpt is not None:  # last: everything is on disk when the GUI sees it
             e.emit(M.CheckpointSaved(str(sc.writer.path), saved_ckpt, tr.cfg.steps, stopped=True))
         e.state("finished", f"stopped at step {s}" if stopped else f"done: {s} steps")
+        e.profiling.follow_training()
         e.viewport.view_dirty = True
 
     # --- checkpoints -------------------------------------------------------------------------

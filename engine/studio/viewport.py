@@ -182,16 +182,18 @@ class Viewport:
         if not (self.view_frame_due() or self.model_frame_due() or force_readback or refine):
             self._emit_stats()  # the last frames may have come inside the throttle window
             return None
+        from ..profile import scope
         from .viewer import PresentError
 
         readback = force_readback or self.readback_requests > 0
         full = refine or force_readback  # screenshots at full resolution
         src = self.e.scene.source() if self.e.scene is not None else None
-        try:
-            pixels = v.render(src, readback=readback, full_res=full)
-        except PresentError:
-            self.emit_mode()
-            pixels = v.render(src, readback=True, full_res=full)
+        with scope("viewer"):  # the profiler counts the viewer's kernels apart from the training's
+            try:
+                pixels = v.render(src, readback=readback, full_res=full)
+            except PresentError:
+                self.emit_mode()
+                pixels = v.render(src, readback=True, full_res=full)
         self.view_dirty = self.model_dirty = False
         self.last_frame = time.perf_counter()
         self.refine_at = None if v.last_full_res else self.last_frame + 0.4
