@@ -113,6 +113,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
 
         self._build_actions()
         self.status_adapter = QtWidgets.QLabel(ready.adapter)
+        self.status_adapter.setToolTip(f"Engine started in {ready.warmup_s:.1f} s (device and kernel compilation; "
+                                       "compiled kernels are cached for the next launch)")
         self.status_viewer = QtWidgets.QLabel("viewport: –")
         self.status_job = QtWidgets.QLabel("idle")
         sb = self.statusBar()
@@ -401,6 +403,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             box.setObjectName("engine-error")
             if path:
                 box.setInformativeText(f"File: {path}")
+            from .logs import details
+
+            box.setDetailedText(details())  # "Show Details…": the log file and the last traceback
             box.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
             box.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
             box.open()

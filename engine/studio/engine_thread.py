@@ -83,7 +83,8 @@ class EngineThread:
             if self.s.warmup:
                 from .warmup import warmup
 
-                warmup(self.gpu, self.viewport.viewer)
+                warmup(self.gpu, self.viewport.viewer,
+                       lambda done, total, text: self.emit(M.StageProgress("warmup", done, total, text)))
         except Exception as exc:
             self.emit(M.Error(str(exc) if isinstance(exc, SpirulaError) else f"engine start failed: {exc!r}"))
             self.state("failed", "no GPU device")

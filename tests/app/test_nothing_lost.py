@@ -81,6 +81,7 @@ def test_engine_error_shows_a_dialog_with_the_message_and_the_file(qtbot, tmp_pa
     qtbot.waitUntil(lambda: dialog() is not None, timeout=5_000)
     box = dialog()
     assert box.text() == err.text and box.informativeText() == f"File: {missing}"
+    assert box.detailedText().startswith("Log file: ")  # "Show Details…": where the tracebacks go
     assert win.isVisible() and win.session.alive  # an error is no crash
     box.accept()
     qtbot.waitUntil(lambda: dialog() is None, timeout=5_000)
