@@ -180,6 +180,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         for act in self.mode_actions.values():
             m_view.addAction(act)
         m_view.addAction(self.frustum_action)
+        self.frustum_scale = 1.0
+        m_view.addAction("Larger frustums", lambda: self.scale_frustums(1.5)).setShortcut(QtGui.QKeySequence("]"))
+        m_view.addAction("Smaller frustums", lambda: self.scale_frustums(1 / 1.5)).setShortcut(QtGui.QKeySequence("["))
         m_help = self.menuBar().addMenu("&Help")
         m_help.addAction("Controls", self._show_controls)
         m_help.addAction("Run self-test…", self.run_selftest)
@@ -215,7 +218,12 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                 mode = "splats"
         self.view_mode = mode
         self.mode_actions[mode].setChecked(True)
-        self.session.send(M.SetViewMode(mode, self.frustum_action.isChecked()))
+        self.session.send(M.SetViewMode(mode, self.frustum_action.isChecked(), self.frustum_scale))
+
+    def scale_frustums(self, factor: float) -> None:
+        """View > Larger / Smaller frustums."""
+        self.frustum_scale = min(max(self.frustum_scale * factor, 0.05), 20.0)
+        self.set_view_mode(self.view_mode)
 
     def _nearest_camera(self) -> int:
         import numpy as np

@@ -261,6 +261,7 @@ class SetView:
 class SetViewMode:
     mode: str                  # "splats", "gt" (ground truth) or "error"
     frustums: bool = True
+    frustum_scale: float = 1.0  # x the default frustum size (a fraction of the cameras' spread)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from . import messages as M
 
 log = logging.getLogger("spirula.session")
 
+FRUSTUM_SIZE = 0.035   # frustum depth, x the cameras' extent (scene_extent's radius)
+
 STATS_INTERVAL = 0.5  # s between ViewerStats messages
 
 
@@ -39,6 +41,7 @@ class Viewport:
         self.reported_mode = None
         self.refine_at: float | None = None
         self._seg_key = None
+        self.frustum_scale = 1.0      # the window's frustum size, x FRUSTUM_SIZE
 
     # --- commands ----------------------------------------------------------------------------
     def set_view(self, cmd: M.SetView) -> None:
@@ -55,6 +58,9 @@ class Viewport:
         if v is not None:
             v.state.mode = cmd.mode if cmd.mode in ("splats", "gt", "error") else "splats"
             v.state.frustums = cmd.frustums
+            if cmd.frustum_scale != self.frustum_scale:
+                self.frustum_scale = max(float(cmd.frustum_scale), 1e-3)
+                self.update_segments()
         self.view_dirty = True
 
     def resize(self, cmd: M.ResizeViewport) -> None:
@@ -139,14 +145,14 @@ class Viewport:
         if not cams:
             v.set_segments(np.zeros((0, 6), np.float32), np.zeros(0, np.uint32))
             return
-        key = (id(sc), v.state.camera)
+        key = (id(sc), v.state.camera, self.frustum_scale)
         if self._seg_key == key:
             return
         self._seg_key = key
         test = set(sc.test_idx)
         splits = ["test" if i in test else "train" for i in range(len(cams))]
         _, radius = dataset.scene_extent()
-        v.set_segments(*frustum_segments(cams, 0.06 * radius, v.state.camera, splits))
+        v.set_segments(*frustum_segments(cams, FRUSTUM_SIZE * radius * self.frustum_scale, v.state.camera, splits))
 
     # --- when a frame is due -----------------------------------------------------------------
     def model_frame_due(self) -> bool:

@@ -51,6 +51,23 @@ def test_a_dataset_opens_for_review_and_trains_on_start(studio, tiny_dataset):
                                                    "train", "test", "train"]
 
 
+def test_a_thumbnail_double_click_gives_the_keys_to_the_viewport(studio):
+    from PySide6 import QtWidgets
+
+    app, win = studio
+    win.activateWindow()
+    spin(app, 0.3, lambda: win.isActiveWindow())
+    win.dataset.list.setFocus()
+    spin(app, 0.3, lambda: QtWidgets.QApplication.focusWidget() is win.dataset.list)
+    assert QtWidgets.QApplication.focusWidget() is win.dataset.list and not win._viewport_has_focus()
+    win.dataset.list.itemActivated.emit(win.dataset.list.item(2))
+    spin(app, 0.3)
+    assert win.controller.look_through == 2 and win._viewport_has_focus()
+    n = len(sent(win, M.SetViewMode))
+    win.scale_frustums(2.0)
+    assert sent(win, M.SetViewMode)[n:][-1].frustum_scale == 2.0
+
+
 def test_opening_another_dataset_while_training_is_refused_and_changes_nothing(studio, tmp_path):
     app, win = studio
     other = write_scene(tmp_path / "other", views=4)
