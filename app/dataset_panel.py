@@ -102,7 +102,10 @@ class DatasetPanel(QtWidgets.QWidget):
             return
         counts = {s: self.splits.count(s) for s in SPLIT_COLOURS}
         excluded = f", {counts['excluded']} excluded" if counts["excluded"] else ""
-        points = f"{msg.num_gaussians:,} SfM points" if msg.kind == "review" else f"{msg.num_gaussians:,} initial Gaussians"
+        if msg.kind == "review":
+            points = f"{msg.num_gaussians:,} SfM points" if msg.num_gaussians else "no SfM points (it starts from random ones)"
+        else:
+            points = f"{msg.num_gaussians:,} initial Gaussians"
         head = "Review, then Start: " if msg.kind == "review" else ""
         self.summary.setText(f"{head}{msg.name}: {len(self.splits)} registered images "
                              f"({counts['train']} training, {counts['test']} held out{excluded}) · {points}")

@@ -116,7 +116,7 @@ class ExportPanel(QtWidgets.QWidget):
     def set_project(self, path: str) -> None:
         self.project_path = path if path and self.trained(path) else ""
         self.project.setText(f"Project folder: {path or '–'}")
-        if not self.meshing:
+        if not self.meshing and not self.mesh_status.text().startswith("Wrote"):
             self.mesh_status.setText("Ready: the mesh goes to exports/ in the project folder" if self.project_path
                                      else "Train or open a trained project first (it needs splat.ply and train.json)")
         self._update_mesh_buttons()
