@@ -90,6 +90,9 @@ class DatasetPanel(QtWidgets.QWidget):
         self.scene = msg
         self.splits = [c.split for c in msg.cameras]
         self._set_editable(msg.kind == "review")
+        if msg.kind == "empty":
+            self.summary.setText(f"Reconstructing {msg.name} (frames, SfM, undistortion): it opens for review "
+                                 "when done; Cancel (Training panel) keeps what finished")
         if msg.kind in ("ply", "mesh"):
             what = "Gaussians" if msg.kind == "ply" else "surfels of the mesh"
             self.summary.setText(f"{msg.name}: {msg.num_gaussians:,} {what} (viewing, no cameras)")
@@ -98,7 +101,7 @@ class DatasetPanel(QtWidgets.QWidget):
 
     def _summary(self) -> None:
         msg = self.scene
-        if msg is None or msg.kind in ("ply", "mesh"):
+        if msg is None or msg.kind in ("ply", "mesh", "empty"):
             return
         counts = {s: self.splits.count(s) for s in SPLIT_COLOURS}
         excluded = f", {counts['excluded']} excluded" if counts["excluded"] else ""

@@ -322,7 +322,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.controller.set_scene(msg)
             self.dataset.set_scene(msg)
             self.export.set_project(msg.project)
-            self.export.set_can_export(msg.kind != "mesh")
+            self.export.set_can_export(msg.kind not in ("mesh", "empty"))
             self.training.set_dataset(msg.path if msg.kind in ("dataset", "review") else None)
             self.setWindowTitle(f"Spirula Studio — {msg.name}")
             if msg.kind == "review":

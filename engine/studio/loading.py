@@ -18,7 +18,7 @@ from ..errors import SpirulaError
 from ..jobs.stages import train_checkpoint_path
 from . import messages as M
 from .projects import new_project_dir, read_project
-from .scenes import PlyScene, run_config
+from .scenes import PlyScene, Scene, run_config
 
 
 class Loads:
@@ -111,6 +111,10 @@ class Loads:
         def reconstruct():
             return run_pipeline(src, project, cfg, emit=e.emit, should_stop=stop.is_set, until_stage="undistort")
 
+        # the viewport empties while it reconstructs: what it showed is not what comes
+        e.set_scene(Scene())
+        e.emit(M.SceneLoaded("empty", src.name, str(src), 0, (0.0, 0.0, 0.0), 1.0, (0.0, -1.0, 0.0),
+                             project=str(project)))
         e.state("loading", f"reconstructing {src.name} -> {project}")
         self.pending = ("pipeline", self.pool.submit(reconstruct), (cmd, project))
 

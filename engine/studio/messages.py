@@ -44,7 +44,8 @@ class CameraInfo:
 
 @dataclass(frozen=True)
 class SceneLoaded:
-    kind: str                  # "dataset" (training), "review" (before training), "ply" (viewing splats), "mesh"
+    kind: str                  # "dataset" (training), "review" (before training), "ply" (viewing splats), "mesh",
+                               # "empty" (a video or photos being reconstructed)
     name: str
     path: str
     num_gaussians: int

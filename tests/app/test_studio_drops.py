@@ -89,6 +89,7 @@ def test_cancel_during_sfm_keeps_the_frames(studio, tmp_path, tiny_dataset):
     drag_and_drop(vp_of(win), [photos])
     assert spin(app, 60, lambda: any(isinstance(m, M.StageStarted) and m.stage == "sfm" for m in win.messages[-50:]))
     assert win.training.stop_btn.isEnabled() and win.training.stop_btn.text() == "Cancel"
+    assert win.scene.kind == "empty" and win.dataset.list.count() == 0  # the old scene is gone meanwhile
     win.training.stop_btn.click()
     assert spin(app, 60, lambda: win.job_state == "idle" and last(win, M.JobState).detail == "reconstruction cancelled")
     project = Path(sent(win, M.StartPipeline)[-1].project or win.session.projects / "cancel-me")
