@@ -23,6 +23,7 @@ class ExportPanel(QtWidgets.QWidget):
     mesh_requested = QtCore.Signal(object)   # M.ExportMesh
     mesh_cancel_requested = QtCore.Signal()
     open_mesh_requested = QtCore.Signal(str)
+    bounds_changed = QtCore.Signal(tuple)    # the box to draw in the viewport (() = none)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -66,6 +67,7 @@ class ExportPanel(QtWidgets.QWidget):
         form.addRow("Faces", self.faces)
         form.addRow("Texture", self.texture)
         form.addRow("Voxels", self.resolution)
+        form.addRow(self._bounds_box())
         row = QtWidgets.QHBoxLayout()
         self.mesh_btn = QtWidgets.QPushButton("Export textured mesh")
         self.mesh_cancel = QtWidgets.QPushButton("Cancel")
@@ -84,6 +86,48 @@ class ExportPanel(QtWidgets.QWidget):
         form.addRow(self.mesh_progress)
         form.addRow(self.mesh_status)
         return box
+
+    def _bounds_box(self) -> QtWidgets.QGroupBox:
+        """Limit the mesh to a box (min and max per axis), drawn in the viewport while on."""
+        box = self.bounds_group = QtWidgets.QGroupBox("Limit to a box (drawn in the viewport)")
+        box.setCheckable(True)
+        box.setChecked(False)
+        grid = QtWidgets.QGridLayout(box)
+        self.bound_spins = []
+        for col, axis in enumerate("xyz"):
+            grid.addWidget(QtWidgets.QLabel(axis), 0, col + 1, QtCore.Qt.AlignmentFlag.AlignCenter)
+        for row, label in enumerate(("min", "max")):
+            grid.addWidget(QtWidgets.QLabel(label), row + 1, 0)
+            for col in range(3):
+                spin = QtWidgets.QDoubleSpinBox(minimum=-1e6, maximum=1e6, decimals=3, singleStep=0.05)
+                spin.valueChanged.connect(self._bounds_edited)
+                grid.addWidget(spin, row + 1, col + 1)
+                self.bound_spins.append(spin)
+        box.toggled.connect(self._bounds_edited)
+        return box
+
+    def bounds(self) -> tuple:
+        """(xmin, ymin, zmin, xmax, ymax, zmax) when the box is on, else ()."""
+        if not self.bounds_group.isChecked():
+            return ()
+        v = [s.value() for s in self.bound_spins]
+        lo, hi = v[:3], v[3:]
+        return tuple(min(a, b) for a, b in zip(lo, hi)) + tuple(max(a, b) for a, b in zip(lo, hi))
+
+    def _bounds_edited(self, *_) -> None:
+        self.bounds_changed.emit(self.bounds())
+
+    def set_extent(self, center, radius: float) -> None:
+        """Start the box around a new scene: its centre +- its radius."""
+        for spin in self.bound_spins:
+            spin.blockSignals(True)
+        for k, spin in enumerate(self.bound_spins):
+            c = float(center[k % 3])
+            spin.setSingleStep(max(radius / 20, 1e-3))
+            spin.setValue(c - radius if k < 3 else c + radius)
+        for spin in self.bound_spins:
+            spin.blockSignals(False)
+        self._bounds_edited()
 
     def use_software_defaults(self, software: bool) -> None:
         if software:
@@ -107,7 +151,7 @@ class ExportPanel(QtWidgets.QWidget):
 
     def mesh_command(self) -> M.ExportMesh:
         return M.ExportMesh(self.project_path, faces=self.faces.value(), texture_size=self.texture.currentData(),
-                            resolution=self.resolution.value())
+                            resolution=self.resolution.value(), bounds=self.bounds())
 
     def _mesh_clicked(self) -> None:
         if self.project_path:
@@ -174,5 +218,5 @@ class ExportPanel(QtWidgets.QWidget):
     def _update_mesh_buttons(self) -> None:
         self.mesh_btn.setEnabled(bool(self.project_path) and not self.meshing)
         self.mesh_cancel.setEnabled(self.meshing)
-        for w in (self.faces, self.texture, self.resolution):
+        for w in (self.faces, self.texture, self.resolution, self.bounds_group):
             w.setEnabled(not self.meshing)

@@ -108,6 +108,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.export.export_ply_requested.connect(self._ask_export_ply)
         self.export.screenshot_requested.connect(self._ask_screenshot)
         self.export.mesh_requested.connect(self.export_mesh)
+        self.export.bounds_changed.connect(lambda b: session.send(M.SetBounds(b)))
         self.export.mesh_cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
         self.export.open_mesh_requested.connect(lambda path: self.open_paths([path]))
 
@@ -322,6 +323,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.controller.set_scene(msg)
             self.dataset.set_scene(msg)
             self.export.set_project(msg.project)
+            if msg.kind in ("dataset", "review", "ply"):
+                self.export.set_extent(msg.center, msg.radius if msg.kind == "ply" else 0.5 * msg.radius)
             self.export.set_can_export(msg.kind not in ("mesh", "empty"))
             self.training.set_dataset(msg.path if msg.kind in ("dataset", "review") else None)
             self.setWindowTitle(f"Spirula Studio — {msg.name}")

@@ -205,6 +205,13 @@ class ExportMesh:
     texture_size: int = 4096
     resolution: int = 512
     show: bool = True          # open the finished GLB in the viewport
+    bounds: tuple = ()         # xmin ymin zmin xmax ymax zmax to mesh; () = where the opaque splats are
+
+
+@dataclass(frozen=True)
+class SetBounds:
+    """Draw the mesh stage's box in the viewport (() = none)."""
+    bounds: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -291,5 +298,6 @@ class Shutdown:
     save: bool = True          # save a checkpoint and the PLY if training is under way
 
 
-Command = Union[StartTraining, ReviewDataset, OpenProject, StartPipeline, OpenPly, ExportMesh, OpenMesh, Pause, Resume, Cancel,
-                AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling, Shutdown]
+Command = Union[StartTraining, ReviewDataset, OpenProject, StartPipeline, OpenPly, ExportMesh, OpenMesh, Pause, Resume,
+                Cancel, SetBounds, AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame,
+                ExportPly, SaveScreenshot, SetProfiling, Shutdown]

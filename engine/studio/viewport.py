@@ -42,6 +42,7 @@ class Viewport:
         self.refine_at: float | None = None
         self._seg_key = None
         self.frustum_scale = 1.0      # the window's frustum size, x FRUSTUM_SIZE
+        self.bounds: tuple = ()       # the mesh stage's box (6 floats) drawn in the viewport, or ()
 
     # --- commands ----------------------------------------------------------------------------
     def set_view(self, cmd: M.SetView) -> None:
@@ -133,8 +134,14 @@ class Viewport:
         self.update_segments()
         self.view_dirty = True
 
+    def set_bounds(self, cmd: M.SetBounds) -> None:
+        """The mesh stage's box, drawn in the viewport (none: empty)."""
+        self.bounds = tuple(float(x) for x in cmd.bounds) if len(cmd.bounds) == 6 else ()
+        self.update_segments()
+        self.view_dirty = True
+
     def update_segments(self) -> None:
-        from .viewer import frustum_segments
+        from .viewer import box_segments, frustum_segments
 
         v = self.viewer
         sc = self.e.scene
@@ -142,17 +149,19 @@ class Viewport:
             return
         dataset = getattr(sc, "dataset", None)  # a training or a review
         cams = dataset.cameras if dataset is not None else []
-        if not cams:
-            v.set_segments(np.zeros((0, 6), np.float32), np.zeros(0, np.uint32))
-            return
-        key = (id(sc), v.state.camera, self.frustum_scale)
+        key = (id(sc), v.state.camera, self.frustum_scale, self.bounds)
         if self._seg_key == key:
             return
         self._seg_key = key
-        test = set(sc.test_idx)
-        splits = ["test" if i in test else "train" for i in range(len(cams))]
-        _, radius = dataset.scene_extent()
-        v.set_segments(*frustum_segments(cams, FRUSTUM_SIZE * radius * self.frustum_scale, v.state.camera, splits))
+        segs, cols = box_segments(self.bounds) if self.bounds else (np.zeros((0, 6), np.float32),
+                                                                    np.zeros(0, np.uint32))
+        if cams:
+            test = set(sc.test_idx)
+            splits = ["test" if i in test else "train" for i in range(len(cams))]
+            _, radius = dataset.scene_extent()
+            fs, fc = frustum_segments(cams, FRUSTUM_SIZE * radius * self.frustum_scale, v.state.camera, splits)
+            segs, cols = np.concatenate([segs, fs]), np.concatenate([cols, fc])
+        v.set_segments(segs, cols)
 
     # --- when a frame is due -----------------------------------------------------------------
     def model_frame_due(self) -> bool:

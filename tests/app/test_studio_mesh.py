@@ -39,12 +39,18 @@ def test_cancel_during_the_mesh_writes_nothing(studio, trained):
     assert spin(app, 60, lambda: win.scene is not None and win.scene.kind == "ply")
     assert win.export.mesh_btn.isEnabled(), win.export.mesh_status.text()
     _small(win)
+    win.export.bounds_group.setChecked(True)  # the box around the scene, drawn in the viewport
+    box = sent(win, M.SetBounds)[-1].bounds
+    assert len(box) == 6 and all(box[k] < box[k + 3] for k in range(3))
     win.export.mesh_btn.click()
+    assert sent(win, M.ExportMesh)[-1].bounds == box
     assert spin(app, 60, lambda: any(isinstance(m, M.StageProgress) and m.stage == "mesh" for m in win.messages))
     win.export.mesh_cancel.click()
     assert spin(app, 120, lambda: not win.export.meshing), "the mesh stage did not stop"
     assert "cancelled" in win.notes[-1] and not (trained / "exports" / "mesh.glb").exists()
     assert not win.errors, win.errors
+    win.export.bounds_group.setChecked(False)
+    assert sent(win, M.SetBounds)[-1].bounds == ()
 
 
 def test_the_export_panel_makes_the_textured_mesh_and_shows_it(studio, trained):

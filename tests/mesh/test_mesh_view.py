@@ -44,3 +44,14 @@ def test_a_textured_quad_becomes_two_flat_coloured_surfels(tmp_path):
         normal_axis = _quat_to_matrix(q)[:, np.argmin(s)]
         assert abs(abs(normal_axis[2]) - 1) < 1e-5  # thin along the quad's normal
         assert s.min() < 0.1 * np.sort(s)[1]
+
+
+def test_the_bounds_box_has_twelve_edges_on_its_faces():
+    from engine.studio.viewer import box_segments
+
+    segs, cols = box_segments((-1, -2, -3, 1, 2, 3))
+    assert segs.shape == (12, 6) and len(cols) == 12
+    ends = segs.reshape(-1, 3)
+    assert np.allclose(np.abs(ends), [1, 2, 3])  # every end is a corner
+    lengths = sorted(np.linalg.norm(segs[:, 3:] - segs[:, :3], axis=1).round(6))
+    assert lengths == [2.0] * 4 + [4.0] * 4 + [6.0] * 4
