@@ -70,3 +70,31 @@ def open_and_start(app, win, path, timeout: float = 120.0) -> None:
                                        and win.scene.path == str(path)) or len(win.errors) > e), win.notes[-3:]
     assert len(win.errors) == e, win.errors[e:]
     win.dataset.start_btn.click()
+
+
+def write_colmap_copy(dataset, folder) -> None:
+    """The tiny nerfstudio ``dataset`` as a COLMAP text model in ``folder`` (images/ and
+    sparse/0), what the pipeline's undistortion writes: a stand-in for SfM in tests."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from engine.studio.mesh_view import rotation_to_quaternion
+
+    dataset, folder = Path(dataset), Path(folder)
+    meta = json.loads((dataset / "transforms.json").read_text())
+    gl = np.diag([1.0, -1.0, -1.0, 1.0])
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    model = folder / "sparse" / "0"
+    model.mkdir(parents=True, exist_ok=True)
+    cams = [f"1 PINHOLE {meta['w']} {meta['h']} {meta['fl_x']} {meta['fl_y']} {meta['cx']} {meta['cy']}"]
+    images = []
+    for k, fr in enumerate(meta["frames"]):
+        name = Path(fr["file_path"]).name
+        shutil.copy(dataset / fr["file_path"], folder / "images" / name)
+        w2c = np.linalg.inv(np.asarray(fr["transform_matrix"]) @ gl)
+        q = rotation_to_quaternion(w2c[None, :3, :3])[0]
+        images += [" ".join(str(v) for v in (k + 1, *q, *w2c[:3, 3], 1, name)), ""]
+    (model / "cameras.txt").write_text("\n".join(cams) + "\n")
+    (model / "images.txt").write_text("\n".join(images) + "\n")
+    (model / "points3D.txt").write_text("")

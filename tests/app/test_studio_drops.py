@@ -100,6 +100,48 @@ def test_cancel_during_sfm_keeps_the_frames(studio, tmp_path, tiny_dataset):
     assert len(win.errors) == e, win.errors[e:]
 
 
+def test_photos_reconstructed_then_reviewed_then_trained_inside_their_project(studio, tmp_path, tiny_dataset,
+                                                                            monkeypatch):
+    """The pipeline up to undistortion (SfM stood in for by a copy of the tiny dataset), then
+    the review; Start trains into the project's train/, checkpointing where `spirula run` does."""
+    from engine.jobs import stages
+
+    from .studio_helpers import write_colmap_copy
+
+    app, win = studio
+
+    def fake(outputs, write=None):
+        def run(ctx):
+            for rel in outputs:
+                (ctx.staging / rel).mkdir(parents=True, exist_ok=True)
+            if write is not None:
+                write(ctx.staging)
+            return {}
+        return run
+
+    monkeypatch.setitem(stages.STAGE_FUNCTIONS, "sfm", fake(["sfm"]))
+    monkeypatch.setitem(stages.STAGE_FUNCTIONS, "undistort", fake([], lambda d: write_colmap_copy(tiny_dataset, d)))
+    photos = tmp_path / "shoot"
+    photos.mkdir()
+    for p in sorted((tiny_dataset / "images").iterdir()):
+        (photos / p.name).write_bytes(p.read_bytes())
+    win.training.steps.setValue(30)
+    win.training.max_size.setValue(48)
+    e = len(win.errors)
+    drag_and_drop(vp_of(win), [photos])
+    assert spin(app, 120, lambda: (win.scene is not None and win.scene.kind == "review") or len(win.errors) > e), \
+        win.notes[-3:]
+    assert len(win.errors) == e, win.errors[e:]
+    project = Path(win.scene.path)
+    assert project.parent == win.session.projects and len(win.scene.cameras) == 10
+    assert win.scene.project == str(project / "train")
+    win.dataset.start_btn.click()
+    assert spin(app, 120, lambda: last(win, M.Done) is not None and last(win, M.Done).result.get("project")
+                == str((project / "train").resolve()) or len(win.errors) > e), win.notes[-3:]
+    assert len(win.errors) == e, win.errors[e:]
+    assert (project / "train" / "splat.ply").is_file() and (project / "frames").is_dir()
+
+
 def vp_of(win):
     return win.viewport.container
 
