@@ -7,13 +7,14 @@ actions:
 - "project": a studio or `spirula run` project folder (a checkpoint, trained splats, or a
   run record): the window offers Resume, Restart or View (engine/studio/projects.py).
 - "dataset": a COLMAP or nerfstudio / instant-ngp dataset folder: reviewed, then trained.
-- "splats": a file of 3D Gaussians to view (SPLAT_FORMATS).
+- "splats": 3D Gaussians to view, in any splat format engine/io/formats.py reads (.ply,
+  .compressed.ply, .spz, .sog, .splat; a SOG meta.json or its folder).
 - "mesh": a textured mesh to view (MESH_FORMATS; the mesh stage's GLB, say).
 - "video", "photos": reconstructed (frames, SfM, undistortion), then reviewed.
 - "unsupported": with a reason that says what would work instead.
 
 A new input kind is one branch of :func:`classify` and one line of ACTIONS; a new splat
-format is one line of SPLAT_FORMATS (the viewer opens it through engine.io).
+format is one entry of engine/io/formats.py (SPLAT_SUFFIXES), which reads it too.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.io.formats import SPLAT_SUFFIXES
+
 VIDEO_EXTS = {".mp4", ".mov", ".m4v", ".avi", ".mkv", ".webm", ".mts", ".3gp"}
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp", ".webp", ".heic"}
-# the splat files the studio views: extension -> what it is (the file dialog's filter too)
-SPLAT_FORMATS = {".ply": "3DGS PLY"}
+# the splat files the studio views (engine/io/formats.py reads them; also a SOG meta.json or its folder)
+SPLAT_FORMATS = tuple(SPLAT_SUFFIXES)
 MESH_FORMATS = {".glb": "glTF binary", ".obj": "Wavefront OBJ"}
 SUPPORTED = ("a COLMAP or nerfstudio dataset folder, a project folder, a folder of photos, a video "
-             f"({', '.join(sorted(VIDEO_EXTS))}), a splat file ({', '.join(sorted(SPLAT_FORMATS))}) or a mesh "
+             f"({', '.join(sorted(VIDEO_EXTS))}), 3D Gaussians ({', '.join(SPLAT_FORMATS)}, a SOG folder) or a mesh "
              f"({', '.join(sorted(MESH_FORMATS))})")
 
 # action -> what dropping it does, for the overlay ({name}: the path's name)
@@ -95,12 +98,14 @@ def classify(path: str | Path) -> Drop:
             return Drop("project", p)
         if _is_dataset(p):
             return Drop("dataset", p)
+        if (p / "meta.json").is_file():  # an unzipped SOG
+            return Drop("splats", p)
         if _count_images(p) >= 3 or _count_images(p / "images") >= 3:
             return Drop("photos", p)
         return Drop("unsupported", p, f"{p.name}/ holds no transforms.json, no COLMAP model (sparse/0 with "
                                       f"cameras and images .bin/.txt) and no photos; Spirula opens {SUPPORTED}")
     ext = p.suffix.lower()
-    if ext in SPLAT_FORMATS:
+    if ext in SPLAT_FORMATS or p.name.lower() == "meta.json" and not (p.parent / "transforms.json").is_file():
         return Drop("splats", p)
     if ext in MESH_FORMATS:
         return Drop("mesh", p)

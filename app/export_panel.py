@@ -1,4 +1,5 @@
-"""The Export panel: the Gaussians as PLY, a viewport screenshot, the textured mesh (the
+"""The Export panel: the Gaussians in a chosen splat format (the chooser shows the size each
+format would have: app/export_formats.py), a viewport screenshot, the textured mesh (the
 mesh stage, engine/jobs/mesh.py, on the engine thread: its settings, progress and Cancel;
 the finished GLB opens in the viewport), and what was saved."""
 
@@ -11,13 +12,15 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from engine.mesh.config import MeshConfig
 from engine.studio import messages as M
 
+from .export_formats import choices
+
 # the mesh settings a software device finishes in a minute or two; a GPU takes the defaults
 SOFTWARE_MESH = dict(faces=100_000, texture_size=1024, resolution=256)
 TEXTURE_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 
 
 class ExportPanel(QtWidgets.QWidget):
-    export_ply_requested = QtCore.Signal()
+    export_ply_requested = QtCore.Signal()   # export in current_format()
     screenshot_requested = QtCore.Signal()
     open_project_requested = QtCore.Signal()
     mesh_requested = QtCore.Signal(object)   # M.ExportMesh
@@ -34,7 +37,11 @@ class ExportPanel(QtWidgets.QWidget):
         self.project.setWordWrap(True)
         self.project.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.project)
-        self.ply_btn = QtWidgets.QPushButton("Export Gaussians as PLY…")
+        lay.addWidget(QtWidgets.QLabel("Format:"))
+        self.format = QtWidgets.QComboBox()
+        self.format.setToolTip("SPZ and SOG sizes are estimates (their compression depends on the scene)")
+        lay.addWidget(self.format)
+        self.ply_btn = QtWidgets.QPushButton("Export Gaussians…")
         self.shot_btn = QtWidgets.QPushButton("Save viewport screenshot…")
         self.ply_btn.clicked.connect(self.export_ply_requested)
         self.shot_btn.clicked.connect(self.screenshot_requested)
@@ -46,6 +53,8 @@ class ExportPanel(QtWidgets.QWidget):
         self.saved.itemDoubleClicked.connect(self._saved_activated)
         lay.addWidget(self.saved, 1)
         self.ply_btn.setEnabled(False)
+        self.sh_degree = 3
+        self.set_scene_size(0)
         self._update_mesh_buttons()
 
     def _mesh_box(self) -> QtWidgets.QGroupBox:
@@ -172,6 +181,21 @@ class ExportPanel(QtWidgets.QWidget):
 
     def set_can_export(self, ok: bool) -> None:
         self.ply_btn.setEnabled(ok)
+
+    def set_scene_size(self, num_gaussians: int, sh_degree: int | None = None) -> None:
+        """Refresh the chooser's sizes for this many Gaussians (and SH degree), keeping the choice."""
+        if sh_degree is not None:
+            self.sh_degree = sh_degree
+        keep = self.current_format()
+        self.format.blockSignals(True)
+        self.format.clear()
+        for c in choices(num_gaussians, self.sh_degree):
+            self.format.addItem(c.label, c.format)
+        self.format.setCurrentIndex(max(self.format.findData(keep or "ply"), 0))
+        self.format.blockSignals(False)
+
+    def current_format(self) -> str | None:
+        return self.format.currentData()
 
     def on_saved(self, msg: M.Saved) -> None:
         it = QtWidgets.QListWidgetItem(f"{msg.kind}: {msg.path}" + (f"  ({msg.detail})" if msg.detail else ""))

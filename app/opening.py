@@ -204,10 +204,17 @@ class Opening:
         self.docks["Export"].raise_()
 
     def _ask_export_ply(self) -> None:
-        start = str(Path(self.scene.project) / "export.ply") if self.scene and self.scene.project else "splat.ply"
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export Gaussians", start, "3DGS PLY (*.ply)")
+        from engine.io.formats import EXTENSIONS
+
+        from .export_formats import FILTERS, default_name
+
+        fmt = self.export.current_format() or "ply"
+        start = default_name(self.scene.project if self.scene else "", fmt)
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export Gaussians", start, FILTERS[fmt])
         if path:
-            self.session.send(M.ExportPly(path))
+            if not path.lower().endswith(EXTENSIONS[fmt]):
+                path += EXTENSIONS[fmt]
+            self.session.send(M.ExportPly(path, fmt))
 
     def _ask_screenshot(self) -> None:
         start = str(Path(self.scene.project) / "screenshot.png") if self.scene and self.scene.project else "screenshot.png"

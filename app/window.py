@@ -122,7 +122,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         sb.addPermanentWidget(self.status_job)
         sb.addPermanentWidget(self.status_viewer)
         sb.addPermanentWidget(self.status_adapter)
-        sb.showMessage("Drop a COLMAP / nerfstudio dataset folder, a video, a photo folder or a .ply", 0)
+        sb.showMessage("Drop a dataset, project or photo folder, a video, splats (.ply .spz .sog .splat) or a mesh", 0)
 
         self.timer = QtCore.QTimer(self)
         self.timer.setInterval(15)
@@ -150,7 +150,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         m_file.addAction("Open video…", self._ask_video)
         m_file.addAction("Open photo folder…", self._ask_photos)
         m_file.addSeparator()
-        m_file.addAction("Export PLY…", self._ask_export_ply)
+        m_file.addAction("Export Gaussians…", self._ask_export_ply)
         m_file.addAction("Save screenshot…", self._ask_screenshot)
         m_file.addSeparator()
         q = m_file.addAction("Quit", self.close)
@@ -297,6 +297,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.training.on_metrics(msg)
             if msg.loss == msg.loss:  # a step (evaluations carry NaN)
                 self.profiler.set_step(msg.step)
+            self.export.set_scene_size(msg.num_gaussians)
         elif isinstance(msg, M.StageProgress) and msg.stage == "mesh":
             self.export.on_mesh_progress(msg)
         elif isinstance(msg, M.MeshExported):
@@ -326,6 +327,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             if msg.kind in ("dataset", "review", "ply"):
                 self.export.set_extent(msg.center, msg.radius if msg.kind == "ply" else 0.5 * msg.radius)
             self.export.set_can_export(msg.kind not in ("mesh", "empty"))
+            self.export.set_scene_size(msg.num_gaussians, msg.sh_degree)
             self.training.set_dataset(msg.path if msg.kind in ("dataset", "review") else None)
             self.setWindowTitle(f"Spirula Studio — {msg.name}")
             if msg.kind == "review":

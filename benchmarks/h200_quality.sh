@@ -16,6 +16,7 @@
 #   TIMED ""    e.g. "fox:30000": each trainer alone, seed 0, with --vram (time and memory);
 #               these go first, the matrix gets the time left. TIMED_TRAINERS: which (default all),
 #               a trainer may carry options after a colon: "ours-mcmc:--cap=200000"
+#   EXTRA ""    quality_bench options added to every run (e.g. "--score-at 7000,15000 --renders $OUT/renders")
 #   SMOKE 1     0 skips the 100-step smoke runs (trainers and scripts known to work)
 #   BUDGET_S 570  no run outlives this many seconds from the start (killed: TERM, then KILL)
 # Order: setup, gsplat's extension build, a 100-step smoke run of every trainer on the first
@@ -45,7 +46,7 @@ run_one() {
   [ -n "${RUN_TIMEOUT_S:-}" ] && [ "$RUN_TIMEOUT_S" -lt "$left" ] && left=$RUN_TIMEOUT_S
   if [ "$left" -lt "${MIN_LEFT_S:-20}" ]; then echo "SKIPPED (time) $tr $d s$s $n"; return 0; fi
   timeout -k 5 "$left" python3 benchmarks/quality_bench.py --trainer "$tr" --data ".gpu/data/$d" --seed "$s" \
-    --steps "$n" --cap "$CAP" --protocol "$PROTOCOL" "$@" > "$log" 2>&1
+    --steps "$n" --cap "$CAP" --protocol "$PROTOCOL" "$@" ${EXTRA:-} > "$log" 2>&1
   local rc=$?
   if [ $rc -eq 0 ] && grep -q '^RESULT ' "$log"; then
     grep '^RESULT ' "$log" | cut -c8- | python3 -c 'import json, sys; r = json.load(sys.stdin); t = r["sec_per_1k_steps"]

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from quality_trajectory import eval_interval, parse_steps, ply_at, save_renders, score_trajectory
 from train_bench import (VramSampler, commit_id, load_prepared, parity_points, run_gsplat, run_ours,
                          split, write_gsplat_ply)
 
@@ -214,6 +215,8 @@ def run_gsplat_user(args, cams, images, pts, cols, ply_out: Path) -> dict:
             o.step()
             o.zero_grad(set_to_none=True)
         sched.step()
+        if step + 1 in args.score_at:
+            write_gsplat_ply(ply_at(args.ply_out.parent, step + 1), params, scale=s, origin=focus)
         if mcmc:
             strategy.step_post_backward(params, opts, state, step, info, lr=sched.get_last_lr()[0])
         else:
@@ -244,8 +247,17 @@ def run_ours_quality(args, cams, images, pts, cols, ply_out: Path) -> dict:
                       **density_settings(strategy, args.cap if strategy == "mcmc" else None))
     override(cfg, **args.settings)  # --set: a labelled variant, not the defaults users get
     has = len(pts) > 0
+    on_eval = None
+    if args.score_at:
+        from engine.jobs.train import export_ply
+
+        cfg.eval_interval = eval_interval(args.score_at)
+
+        def on_eval(trainer, step):
+            if step in args.score_at:
+                export_ply(trainer, ply_at(ply_out.parent, step))
     return run_ours(args, "vulkan", cams, images, pts if has else None, cols if has else None, cfg=cfg,
-                    ply_out=ply_out)
+                    ply_out=ply_out, on_eval=on_eval)
 
 
 def parse_settings(pairs: list[str]) -> dict:
@@ -380,14 +392,18 @@ def score_views(render, views) -> dict:
 
 
 def score_ply(ply_path, cams, images, test_idx, antialiased: bool = False, folder: Path | None = None,
-              scorer: str = "gsplat") -> dict:
+              scorer: str = "gsplat", renders: Path | None = None, scales=("half", "double")) -> dict:
     """{psnr, ssim (means over test_idx), views, num_gaussians, and the same at half and double
     resolution: psnr_half, ssim_half, psnr_double, ssim_double, double_scale} of a 3DGS PLY,
-    each held-out view rendered by one renderer (``scorer``: gsplat, the protocol's; or ours)."""
+    each held-out view rendered by one renderer (``scorer``: gsplat, the protocol's; or ours).
+    ``renders``: a folder for the held-out renders (quality_trajectory.save_renders)."""
     render, count = (render_gsplat if scorer == "gsplat" else render_ours)(ply_path, antialiased)
-    out = score_views(render, held_out_views(cams, images, test_idx))
+    views = held_out_views(cams, images, test_idx)
+    out = score_views(render, views)
     out["num_gaussians"] = count
-    for scale in ("half", "double"):
+    if renders is not None:
+        save_renders(renders, views, render)
+    for scale in scales:
         views = held_out_views(cams, images, test_idx, folder, scale)
         r = score_views(render, views)
         out[f"psnr_{scale}"], out[f"ssim_{scale}"] = r["psnr"], r["ssim"]
@@ -416,7 +432,11 @@ def main() -> None:
                     help="CPU smoke tests only: skip the gsplat scoring (psnr and ssim are null)")
     ap.add_argument("--scorer", choices=["gsplat", "ours"], default="gsplat",
                     help="the renderer that scores every PLY: gsplat (the protocol's) or ours (CPU smoke tests)")
+    ap.add_argument("--score-at", help="also score the model at these steps (comma-separated): 'trajectory' "
+                                       "(benchmarks/quality_trajectory.py)")
+    ap.add_argument("--renders", type=Path, help="write the held-out renders of every scored model here (JPEG)")
     args = ap.parse_args()
+    args.score_at = parse_steps(args.score_at, args.steps)
     args.label = "".join(f"+{kv}" for kv in args.settings)
     args.settings = parse_settings(args.settings)
     if args.settings and not args.trainer.startswith("ours"):
@@ -443,8 +463,16 @@ def main() -> None:
     else:
         r = run_gsplat_user(args, cams, images, pts, cols, args.ply_out)
     aa = args.trainer.endswith("-aa")
-    score = (score_ply(args.ply_out, cams, images, test_idx, antialiased=aa, folder=args.data, scorer=args.scorer)
+    tag = f"{args.data.name}-{args.trainer}{args.label}-s{args.seed}"
+    tag = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in tag)
+    renders = None if args.renders is None else args.renders / tag
+    score = (score_ply(args.ply_out, cams, images, test_idx, antialiased=aa, folder=args.data, scorer=args.scorer,
+                       renders=None if renders is None else renders.with_name(f"{tag}-{args.steps:06d}.jpg"))
              if not args.no_score else {"psnr": None, "ssim": None, "views": None, "num_gaussians": None})
+    trajectory = [] if args.no_score else score_trajectory(
+        args.ply_out.parent, args.score_at,
+        lambda ply, where: score_ply(ply, cams, images, test_idx, antialiased=aa, scorer=args.scorer, renders=where,
+                                     scales=()), renders)
     if score["num_gaussians"] is None:
         from engine.io.ply import read_ply
 
@@ -458,7 +486,8 @@ def main() -> None:
            "cap": args.cap if "mcmc" in args.trainer else None,
            "opacity_reset_fix": True if args.trainer.startswith("gsplat-default") else None,
            "antialias": aa, "scorer": args.scorer,
-           "psnr_self": r.get("psnr_self"), "ssim_self": r.get("ssim_self"), "views": score["views"]}
+           "psnr_self": r.get("psnr_self"), "ssim_self": r.get("ssim_self"), "views": score["views"],
+           "trajectory": trajectory}
     for key in ("psnr_half", "ssim_half", "psnr_double", "ssim_double", "double_scale", "psnr_right",
                 "psnr_right_fitted"):
         out[key] = score.get(key)

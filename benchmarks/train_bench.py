@@ -142,10 +142,11 @@ def split(n):
     return [i for i in range(n) if i % 8 != 0], test
 
 
-def run_ours(args, backend, cams, images, pts, cols, cfg=None, ply_out: Path | None = None):
+def run_ours(args, backend, cams, images, pts, cols, cfg=None, ply_out: Path | None = None, on_eval=None):
     """Our run: warm-up untimed, trainer.train() timed, then the held-out evaluation; with
     ``ply_out``, the trained model is exported there (engine.jobs.train.export_ply) first.
-    ``cfg`` defaults to the 3DGS defaults at ``args.steps`` / ``args.seed``."""
+    ``cfg`` defaults to the 3DGS defaults at ``args.steps`` / ``args.seed``. ``on_eval(trainer,
+    step)``: called every ``cfg.eval_interval`` steps (inside the timed region)."""
     from engine.config import TrainConfig
     from engine.device import get_gpu
     from engine.splat.evaluate import evaluate
@@ -165,7 +166,7 @@ def run_ours(args, backend, cams, images, pts, cols, cfg=None, ply_out: Path | N
     if getattr(args, "eager_trim_mib", None) is not None:
         trainer.eager_trim_bytes = int(args.eager_trim_mib * 2**20)
     t0 = time.perf_counter()
-    trainer.train()
+    trainer.train(on_eval=None if on_eval is None else lambda step: on_eval(trainer, step))
     sec = time.perf_counter() - t0
     peak = args.sampler.stop() if args.sampler else None
     used = args.sampler.devices_used() if args.sampler else None

@@ -36,6 +36,7 @@ class TrainConfig:
     lr_sh0: float = 2.5e-3
     lr_shN: float = 2.5e-3 / 20
     lambda_dssim: float = 0.2
+    ssim_padding: str = "zero"        # the loss's SSIM: "zero" (3DGS: every pixel) or "valid" (gsplat: windows inside)
     densify_from: int = 500
     densify_until: int = 15_000
     densify_interval: int = 100
@@ -56,6 +57,7 @@ class TrainConfig:
     init_random_points: int = 100_000
     init_random: str = "views"        # without SfM points: "views" (along the cameras' rays) or "box" (gsplat's cube)
     init_opacity: float = 0.1
+    init_file: str = ""               # start from this splat file (any format of engine/io/formats.py), not SfM/random
     antialias: bool = False           # Mip-Splatting's 3D smoothing and 2D Mip filters (engine/splat/antialias.py)
     appearance: str = "off"           # per-image colour: "off", "affine" (exposure / white balance) or "bilagrid"
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -78,8 +80,10 @@ def resolve_strategy(strategy: str, has_points: bool, steps: int | None = None) 
     """The density control a run uses: ``strategy`` itself, or for "auto" "mcmc" when the
     dataset has SfM points and the run has at least MCMC_MIN_STEPS steps, else "adc".
     Measured at equal wall time on the H200 (7k steps, BENCHMARKS.md, 2026-12-02): MCMC beat
-    ADC by 3.9 dB on mouse and 0.9 dB on office_chair (SfM points) and lost by 1.9 dB on fox
-    (random init). Short runs: MCMC's small initial splats need a few hundred steps (book at
+    ADC by 3.9 dB on mouse and 0.9 dB on office_chair (SfM points). From random points (fox,
+    30k) MCMC at its 1M budget is sharper (31.6 vs 29.2 dB) but 2.9x slower per step (4.42 vs
+    1.55 s / 1k) with 2x the memory, past the speed and memory the default promises; at a
+    200k budget (equal time) it lost by 1.9 dB (7k, before its units were normalised). Short runs: MCMC's small initial splats need a few hundred steps (book at
     240 px on software Vulkan: 200 steps ADC 16.1 dB, MCMC 8.5; 600 steps 14.2 and 15.6).
     ValueError for an unknown name."""
     if strategy not in STRATEGIES:
@@ -117,7 +121,9 @@ def added_later(section: str) -> dict:
                       "mcmc_budget": TrainConfig.mcmc_budget, "mcmc_init_opacity": TrainConfig.mcmc_init_opacity,
                       "mcmc_init_scale": TrainConfig.mcmc_init_scale, "mcmc_noise_lr": TrainConfig.mcmc_noise_lr,
                       "mcmc_scale_reg": TrainConfig.mcmc_scale_reg,
-                      "antialias": TrainConfig.antialias, "appearance": TrainConfig.appearance}}.get(section, {})
+                      "antialias": TrainConfig.antialias, "appearance": TrainConfig.appearance,
+                      "ssim_padding": TrainConfig.ssim_padding,
+                      "init_file": TrainConfig.init_file}}.get(section, {})
 
 
 def default_appearance(input_kind: str) -> str:

@@ -42,3 +42,13 @@ class NonFiniteError(TrainingError, FloatingPointError):
 
 class OutputError(SpirulaError):
     """An output folder cannot be created or written (checked before any work starts)."""
+
+
+class SplatFileError(SpirulaError):
+    """A splat file (PLY, compressed PLY, SPZ, SOG, .splat) cannot be read or written: the
+    message names the file, the format and what is wrong (truncated, bad magic, wrong count,
+    unknown version, non-finite values ...). ``path`` and ``format`` hold the first two."""
+
+    def __init__(self, path, fmt: str, what: str):
+        super().__init__(f"{path}: {fmt} file: {what}")
+        self.path, self.format, self.what = str(path), fmt, what

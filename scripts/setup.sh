@@ -64,4 +64,24 @@ if as_root; then
 elif ! command -v Xvfb >/dev/null; then
   echo "[setup] note: Xvfb is missing, so the studio window tests will be skipped (apt-get install xvfb)"
 fi
+# The independent reader of the splat formats' interop tests (tests/io/test_interop.py):
+# PlayCanvas's splat-transform (npm), pinned, in the ignored .tools/ folder. Node.js and npm
+# come from apt when missing (root only); without them the interop tests skip and say why.
+SPLAT_TRANSFORM_VERSION=2.7.1
+if ! command -v npm >/dev/null && as_root; then
+  echo "[setup] installing Node.js and npm for the splat-format interop tests"
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+st=.tools/node_modules/@playcanvas/splat-transform/package.json
+if command -v npm >/dev/null; then
+  if ! grep -qs "\"version\": \"${SPLAT_TRANSFORM_VERSION}\"" "$st"; then
+    echo "[setup] installing @playcanvas/splat-transform ${SPLAT_TRANSFORM_VERSION} into .tools/"
+    mkdir -p .tools
+    npm install --prefix .tools --no-audit --no-fund --loglevel=error "@playcanvas/splat-transform@${SPLAT_TRANSFORM_VERSION}" >/dev/null \
+      || echo "[setup] note: npm could not install splat-transform; the interop tests will be skipped" >&2
+  fi
+else
+  echo "[setup] note: npm is missing, so the splat-format interop tests will be skipped (apt-get install nodejs npm)"
+fi
 echo "[setup] ready: $(.venv/bin/python -c 'import slangpy as s; d=s.Device(type=s.DeviceType.vulkan, enable_hot_reload=False); print(d.info.adapter_name)' 2>/dev/null)"

@@ -24,6 +24,9 @@ def _train_parser(sub) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, help="project folder for splat.ply, metrics.json, eval/")
     add_training_options(p, d, t, f"write <output>/checkpoint.npz every K steps (0 = never; default "
                                   f"{t.checkpoint_every})")
+    p.add_argument("--init", type=Path, default=None, metavar="SPLAT_FILE",
+                   help="start from these Gaussians (.ply, .compressed.ply, .spz, .sog, .splat) instead of the SfM "
+                        "points or a random start: fine-tune a model made elsewhere on this dataset")
     p.add_argument("--resume", action="store_true",
                    help="continue from <output>/checkpoint.npz (same dataset; same settings give the same result)")
 
@@ -45,12 +48,16 @@ def cmd_train(args) -> int:
     from ..jobs.train import run_training
 
     check_writable(args.output)  # fail before loading anything
+    if args.init:
+        from ..io.formats import detect
+
+        detect(args.init)  # a missing or unknown --init file fails here, not after the dataset is loaded
     cfg = RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
                     train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                       seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                       init_random_points=args.init_points, checkpoint_every=args.checkpoint_every,
                                       antialias=args.antialias,
-                                      appearance=args.appearance,
+                                      appearance=args.appearance, init_file=str(args.init) if args.init else "",
                                       **density_settings(args.strategy, args.max_gaussians)))
     bar, update = _progress_bar(cfg.train.steps)
     try:
@@ -136,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The `spirula` argument parser with every subcommand."""
     from .run import add_parser as _run_parser
     from .mesh import add_parser as _mesh_parser
+    from ..io.export_command import add_parser as _export_parser
     from ..profile.bench import add_parser as _bench_parser
 
     parser = OneLineParser(prog="spirula", description="Spirula Studio: 3D Gaussian Splatting on any GPU")
@@ -152,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(sub)
     _bench_parser(sub)
     _mesh_parser(sub)
+    _export_parser(sub)
     _gui_parser(sub)
     return parser
 
@@ -159,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from .run import run as cmd_run
     from .mesh import cmd_mesh
+    from ..io.export_command import cmd_export
     from ..profile.bench import run as cmd_bench
 
     parser = build_parser()
@@ -175,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # `spirula` alone opens the studio
         return cmd_gui(args)
     try:
-        return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "gui": cmd_gui}[args.command](args)
+        return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "export": cmd_export,
+                "gui": cmd_gui}[args.command](args)
     except SpirulaError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -334,9 +334,8 @@ def _check_gaussian_properties(where: str, elements: list[Element]) -> tuple[Ele
     types = dict(vertex.props)
     if "packed_position" in types and any(e.name == "chunk" for e in elements):
         raise PlyError(
-            f"{where}: is a compressed splat PLY (PlayCanvas/SuperSplat 'chunk' + packed_* layout), which is "
-            "not supported; export or convert it to a standard 3DGS PLY first (e.g. with SuperSplat or "
-            "splat-transform)"
+            f"{where}: is a compressed splat PLY (PlayCanvas/SuperSplat 'chunk' + packed_* layout), not a "
+            "standard 3DGS PLY: read it with engine.io.formats.read_any (engine/io/compressed_ply.py)"
         )
     required = [p for p in gaussian_property_names(0) if p not in ("nx", "ny", "nz")]
     missing = [p for p in required if p not in types]

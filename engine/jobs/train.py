@@ -54,8 +54,10 @@ def check_output_dir(out_dir: Path) -> None:
         raise SpirulaError(f"the output folder {out_dir} is not writable")
 
 
-def export_ply(trainer: Trainer, path: Path, on_message: Callable[[str], None] | None = None) -> int:
-    """Write the current Gaussians as a 3DGS PLY (atomic); returns the count written.
+def export_ply(trainer: Trainer, path: Path, on_message: Callable[[str], None] | None = None,
+               fmt: str = "ply") -> int:
+    """Write the current Gaussians as a 3DGS PLY (atomic; or another splat format ``fmt`` of
+    engine/io/formats.py: spz, sog, compressed-ply, splat); returns the count written.
     Rows with a NaN/Inf value are dropped (said through ``on_message``); NonFiniteError
     when no row is finite. An anti-aliased training's 3D smoothing filter is baked in
     (engine/splat/antialias.py bake_smoothing_filter: scales sqrt(s^2 + f), opacities
@@ -75,7 +77,13 @@ def export_ply(trainer: Trainer, path: Path, on_message: Callable[[str], None] |
             raise NonFiniteError(f"every one of the {dropped} Gaussians has NaN/Inf values: {path} not written")
         rows = rows[finite]
         (on_message or log.warning)(f"warning: {dropped} Gaussians with NaN/Inf values dropped from {path}")
-    write_ply(path, unpack(rows, trainer.cfg.sh_degree))
+    if fmt == "ply":
+        write_ply(path, unpack(rows, trainer.cfg.sh_degree))
+    else:
+        from ..io.formats import write_any
+        from ..io.splat_file import as_gaussians
+
+        write_any(path, as_gaussians(unpack(rows, trainer.cfg.sh_degree)), fmt)
     return len(rows)
 
 

@@ -167,3 +167,27 @@ def gaussians_from_points(points: np.ndarray, colors: np.ndarray, max_sh_degree:
     logits = np.full(n, np.log(init_opacity / (1 - init_opacity)))
     sh0 = (colors.astype(np.float64) / 255.0 - 0.5) / SH_C0
     return pack(pts, scales, quats, logits, sh0, None, max_sh_degree)
+
+
+def gaussians_from_file(path, max_sh_degree: int) -> tuple[np.ndarray, int, list[str]]:
+    """(packed rows [N, D] float32, the file's SH degree kept (<= ``max_sh_degree``), notes)
+    of the Gaussians in a splat file of any format engine/io/formats.py reads (PLY,
+    compressed PLY, SPZ, SOG, .splat): the start of a fine-tuning run (`spirula train
+    --init`). Quaternions are normalised; SH coefficients above ``max_sh_degree`` are
+    dropped and missing ones are zero (a .splat or degree-0 file starts with flat colour).
+    The notes name the file: its repairs on reading, and an SH cut. SplatFileError /
+    PlyError naming the file when it cannot be read; DatasetError-free (no dataset
+    involved)."""
+    from ..errors import SplatFileError
+    from ..io.formats import detect, read_any
+
+    g = read_any(path, warn=False)
+    if len(g) == 0:
+        raise SplatFileError(path, detect(path), "holds no Gaussians to start training from")
+    notes = list(g.notes)
+    if g.sh_degree > max_sh_degree:
+        notes.append(f"{path}: SH degree {g.sh_degree} cut to the run's {max_sh_degree} (--sh-degree)")
+    q = np.asarray(g.quats, np.float64)
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    rows = pack(g.means, g.scales, q, g.opacities, g.sh0, g.shN, max_sh_degree)
+    return rows, min(g.sh_degree, max_sh_degree), notes

@@ -2,8 +2,10 @@
 
 Kerbl et al. 2023 (3D Gaussian Splatting), eq. 7, lambda = 0.2. SSIM as in
 ``engine.splat.metrics`` (11x11 Gaussian window, sigma 1.5, C1 = 0.01^2, C2 = 0.03^2, zero
-padding, mean over pixels and channels). The math of the forward and backward pass is
-written out in ``shaders/loss/ssim.slang``.
+padding, mean over pixels and channels) or, with ``ssim_padding="valid"``, the mean over
+the pixels whose window lies inside the image (gsplat's trainer: fused_ssim's
+padding="valid"). The math of the forward and backward pass is written out in
+``shaders/loss/ssim.slang``.
 
 Two dispatches per call, both recorded into the caller's encoder, no host sync:
 ``ssim_fwd`` (blurred moments, SSIM map, loss, SSIM partials) and ``ssim_bwd`` (blur of
@@ -16,6 +18,8 @@ from .buffers import BufferSet
 from .metrics import ssim_window_constants
 
 _TILE = 16  # must match T in shaders/loss/ssim.slang
+_RADIUS = 5  # the SSIM window's radius (R in shaders/loss/ssim.slang)
+SSIM_PADDINGS = ("zero", "valid")
 
 
 class PhotometricLoss:
@@ -26,10 +30,13 @@ class PhotometricLoss:
     sharing memory with the rasterizer's other phases.
     """
 
-    def __init__(self, gpu, arena=None):
+    def __init__(self, gpu, arena=None, ssim_padding: str = "zero"):
+        if ssim_padding not in SSIM_PADDINGS:
+            raise ValueError(f"ssim_padding must be one of {', '.join(SSIM_PADDINGS)}, not {ssim_padding!r}")
         self.gpu = gpu
+        self.valid = ssim_padding == "valid"
         consts = ssim_window_constants()
-        self._fwd = gpu.kernel("loss/ssim", "ssim_fwd", MODE=0, **consts)
+        self._fwd = gpu.kernel("loss/ssim", "ssim_fwd", MODE=0, SSIM_VALID=int(self.valid), **consts)
         self._bwd = gpu.kernel("loss/ssim", "ssim_bwd", **consts)
         self.scratch = BufferSet(gpu, "loss", category="image")
         self.arena = arena
@@ -49,6 +56,8 @@ class PhotometricLoss:
         w, h = int(width), int(height)
         if w <= 0 or h <= 0:
             raise ValueError(f"image size must be positive, got {w}x{h}")
+        if self.valid and min(w, h) <= 2 * _RADIUS:
+            raise ValueError(f"ssim_padding 'valid' needs images larger than {2 * _RADIUS} pixels a side, got {w}x{h}")
         if self.arena is None:
             self._record(enc, self.scratch.get("ssim_partials", 9 * 4 * w * h), render, gt, w, h, grad_render,
                          loss_sum, lambda_dssim)
@@ -60,7 +69,8 @@ class PhotometricLoss:
     def _record(self, enc, partials, render, gt, w, h, grad_render, loss_sum, lambda_dssim) -> None:
         tc = [(w + _TILE - 1) // _TILE * _TILE, (h + _TILE - 1) // _TILE * _TILE, 1]
         common = dict(width=w, height=h, lambda_dssim=float(lambda_dssim), inv_count=1.0 / (3.0 * w * h))
-        self._fwd.record(enc, tc, render=render, gt=gt,
-                           partials=partials, loss_sum=loss_sum, **common)
+        n_ssim = (w - 2 * _RADIUS) * (h - 2 * _RADIUS) if self.valid else w * h
+        self._fwd.record(enc, tc, render=render, gt=gt, partials=partials, loss_sum=loss_sum,
+                         inv_ssim_count=1.0 / (3.0 * n_ssim), **common)
         self._bwd.record(enc, tc, render=render, gt=gt,
                            partials=partials, grad_render=grad_render, **common)

@@ -110,7 +110,7 @@ class GpuImageMetrics:
         self._fwd.dispatch(
             thread_count=[(w + 15) // 16 * 16, (h + 15) // 16 * 16, 1], command_encoder=enc,
             render=render, gt=gt, partials=self._dummy, loss_sum=out,
-            width=w, height=h, lambda_dssim=1.0, inv_count=1.0 / (3.0 * w * h))
+            width=w, height=h, lambda_dssim=1.0, inv_count=1.0 / (3.0 * w * h), inv_ssim_count=1.0 / (3.0 * w * h))
 
     def compute(self, render, gt, width: int, height: int) -> tuple[float, float]:
         """(mean SSIM, PSNR in dB) of one image; waits for the GPU (evaluation only)."""

@@ -42,7 +42,7 @@ from .antialias import SmoothingFilter
 from .appearance import Appearance, default_settings
 from .camera_table import View, camera_table
 from .guard import raise_if_flagged
-from .init import gaussians_from_points, initial_points, look_point
+from .init import gaussians_from_file, gaussians_from_points, initial_points, look_point
 from .loss import PhotometricLoss
 from .mcmc import McmcDensifier, McmcSettings, noise_lr_for
 from .model import GaussianModel
@@ -92,11 +92,16 @@ class Trainer:
         self.has_points = dataset.points is not None and len(dataset.points) > 0  # else random init
         self.strategy = resolve_strategy(cfg.strategy, self.has_points, cfg.steps)  # "auto" -> "adc" or "mcmc"
         mcmc = self.strategy == "mcmc"
-        pts, cols = initial_points(dataset, cfg.init_random_points, self.rng, self.train_idx, cfg.init_random)
-        if mcmc:  # gsplat's simple_trainer MCMC start: opaque, small splats (the noise spreads them)
-            rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.mcmc_init_opacity, cfg.mcmc_init_scale)
+        self.sh_start = 0  # the SH degree active at step 0 (an imported model's own degree)
+        if cfg.init_file:  # fine-tuning a model made elsewhere (`spirula train --init`)
+            rows, self.sh_start, notes = gaussians_from_file(cfg.init_file, cfg.sh_degree)
+            self.warnings += notes
         else:
-            rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.init_opacity)
+            pts, cols = initial_points(dataset, cfg.init_random_points, self.rng, self.train_idx, cfg.init_random)
+            if mcmc:  # gsplat's simple_trainer MCMC start: opaque, small splats (the noise spreads them)
+                rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.mcmc_init_opacity, cfg.mcmc_init_scale)
+            else:
+                rows = gaussians_from_points(pts, cols, cfg.sh_degree, cfg.init_opacity)
         self.model = GaussianModel(gpu, rows, cfg.sh_degree, moments_bf16=cfg.adam_moments == "bf16")
         # the density control: one strategy object, called through its hooks (engine/splat/adc.py)
         if mcmc:
@@ -116,7 +121,7 @@ class Trainer:
             self.warnings.append(f"the run ends at step {cfg.steps:,}, before densification starts (step "
                                  f"{cfg.densify_from:,}): the {len(rows):,} initial Gaussians are all it will have")
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
-        self.loss = PhotometricLoss(gpu, arena=self.raster.arena)
+        self.loss = PhotometricLoss(gpu, arena=self.raster.arena, ssim_padding=cfg.ssim_padding)
         # per-image colour transforms, by camera index (held-out ones stay identity)
         self.appearance = None
         if cfg.appearance != "off":
@@ -144,7 +149,7 @@ class Trainer:
         return int(self._order.pop())
 
     def sh_degree_at(self, step: int) -> int:
-        return min(self.cfg.sh_degree, step // max(self.cfg.sh_degree_interval, 1))
+        return min(self.cfg.sh_degree, max(self.sh_start, step // max(self.cfg.sh_degree_interval, 1)))
 
     def mean_lr(self, step: int) -> float:
         """Exponential decay from lr_means to lr_means_final over the run (x extent)."""

@@ -181,8 +181,8 @@ class EngineThread:
         path = Path(cmd.path)
         if self.scene is None:
             raise SpirulaError(f"cannot export {path}: open a dataset or a PLY first")
-        count = self.scene.export(path)
-        self.emit(M.Saved("ply", str(path), f"{count:,} Gaussians"))
+        count = self.scene.export(path, cmd.format)
+        self.emit(M.Saved(cmd.format, str(path), f"{count:,} Gaussians"))
 
     def _shutdown_requested(self, cmd: M.Shutdown) -> None:
         self.quit = True

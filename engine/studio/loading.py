@@ -69,12 +69,12 @@ class Loads:
         self.pending = ("resume", self.pool.submit(read_project, Path(cmd.path)), cmd)
 
     def open_ply(self, cmd: M.OpenPly) -> None:
-        from ..io.ply_points import open_splats
+        from ..io.formats import open_splat_file
 
         if self._refused(f"cannot open {cmd.path}"):
             return
         self.e.state("loading", cmd.path)
-        self.pending = ("ply", self.pool.submit(open_splats, cmd.path, warn=False), cmd)
+        self.pending = ("ply", self.pool.submit(open_splat_file, cmd.path, warn=False), cmd)
 
     def open_mesh(self, cmd: M.OpenMesh) -> None:
         from .mesh_view import surfels_from_mesh
@@ -212,7 +212,8 @@ class Loads:
         else:
             center, radius = np.zeros(3), 1.0
         e.emit(M.SceneLoaded(kind, scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
-                             (0.0, -1.0, 0.0), project=str(trained_project(Path(cmd.path)) or "")))
+                             (0.0, -1.0, 0.0), project=str(trained_project(Path(cmd.path)) or ""),
+                             sh_degree=scene.degree))
         for note in g.notes:  # dropped per reason, SH cut, a point cloud converted (not warned: warn=False)
             e.emit(M.Warning(note))
         e.state("idle", f"viewing {scene.name} ({scene.n:,} Gaussians)")

@@ -55,6 +55,7 @@ class SceneLoaded:
     cameras: tuple = ()        # CameraInfo, dataset order
     project: str = ""          # project folder for outputs
     warnings: tuple = ()
+    sh_degree: int = 3         # SH degree of the Gaussians (the export chooser's sizes)
 
 
 @dataclass(frozen=True)
@@ -281,6 +282,7 @@ class RequestFrame:
 @dataclass(frozen=True)
 class ExportPly:
     path: str
+    format: str = "ply"        # engine/io/formats.py FORMATS: ply, compressed-ply, spz, sog, splat
 
 
 @dataclass(frozen=True)

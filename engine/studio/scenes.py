@@ -30,7 +30,7 @@ class Scene:
     def source(self):
         return None
 
-    def export(self, path: Path) -> int:
+    def export(self, path: Path, fmt: str = "ply") -> int:
         raise SpirulaError("nothing to export: open a dataset or a PLY first")
 
 
@@ -108,13 +108,13 @@ class TrainingScene(Scene):
                           sh_degree=t.sh_degree_at(t.state.step), cams=t.cams, cameras=self.dataset.cameras, gt=self.gt,
                           filter3d=t.filter3d)
 
-    def export(self, path: Path) -> int:
+    def export(self, path: Path, fmt: str = "ply") -> int:
         from ..jobs.train import export_ply
         from .viewer import wait_polling
 
         wait_polling(self.gpu)
         path.parent.mkdir(parents=True, exist_ok=True)
-        return export_ply(self.trainer, path)
+        return export_ply(self.trainer, path, fmt=fmt)
 
 
 class PlyScene(Scene):
@@ -135,14 +135,14 @@ class PlyScene(Scene):
 
         return ViewSource(params=self.params, n=self.n, max_sh_degree=self.degree, sh_degree=self.degree)
 
-    def export(self, path: Path) -> int:
-        from ..io.ply import write_ply
+    def export(self, path: Path, fmt: str = "ply") -> int:
+        from ..io.formats import write_any
 
         if self.kind == "mesh":
             raise SpirulaError(f"cannot export {path}: the viewport shows the mesh {self.name}, not Gaussians; "
                                "open the project's splat.ply to export them")
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_ply(path, self.g)
+        write_any(path, self.g, fmt)
         return self.n
 
 

@@ -81,7 +81,7 @@ class Training:
                              tuple(float(x) for x in center), float(radius),
                              tuple(float(x) for x in up_vector(dataset.cameras)),
                              camera_infos(dataset, scene.train_idx, scene.test_idx), str(project),
-                             tuple(dataset.warnings)))
+                             tuple(dataset.warnings), scene.trainer.cfg.sh_degree))
         for w in dataset.warnings:
             e.emit(M.Warning(w))
         e.emit(M.StageFinished("load", time.perf_counter() - t0,

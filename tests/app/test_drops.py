@@ -64,3 +64,16 @@ def test_the_overlay_says_what_a_drop_does(tiny_dataset, tmp_path):
     assert text.startswith("Reconstruct the video") and "first of 2" in text
     assert describe_many(classify_many([tmp_path / "a.txt"])).startswith("Cannot open: a.txt")
     assert describe_many([]) == "Only local files and folders can be opened"
+
+
+def test_every_splat_format_is_viewed(tmp_path):
+    for name in ("a.spz", "b.sog", "c.splat", "d.compressed.ply", "E.SPZ"):
+        (tmp_path / name).write_bytes(b"x")
+        assert classify(tmp_path / name) == Drop("splats", tmp_path / name), name
+    sog = tmp_path / "unzipped sog"
+    sog.mkdir()
+    (sog / "meta.json").write_text("{}")
+    assert classify(sog) == Drop("splats", sog)
+    assert classify(sog / "meta.json") == Drop("splats", sog / "meta.json")
+    (tmp_path / "notes.txt").write_text("hi")
+    assert ".spz" in classify(tmp_path / "notes.txt").reason

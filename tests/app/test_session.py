@@ -143,6 +143,24 @@ def test_export_then_view_ply_and_orbit(driver, tmp_path):
     assert np.abs(a.astype(int) - b.astype(int)).mean() > 0.5  # the view moved
 
 
+def test_export_and_view_every_splat_format(driver, tmp_path):
+    """The export panel's formats from the studio's scene, and each file dropped back in
+    opens in the viewport (engine/io/formats.py reads it) with its count and SH degree."""
+    from engine.io import formats
+
+    s = driver.s
+    for fmt in ("spz", "sog", "compressed-ply", "splat"):
+        out = tmp_path / f"export{formats.EXTENSIONS[fmt]}"
+        s.send(M.ExportPly(str(out), fmt))
+        saved = driver.wait(lambda m: isinstance(m, M.Saved) and m.path == str(out), 60, f"{fmt} export")
+        assert saved.kind == fmt and formats.detect(out) == fmt
+        s.send(M.OpenPly(str(out)))
+        scene = driver.wait(lambda m: isinstance(m, M.SceneLoaded) and m.path == str(out), 60, f"{fmt} scene")
+        g = formats.read_any(out, warn=False)
+        assert scene.kind == "ply" and scene.num_gaussians == len(g) > 0 and scene.sh_degree == g.sh_degree
+        assert np.abs(driver.frame().astype(int) - _background(72)[:, None, :]).max() > 30  # something drawn
+
+
 def test_point_cloud_ply_opens_as_splats_with_a_note(driver, tmp_path):
     rng = np.random.default_rng(5)
     xyz = rng.normal(size=(50, 3)).astype("<f4")

@@ -112,9 +112,8 @@ def test_not_gaussians_is_said_clearly(tmp_path):
     expect = {
         cloud: f"{cloud}: is a point cloud, not 3D Gaussians: missing {missing}; {route}",
         mesh: f"{mesh}: is a mesh, not 3D Gaussians: missing {missing}; {route}",
-        packed: f"{packed}: is a compressed splat PLY (PlayCanvas/SuperSplat 'chunk' + packed_* layout), which is "
-                "not supported; export or convert it to a standard 3DGS PLY first (e.g. with SuperSplat or "
-                "splat-transform)",
+        packed: f"{packed}: is a compressed splat PLY (PlayCanvas/SuperSplat 'chunk' + packed_* layout), not a "
+                "standard 3DGS PLY: read it with engine.io.formats.read_any (engine/io/compressed_ply.py)",
     }
     for path, message in expect.items():
         with pytest.raises(PlyError) as e:

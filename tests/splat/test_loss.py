@@ -255,3 +255,55 @@ def test_gpu_metrics_match_reference(gpu, hw):
     x64 = x.astype(np.float64)
     assert abs(s - ref_ssim_map(x64, y).mean()) < 1e-5
     assert abs(p - metrics.psnr(x64, y)) < 1e-3
+
+
+# ---- "valid" SSIM padding (gsplat's trainer: fused_ssim padding="valid") -----------------
+
+
+def ref_loss_valid(x: np.ndarray, y: np.ndarray, lam: float) -> float:
+    """The loss with the SSIM mean over the window positions inside the image only: every
+    moment blurred by scipy's convolve2d mode="valid" (no padding anywhere); L1 over all pixels."""
+    c1, c2 = 0.01 ** 2, 0.03 ** 2
+
+    def blur(img):
+        return np.stack([convolve2d(img[..., c], _W2, mode="valid") for c in range(img.shape[2])], axis=-1)
+    mx, my = blur(x), blur(y)
+    sxx, syy, sxy = blur(x * x) - mx ** 2, blur(y * y) - my ** 2, blur(x * y) - mx * my
+    s = (2 * mx * my + c1) * (2 * sxy + c2) / ((mx ** 2 + my ** 2 + c1) * (sxx + syy + c2))
+    return float((1 - lam) * np.abs(x - y).mean() + lam * (1 - s.mean()))
+
+
+@pytest.fixture(scope="module")
+def valid_loss_fn(gpu):
+    return PhotometricLoss(gpu, ssim_padding="valid")
+
+
+@pytest.mark.parametrize("hw,correlated,lam", [((23, 37), False, 0.2), ((48, 64), True, 0.2),
+                                                ((17, 33), True, 0.6), ((12, 40), False, 0.2)])
+def test_valid_padding_value_and_gradient(gpu, valid_loss_fn, hw, correlated, lam):
+    """Loss value and sampled gradient entries (corners and border rows, whose pixels feed
+    only some windows, included) against central differences of ref_loss_valid."""
+    rng = np.random.default_rng(3000 + hw[0] * hw[1] + int(correlated))
+    x, gt8, y = make_pair(rng, *hw, correlated)
+    x64 = x.astype(np.float64)
+    l_gpu, g = run_gpu(gpu, valid_loss_fn, x, gt8, lam)
+    l_ref = ref_loss_valid(x64, y, lam)
+    assert abs(l_gpu - l_ref) <= 2e-6 + 1e-5 * abs(l_ref), (l_gpu, l_ref)
+    assert abs(l_ref - ref_loss(x64, y, lam)) > 1e-4  # the two paddings differ on these inputs
+    idx = sample_entries(rng, x, y, 30)
+    g_fd = []
+    for i in map(tuple, idx):
+        xp, xm = x64.copy(), x64.copy()
+        xp[i] += 1e-4
+        xm[i] -= 1e-4
+        g_fd.append((ref_loss_valid(xp, y, lam) - ref_loss_valid(xm, y, lam)) / 2e-4)
+    assert_grad_close(g[tuple(idx.T)], np.array(g_fd))
+
+
+def test_valid_padding_refuses_small_images_and_unknown_names(gpu, valid_loss_fn):
+    rng = np.random.default_rng(9)
+    x, gt8, _ = make_pair(rng, 9, 13, False)
+    with pytest.raises(ValueError, match="larger than 10"):
+        run_gpu(gpu, valid_loss_fn, x, gt8, 0.2)
+    with pytest.raises(ValueError, match="ssim_padding"):
+        PhotometricLoss(gpu, ssim_padding="reflect")

@@ -1,0 +1,85 @@
+"""`spirula export <project|file> --format spz|sog|compressed-ply|splat|ply -o <file>`:
+convert trained Gaussians (a project folder's splat.ply, or any splat file) into another
+splat format (registered by engine/cli/main.py; the work is :func:`export_splats`, which
+only reports through ``emit`` so the studio can run it too).
+
+The input is a project folder (its ``splat.ply``), a SOG folder, or a file of any format
+engine/io/formats.py reads. The format is ``--format`` or, when that is left out, the
+output name's (``*.compressed.ply``, ``.ply``, ``.spz``, ``.sog``, ``.splat``). The output
+is written atomically: an error leaves no partial file and an existing file untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Callable
+
+from ..errors import SplatFileError
+from . import formats
+
+__all__ = ["add_parser", "cmd_export", "export_splats", "source_file"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("export", help="convert trained Gaussians to SPZ, SOG, compressed PLY, .splat or PLY",
+                       description="Read a project's splat.ply (or any splat file: .ply, .compressed.ply, .spz, .sog, "
+                                   "SOG meta.json, .splat) and write it in another format, atomically.")
+    p.add_argument("source", type=Path, help="project folder (its splat.ply) or a splat file")
+    p.add_argument("-o", "--output", type=Path, required=True, help="the file to write")
+    p.add_argument("--format", choices=formats.FORMATS, default=None,
+                   help="output format (default: from the output name: .spz, .sog, .compressed.ply, .splat, .ply)")
+    p.add_argument("--spz-version", type=int, choices=(2, 3, 4), default=4,
+                   help="SPZ version to write (default 4, zstd; 3 and 2 are gzip, for older readers)")
+    p.add_argument("--sog-palette", type=int, default=None,
+                   help="SOG: SH palette entries, 64..65536 (default: about a power of two near N / 8)")
+
+
+def source_file(source: Path) -> Path:
+    """The splat file a source names: a project folder's splat.ply, a SOG folder itself, or
+    the file. SplatFileError naming the folder when it holds neither."""
+    source = Path(source)
+    if source.is_dir():
+        if (source / "splat.ply").is_file():
+            return source / "splat.ply"
+        if (source / "meta.json").is_file():
+            return source
+        raise SplatFileError(source, "splat", "a folder without splat.ply (a trained project) or meta.json (SOG)")
+    return source
+
+
+def export_splats(source: Path, output: Path, fmt: str | None = None, *, spz_version: int = 4,
+                  sog_palette: int | None = None, emit: Callable[[str], None] | None = None) -> dict:
+    """Convert ``source`` (see :func:`source_file`) to ``output`` in ``fmt`` (default: the
+    output name's). Returns {"source", "output", "format", "count", "bytes",
+    "bytes_per_splat", "notes"}; each note (repairs on reading, SH dropped by .splat) also
+    goes to ``emit``. SplatFileError / PlyError naming the file on a bad input."""
+    fmt = fmt or formats.format_for_output(output)
+    src = source_file(source)
+    g = formats.read_any(src, warn=False)
+    notes = list(g.notes)
+    if fmt == "splat" and g.sh_degree > 0:
+        notes.append(f"{output}: .splat holds no SH: the degree-{g.sh_degree} view-dependent colour is dropped")
+    if len(g) == 0:
+        raise SplatFileError(src, formats.detect(src), "holds no Gaussians to export")
+    size = formats.write_any(output, g, fmt, spz_version=spz_version, sog_palette=sog_palette)
+    for note in notes:
+        (emit or (lambda s: None))(note)
+    return {"source": str(src), "output": str(output), "format": fmt, "count": len(g), "bytes": size,
+            "bytes_per_splat": size / len(g), "notes": notes}
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import sys
+
+    try:
+        fmt = args.format or formats.format_for_output(args.output)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    r = export_splats(args.source, args.output, fmt, spz_version=args.spz_version, sog_palette=args.sog_palette,
+                      emit=lambda s: print(f"warning: {s}", file=sys.stderr))
+    label = formats.LABELS[fmt] + (f" v{args.spz_version}" if fmt == "spz" else "")
+    print(f"wrote {r['output']}: {r['count']:,} Gaussians, {r['bytes']:,} bytes ({r['bytes_per_splat']:.1f} B/splat), "
+          f"{label}")
+    return 0

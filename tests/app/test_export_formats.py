@@ -1,0 +1,43 @@
+"""The export panel's format chooser: every format with the size it would have (no Qt for
+the model; pytest-qt for the panel)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.export_formats import choices, default_name, human_bytes
+from engine.io import formats
+from tests.io.splat_cases import random_gaussians
+
+
+def test_choices_list_every_format_with_its_size(tmp_path):
+    g = random_gaussians(np.random.default_rng(0), 1000, 3)
+    cs = choices(1000, 3)
+    assert [c.format for c in cs] == list(formats.FORMATS) and cs[0].format == "ply"
+    for c in cs:
+        path = tmp_path / f"x{c.extension}"
+        formats.write_any(path, g, c.format)
+        if c.exact:
+            assert c.size == path.stat().st_size and "about" not in c.label
+        else:
+            assert "about" in c.label
+        assert human_bytes(c.size).split()[0] in c.label and c.extension in c.filter.replace("*", "")
+    sizes = {c.format: c.size for c in cs}
+    assert sizes["spz"] < sizes["sog"] < sizes["splat"] < sizes["compressed-ply"] < sizes["ply"]
+    assert default_name("/p/q", "sog") == "/p/q/export.sog" and default_name("", "spz") == "export.spz"
+
+
+def test_panel_chooser_follows_the_scene(qapp):
+    from app.export_panel import ExportPanel
+
+    p = ExportPanel()
+    p.set_scene_size(100_000, 3)
+    assert p.format.count() == len(formats.FORMATS) and p.current_format() == "ply"
+    p.format.setCurrentIndex(p.format.findData("spz"))
+    assert "SPZ" in p.format.currentText() and "MB" in p.format.currentText()
+    before = p.format.currentText()
+    p.set_scene_size(200_000)   # training grew: sizes change, the choice stays
+    assert p.current_format() == "spz" and p.format.currentText() != before
+    p.set_scene_size(200_000, 0)
+    assert "68 B/splat" in p.format.itemText(p.format.findData("ply"))   # 17 floats without SH
+    p.deleteLater()
