@@ -11,7 +11,7 @@ viewport or the overlay in between keeps it)."""
 
 from __future__ import annotations
 
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from .drops import ACTIONS, classify_many, describe_many
 
