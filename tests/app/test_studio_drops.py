@@ -75,6 +75,9 @@ def test_video_photos_and_dataset_dropped_on_the_viewport(studio, tmp_path, tiny
 
     drag_and_drop(vp.container, [tiny_dataset], drop=False)
     assert win.drops.text == "Review the dataset ring, then train it"
+    drag_and_drop(vp.container, [tiny_dataset])
+    assert spin(app, 60, lambda: win.scene.kind == "review" and win.scene.path == str(tiny_dataset)), win.notes[-2:]
+    assert sent(win, M.ReviewDataset)[-1].dataset == str(tiny_dataset) and not sent(win, M.StartTraining)
 
 
 def test_cancel_during_sfm_keeps_the_frames(studio, tmp_path, tiny_dataset):

@@ -10,7 +10,7 @@ import pytest
 from engine.studio import messages as M
 
 from .conftest import spin
-from .studio_helpers import last, sent
+from .studio_helpers import drag_and_drop, last, sent
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -72,3 +72,8 @@ def test_the_export_panel_makes_the_textured_mesh_and_shows_it(studio, trained):
     frames = win.viewer_stats.frames if win.viewer_stats else 0
     assert spin(app, 30, lambda: win.viewer_stats is not None and win.viewer_stats.frames > frames)
     assert [c.project for c in sent(win, M.ExportMesh)] == [str(trained)] * 2
+    # and a mesh file dropped on the viewport opens the same way
+    n = len(sent(win, M.OpenMesh))
+    drag_and_drop(win.viewport.container, [trained / "exports" / "mesh.obj"])
+    assert spin(app, 10, lambda: len(sent(win, M.OpenMesh)) > n) and sent(win, M.OpenMesh)[-1].path.endswith("mesh.obj")
+    assert spin(app, 60, lambda: win.scene.path.endswith("mesh.obj") and win.scene.kind == "mesh"), win.errors
