@@ -19,6 +19,7 @@ SPLIT_WORDS = {"train": "training", "test": "held out", "excluded": "excluded"}
 class DatasetPanel(QtWidgets.QWidget):
     camera_activated = QtCore.Signal(int)
     start_requested = QtCore.Signal()
+    split_changed = QtCore.Signal(tuple, tuple)   # held out, excluded (image names)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -113,6 +114,9 @@ class DatasetPanel(QtWidgets.QWidget):
         self.summary.setText(f"{head}{msg.name}: {len(self.splits)} registered images "
                              f"({counts['train']} training, {counts['test']} held out{excluded}) · {points}")
         self.start_btn.setEnabled(counts["train"] > 0)
+        if msg.kind == "review" and counts["train"] > 0:
+            names = self.split_names()
+            self.split_changed.emit(names["held_out"], names["excluded"])
 
     def _fill(self) -> None:
         self.list.clear()

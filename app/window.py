@@ -102,6 +102,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.training.stop_requested.connect(lambda: session.send(M.Cancel(save=True)))
         self.dataset.camera_activated.connect(self._look_through)
         self.dataset.start_requested.connect(self.start_training)
+        self.dataset.split_changed.connect(lambda held, out: session.send(M.SetSplit(held, out)))
         self.profiler.profiling_toggled.connect(lambda on: session.send(M.SetProfiling(on)))
         self.profiler.enable.setChecked(PROFILE_BY_DEFAULT)  # while training (engine/studio/profiling.py)
         session.send(M.SetProfiling(self.profiler.enable.isChecked()))

@@ -169,6 +169,13 @@ class ReviewDataset:
 
 
 @dataclass(frozen=True)
+class SetSplit:
+    """The split chosen in review (image names), for the viewport's frustum colours."""
+    held_out: tuple = ()
+    excluded: tuple = ()
+
+
+@dataclass(frozen=True)
 class OpenProject:
     """A project folder whose training stopped: continue from its checkpoint."""
     path: str
@@ -300,6 +307,6 @@ class Shutdown:
     save: bool = True          # save a checkpoint and the PLY if training is under way
 
 
-Command = Union[StartTraining, ReviewDataset, OpenProject, StartPipeline, OpenPly, ExportMesh, OpenMesh, Pause, Resume,
+Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, OpenPly, ExportMesh, OpenMesh, Pause, Resume,
                 Cancel, SetBounds, AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame,
                 ExportPly, SaveScreenshot, SetProfiling, Shutdown]

@@ -47,6 +47,12 @@ class ReviewScene(Scene):
         self._pack = pack_rgba8
         self._gt: dict = {}
 
+    def set_split(self, held_out, excluded) -> None:
+        """The split the Dataset panel shows (``choose_split``'s rules; DatasetError names a bad one)."""
+        self.train_idx, self.test_idx, _ = choose_split(self.dataset, 0, tuple(held_out), tuple(excluded))
+        names = set(excluded)
+        self.excluded_idx = [i for i, c in enumerate(self.dataset.cameras) if c.name in names]
+
     def gt(self, i: int):
         if i not in self._gt:
             self._gt[i] = self.gpu.upload(self._pack(self.dataset.cameras[i].image), f"review.gt.{i}")

@@ -38,6 +38,7 @@ BG_BOTTOM = (0.05, 0.05, 0.06)
 COLOR_TRAIN = (255, 170, 60)
 COLOR_TEST = (90, 200, 255)
 COLOR_SELECTED = (255, 255, 255)
+COLOR_EXCLUDED = (110, 110, 116)
 
 
 def wait_polling(gpu: Gpu, submit_id: int | None = None, timeout_s: float = 600.0) -> None:
@@ -151,6 +152,8 @@ def frustum_segments(cameras, size: float, selected: int | None = None,
         lines += [(t0, up), (up, t1)]
         if splits is not None and i < len(splits) and splits[i] == "test":
             color = COLOR_TEST
+        elif splits is not None and i < len(splits) and splits[i] == "excluded":
+            color = COLOR_EXCLUDED
         else:
             color = COLOR_TRAIN
         if i == selected:

@@ -134,6 +134,15 @@ class Viewport:
         self.update_segments()
         self.view_dirty = True
 
+    def set_split(self, cmd: M.SetSplit) -> None:
+        """A review's split changed: its frustums' colours follow."""
+        sc = self.e.scene
+        if hasattr(sc, "set_split"):
+            sc.set_split(cmd.held_out, cmd.excluded)
+            self._seg_key = None
+            self.update_segments()
+            self.view_dirty = True
+
     def set_bounds(self, cmd: M.SetBounds) -> None:
         """The mesh stage's box, drawn in the viewport (none: empty)."""
         self.bounds = tuple(float(x) for x in cmd.bounds) if len(cmd.bounds) == 6 else ()
@@ -156,8 +165,8 @@ class Viewport:
         segs, cols = box_segments(self.bounds) if self.bounds else (np.zeros((0, 6), np.float32),
                                                                     np.zeros(0, np.uint32))
         if cams:
-            test = set(sc.test_idx)
-            splits = ["test" if i in test else "train" for i in range(len(cams))]
+            test, out = set(sc.test_idx), set(getattr(sc, "excluded_idx", ()))
+            splits = ["excluded" if i in out else "test" if i in test else "train" for i in range(len(cams))]
             _, radius = dataset.scene_extent()
             fs, fc = frustum_segments(cams, FRUSTUM_SIZE * radius * self.frustum_scale, v.state.camera, splits)
             segs, cols = np.concatenate([segs, fs]), np.concatenate([cols, fc])

@@ -40,6 +40,11 @@ def test_a_dataset_opens_for_review_and_trains_on_start(studio, tiny_dataset):
         win.dataset.list.item(row).setSelected(True)
         win.dataset.split_buttons[split].click()
     assert "1 excluded" in win.dataset.summary.text()
+    names = [c.name for c in win.scene.cameras]
+    split = sent(win, M.SetSplit)[-1]  # the viewport's frustums follow the split
+    assert split.excluded == (names[3],) and set(split.held_out) == {names[0], names[5], names[8]}
+    spin(app, 0.5)
+    assert not win.errors, win.errors
     win.dataset.start_btn.click()
     assert spin(app, 120, lambda: win.job_state == "running" and steps_done(win) > 0), win.notes[-3:]
     cmd = sent(win, M.StartTraining)[-1]
