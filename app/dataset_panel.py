@@ -1,5 +1,7 @@
-"""The Dataset panel: the scene's cameras as thumbnails (training and held-out views
-framed apart) and its notes; double-clicking a camera looks through it."""
+"""The Dataset panel: the scene's cameras as thumbnails (training, held-out and excluded
+views framed apart) and its notes; double-clicking a camera looks through it. Before
+training (a review) the split is the user's: hold out, train on or exclude the selected
+images (right-click, or the buttons), or hold out every k-th; Start trains with it."""
 
 from __future__ import annotations
 
@@ -9,12 +11,21 @@ from engine.studio import messages as M
 
 from .plots import ACCENT, BLUE
 
+GREY = (110, 110, 116)
+SPLIT_COLOURS = {"train": ACCENT, "test": BLUE, "excluded": GREY}
+SPLIT_WORDS = {"train": "training", "test": "held out", "excluded": "excluded"}
+
 
 class DatasetPanel(QtWidgets.QWidget):
     camera_activated = QtCore.Signal(int)
+    start_requested = QtCore.Signal()
+    split_changed = QtCore.Signal(tuple, tuple)   # held out, excluded (image names)
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self.scene: M.SceneLoaded | None = None
+        self.splits: list[str] = []
+        self.editable = False
         lay = QtWidgets.QVBoxLayout(self)
         self.summary = QtWidgets.QLabel("No dataset")
         self.summary.setWordWrap(True)
@@ -26,46 +37,154 @@ class DatasetPanel(QtWidgets.QWidget):
         self.list.setMovement(QtWidgets.QListView.Movement.Static)
         self.list.setSpacing(4)
         self.list.setUniformItemSizes(True)
-        self.list.itemActivated.connect(lambda it: self.camera_activated.emit(int(it.data(QtCore.Qt.ItemDataRole.UserRole))))
-        self.list.itemDoubleClicked.connect(lambda it: self.camera_activated.emit(int(it.data(QtCore.Qt.ItemDataRole.UserRole))))
+        self.list.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.list.itemActivated.connect(self._activated)
+        self.list.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._menu)
         lay.addWidget(self.list, 1)
+
+        self.split_row = QtWidgets.QWidget()
+        row = QtWidgets.QHBoxLayout(self.split_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.split_buttons = {}
+        for split, label in (("train", "Train on"), ("test", "Hold out"), ("excluded", "Exclude")):
+            b = QtWidgets.QPushButton(label)
+            b.setToolTip(f"Mark the selected images as {SPLIT_WORDS[split]}")
+            b.clicked.connect(lambda _=False, s=split: self.set_selected(s))
+            row.addWidget(b)
+            self.split_buttons[split] = b
+        row.addWidget(QtWidgets.QLabel("every"))
+        self.every = QtWidgets.QSpinBox(minimum=0, maximum=1000)
+        self.every.setValue(8)
+        self.every.setSpecialValueText("none")
+        self.every.setToolTip("Hold out every k-th image by name (0: none), replacing the choices above")
+        self.every.valueChanged.connect(self.hold_out_every)
+        row.addWidget(self.every)
+        lay.addWidget(self.split_row)
+        self.start_btn = QtWidgets.QPushButton("Start training")
+        self.start_btn.setObjectName("primary")
+        self.start_btn.clicked.connect(self.start_requested)
+        lay.addWidget(self.start_btn)
+
         self.notes = QtWidgets.QLabel("")
         self.notes.setWordWrap(True)
         self.notes.setObjectName("dim")
         lay.addWidget(self.notes)
-        self.legend = QtWidgets.QLabel("Frustums: <span style='color:#ffaa3c'>training</span> · "
+        self.legend = QtWidgets.QLabel("Frames: <span style='color:#ffaa3c'>training</span> · "
                                        "<span style='color:#5ac8ff'>held out</span> · "
-                                       "<span style='color:#ffffff'>looking through</span>. "
+                                       "<span style='color:#6e6e74'>excluded</span>. "
                                        "Double-click a thumbnail or click a frustum to look through it.")
         self.legend.setWordWrap(True)
         self.legend.setObjectName("dim")
         lay.addWidget(self.legend)
+        self._set_editable(False)
+
+    def _set_editable(self, on: bool) -> None:
+        self.editable = on
+        self.split_row.setVisible(on)
+        self.start_btn.setVisible(on)
+
+    def _activated(self, it: QtWidgets.QListWidgetItem) -> None:
+        self.camera_activated.emit(int(it.data(QtCore.Qt.ItemDataRole.UserRole)))
 
     def set_scene(self, msg: M.SceneLoaded) -> None:
-        self.list.clear()
-        n_test = sum(c.split == "test" for c in msg.cameras)
-        if msg.kind == "ply":
-            self.summary.setText(f"{msg.name}: {msg.num_gaussians:,} Gaussians (viewing a PLY, no cameras)")
+        self.scene = msg
+        self.splits = [c.split for c in msg.cameras]
+        self._set_editable(msg.kind == "review")
+        if msg.kind == "empty":
+            self.summary.setText(f"Reconstructing {msg.name} (frames, SfM, undistortion): it opens for review "
+                                 "when done; Cancel (Training panel) keeps what finished")
+        if msg.kind in ("ply", "mesh"):
+            what = "Gaussians" if msg.kind == "ply" else "surfels of the mesh"
+            self.summary.setText(f"{msg.name}: {msg.num_gaussians:,} {what} (viewing, no cameras)")
+        self._fill()
+        self.notes.setText("\n".join(msg.warnings[:6]))
+
+    def _summary(self) -> None:
+        msg = self.scene
+        if msg is None or msg.kind in ("ply", "mesh", "empty"):
+            return
+        counts = {s: self.splits.count(s) for s in SPLIT_COLOURS}
+        excluded = f", {counts['excluded']} excluded" if counts["excluded"] else ""
+        if msg.kind == "review":
+            points = f"{msg.num_gaussians:,} SfM points" if msg.num_gaussians else "no SfM points (it starts from random ones)"
         else:
-            self.summary.setText(f"{msg.name}: {len(msg.cameras)} registered images "
-                                 f"({len(msg.cameras) - n_test} training, {n_test} held out) · "
-                                 f"{msg.num_gaussians:,} initial Gaussians")
-        for i, c in enumerate(msg.cameras):
+            points = f"{msg.num_gaussians:,} initial Gaussians"
+        head = "Review, then Start: " if msg.kind == "review" else ""
+        self.summary.setText(f"{head}{msg.name}: {len(self.splits)} registered images "
+                             f"({counts['train']} training, {counts['test']} held out{excluded}) · {points}")
+        self.start_btn.setEnabled(counts["train"] > 0)
+        if msg.kind == "review" and counts["train"] > 0:
+            names = self.split_names()
+            self.split_changed.emit(names["held_out"], names["excluded"])
+
+    def _fill(self) -> None:
+        self.list.clear()
+        for i, c in enumerate(self.scene.cameras if self.scene else ()):
             it = QtWidgets.QListWidgetItem(self.list)
             it.setText(c.name if len(c.name) <= 16 else "…" + c.name[-15:])
-            it.setToolTip(f"{c.name}\n{c.width}x{c.height} · {'held out' if c.split == 'test' else 'training'} · registered")
             it.setData(QtCore.Qt.ItemDataRole.UserRole, i)
-            if c.thumbnail:
-                img = QtGui.QImage(c.thumbnail, c.thumb_w, c.thumb_h, 3 * c.thumb_w, QtGui.QImage.Format.Format_RGB888).copy()
-                pm = QtGui.QPixmap.fromImage(img)
-                painter = QtGui.QPainter(pm)
-                pen = QtGui.QPen(QtGui.QColor(*(BLUE if c.split == "test" else ACCENT)))
-                pen.setWidth(4)
-                painter.setPen(pen)
-                painter.drawRect(pm.rect().adjusted(2, 2, -2, -2))
-                painter.end()
-                it.setIcon(QtGui.QIcon(pm))
-        self.notes.setText("\n".join(msg.warnings[:6]))
+            self._decorate(it)
+        self._summary()
+
+    def _decorate(self, it: QtWidgets.QListWidgetItem) -> None:
+        i = int(it.data(QtCore.Qt.ItemDataRole.UserRole))
+        c, split = self.scene.cameras[i], self.splits[i]
+        it.setToolTip(f"{c.name}\n{c.width}x{c.height} · {SPLIT_WORDS[split]}")
+        if not c.thumbnail:
+            return
+        img = QtGui.QImage(c.thumbnail, c.thumb_w, c.thumb_h, 3 * c.thumb_w, QtGui.QImage.Format.Format_RGB888).copy()
+        pm = QtGui.QPixmap.fromImage(img)
+        painter = QtGui.QPainter(pm)
+        if split == "excluded":
+            painter.fillRect(pm.rect(), QtGui.QColor(20, 21, 25, 170))
+        pen = QtGui.QPen(QtGui.QColor(*SPLIT_COLOURS[split]))
+        pen.setWidth(4)
+        painter.setPen(pen)
+        painter.drawRect(pm.rect().adjusted(2, 2, -2, -2))
+        painter.end()
+        it.setIcon(QtGui.QIcon(pm))
+
+    # --- the split (a review only) ---------------------------------------------------------------
+    def _menu(self, pos: QtCore.QPoint) -> None:
+        if not self.editable or not self.list.selectedItems():
+            return
+        menu = QtWidgets.QMenu(self)
+        for split, b in self.split_buttons.items():
+            menu.addAction(b.text(), lambda s=split: self.set_selected(s))
+        menu.exec(self.list.viewport().mapToGlobal(pos))
+
+    def set_selected(self, split: str) -> None:
+        if not self.editable:
+            return
+        for it in self.list.selectedItems():
+            self.splits[int(it.data(QtCore.Qt.ItemDataRole.UserRole))] = split
+            self._decorate(it)
+        self._summary()
+
+    def hold_out_every(self, k: int) -> None:
+        """Every k-th image by name held out (the engine's rule: indices 0, k, 2k, ...);
+        exclusions stay."""
+        if not self.editable:
+            return
+        n = len(self.splits)
+        for i in range(n):
+            if self.splits[i] != "excluded":
+                self.splits[i] = "test" if k > 0 and i % k == 0 else "train"
+        if "train" not in self.splits:  # as the engine does: nothing held out rather than nothing trained
+            self.splits = ["train" if s == "test" else s for s in self.splits]
+        for r in range(self.list.count()):
+            self._decorate(self.list.item(r))
+        self._summary()
+
+    def split_names(self) -> dict:
+        """StartTraining's held_out / excluded for the split shown (empty: not a review)."""
+        if self.scene is None or self.scene.kind != "review":
+            return {}
+        names = [c.name for c in self.scene.cameras]
+        return {"held_out": tuple(n for n, s in zip(names, self.splits) if s == "test"),
+                "excluded": tuple(n for n, s in zip(names, self.splits) if s == "excluded"),
+                "eval_every": self.every.value()}
 
     def select(self, index: int) -> None:
         for k in range(self.list.count()):

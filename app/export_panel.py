@@ -1,22 +1,37 @@
-"""The Export panel: export the Gaussians in a chosen splat format (the chooser shows the
-size each format would have: app/export_formats.py), save a screenshot, and what was saved."""
+"""The Export panel: the Gaussians in a chosen splat format (the chooser shows the size each
+format would have: app/export_formats.py), a viewport screenshot, the textured mesh (the
+mesh stage, engine/jobs/mesh.py, on the engine thread: its settings, progress and Cancel;
+the finished GLB opens in the viewport), and what was saved."""
 
 from __future__ import annotations
 
-from PySide6 import QtCore, QtWidgets
+from pathlib import Path
 
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from engine.mesh.config import MeshConfig
 from engine.studio import messages as M
 
 from .export_formats import choices
+
+# the mesh settings a software device finishes in a minute or two; a GPU takes the defaults
+SOFTWARE_MESH = dict(faces=100_000, texture_size=1024, resolution=256)
+TEXTURE_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 
 
 class ExportPanel(QtWidgets.QWidget):
     export_ply_requested = QtCore.Signal()   # export in current_format()
     screenshot_requested = QtCore.Signal()
     open_project_requested = QtCore.Signal()
+    mesh_requested = QtCore.Signal(object)   # M.ExportMesh
+    mesh_cancel_requested = QtCore.Signal()
+    open_mesh_requested = QtCore.Signal(str)
+    bounds_changed = QtCore.Signal(tuple)    # the box to draw in the viewport (() = none)
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self.project_path = ""
+        self.meshing = False
         lay = QtWidgets.QVBoxLayout(self)
         self.project = QtWidgets.QLabel("Project folder: –")
         self.project.setWordWrap(True)
@@ -28,21 +43,141 @@ class ExportPanel(QtWidgets.QWidget):
         lay.addWidget(self.format)
         self.ply_btn = QtWidgets.QPushButton("Export Gaussians…")
         self.shot_btn = QtWidgets.QPushButton("Save viewport screenshot…")
-        self.mesh_btn = QtWidgets.QPushButton("Export textured mesh… (coming with the mesh stage)")
-        self.mesh_btn.setEnabled(False)
         self.ply_btn.clicked.connect(self.export_ply_requested)
         self.shot_btn.clicked.connect(self.screenshot_requested)
-        for b in (self.ply_btn, self.shot_btn, self.mesh_btn):
+        for b in (self.ply_btn, self.shot_btn):
             lay.addWidget(b)
-        lay.addWidget(QtWidgets.QLabel("Saved:"))
+        lay.addWidget(self._mesh_box())
+        lay.addWidget(QtWidgets.QLabel("Saved (double-click a mesh to view it):"))
         self.saved = QtWidgets.QListWidget()
+        self.saved.itemDoubleClicked.connect(self._saved_activated)
         lay.addWidget(self.saved, 1)
         self.ply_btn.setEnabled(False)
         self.sh_degree = 3
         self.set_scene_size(0)
+        self._update_mesh_buttons()
+
+    def _mesh_box(self) -> QtWidgets.QGroupBox:
+        box = QtWidgets.QGroupBox("Textured mesh (GLB, OBJ + MTL + PNG, PLY)")
+        form = QtWidgets.QFormLayout(box)
+        d = MeshConfig()
+        self.faces = QtWidgets.QSpinBox(minimum=0, maximum=20_000_000, singleStep=50_000)
+        self.faces.setGroupSeparatorShown(True)
+        self.faces.setSpecialValueText("all (no decimation)")
+        self.faces.setValue(d.faces)
+        self.texture = QtWidgets.QComboBox()
+        for t in TEXTURE_SIZES:
+            self.texture.addItem(f"{t} × {t}", t)
+        self.texture.setCurrentIndex(TEXTURE_SIZES.index(d.texture_size))
+        self.resolution = QtWidgets.QSpinBox(minimum=16, maximum=4096, singleStep=64)
+        self.resolution.setValue(d.resolution)
+        self.resolution.setToolTip("Voxels along the longest side of the subject's bounds (finer: more detail, "
+                                   "more memory and time)")
+        form.addRow("Faces", self.faces)
+        form.addRow("Texture", self.texture)
+        form.addRow("Voxels", self.resolution)
+        form.addRow(self._bounds_box())
+        row = QtWidgets.QHBoxLayout()
+        self.mesh_btn = QtWidgets.QPushButton("Export textured mesh")
+        self.mesh_cancel = QtWidgets.QPushButton("Cancel")
+        self.mesh_btn.clicked.connect(self._mesh_clicked)
+        self.mesh_cancel.clicked.connect(self.mesh_cancel_requested)
+        row.addWidget(self.mesh_btn, 1)
+        row.addWidget(self.mesh_cancel)
+        form.addRow(row)
+        self.mesh_progress = QtWidgets.QProgressBar()
+        self.mesh_progress.setRange(0, 1)
+        self.mesh_progress.setValue(0)
+        self.mesh_progress.setFormat("%p%")
+        self.mesh_status = QtWidgets.QLabel("Train or open a project first")
+        self.mesh_status.setWordWrap(True)
+        self.mesh_status.setObjectName("dim")
+        form.addRow(self.mesh_progress)
+        form.addRow(self.mesh_status)
+        return box
+
+    def _bounds_box(self) -> QtWidgets.QGroupBox:
+        """Limit the mesh to a box (min and max per axis), drawn in the viewport while on."""
+        box = self.bounds_group = QtWidgets.QGroupBox("Limit to a box (drawn in the viewport)")
+        box.setCheckable(True)
+        box.setChecked(False)
+        grid = QtWidgets.QGridLayout(box)
+        self.bound_spins = []
+        for col, axis in enumerate("xyz"):
+            grid.addWidget(QtWidgets.QLabel(axis), 0, col + 1, QtCore.Qt.AlignmentFlag.AlignCenter)
+        for row, label in enumerate(("min", "max")):
+            grid.addWidget(QtWidgets.QLabel(label), row + 1, 0)
+            for col in range(3):
+                spin = QtWidgets.QDoubleSpinBox(minimum=-1e6, maximum=1e6, decimals=3, singleStep=0.05)
+                spin.valueChanged.connect(self._bounds_edited)
+                grid.addWidget(spin, row + 1, col + 1)
+                self.bound_spins.append(spin)
+        box.toggled.connect(self._bounds_edited)
+        return box
+
+    def bounds(self) -> tuple:
+        """(xmin, ymin, zmin, xmax, ymax, zmax) when the box is on, else ()."""
+        if not self.bounds_group.isChecked():
+            return ()
+        v = [s.value() for s in self.bound_spins]
+        lo, hi = v[:3], v[3:]
+        return tuple(min(a, b) for a, b in zip(lo, hi)) + tuple(max(a, b) for a, b in zip(lo, hi))
+
+    def _bounds_edited(self, *_) -> None:
+        self.bounds_changed.emit(self.bounds())
+
+    def set_extent(self, center, radius: float) -> None:
+        """Start the box around a new scene: its centre +- its radius."""
+        for spin in self.bound_spins:
+            spin.blockSignals(True)
+        for k, spin in enumerate(self.bound_spins):
+            c = float(center[k % 3])
+            spin.setSingleStep(max(radius / 20, 1e-3))
+            spin.setValue(c - radius if k < 3 else c + radius)
+        for spin in self.bound_spins:
+            spin.blockSignals(False)
+        self._bounds_edited()
+
+    def use_software_defaults(self, software: bool) -> None:
+        if software:
+            self.faces.setValue(SOFTWARE_MESH["faces"])
+            self.texture.setCurrentIndex(TEXTURE_SIZES.index(SOFTWARE_MESH["texture_size"]))
+            self.resolution.setValue(SOFTWARE_MESH["resolution"])
+
+    def values(self) -> dict:
+        return {"faces": self.faces.value(), "texture_size": self.texture.currentData(),
+                "resolution": self.resolution.value()}
+
+    def restore(self, v: dict) -> None:
+        try:
+            self.faces.setValue(int(v.get("faces", self.faces.value())))
+            self.resolution.setValue(int(v.get("resolution", self.resolution.value())))
+            k = self.texture.findData(int(v.get("texture_size", self.texture.currentData())))
+        except (TypeError, ValueError):
+            return
+        if k >= 0:
+            self.texture.setCurrentIndex(k)
+
+    def mesh_command(self) -> M.ExportMesh:
+        return M.ExportMesh(self.project_path, faces=self.faces.value(), texture_size=self.texture.currentData(),
+                            resolution=self.resolution.value(), bounds=self.bounds())
+
+    def _mesh_clicked(self) -> None:
+        if self.project_path:
+            self.mesh_requested.emit(self.mesh_command())
 
     def set_project(self, path: str) -> None:
+        self.project_path = path if path and self.trained(path) else ""
         self.project.setText(f"Project folder: {path or '–'}")
+        if not self.meshing and not self.mesh_status.text().startswith("Wrote"):
+            self.mesh_status.setText("Ready: the mesh goes to exports/ in the project folder" if self.project_path
+                                     else "Train or open a trained project first (it needs splat.ply and train.json)")
+        self._update_mesh_buttons()
+
+    @staticmethod
+    def trained(path: str) -> bool:
+        p = Path(path)
+        return (p / "splat.ply").is_file() and (p / "train.json").is_file()
 
     def set_can_export(self, ok: bool) -> None:
         self.ply_btn.setEnabled(ok)
@@ -63,4 +198,49 @@ class ExportPanel(QtWidgets.QWidget):
         return self.format.currentData()
 
     def on_saved(self, msg: M.Saved) -> None:
-        self.saved.insertItem(0, f"{msg.kind}: {msg.path}" + (f"  ({msg.detail})" if msg.detail else ""))
+        it = QtWidgets.QListWidgetItem(f"{msg.kind}: {msg.path}" + (f"  ({msg.detail})" if msg.detail else ""))
+        it.setData(QtCore.Qt.ItemDataRole.UserRole, msg.path)
+        self.saved.insertItem(0, it)
+
+    def _saved_activated(self, it: QtWidgets.QListWidgetItem) -> None:
+        path = it.data(QtCore.Qt.ItemDataRole.UserRole) or ""
+        if path.endswith((".glb", ".obj")):
+            self.open_mesh_requested.emit(path)
+        elif path:
+            QtGui.QDesktopServices.openUrl(QtCore.QUrl.fromLocalFile(str(Path(path).parent)))
+
+    # --- the mesh stage's progress -------------------------------------------------------------
+    def mesh_started(self) -> None:
+        self.meshing = True
+        self.mesh_progress.setRange(0, 1)
+        self.mesh_progress.setValue(0)
+        self.mesh_status.setText("Starting the mesh stage…")
+        self._update_mesh_buttons()
+
+    def on_mesh_progress(self, msg: M.StageProgress) -> None:
+        self.meshing = True
+        total = max(msg.total or 1, 1)
+        # steps, and within the long ones their camera loops: 0..1000 per step
+        frac = 0.0
+        parts = msg.detail.rsplit(" ", 1)
+        if len(parts) == 2 and "/" in parts[1]:
+            a, _, b = parts[1].partition("/")
+            if a.isdigit() and b.isdigit() and int(b):
+                frac = int(a) / int(b)
+        self.mesh_progress.setRange(0, total * 1000)
+        self.mesh_progress.setValue(int((msg.done + frac) * 1000))
+        self.mesh_status.setText(f"Mesh: {msg.detail} (step {msg.done + 1} of {total})")
+        self._update_mesh_buttons()
+
+    def mesh_ended(self, text: str, ok: bool) -> None:
+        self.meshing = False
+        if ok:
+            self.mesh_progress.setValue(self.mesh_progress.maximum())
+        self.mesh_status.setText(text)
+        self._update_mesh_buttons()
+
+    def _update_mesh_buttons(self) -> None:
+        self.mesh_btn.setEnabled(bool(self.project_path) and not self.meshing)
+        self.mesh_cancel.setEnabled(self.meshing)
+        for w in (self.faces, self.texture, self.resolution, self.bounds_group):
+            w.setEnabled(not self.meshing)

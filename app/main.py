@@ -46,9 +46,9 @@ def check_pyside() -> None:
                            "install another version: pip install 'PySide6-Essentials>=6.6,!=6.12.*'")
 
 
-def wait_ready(session, app, timeout: float = 600.0, on_wait=None):
+def wait_ready(session, app, timeout: float = 600.0, on_wait=None, on_progress=None):
     """Process Qt events until the engine says EngineReady (returned) or Error (raised as
-    RuntimeError with its text)."""
+    RuntimeError with its text); ``on_progress(text)`` hears the warm-up's progress."""
     from engine.studio import messages as M
 
     t_end = time.perf_counter() + timeout
@@ -61,6 +61,10 @@ def wait_ready(session, app, timeout: float = 600.0, on_wait=None):
                 return msg
             if isinstance(msg, M.Error):
                 raise RuntimeError(msg.text)
+            if isinstance(msg, M.StageProgress) and msg.stage == "warmup":
+                if on_progress is not None:
+                    on_progress(f"Starting the GPU engine: {msg.detail} — step {msg.done + 1} of {msg.total}")
+                continue
             early.append(msg)
         if not session.alive:
             raise RuntimeError("the engine thread ended during start-up")
@@ -100,13 +104,19 @@ def create_studio(path: str | os.PathLike | None = None, device: str | None = No
         p.drawText(pm.rect().adjusted(0, -30, 0, 0), QtCore.Qt.AlignmentFlag.AlignCenter, "Spirula Studio")
         p.end()
         sp = QtWidgets.QSplashScreen(pm)
-        sp.showMessage("Starting the GPU engine and compiling kernels…",
+        sp.showMessage("Starting the GPU engine and compiling kernels (the first launch takes a while; "
+                       "later ones reuse the compiled kernels)…",
                        QtCore.Qt.AlignmentFlag.AlignBottom | QtCore.Qt.AlignmentFlag.AlignHCenter, QtGui.QColor("white"))
         sp.show()
         app.processEvents()
     session = Session(backend=device, projects=projects).start()
     try:
-        ready = wait_ready(session, app)
+        def show(text: str) -> None:
+            if sp is not None:
+                sp.showMessage(text, QtCore.Qt.AlignmentFlag.AlignBottom | QtCore.Qt.AlignmentFlag.AlignHCenter,
+                               QtGui.QColor("white"))
+
+        ready = wait_ready(session, app, on_progress=show)
     except RuntimeError as exc:
         if sp is not None:
             sp.close()
@@ -144,7 +154,9 @@ def install_excepthook(win) -> None:
 
 
 def main(path: str | os.PathLike | None = None, device: str | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("SPIRULA_LOG", "WARNING").upper(), format="%(levelname)s %(name)s: %(message)s")
+    from .logs import setup
+
+    setup(os.environ.get("SPIRULA_LOG", "WARNING"))  # tracebacks to the log file, one line to the terminal
     try:
         app, win, session = create_studio(path, device)
     except RuntimeError as exc:

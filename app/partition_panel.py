@@ -153,7 +153,7 @@ class PartitionPanel(QtWidgets.QWidget):
         from engine.partition.geometry import read_geometry
 
         self.geo, self.partition = None, None
-        if msg.kind != "dataset":
+        if msg.kind not in ("dataset", "review"):  # a dataset under review or training
             self.summary.setText("Partitioning needs a COLMAP dataset (open one)")
             self.view.set_data(np.zeros((0, 2)), np.zeros((0, 2)), [], [0, 1, 0, 1])
             self._set_enabled(False)

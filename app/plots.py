@@ -28,3 +28,33 @@ def plot(title: str, left: str, log_y: bool = False) -> pg.PlotWidget:
     w.setMouseEnabled(x=False, y=False)
     w.hideButtons()
     return w
+
+
+def show_empty(w: pg.PlotWidget, empty: bool, what: str = "no data yet") -> None:
+    """An empty plot shows its title with ``what`` and no axes (no made-up 0-1 ticks)."""
+    base = getattr(w, "base_title", None)
+    if base is None:
+        base = w.base_title = w.plotItem.titleLabel.text
+    w.setTitle(f"{base} — {what}" if empty else base, size="9pt")
+    for side in ("left", "bottom"):
+        w.getAxis(side).setStyle(showValues=not empty)
+
+
+def fit_y(w: pg.PlotWidget, values, include_zero: bool = False, log: bool = False) -> None:
+    """A y range that makes sense for ``values``: a flat series gets a band around its value
+    (not +-1 or a range across zero), counts start at zero."""
+    import math
+
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and (not log or float(v) > 0)]
+    if not vals:
+        return
+    lo, hi = min(vals), max(vals)
+    if log:
+        lo, hi = math.log10(lo), math.log10(hi)
+    if include_zero and not log:
+        lo = min(lo, 0.0)
+    span = hi - lo
+    if span <= 1e-9 * max(abs(hi), 1.0):
+        span = max(abs(hi) * 0.1, 1e-3 if log or abs(hi) < 1 else 1.0)
+        lo, hi = (lo - span, hi + span) if not include_zero else (lo, hi + span)
+    w.setYRange(lo, hi, padding=0.05)

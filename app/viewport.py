@@ -65,8 +65,10 @@ class ViewController(QtCore.QObject):
             cam.fov_y_deg = float(np.degrees(2 * np.arctan(0.5 * c.height / c.fy)))
             eye = c2w[first, :3, 3]
             center = np.asarray(msg.center)
-            # a little behind the first training camera, looking at the scene centre
-            eye = center + (eye - center) * 1.35
+            # behind and above the first training camera, looking at the scene centre: its
+            # frustum is below the line of sight, not in front of the subject
+            back = eye - center
+            eye = center + back * 1.5 + np.asarray(msg.up, float) * 0.4 * float(np.linalg.norm(back))
             cam.look_at(eye, center)
         else:
             self.centers = None
@@ -320,6 +322,10 @@ class Viewport(QtWidgets.QWidget):
     def _emit_size(self) -> None:
         self.controller.size = self.size()
         self.resized.emit(*self.physical_size())
+
+    def take_focus(self) -> None:
+        """Keyboard focus to the viewport (its keys: W A S D, F)."""
+        (self.container if self.mode == "swapchain" else self.image_view).setFocus()
 
     def show_frame(self, frame: M.PreviewFrame) -> None:
         self.image_view.set_frame(frame)

@@ -18,10 +18,12 @@ from engine.studio import messages as M
 
 from .closing import Closing
 from .dataset_panel import DatasetPanel
+from .drop_overlay import DropHandler, route_drags
 from .partition_panel import PartitionPanel
-from .drops import Drop, classify_many, pipeline_available
 from .export_panel import ExportPanel
-from .profiler_panel import ProfilerPanel
+from . import remembered
+from .opening import Opening
+from .profiler_panel import PROFILE_BY_DEFAULT, ProfilerPanel
 from .training_panel import TrainingPanel
 from .viewport import ViewController, Viewport
 
@@ -39,7 +41,7 @@ def load_style(app: QtWidgets.QApplication) -> None:
         app.setWindowIcon(QtGui.QIcon(str(icon)))
 
 
-class StudioWindow(Closing, QtWidgets.QMainWindow):
+class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
     def __init__(self, session, ready: M.EngineReady, dialogs: bool = True):
         super().__init__()
         self.session = session
@@ -57,7 +59,6 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.resumed: M.TrainingResumed | None = None
         self.setWindowTitle("Spirula Studio")
         self.resize(1440, 900)
-        self.setAcceptDrops(True)
 
         self.controller = ViewController(session.send, self)
         self.viewport = Viewport(self.controller, self)
@@ -65,6 +66,9 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.viewport.window_.exposed.connect(lambda: session.send(M.RequestFrame()))
         self.controller.camera_picked.connect(self._on_picked)
         self.setCentralWidget(self.viewport)
+        self.drops = DropHandler(self.open_paths, self.viewport, self)  # drop anywhere, the viewport too
+        for target in (self, self.viewport, self.viewport.window_, self.viewport.image_view):
+            route_drags(target, self.drops)
 
         self.training = TrainingPanel()
         self.dataset = DatasetPanel()
@@ -72,6 +76,12 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.profiler = ProfilerPanel()
         self.export = ExportPanel()
         self.training.use_software_defaults(ready.software)
+        self.export.use_software_defaults(ready.software)
+        self.device_kind = "software" if ready.software else "gpu"
+        self.next_project = None        # File > New project: where the next training goes
+        self.project_dialog = None      # the Resume / Restart / View choice on show
+        self.training.restore(remembered.load_values(f"training/{self.device_kind}"))
+        self.export.restore(remembered.load_values(f"mesh/{self.device_kind}"))
         docks = []
         for title, w in (("Training", self.training), ("Dataset", self.dataset), ("Partition", self.partition),
                          ("Profiler", self.profiler), ("Export", self.export)):
@@ -92,21 +102,31 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         self.training.pause_requested.connect(lambda: session.send(M.Pause()))
         self.training.resume_requested.connect(lambda: session.send(M.Resume()))
         self.training.stop_requested.connect(lambda: session.send(M.Cancel(save=True)))
-        self.dataset.camera_activated.connect(self.controller.look_through_camera)
+        self.dataset.camera_activated.connect(self._look_through)
+        self.dataset.start_requested.connect(self.start_training)
+        self.dataset.split_changed.connect(lambda held, out: session.send(M.SetSplit(held, out)))
         self.partition.merged_ready.connect(lambda ply: session.send(M.OpenPly(ply)))
         self.profiler.profiling_toggled.connect(lambda on: session.send(M.SetProfiling(on)))
+        self.profiler.enable.setChecked(PROFILE_BY_DEFAULT)  # while training (engine/studio/profiling.py)
+        session.send(M.SetProfiling(self.profiler.enable.isChecked()))
         self.export.export_ply_requested.connect(self._ask_export_ply)
         self.export.screenshot_requested.connect(self._ask_screenshot)
+        self.export.mesh_requested.connect(self.export_mesh)
+        self.export.bounds_changed.connect(lambda b: session.send(M.SetBounds(b)))
+        self.export.mesh_cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
+        self.export.open_mesh_requested.connect(lambda path: self.open_paths([path]))
 
         self._build_actions()
         self.status_adapter = QtWidgets.QLabel(ready.adapter)
+        self.status_adapter.setToolTip(f"Engine started in {ready.warmup_s:.1f} s (device and kernel compilation; "
+                                       "compiled kernels are cached for the next launch)")
         self.status_viewer = QtWidgets.QLabel("viewport: –")
         self.status_job = QtWidgets.QLabel("idle")
         sb = self.statusBar()
         sb.addPermanentWidget(self.status_job)
         sb.addPermanentWidget(self.status_viewer)
         sb.addPermanentWidget(self.status_adapter)
-        sb.showMessage("Drop a COLMAP / nerfstudio dataset folder, a video, a photo folder or splats (.ply .spz .sog .splat)", 0)
+        sb.showMessage("Drop a dataset, project or photo folder, a video, splats (.ply .spz .sog .splat) or a mesh", 0)
 
         self.timer = QtCore.QTimer(self)
         self.timer.setInterval(15)
@@ -123,10 +143,16 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         tb.setObjectName("toolbar-view")
         tb.setMovable(False)
         m_file = self.menuBar().addMenu("&File")
+        m_file.addAction("New project…", self._ask_new_project).setShortcut(QtGui.QKeySequence.StandardKey.New)
+        m_file.addAction("Open project…", self._ask_project)
+        self.recent_menu = m_file.addMenu("Open recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent)
+        m_file.addSeparator()
         a = m_file.addAction("Open dataset folder…", self._ask_dataset)
         a.setShortcut(QtGui.QKeySequence.StandardKey.Open)
-        m_file.addAction("Open PLY…", self._ask_ply)
-        m_file.addAction("Open video or photos…", self._ask_video)
+        m_file.addAction("Open splat file…", self._ask_ply)
+        m_file.addAction("Open video…", self._ask_video)
+        m_file.addAction("Open photo folder…", self._ask_photos)
         m_file.addSeparator()
         m_file.addAction("Export Gaussians…", self._ask_export_ply)
         m_file.addAction("Save screenshot…", self._ask_screenshot)
@@ -159,6 +185,9 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         for act in self.mode_actions.values():
             m_view.addAction(act)
         m_view.addAction(self.frustum_action)
+        self.frustum_scale = 1.0
+        m_view.addAction("Larger frustums", lambda: self.scale_frustums(1.5)).setShortcut(QtGui.QKeySequence("]"))
+        m_view.addAction("Smaller frustums", lambda: self.scale_frustums(1 / 1.5)).setShortcut(QtGui.QKeySequence("["))
         m_help = self.menuBar().addMenu("&Help")
         m_help.addAction("Controls", self._show_controls)
         m_help.addAction("Run self-test…", self.run_selftest)
@@ -194,7 +223,12 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
                 mode = "splats"
         self.view_mode = mode
         self.mode_actions[mode].setChecked(True)
-        self.session.send(M.SetViewMode(mode, self.frustum_action.isChecked()))
+        self.session.send(M.SetViewMode(mode, self.frustum_action.isChecked(), self.frustum_scale))
+
+    def scale_frustums(self, factor: float) -> None:
+        """View > Larger / Smaller frustums."""
+        self.frustum_scale = min(max(self.frustum_scale * factor, 0.05), 20.0)
+        self.set_view_mode(self.view_mode)
 
     def _nearest_camera(self) -> int:
         import numpy as np
@@ -205,98 +239,15 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
         d = np.linalg.norm(c.centers - c.camera.eye, axis=1)
         return int(np.argmin(d))
 
+    def _look_through(self, index: int) -> None:
+        """A thumbnail double-clicked: look through its camera, and the keys fly from there."""
+        self.controller.look_through_camera(index)
+        self.viewport.take_focus()
+
     def _on_picked(self, index: int) -> None:
         self.dataset.select(index)
         if self.scene is not None and 0 <= index < len(self.scene.cameras):
             self.statusBar().showMessage(f"Looking through {self.scene.cameras[index].name}", 4000)
-
-    # --- opening things ------------------------------------------------------------------------
-    def _ask_dataset(self) -> None:
-        path = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a COLMAP or nerfstudio dataset folder")
-        if path:
-            self.open_paths([path])
-
-    def _ask_ply(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open 3D Gaussians", "", "3DGS PLY (*.ply)")
-        if path:
-            self.open_paths([path])
-
-    def _ask_video(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open a video", "", "Videos (*.mp4 *.mov *.m4v *.avi *.mkv *.webm)")
-        if path:
-            self.open_paths([path])
-
-    def open_paths(self, paths) -> list[Drop]:
-        """What a drop (or File > Open, or `spirula gui PATH`) does; returns the decisions."""
-        drops = classify_many(paths)
-        for d in drops:
-            if d.action == "resume":
-                self.session.send(M.OpenProject(str(d.path)))
-                self.note(f"Continuing the training of {d.path.name} from its checkpoint…")
-            elif d.action == "train":
-                self.training.set_dataset(str(d.path))
-                self.start_training()
-            elif d.action == "ply":
-                self.session.send(M.OpenPly(str(d.path)))
-                self.note(f"Opening {d.path.name}…")
-            elif d.action in ("video", "photos"):
-                what = "video" if d.action == "video" else "photo folder"
-                if pipeline_available():
-                    st = self.training.settings()
-                    self.training.set_dataset(str(d.path))
-                    self.training.reset_curves(st["steps"])
-                    self.session.send(M.StartPipeline(str(d.path), **st))
-                    self.note(f"Reconstructing the {what} {d.path.name} (frames, SfM, undistortion), then training…")
-                else:
-                    self.refuse(f"{d.path.name}: reconstruction from a {what} is coming (engine/jobs/pipeline.py is not "
-                                "there yet); drop a COLMAP or nerfstudio dataset folder, or a .ply, meanwhile")
-            else:
-                self.refuse(d.reason)
-        return drops
-
-    def start_training(self) -> None:
-        if not self.training.dataset:
-            self.refuse("Open a dataset first (drop its folder on the window)")
-            return
-        s = self.training.settings()
-        self.training.reset_curves(s["steps"])
-        self.session.send(M.StartTraining(self.training.dataset, **s))
-        self.docks["Training"].raise_()
-
-    def _ask_export_ply(self) -> None:
-        from .export_formats import FILTERS, default_name
-        from engine.io.formats import EXTENSIONS
-
-        fmt = self.export.current_format() or "ply"
-        start = default_name(self.scene.project if self.scene else "", fmt)
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export Gaussians", start, FILTERS[fmt])
-        if path:
-            if not path.lower().endswith(EXTENSIONS[fmt]):
-                path += EXTENSIONS[fmt]
-            self.session.send(M.ExportPly(path, fmt))
-
-    def _ask_screenshot(self) -> None:
-        start = str(Path(self.scene.project) / "screenshot.png") if self.scene and self.scene.project else "screenshot.png"
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save screenshot", start, "PNG (*.png)")
-        if path:
-            self.session.send(M.SaveScreenshot(path))
-
-    # --- drag and drop -------------------------------------------------------------------------
-    def dragEnterEvent(self, ev: QtGui.QDragEnterEvent) -> None:  # noqa: N802
-        if ev.mimeData().hasUrls():
-            ev.acceptProposedAction()
-
-    def dragMoveEvent(self, ev) -> None:  # noqa: N802
-        if ev.mimeData().hasUrls():
-            ev.acceptProposedAction()
-
-    def dropEvent(self, ev: QtGui.QDropEvent) -> None:  # noqa: N802
-        paths = [u.toLocalFile() for u in ev.mimeData().urls() if u.isLocalFile()]
-        if not paths:
-            self.refuse("Only local files and folders can be opened")
-            return
-        ev.acceptProposedAction()
-        self.open_paths(paths)
 
     # --- viewport ------------------------------------------------------------------------------
     def attach_viewport(self) -> None:
@@ -348,7 +299,15 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
     def handle(self, msg) -> None:
         if isinstance(msg, M.TrainMetrics):
             self.training.on_metrics(msg)
+            if msg.loss == msg.loss:  # a step (evaluations carry NaN)
+                self.profiler.set_step(msg.step)
             self.export.set_scene_size(msg.num_gaussians)
+        elif isinstance(msg, M.StageProgress) and msg.stage == "mesh":
+            self.export.on_mesh_progress(msg)
+        elif isinstance(msg, M.MeshExported):
+            self.export.mesh_ended(f"Wrote {msg.faces:,} faces in {msg.seconds:.0f} s to "
+                                   f"{Path(msg.project) / 'exports'}", True)
+            self.statusBar().showMessage(f"Mesh: {dict(msg.files).get('glb', '')}", 0)
         elif isinstance(msg, M.StageProgress):
             if msg.stage != "train":  # reconstruction stages (training has TrainMetrics)
                 total = f"/{msg.total}" if msg.total else ""
@@ -370,13 +329,20 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
             self.dataset.set_scene(msg)
             self.partition.set_scene(msg)
             self.export.set_project(msg.project)
-            self.export.set_can_export(True)
+            if msg.kind in ("dataset", "review", "ply"):
+                self.export.set_extent(msg.center, msg.radius if msg.kind == "ply" else 0.5 * msg.radius)
+            self.export.set_can_export(msg.kind not in ("mesh", "empty"))
             self.export.set_scene_size(msg.num_gaussians, msg.sh_degree)
-            self.training.set_dataset(msg.path if msg.kind == "dataset" else None)
+            self.training.set_dataset(msg.path if msg.kind in ("dataset", "review") else None)
             self.setWindowTitle(f"Spirula Studio — {msg.name}")
+            if msg.kind == "review":
+                self.docks["Dataset"].raise_()
+            remembered.add_recent(msg.project if msg.kind == "dataset" and msg.project else msg.path)
             self.set_view_mode("splats")
         elif isinstance(msg, M.JobState):
             self.job_state = msg.state
+            if self.export.meshing and msg.state in ("idle", "failed"):  # cancelled, or it failed
+                self.export.mesh_ended(msg.detail, False)
             self.training.set_state(msg.state, msg.detail)
             self.status_job.setText(msg.state + (f": {msg.detail}" if msg.detail and len(msg.detail) < 60 else ""))
             if self.saving_to_close and msg.state == "finished":  # it ended by itself meanwhile: all saved
@@ -405,6 +371,8 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
                                          f"{msg.result.get('project')}", 0)
         elif isinstance(msg, M.Done):
             ply = msg.result.get("ply")
+            if self.scene is not None:
+                self.export.set_project(self.scene.project)  # trained: it can be meshed
             psnr = msg.result.get("psnr")
             self.statusBar().showMessage(
                 f"Training {'stopped' if msg.result.get('stopped_early') else 'finished'} at step {msg.result.get('step')}"
@@ -453,6 +421,9 @@ class StudioWindow(Closing, QtWidgets.QMainWindow):
             box.setObjectName("engine-error")
             if path:
                 box.setInformativeText(f"File: {path}")
+            from .logs import details
+
+            box.setDetailedText(details())  # "Show Details…": the log file and the last traceback
             box.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
             box.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
             box.open()

@@ -1,10 +1,19 @@
 #!/usr/bin/env python3
-"""Screenshots of the studio window for docs/screenshots/: during training on the
-embedded fox sample (studio.png), after training (studio-done.png), and the error view
-(studio-error.png). Runs on a private Xvfb display unless --display is given, so the
-picture is the real window with its Vulkan-presented viewport (software Vulkan works).
+"""Screenshots of the studio window for docs/screenshots/, one per screen, on the embedded
+fox sample, as a user goes through them:
 
-    .venv/bin/python scripts/screenshots.py [--steps 400] [--at 150] [--out docs/screenshots]
+    studio-empty.png      first launch, nothing open
+    studio-review.png     the dataset opened for review (cameras, thumbnails, split, settings)
+    studio.png            training, live (Training panel)
+    studio-profiler.png   training, the Profiler panel
+    studio-done.png       training finished
+    studio-error.png      a held-out camera's error view
+    studio-mesh.png       the textured mesh made from the Export panel, in the viewport
+
+Runs on a private Xvfb display unless --display is given, so the picture is the real window
+with its Vulkan-presented viewport (software Vulkan works).
+
+    .venv/bin/python scripts/screenshots.py [--steps 600] [--at 250] [--out docs/screenshots]
 """
 
 from __future__ import annotations
@@ -23,12 +32,13 @@ sys.path.insert(0, str(REPO))
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", default=str(REPO / "resources" / "sample" / "fox"))
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--at", type=int, default=150, help="step of the during-training screenshot")
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--at", type=int, default=250, help="step of the during-training screenshots")
     ap.add_argument("--max-size", type=int, default=240)
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "screenshots")
     ap.add_argument("--display", action="store_true", help="use $DISPLAY instead of a private Xvfb")
     ap.add_argument("--size", default="1440x900")
+    ap.add_argument("--no-mesh", action="store_true", help="skip the mesh screen")
     args = ap.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
 
@@ -38,18 +48,18 @@ def main() -> int:
 
         xvfb = Xvfb(width + 40, height + 40).start()
     os.environ.setdefault("QT_QPA_PLATFORM", "xcb")
-    from PySide6 import QtCore, QtWidgets
+    from PySide6 import QtCore
 
     from app.main import create_studio
-    from engine import messages as M
+    from engine.studio import messages as M
 
     args.out.mkdir(parents=True, exist_ok=True)
-    projects = tempfile.mkdtemp(prefix="spirula-shots-")
-    app, win, session = create_studio(None, dialogs=False, projects=projects, splash=False, size=(width, height))
+    scratch = tempfile.mkdtemp(prefix="spirula-shots-")
+    for fmt in (QtCore.QSettings.Format.NativeFormat, QtCore.QSettings.Format.IniFormat):
+        QtCore.QSettings.setPath(fmt, QtCore.QSettings.Scope.UserScope, scratch)  # a first launch's memory
+    app, win, session = create_studio(None, dialogs=False, projects=Path(scratch) / "projects", splash=False,
+                                      size=(width, height))
     win.move(0, 0)
-    win.training.steps.setValue(args.steps)
-    win.training.max_size.setValue(args.max_size)
-    win.training.eval_interval.setValue(max(args.steps // 4, 1))
 
     def spin(seconds: float, until=None) -> bool:
         t_end = time.perf_counter() + seconds
@@ -72,14 +82,28 @@ def main() -> int:
         print(f"wrote {path} ({shot.width()}x{shot.height()}), viewport: "
               f"{win.viewer_mode.mode if win.viewer_mode else '?'}")
 
-    win.open_paths([args.dataset])
-    if not spin(900, lambda: step() >= args.at or win.errors):
-        print("training did not reach the screenshot step", file=sys.stderr)
-    if win.errors:
-        print("errors:", win.errors, file=sys.stderr)
+    def failed(what: str) -> int:
+        print(f"{what}; errors: {win.errors}", file=sys.stderr)
+        win.shutdown(save=False)
         return 1
-    # a view from a little behind the cameras, frustums visible
+
+    grab("studio-empty.png")
+    win.training.steps.setValue(args.steps)
+    win.training.max_size.setValue(args.max_size)
+    win.training.eval_interval.setValue(max(args.steps // 4, 1))
+    win.profiler.enable.setChecked(True)  # per-kernel timestamps for the profiler screen
+    win.open_paths([args.dataset])
+    if not spin(300, lambda: (win.scene is not None and win.scene.kind == "review") or win.errors):
+        return failed("the dataset did not open for review")
+    grab("studio-review.png")
+    win.dataset.start_btn.click()
+    if not spin(900, lambda: step() >= args.at or win.errors) or win.errors:
+        return failed("training did not reach the screenshot step")
+    win.docks["Training"].raise_()
     grab("studio.png")
+    win.docks["Profiler"].raise_()
+    spin(3.0)
+    grab("studio-profiler.png")
     spin(3600, lambda: any(isinstance(m, M.Done) for m in win.messages))
     win.docks["Training"].raise_()
     grab("studio-done.png")
@@ -87,6 +111,15 @@ def main() -> int:
     win.set_view_mode("error")
     win.docks["Dataset"].raise_()
     grab("studio-error.png")
+    win.set_view_mode("splats")
+    if not args.no_mesh:
+        win.export.mesh_btn.click()
+        if not spin(1800, lambda: any(isinstance(m, M.MeshExported) for m in win.messages) or win.errors):
+            return failed("the mesh was not made")
+        if not spin(120, lambda: win.scene is not None and win.scene.kind == "mesh"):
+            return failed("the mesh did not open in the viewport")
+        win.controller.reset()
+        grab("studio-mesh.png")
     win.shutdown(save=False)
     win.close()
     if xvfb is not None:

@@ -6,6 +6,10 @@ them into a sparse TSDF on the GPU; marching cubes; drop small components; decim
 the face budget; UV atlas (xatlas); bake the texture from the training images; export GLB,
 OBJ + MTL + PNG and PLY (vertex colours) into <project>/exports/, atomically; write
 <project>/mesh.json (settings, counts, timings per step, peak memory).
+
+``should_stop`` (the studio's Cancel) is asked at every step and every camera of a loop;
+when it says so the run raises KeyboardInterrupt (as engine.jobs.pipeline's stages do)
+and leaves the project as it was: the exports are written only at the end, each atomically.
 """
 
 from __future__ import annotations
@@ -27,17 +31,24 @@ STEPS = ("load", "depth", "fuse", "extract", "clean", "decimate", "atlas", "bake
 
 
 class _Reporter:
-    def __init__(self, emit: Emit, meter: MemoryMeter):
+    def __init__(self, emit: Emit, meter: MemoryMeter, should_stop=None):
         self.emit, self.meter = emit, meter
+        self.should_stop = should_stop or (lambda: False)
         self.times: dict[str, float] = {}
         self._step, self._t = None, 0.0
 
+    def stop_if_asked(self) -> None:
+        if self.should_stop():
+            raise KeyboardInterrupt(f"mesh: cancelled at {self._step or 'the start'}")
+
     def step(self, name: str) -> None:
+        self.stop_if_asked()
         self.end()
         self._step, self._t = name, time.perf_counter()
         self.emit(StageProgress("mesh", STEPS.index(name), len(STEPS), name))
 
     def sub(self, done: int, total: int, what: str = "") -> None:
+        self.stop_if_asked()
         self.emit(StageProgress("mesh", STEPS.index(self._step), len(STEPS),
                                 f"{self._step} {what}{done}/{total}".strip()))
 
@@ -67,8 +78,9 @@ def load_project(project: Path, cfg: MeshConfig):
     return load_dataset(dataset_path, max_size), read_ply(ply), train
 
 
-def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore) -> dict:
-    """Mesh the trained project; returns the report also written to <project>/mesh.json."""
+def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, should_stop=None) -> dict:
+    """Mesh the trained project; returns the report also written to <project>/mesh.json.
+    KeyboardInterrupt when ``should_stop()`` says so (nothing written then)."""
     from ..device import get_gpu
     from ..splat.camera_table import View, camera_table
     from ..splat.layout import pack
@@ -87,7 +99,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore) 
         raise SpirulaError(f"unknown depth '{cfg.depth}': choose expected or median")
     project = Path(project)
     meter = MemoryMeter()
-    rep = _Reporter(emit, meter)
+    rep = _Reporter(emit, meter, should_stop)
     t0 = time.perf_counter()
     emit(StageStarted("mesh", len(STEPS), str(project)))
 
@@ -153,6 +165,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore) 
     meter.gpu("bake", 0)
 
     rep.step("export")
+    rep.should_stop = lambda: False  # the files go together, or not at all
     paths = export_meshes(project / "exports", uv, baked.texture, verts, faces, baked.vertex_colors,
                           formats=cfg.formats)
     rep.end()

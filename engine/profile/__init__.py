@@ -21,6 +21,7 @@ poisons a phase's memory when it ends (see ``engine/profile/arena.py``).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import math
 import os
 import sys
@@ -178,6 +179,23 @@ def subscribe(callback: Callable, interval_s: float | None = None) -> Callable[[
             s.listeners.remove(entry)
 
     return unsubscribe
+
+
+@contextlib.contextmanager
+def scope(label: str):
+    """Dispatches recorded inside are counted apart, as ``label`` (the kernel table's
+    "scope"): the studio's viewer renders with the training's kernels, which it separates
+    so. Costs nothing while profiling is off."""
+    s = _session
+    profs = list(s.profs) if s is not None else []
+    before = [p.scope for p in profs]
+    for p in profs:
+        p.scope = label
+    try:
+        yield
+    finally:
+        for p, b in zip(profs, before):
+            p.scope = b
 
 
 def snapshot(gpu=None) -> dict:

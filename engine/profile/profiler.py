@@ -54,7 +54,8 @@ class Profiler:
         self.gpu = gpu
         self.device = gpu.device
         self.t0 = time.perf_counter()
-        self.kernels: dict[str, list] = {}             # "module:entry" -> [timed calls, seconds, untimed calls]
+        self.kernels: dict[str, list] = {}             # "module:entry[@scope]" -> [timed calls, seconds, untimed calls]
+        self.scope = ""                                 # label of the dispatches recorded now (profile.scope)
         self.xfer = {b: [0, 0, 0.0] for b in BUCKETS}   # count, bytes, seconds
         self.blocked_s = 0.0
         self.gpu_span_s = 0.0                           # sum of command-buffer spans
@@ -128,9 +129,12 @@ class Profiler:
                 dispatch(*args, command_encoder=enc, **kw)
                 gpu.submit(enc)
                 return None
+            key = f"{name}@{self.scope}" if self.scope else name
+            if key not in self.kernels:
+                self.kernels[key] = [0, 0.0, 0]
             rec = open_.get(id(command_encoder))
             if rec is None or "query_pool" in kw:
-                self.kernels[name][2] += 1
+                self.kernels[key][2] += 1
                 return raw(*args, command_encoder=command_encoder, **kw)
             p, i = self._slot()
             try:
@@ -139,7 +143,7 @@ class Profiler:
             except BaseException:
                 self._unslot(p)
                 raise
-            rec.records.append((KERNEL, name, 0, p, i))
+            rec.records.append((KERNEL, key, 0, p, i))
             return None
 
         return dispatch
@@ -301,11 +305,13 @@ class Profiler:
 
     def kernel_table(self) -> list[dict]:
         rows = []
-        for name, (calls, sec, untimed) in self.kernels.items():
+        for key, (calls, sec, untimed) in self.kernels.items():
             if calls == 0 and untimed == 0:
                 continue
+            name, _, scope = key.partition("@")
             module, _, entry = name.rpartition(":")
             rows.append({"name": entry, "module": module, "calls": calls, "total_ms": sec * 1e3,
-                         "us_per_call": sec * 1e6 / calls if calls else None, "untimed_calls": untimed})
+                         "us_per_call": sec * 1e6 / calls if calls else None, "untimed_calls": untimed,
+                         "scope": scope})
         rows.sort(key=lambda r: -r["total_ms"])
         return rows

@@ -3,7 +3,8 @@ then loops until Shutdown: route the commands that came in to their handlers, se
 finished load, train a slice, render a frame when one is due, send a VRAM tick.
 
     handlers   viewport (viewport.py)   view, mode, size, surface, frames, screenshots
-               loads (loading.py)       start training, open a project or a PLY, reconstruct
+               loads (loading.py)       start training, open a project, a PLY or a mesh, reconstruct
+               meshing (meshing.py)     the mesh stage of a trained project
                training (training.py)   pause, resume, the slices, checkpoints, the end
                profiling (profiling.py) per-kernel profiling, VRAM snapshots
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from ..errors import SpirulaError
 from . import messages as M
 from .loading import Loads, command_path
+from .meshing import Meshing
 from .profiling import Profiling
 from .scenes import Scene, TrainingScene
 from .training import Training
@@ -44,13 +46,15 @@ class EngineThread:
         self.loads = Loads(self)
         self.training = Training(self)
         self.profiling = Profiling(self)
+        self.meshing = Meshing(self)
         v, lo, t = self.viewport, self.loads, self.training
         self.routes = {
             M.SetView: v.set_view, M.SetViewMode: v.set_mode, M.ResizeViewport: v.resize,
             M.RequestFrame: v.request_frame, M.AttachSurface: v.attach, M.DetachSurface: v.detach,
-            M.SaveScreenshot: v.screenshot,
-            M.StartTraining: lo.start_training, M.OpenProject: lo.open_project, M.OpenPly: lo.open_ply,
-            M.StartPipeline: lo.start_pipeline,
+            M.SaveScreenshot: v.screenshot, M.SetBounds: v.set_bounds, M.SetSplit: v.set_split,
+            M.StartTraining: lo.start_training, M.ReviewDataset: lo.review, M.OpenProject: lo.open_project,
+            M.OpenPly: lo.open_ply,
+            M.StartPipeline: lo.start_pipeline, M.ExportMesh: self.meshing.export, M.OpenMesh: lo.open_mesh,
             M.Pause: t.pause, M.Resume: t.resume,
             M.SetProfiling: self.profiling.set,
             M.Cancel: self._cancel, M.ExportPly: self._export, M.Shutdown: self._shutdown_requested,
@@ -79,7 +83,8 @@ class EngineThread:
             if self.s.warmup:
                 from .warmup import warmup
 
-                warmup(self.gpu, self.viewport.viewer)
+                warmup(self.gpu, self.viewport.viewer,
+                       lambda done, total, text: self.emit(M.StageProgress("warmup", done, total, text)))
         except Exception as exc:
             self.emit(M.Error(str(exc) if isinstance(exc, SpirulaError) else f"engine start failed: {exc!r}"))
             self.state("failed", "no GPU device")
@@ -158,6 +163,7 @@ class EngineThread:
         self.emit(M.Error(text, "" if path is None else str(path)))
         if ends is not None:
             self.state("failed", text)
+            self.profiling.follow_training()
 
     def set_scene(self, scene: Scene) -> None:
         if self.scene is not None and self.scene is not scene:

@@ -6,6 +6,7 @@ pipeline.py up to undistortion); and what follows when the load is done."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from ..errors import SpirulaError
 from ..jobs.stages import train_checkpoint_path
 from . import messages as M
 from .projects import new_project_dir, read_project
-from .scenes import PlyScene, run_config
+from .scenes import PlyScene, Scene, run_config
 
 
 class Loads:
@@ -28,6 +29,8 @@ class Loads:
         self.pool: ThreadPoolExecutor | None = None
         self.pending: tuple[str, Future, Any] | None = None
         self.pipeline_stop = threading.Event()
+        self.reviewed: tuple | None = None   # (dataset path, max_size, Dataset) last reviewed: Start reuses it
+        self.after_pipeline: dict[str, dict] = {}  # reconstructed dataset -> where its training goes
 
     def start(self) -> None:
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="spirula-load")
@@ -40,10 +43,23 @@ class Loads:
         e = self.e
         if self._refused(f"cannot start training on {cmd.dataset}"):
             return
+        defaults = self.after_pipeline.get(_key(cmd.dataset))
+        if defaults and not cmd.project:  # a reconstruction trains where `spirula run` would
+            cmd = replace(cmd, **{k: v for k, v in defaults.items() if k != "appearance" or not cmd.appearance})
         e.state("loading", cmd.dataset)
         e.emit(M.StageStarted("load", None, cmd.dataset))
-        fut = self.pool.submit(checked_load, cmd, e.gpu, e.emit)
+        r = self.reviewed
+        cached = r[2] if r is not None and r[0] == _key(cmd.dataset) and r[1] == cmd.max_size else None
+        fut = self.pool.submit(checked_load, cmd, e.gpu, e.emit, cached)
         self.pending = ("train", fut, cmd)
+
+    def review(self, cmd: M.ReviewDataset) -> None:
+        from ..ingest import load_dataset
+
+        if self._refused(f"cannot open {cmd.dataset}"):
+            return
+        self.e.state("loading", f"{cmd.dataset}: reading the dataset")
+        self.pending = ("review", self.pool.submit(load_dataset, cmd.dataset, cmd.max_size), cmd)
 
     def open_project(self, cmd: M.OpenProject) -> None:
         if self._refused(f"cannot open {cmd.path}"):
@@ -59,6 +75,14 @@ class Loads:
             return
         self.e.state("loading", cmd.path)
         self.pending = ("ply", self.pool.submit(open_splat_file, cmd.path, warn=False), cmd)
+
+    def open_mesh(self, cmd: M.OpenMesh) -> None:
+        from .mesh_view import surfels_from_mesh
+
+        if self._refused(f"cannot open {cmd.path}"):
+            return
+        self.e.state("loading", cmd.path)
+        self.pending = ("mesh", self.pool.submit(surfels_from_mesh, cmd.path), cmd)
 
     def start_pipeline(self, cmd: M.StartPipeline) -> None:
         """Decode / select or import, SfM and undistortion through engine.jobs.pipeline on the
@@ -87,6 +111,10 @@ class Loads:
         def reconstruct():
             return run_pipeline(src, project, cfg, emit=e.emit, should_stop=stop.is_set, until_stage="undistort")
 
+        # the viewport empties while it reconstructs: what it showed is not what comes
+        e.set_scene(Scene())
+        e.emit(M.SceneLoaded("empty", src.name, str(src), 0, (0.0, 0.0, 0.0), 1.0, (0.0, -1.0, 0.0),
+                             project=str(project)))
         e.state("loading", f"reconstructing {src.name} -> {project}")
         self.pending = ("pipeline", self.pool.submit(reconstruct), (cmd, project))
 
@@ -105,12 +133,12 @@ class Loads:
 
     def _refused(self, what: str) -> bool:
         """True, with the warning '<what>: <why>', while a load or a training is under way."""
-        busy = self._busy_reason()
+        busy = self.busy_reason()
         if busy:
             self.e.emit(M.Warning(f"{what}: {busy}"))
         return bool(busy)
 
-    def _busy_reason(self) -> str | None:
+    def busy_reason(self) -> str | None:
         if self.pending is not None:
             return f"still loading {self.pending[2]}"
         if self.e.training.unfinished() is not None:
@@ -141,30 +169,41 @@ class Loads:
             return
         if kind == "pipeline":
             pcmd, project = cmd
-            # the training checkpoints where `spirula run` would: either continues the other's
-            self.start_training(M.StartTraining(str(project), str(project / "train"), pcmd.steps, pcmd.max_size,
-                                                pcmd.eval_every, pcmd.eval_interval, pcmd.init_points,
-                                                checkpoint=str(train_checkpoint_path(project)),
-                                                max_gaussians=pcmd.max_gaussians, adam_moments=pcmd.adam_moments,
-                                                strategy=pcmd.strategy, antialias=pcmd.antialias,
-                                                appearance=pcmd.appearance or default_appearance(fut.result()["kind"])))
+            # reviewed, then trained where `spirula run` would (either continues the other's checkpoint)
+            self.after_pipeline[_key(project)] = dict(
+                project=str(project / "train"), checkpoint=str(train_checkpoint_path(project)),
+                appearance=pcmd.appearance or default_appearance(fut.result()["kind"]))
+            self.review(M.ReviewDataset(str(project), pcmd.max_size, pcmd.eval_every))
             return
         try:
-            if kind == "train":
+            if kind == "review":
+                self._show_review(cmd, fut.result())
+            elif kind == "train":
                 e.training.begin(cmd, fut.result())
             elif kind == "resume":
                 e.training.begin(*fut.result())
             else:
-                self._show_ply(cmd, fut.result())
+                self._show_splats(cmd, fut.result(), kind)
         except Exception as exc:
             ends = e.training.unfinished()
             if ends is None:
                 e.state("failed", str(exc))
             e.fail(exc, command_path(cmd), ends=ends)
 
-    def _show_ply(self, cmd: M.OpenPly, g) -> None:
+    def _show_review(self, cmd: M.ReviewDataset, dataset) -> None:
+        from .review import ReviewScene
+
         e = self.e
-        scene = PlyScene(e.gpu, Path(cmd.path), g)
+        scene = ReviewScene(e.gpu, dataset, cmd.dataset, cmd.eval_every)
+        self.reviewed = (_key(cmd.dataset), cmd.max_size, dataset)
+        e.set_scene(scene)
+        e.emit(scene.scene_message(self.after_pipeline.get(_key(cmd.dataset), {}).get("project", "")))
+        e.state("review", f"{scene.name}: {len(dataset.cameras)} images; check them and the settings, then Start")
+
+    def _show_splats(self, cmd: M.OpenPly | M.OpenMesh, g, kind: str) -> None:
+        """Gaussians to view: a splat file's ("ply") or a mesh's surfels ("mesh")."""
+        e = self.e
+        scene = PlyScene(e.gpu, Path(cmd.path), g, kind)
         e.set_scene(scene)
         means = np.asarray(g.means, np.float64)
         if len(means):
@@ -172,16 +211,31 @@ class Loads:
             radius = float(np.percentile(np.linalg.norm(means - center, axis=1), 90)) or 1.0
         else:
             center, radius = np.zeros(3), 1.0
-        e.emit(M.SceneLoaded("ply", scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
-                             (0.0, -1.0, 0.0), sh_degree=scene.degree))
+        e.emit(M.SceneLoaded(kind, scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
+                             (0.0, -1.0, 0.0), project=str(trained_project(Path(cmd.path)) or ""),
+                             sh_degree=scene.degree))
         for note in g.notes:  # dropped per reason, SH cut, a point cloud converted (not warned: warn=False)
             e.emit(M.Warning(note))
         e.state("idle", f"viewing {scene.name} ({scene.n:,} Gaussians)")
 
 
-def checked_load(cmd: M.StartTraining, gpu, emit):
-    """The dataset of ``cmd`` (on the loader thread), after the memory preflight
-    (engine/preflight.py: refused with the numbers before any image is decoded)."""
+def trained_project(path: Path) -> Path | None:
+    """The trained project a viewed file belongs to (its splat.ply and train.json; a mesh's
+    exports/ lies inside it), so the Export panel can mesh it; else None."""
+    for folder in (path.parent, path.parent.parent):
+        if (folder / "splat.ply").is_file() and (folder / "train.json").is_file():
+            return folder
+    return None
+
+
+def _key(path) -> str:
+    return str(Path(path).resolve())
+
+
+def checked_load(cmd: M.StartTraining, gpu, emit, cached=None):
+    """The dataset of ``cmd`` (on the loader thread; ``cached``: the one just reviewed),
+    after the memory preflight (engine/preflight.py: refused with the numbers before any
+    image is decoded)."""
     from ..ingest import load_dataset
     from ..preflight import preflight
 
@@ -189,7 +243,7 @@ def checked_load(cmd: M.StartTraining, gpu, emit):
         emit(M.Warning(text.removeprefix("warning: ")))
 
     preflight(cmd.dataset, run_config(cmd, gpu.backend), lambda: gpu, warn)
-    return load_dataset(cmd.dataset, cmd.max_size)
+    return cached if cached is not None else load_dataset(cmd.dataset, cmd.max_size)
 
 
 def command_path(cmd) -> str | None:

@@ -36,7 +36,7 @@ class CameraInfo:
     cy: float
     width: int
     height: int
-    split: str                 # "train" or "test" (held out)
+    split: str                 # "train", "test" (held out) or "excluded"
     thumbnail: bytes = b""     # RGB888 rows, thumb_w x thumb_h
     thumb_w: int = 0
     thumb_h: int = 0
@@ -44,7 +44,8 @@ class CameraInfo:
 
 @dataclass(frozen=True)
 class SceneLoaded:
-    kind: str                  # "dataset" (training) or "ply" (viewing)
+    kind: str                  # "dataset" (training), "review" (before training), "ply" (viewing splats), "mesh",
+                               # "empty" (a video or photos being reconstructed)
     name: str
     path: str
     num_gaussians: int
@@ -118,8 +119,19 @@ class TrainingResumed:
     saved: str = ""            # when the checkpoint was written (local time, ISO 8601)
 
 
+@dataclass(frozen=True)
+class MeshExported:
+    """The mesh stage finished (engine/jobs/mesh.py): its files, {kind: path} as pairs
+    (glb, obj, mtl, png, ply), and its counts."""
+    project: str
+    files: tuple               # ((kind, path), ...)
+    faces: int
+    vertices: int
+    seconds: float
+
+
 StudioMessage = Union[Message, EngineReady, SceneLoaded, JobState, ViewerStatus, ViewerStats, PreviewFrame, Saved,
-                      CheckpointSaved, TrainingResumed]
+                      CheckpointSaved, TrainingResumed, MeshExported]
 
 
 # GUI -> engine: the session's control queue. The engine drains it between GPU steps and
@@ -141,6 +153,26 @@ class StartTraining:
     strategy: str = TrainConfig.strategy            # "auto", "adc" or "mcmc" (engine.config.resolve_strategy)
     antialias: bool = TrainConfig.antialias         # Mip-Splatting's filters (engine/splat/antialias.py)
     appearance: str = ""       # per-image colour: "off", "affine", "bilagrid"; "" = by input (off for a dataset)
+    densify_from: int = TrainConfig.densify_from      # first densification after this many steps
+    densify_interval: int = TrainConfig.densify_interval
+    held_out: tuple = ()       # image names evaluated, never trained on; () = every eval_every-th
+    excluded: tuple = ()       # image names neither trained on nor evaluated
+
+
+@dataclass(frozen=True)
+class ReviewDataset:
+    """Show a dataset before training it (engine/studio/review.py): cameras, thumbnails,
+    notes, the held-out split and its SfM points; StartTraining then trains it."""
+    dataset: str
+    max_size: int = 1600
+    eval_every: int = 8
+
+
+@dataclass(frozen=True)
+class SetSplit:
+    """The split chosen in review (image names), for the viewport's frustum colours."""
+    held_out: tuple = ()
+    excluded: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -169,6 +201,30 @@ class StartPipeline:
 
 @dataclass(frozen=True)
 class OpenPly:
+    path: str
+
+
+@dataclass(frozen=True)
+class ExportMesh:
+    """Run the mesh stage (engine/jobs/mesh.py, what `spirula mesh` runs) on a trained
+    project on the engine thread, then show the textured mesh; Cancel stops it."""
+    project: str               # a folder with splat.ply and train.json
+    faces: int = 500_000
+    texture_size: int = 4096
+    resolution: int = 512
+    show: bool = True          # open the finished GLB in the viewport
+    bounds: tuple = ()         # xmin ymin zmin xmax ymax zmax to mesh; () = where the opaque splats are
+
+
+@dataclass(frozen=True)
+class SetBounds:
+    """Draw the mesh stage's box in the viewport (() = none)."""
+    bounds: tuple = ()
+
+
+@dataclass(frozen=True)
+class OpenMesh:
+    """Show a textured mesh (GLB, OBJ) in the viewport, as surfels (engine/studio/mesh_view.py)."""
     path: str
 
 
@@ -221,6 +277,7 @@ class SetView:
 class SetViewMode:
     mode: str                  # "splats", "gt" (ground truth) or "error"
     frustums: bool = True
+    frustum_scale: float = 1.0  # x the default frustum size (a fraction of the cameras' spread)
 
 
 @dataclass(frozen=True)
@@ -250,5 +307,6 @@ class Shutdown:
     save: bool = True          # save a checkpoint and the PLY if training is under way
 
 
-Command = Union[StartTraining, OpenProject, StartPipeline, OpenPly, Pause, Resume, Cancel, AttachSurface, DetachSurface,
-                ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling, Shutdown]
+Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, OpenPly, ExportMesh, OpenMesh, Pause, Resume,
+                Cancel, SetBounds, AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame,
+                ExportPly, SaveScreenshot, SetProfiling, Shutdown]

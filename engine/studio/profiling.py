@@ -1,6 +1,7 @@
-"""The profiler panel's data on the engine thread: per-kernel profiling switched on and off
-(SetProfiling; the profiler then sends its own snapshots), and a VRAM-only snapshot about
-once a second while it is off and the GPU is busy."""
+"""The profiler panel's data on the engine thread: per-kernel profiling (SetProfiling says
+whether the window wants it; it is on while a training runs, off between trainings, and
+the profiler then sends its own snapshots), and a VRAM-only snapshot about once a second
+while it is off and the GPU is busy."""
 
 from __future__ import annotations
 
@@ -15,11 +16,17 @@ class Profiling:
     def __init__(self, engine):
         self.e = engine
         self.on = False
+        self.wanted = False       # the window's choice: per-kernel timestamps while training
         self.unsubscribe = None
         self.last_vram = 0.0
 
     def set(self, cmd: M.SetProfiling) -> None:
-        self.switch(cmd.on)
+        self.wanted = cmd.on
+        self.follow_training()
+
+    def follow_training(self) -> None:
+        """On while a training runs and the window wants it; off otherwise."""
+        self.switch(self.wanted and self.e.training.unfinished() is not None)
 
     def switch(self, on: bool) -> None:
         try:

@@ -1,11 +1,13 @@
-"""The studio's project folders: where a new one goes, and how a stopped training is read
-back to continue it (OpenProject)."""
+"""The studio's project folders: where a new one goes, what one holds (describe_project:
+the window's Resume / Restart / View), and how a stopped training is read back to
+continue it (OpenProject)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from dataclasses import fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from .. import checkpoint
@@ -54,3 +56,87 @@ def read_project(project: Path):
     cmd = replace(cmd, dataset=moved(cmd.dataset), project=moved(cmd.project), checkpoint=str(path),
                   strategy=checkpoint.resumed_strategy(ckpt, cmd.strategy))
     return cmd, load_dataset(cmd.dataset, cmd.max_size), ckpt
+
+
+@dataclass(frozen=True)
+class ProjectInfo:
+    """What a project folder holds, read without loading it (the window's Resume / Restart /
+    View choice): the studio checkpoint to resume (its step and total), the dataset and the
+    settings to restart from, the trained splats and the mesh to view."""
+    path: Path
+    dataset: str = ""          # "" when unknown
+    checkpoint: Path | None = None   # a studio checkpoint (a `spirula run` one resumes with `spirula run`)
+    step: int = 0
+    steps: int = 0
+    saved: str = ""            # when the checkpoint was written
+    splats: Path | None = None
+    mesh: Path | None = None
+    settings: dict = field(default_factory=dict)  # StartTraining fields of the run
+
+    @property
+    def choices(self) -> list[str]:
+        return (["resume"] if self.checkpoint else []) + (["restart"] if self.dataset else []) + \
+            (["view"] if self.splats or self.mesh else [])
+
+
+def read_checkpoint_meta(path: Path) -> dict:
+    """The metadata of a checkpoint (its one small member; the arrays stay on disk)."""
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return json.loads(z["meta"].tobytes().decode("utf-8"))
+    except (OSError, ValueError, KeyError, EOFError) as e:
+        raise checkpoint.CheckpointError(f"{path}: not a readable checkpoint ({e})") from e
+
+
+def describe_project(project: str | Path) -> ProjectInfo:
+    """A :class:`ProjectInfo` of ``project`` (a studio or `spirula run` folder)."""
+    project = Path(project)
+    info: dict = {"path": project}
+    known = {f.name for f in fields(M.StartTraining)}
+    ckpt = train_checkpoint_path(project)
+    if ckpt.is_file():
+        meta = read_checkpoint_meta(ckpt)
+        studio = (meta.get("extra") or {}).get("studio")
+        if isinstance(studio, dict):
+            info.update(checkpoint=ckpt, step=int(meta.get("step", 0)), saved=str(meta.get("saved", "")),
+                        steps=int(studio.get("steps", 0)), dataset=str(studio.get("dataset", "")),
+                        settings={k: v for k, v in studio.items() if k in known and k not in ("dataset", "checkpoint")})
+    for folder in (project, project / "train"):
+        if (folder / "splat.ply").is_file():
+            info["splats"] = folder / "splat.ply"
+            meta_file = folder / "train.json"
+            if not info.get("dataset") and meta_file.is_file():
+                try:
+                    train = json.loads(meta_file.read_text(encoding="utf-8"))
+                    info["dataset"] = str(train.get("dataset", ""))
+                    info["settings"] = settings_of_run(train.get("config", {}))
+                except (OSError, ValueError):
+                    pass
+            glb = folder / "exports" / "mesh.glb"
+            if glb.is_file():
+                info["mesh"] = glb
+            break
+    if not info.get("dataset") and (project / "run.json").is_file() and (project / "sparse").is_dir():
+        info["dataset"] = str(project)  # a reconstruction not trained yet: its dataset is the project
+    if info.get("dataset") and not Path(info["dataset"]).exists():
+        info["dataset"] = ""  # moved or deleted: nothing to restart from
+    info.setdefault("settings", {})
+    # a restart trains where the run trained (train/ in a `spirula run` project), checkpointing
+    # where both the studio and `spirula run` look
+    folder = Path(info["splats"]).parent if info.get("splats") else (
+        project / "train" if (project / "run.json").is_file() else project)
+    info["settings"] = dict(info["settings"], project=str(folder), checkpoint=str(ckpt))
+    return ProjectInfo(**info)
+
+
+def settings_of_run(config: dict) -> dict:
+    """StartTraining fields from a saved run's RunConfig (train.json's "config")."""
+    ds, tr = config.get("dataset", {}), config.get("train", {})
+    out = {"max_size": ds.get("max_size"), "eval_every": ds.get("eval_every"), "steps": tr.get("steps"),
+           "eval_interval": tr.get("eval_interval"), "init_points": tr.get("init_random_points"),
+           "strategy": tr.get("strategy"), "antialias": tr.get("antialias"), "appearance": tr.get("appearance"),
+           "adam_moments": tr.get("adam_moments"), "densify_from": tr.get("densify_from"),
+           "densify_interval": tr.get("densify_interval")}
+    return {k: v for k, v in out.items() if v is not None}

@@ -49,7 +49,10 @@ class TrainingScene(Scene):
         self.name = Path(cmd.dataset).name
         self.path = cmd.dataset
         self.cfg = run_config(cmd, gpu.backend)
-        self.train_idx, self.test_idx, split_note = dataset.holdout(cmd.eval_every)
+        from .split import choose_split
+
+        self.train_idx, self.test_idx, split_note = choose_split(dataset, cmd.eval_every, tuple(cmd.held_out),
+                                                                 tuple(cmd.excluded))
         if split_note and split_note not in dataset.warnings:
             dataset.warnings.append(split_note)  # shown with the dataset's other notes
         self.trainer = Trainer(gpu, dataset, self.train_idx, self.cfg.train)
@@ -115,12 +118,12 @@ class TrainingScene(Scene):
 
 
 class PlyScene(Scene):
-    kind = "ply"
+    """Gaussians to view: a splat file's ("ply") or a mesh's surfels ("mesh")."""
 
-    def __init__(self, gpu, path: Path, g):
+    def __init__(self, gpu, path: Path, g, kind: str = "ply"):
         from ..splat.layout import pack
 
-        self.gpu, self.path, self.g = gpu, str(path), g
+        self.gpu, self.path, self.g, self.kind = gpu, str(path), g, kind
         self.name = path.name
         self.degree = g.sh_degree
         rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, self.degree)
@@ -135,6 +138,9 @@ class PlyScene(Scene):
     def export(self, path: Path, fmt: str = "ply") -> int:
         from ..io.formats import write_any
 
+        if self.kind == "mesh":
+            raise SpirulaError(f"cannot export {path}: the viewport shows the mesh {self.name}, not Gaussians; "
+                               "open the project's splat.ply to export them")
         path.parent.mkdir(parents=True, exist_ok=True)
         write_any(path, self.g, fmt)
         return self.n
@@ -167,4 +173,5 @@ def run_config(cmd: M.StartTraining, backend: str) -> RunConfig:
                                        init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
                                        adam_moments=cmd.adam_moments, antialias=cmd.antialias,
                                        appearance=cmd.appearance or default_appearance("dataset"),
+                                       densify_from=cmd.densify_from, densify_interval=cmd.densify_interval,
                                        **density_settings(cmd.strategy, cmd.max_gaussians)))

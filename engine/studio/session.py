@@ -78,6 +78,8 @@ class Session:
         self.commands: queue.SimpleQueue = queue.SimpleQueue()
         self.events: queue.SimpleQueue = queue.SimpleQueue()
         self.preview = LatestValue()
+        # Cancel, also out of band: a stage that holds the engine thread (the mesh) asks this
+        self.cancel_requested = threading.Event()
         self.thread = threading.Thread(target=self._main, name="spirula-engine", daemon=True)
 
     def start(self) -> "Session":
@@ -86,6 +88,8 @@ class Session:
 
     def send(self, command) -> None:
         """Queue a command for the engine thread (never blocks)."""
+        if isinstance(command, M.Cancel):
+            self.cancel_requested.set()
         self.commands.put(command)
 
     def poll(self, limit: int = 100_000) -> list:

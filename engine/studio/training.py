@@ -17,7 +17,8 @@ from ..fileio import write_json_atomic
 from ..splat.schedule import Progress, TrainingRun
 from . import messages as M
 from .projects import new_project_dir
-from .scenes import TrainingScene, camera_info, up_vector
+from .review import camera_infos
+from .scenes import TrainingScene, up_vector
 
 
 class Training:
@@ -69,17 +70,18 @@ class Training:
         t0 = time.perf_counter()
         scene = TrainingScene(e.gpu, dataset, cmd, project)
         changed = scene.resume(ckpt, e.gpu.adapter) if ckpt is not None else []
+        if ckpt is None:  # a fresh run (Restart of a project): an older checkpoint there is not this run's
+            scene.writer.path.unlink(missing_ok=True)
         self.scene = scene
         self.paused = False
         e.set_scene(scene)
         center, _ = scene_bounds(dataset)
         _, radius = dataset.scene_extent()
-        test = set(scene.test_idx)
-        infos = tuple(camera_info(c, "test" if i in test else "train") for i, c in enumerate(dataset.cameras))
         e.emit(M.SceneLoaded("dataset", scene.name, cmd.dataset, scene.trainer.model.n,
                              tuple(float(x) for x in center), float(radius),
                              tuple(float(x) for x in up_vector(dataset.cameras)),
-                             infos, str(project), tuple(dataset.warnings), scene.trainer.cfg.sh_degree))
+                             camera_infos(dataset, scene.train_idx, scene.test_idx), str(project),
+                             tuple(dataset.warnings), scene.trainer.cfg.sh_degree))
         for w in dataset.warnings:
             e.emit(M.Warning(w))
         e.emit(M.StageFinished("load", time.perf_counter() - t0,
@@ -104,6 +106,7 @@ class Training:
             for ev in scene.evals:
                 e.emit(M.TrainMetrics(int(ev["step"]), float("nan"), tr.model.n, 0.0, psnr=ev["psnr"]))
             e.state("running", f"{scene.name}: resumed at step {step} of {cmd.steps} -> {project}")
+        e.profiling.follow_training()
         # the one schedule; the studio's hooks: its messages, its checkpoints, polling waits
         scene.run = TrainingRun(tr, on_progress=self._progress, on_eval=self.evaluate if scene.test_idx else None,
                                 on_checkpoint=self._scheduled_checkpoint, wait=lambda: wait_polling(e.gpu))
@@ -202,6 +205,7 @@ class Training:
         if saved_ckpt is not None:  # last: everything is on disk when the GUI sees it
             e.emit(M.CheckpointSaved(str(sc.writer.path), saved_ckpt, tr.cfg.steps, stopped=True))
         e.state("finished", f"stopped at step {s}" if stopped else f"done: {s} steps")
+        e.profiling.follow_training()
         e.viewport.view_dirty = True
 
     # --- checkpoints -------------------------------------------------------------------------

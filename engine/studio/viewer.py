@@ -38,6 +38,7 @@ BG_BOTTOM = (0.05, 0.05, 0.06)
 COLOR_TRAIN = (255, 170, 60)
 COLOR_TEST = (90, 200, 255)
 COLOR_SELECTED = (255, 255, 255)
+COLOR_EXCLUDED = (110, 110, 116)
 
 
 def wait_polling(gpu: Gpu, submit_id: int | None = None, timeout_s: float = 600.0) -> None:
@@ -114,6 +115,18 @@ class ViewState:
     frustums: bool = True
 
 
+COLOR_BOUNDS = (250, 230, 80)
+
+
+def box_segments(bounds) -> tuple[np.ndarray, np.ndarray]:
+    """The 12 edges of the box (xmin, ymin, zmin, xmax, ymax, zmax): ([12, 6], [12] BGRA)."""
+    lo, hi = np.asarray(bounds[:3], np.float64), np.asarray(bounds[3:], np.float64)
+    corners = np.array([[hi[i] if (k >> i) & 1 else lo[i] for i in range(3)] for k in range(8)])
+    edges = [(a, a | (1 << i)) for a in range(8) for i in range(3) if not (a >> i) & 1]
+    segs = np.array([np.concatenate([corners[a], corners[b]]) for a, b in edges], np.float32)
+    return segs, np.full(len(segs), _bgra(COLOR_BOUNDS), np.uint32)
+
+
 def frustum_segments(cameras, size: float, selected: int | None = None,
                      splits: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Line segments of camera frustums: ([S, 6] float32 world endpoints, [S] uint32 BGRA).
@@ -139,6 +152,8 @@ def frustum_segments(cameras, size: float, selected: int | None = None,
         lines += [(t0, up), (up, t1)]
         if splits is not None and i < len(splits) and splits[i] == "test":
             color = COLOR_TEST
+        elif splits is not None and i < len(splits) and splits[i] == "excluded":
+            color = COLOR_EXCLUDED
         else:
             color = COLOR_TRAIN
         if i == selected:

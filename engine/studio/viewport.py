@@ -17,9 +17,10 @@ import numpy as np
 
 from ..errors import SpirulaError
 from . import messages as M
-from .scenes import TrainingScene
 
 log = logging.getLogger("spirula.session")
+
+FRUSTUM_SIZE = 0.035   # frustum depth, x the cameras' extent (scene_extent's radius)
 
 STATS_INTERVAL = 0.5  # s between ViewerStats messages
 
@@ -40,6 +41,8 @@ class Viewport:
         self.reported_mode = None
         self.refine_at: float | None = None
         self._seg_key = None
+        self.frustum_scale = 1.0      # the window's frustum size, x FRUSTUM_SIZE
+        self.bounds: tuple = ()       # the mesh stage's box (6 floats) drawn in the viewport, or ()
 
     # --- commands ----------------------------------------------------------------------------
     def set_view(self, cmd: M.SetView) -> None:
@@ -56,6 +59,9 @@ class Viewport:
         if v is not None:
             v.state.mode = cmd.mode if cmd.mode in ("splats", "gt", "error") else "splats"
             v.state.frustums = cmd.frustums
+            if cmd.frustum_scale != self.frustum_scale:
+                self.frustum_scale = max(float(cmd.frustum_scale), 1e-3)
+                self.update_segments()
         self.view_dirty = True
 
     def resize(self, cmd: M.ResizeViewport) -> None:
@@ -128,24 +134,43 @@ class Viewport:
         self.update_segments()
         self.view_dirty = True
 
+    def set_split(self, cmd: M.SetSplit) -> None:
+        """A review's split changed: its frustums' colours follow."""
+        sc = self.e.scene
+        if hasattr(sc, "set_split"):
+            sc.set_split(cmd.held_out, cmd.excluded)
+            self._seg_key = None
+            self.update_segments()
+            self.view_dirty = True
+
+    def set_bounds(self, cmd: M.SetBounds) -> None:
+        """The mesh stage's box, drawn in the viewport (none: empty)."""
+        self.bounds = tuple(float(x) for x in cmd.bounds) if len(cmd.bounds) == 6 else ()
+        self.update_segments()
+        self.view_dirty = True
+
     def update_segments(self) -> None:
-        from .viewer import frustum_segments
+        from .viewer import box_segments, frustum_segments
 
         v = self.viewer
         sc = self.e.scene
         if v is None:
             return
-        cams = sc.dataset.cameras if isinstance(sc, TrainingScene) else []
-        if not cams:
-            v.set_segments(np.zeros((0, 6), np.float32), np.zeros(0, np.uint32))
-            return
-        key = (id(sc), v.state.camera)
+        dataset = getattr(sc, "dataset", None)  # a training or a review
+        cams = dataset.cameras if dataset is not None else []
+        key = (id(sc), v.state.camera, self.frustum_scale, self.bounds)
         if self._seg_key == key:
             return
         self._seg_key = key
-        splits = ["test" if i in set(sc.test_idx) else "train" for i in range(len(cams))]
-        _, radius = sc.dataset.scene_extent()
-        v.set_segments(*frustum_segments(cams, 0.06 * radius, v.state.camera, splits))
+        segs, cols = box_segments(self.bounds) if self.bounds else (np.zeros((0, 6), np.float32),
+                                                                    np.zeros(0, np.uint32))
+        if cams:
+            test, out = set(sc.test_idx), set(getattr(sc, "excluded_idx", ()))
+            splits = ["excluded" if i in out else "test" if i in test else "train" for i in range(len(cams))]
+            _, radius = dataset.scene_extent()
+            fs, fc = frustum_segments(cams, FRUSTUM_SIZE * radius * self.frustum_scale, v.state.camera, splits)
+            segs, cols = np.concatenate([segs, fs]), np.concatenate([cols, fc])
+        v.set_segments(segs, cols)
 
     # --- when a frame is due -----------------------------------------------------------------
     def model_frame_due(self) -> bool:
@@ -181,16 +206,18 @@ class Viewport:
         if not (self.view_frame_due() or self.model_frame_due() or force_readback or refine):
             self._emit_stats()  # the last frames may have come inside the throttle window
             return None
+        from ..profile import scope
         from .viewer import PresentError
 
         readback = force_readback or self.readback_requests > 0
         full = refine or force_readback  # screenshots at full resolution
         src = self.e.scene.source() if self.e.scene is not None else None
-        try:
-            pixels = v.render(src, readback=readback, full_res=full)
-        except PresentError:
-            self.emit_mode()
-            pixels = v.render(src, readback=True, full_res=full)
+        with scope("viewer"):  # the profiler counts the viewer's kernels apart from the training's
+            try:
+                pixels = v.render(src, readback=readback, full_res=full)
+            except PresentError:
+                self.emit_mode()
+                pixels = v.render(src, readback=True, full_res=full)
         self.view_dirty = self.model_dirty = False
         self.last_frame = time.perf_counter()
         self.refine_at = None if v.last_full_res else self.last_frame + 0.4

@@ -30,7 +30,7 @@ def xvfb():
 
 
 @pytest.fixture(scope="session")
-def qapp(xvfb):
+def qapp(xvfb, tmp_path_factory):
     pytest.importorskip("PySide6", reason="PySide6 is not installed (pip install '.[gui]')")
     pytest.importorskip("pyqtgraph", reason="pyqtgraph is not installed (pip install '.[gui]')")
     os.environ["QT_QPA_PLATFORM"] = "xcb"
@@ -41,8 +41,11 @@ def qapp(xvfb):
         check_pyside()
     except RuntimeError as exc:
         pytest.skip(str(exc))
-    from PySide6 import QtWidgets
+    from PySide6 import QtCore, QtWidgets
 
+    settings = str(tmp_path_factory.mktemp("qsettings"))  # the studio's memory: never the user's
+    for fmt in (QtCore.QSettings.Format.NativeFormat, QtCore.QSettings.Format.IniFormat):
+        QtCore.QSettings.setPath(fmt, QtCore.QSettings.Scope.UserScope, settings)
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(["spirula-tests"])
     yield app
     # the X connection must close before the private X server stops (Qt exits on a lost display);
@@ -52,6 +55,18 @@ def qapp(xvfb):
     if isValid(app):
         app.processEvents()
         app.shutdown()
+
+
+@pytest.fixture(scope="module")
+def studio(qapp, tmp_path_factory):
+    """(app, window) of a studio on a private projects folder, shared by a module's tests
+    (tests/app/studio_helpers.py open_studio: the window's commands in ``win.sent``)."""
+    from .studio_helpers import open_studio
+
+    app, win = open_studio(tmp_path_factory.mktemp("projects"))
+    yield app, win
+    win.shutdown(save=False)
+    win.close()
 
 
 def spin(app, seconds: float, until=None, step_ms: int = 10) -> bool:

@@ -1,20 +1,20 @@
 """What a dropped path means (no Qt)."""
 
-from app.drops import Drop, classify, classify_many
+from app.drops import Drop, classify, classify_many, describe_many
 
 
 def test_dataset_folders(tiny_dataset, tmp_path):
-    assert classify(tiny_dataset).action == "train"
-    assert classify(tiny_dataset / "transforms.json").action == "train"
+    assert classify(tiny_dataset).action == "dataset"
+    assert classify(tiny_dataset / "transforms.json").action == "dataset"
     colmap = tmp_path / "colmap"
     (colmap / "sparse" / "0").mkdir(parents=True)
     (colmap / "sparse" / "0" / "cameras.bin").write_bytes(b"")
-    assert classify(colmap).action == "train"
+    assert classify(colmap).action == "dataset"
 
 
 def test_ply_video_photos(tiny_dataset, tmp_path):
     (tmp_path / "g.ply").write_bytes(b"ply\n")
-    assert classify(tmp_path / "g.ply").action == "ply"
+    assert classify(tmp_path / "g.ply").action == "splats"
     (tmp_path / "clip.MOV").write_bytes(b"")
     assert classify(tmp_path / "clip.MOV").action == "video"
     assert classify(tiny_dataset / "images").action == "photos"
@@ -42,22 +42,38 @@ def test_project_folders(tmp_path):
     (stopped / "checkpoints" / "train.npz").write_bytes(b"")
     (stopped / "sparse" / "0").mkdir(parents=True)  # a `spirula run` project is a dataset too
     (stopped / "sparse" / "0" / "cameras.bin").write_bytes(b"")
-    assert classify(stopped) == Drop("resume", stopped)
+    assert classify(stopped) == Drop("project", stopped)
     finished = tmp_path / "finished"
     finished.mkdir()
     (finished / "splat.ply").write_bytes(b"ply\n")
     (finished / "train.json").write_text("{}")
-    assert classify(finished) == Drop("ply", finished / "splat.ply")
+    assert classify(finished) == Drop("project", finished)
+    run = tmp_path / "run"
+    (run / "train").mkdir(parents=True)  # `spirula run`: the splats in train/
+    (run / "train" / "splat.ply").write_bytes(b"ply\n")
+    (run / "train" / "train.json").write_text("{}")
+    assert classify(run).action == "project"
+
+
+def test_the_overlay_says_what_a_drop_does(tiny_dataset, tmp_path):
+    (tmp_path / "clip.mp4").write_bytes(b"")
+    (tmp_path / "a.txt").write_text("x")
+    assert describe_many(classify_many([tiny_dataset])) == "Review the dataset ring, then train it"
+    assert describe_many(classify_many([tmp_path / "clip.mp4"])).startswith("Reconstruct the video clip.mp4")
+    text = describe_many(classify_many([tmp_path / "a.txt", tmp_path / "clip.mp4"]))
+    assert text.startswith("Reconstruct the video") and "first of 2" in text
+    assert describe_many(classify_many([tmp_path / "a.txt"])).startswith("Cannot open: a.txt")
+    assert describe_many([]) == "Only local files and folders can be opened"
 
 
 def test_every_splat_format_is_viewed(tmp_path):
     for name in ("a.spz", "b.sog", "c.splat", "d.compressed.ply", "E.SPZ"):
         (tmp_path / name).write_bytes(b"x")
-        assert classify(tmp_path / name) == Drop("ply", tmp_path / name), name
+        assert classify(tmp_path / name) == Drop("splats", tmp_path / name), name
     sog = tmp_path / "unzipped sog"
     sog.mkdir()
     (sog / "meta.json").write_text("{}")
-    assert classify(sog) == Drop("ply", sog)
-    assert classify(sog / "meta.json") == Drop("ply", sog / "meta.json")
+    assert classify(sog) == Drop("splats", sog)
+    assert classify(sog / "meta.json") == Drop("splats", sog / "meta.json")
     (tmp_path / "notes.txt").write_text("hi")
     assert ".spz" in classify(tmp_path / "notes.txt").reason

@@ -15,6 +15,8 @@ from engine import checkpoint
 from engine.studio import messages as M
 from engine.jobs.stages import train_checkpoint_path
 
+from .studio_helpers import open_and_start
+
 pytestmark = pytest.mark.timeout(240)
 
 
@@ -79,6 +81,7 @@ def test_engine_error_shows_a_dialog_with_the_message_and_the_file(qtbot, tmp_pa
     qtbot.waitUntil(lambda: dialog() is not None, timeout=5_000)
     box = dialog()
     assert box.text() == err.text and box.informativeText() == f"File: {missing}"
+    assert box.detailedText().startswith("Log file: ")  # "Show Details…": where the tracebacks go
     assert win.isVisible() and win.session.alive  # an error is no crash
     box.accept()
     qtbot.waitUntil(lambda: dialog() is None, timeout=5_000)
@@ -115,12 +118,14 @@ def _error_dialogs() -> list:
 
 
 def test_close_while_training_asks_then_saves_a_checkpoint(qtbot, tiny_dataset, state):
+    from PySide6 import QtWidgets
+
     win = state["win"]
     win.training.steps.setValue(100_000)
     win.training.max_size.setValue(64)
     win.training.init_points.setValue(400)
     win.training.eval_interval.setValue(0)
-    win.open_paths([str(tiny_dataset)])
+    open_and_start(QtWidgets.QApplication.instance(), win, tiny_dataset)
     qtbot.waitUntil(lambda: win.job_state == "running" and _steps(win) > 0, timeout=120_000)
     project = Path(win.scene.project)
 
@@ -151,6 +156,8 @@ def test_reopening_the_project_resumes_where_it_stopped(qapp, qtbot, projects, s
     project, step = state["project"], state["step"]
     win = _studio(qapp, project, projects)  # as `spirula gui <project>`
     try:
+        qtbot.waitUntil(lambda: win.project_dialog is not None and win.project_dialog.isVisible(), timeout=30_000)
+        win.project_dialog.buttons["resume"].click()  # it offers Resume, Restart and View
         qtbot.waitUntil(lambda: win.resumed is not None or bool(win.errors), timeout=120_000)
         assert not win.errors, win.errors
         r = win.resumed

@@ -1,0 +1,100 @@
+"""Helpers of the studio window tests: a window on a private projects folder, real drag
+and drop events delivered to a widget or window, the commands the window sent."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.studio import messages as M
+
+
+def open_studio(projects, size=(1000, 680)):
+    """(app, window) with the engine ready and the viewport attached; the window's
+    commands are recorded in ``win.sent``."""
+    from app import remembered
+    from app.main import create_studio
+
+    remembered.store().clear()  # each module's window starts as on a first launch
+    app, win, session = create_studio(None, dialogs=False, projects=projects, splash=False, size=size)
+    win.sent = []
+    send = session.send
+
+    def recording(cmd):
+        win.sent.append(cmd)
+        send(cmd)
+
+    session.send = recording
+    return app, win
+
+
+def drag_and_drop(target, paths, drop: bool = True) -> list[bool]:
+    """Deliver DragEnter, DragMove (and Drop) with ``paths`` as file URLs to ``target`` (a
+    widget or a QWindow), as Qt delivers a drag from a file manager; returns whether each
+    event was accepted."""
+    from PySide6 import QtCore, QtGui, QtWidgets
+
+    mime = QtCore.QMimeData()
+    mime.setUrls([QtCore.QUrl.fromLocalFile(str(p)) for p in paths])
+    pos = QtCore.QPoint(target.width() // 2, target.height() // 2)
+    copy, none = QtCore.Qt.DropAction.CopyAction, QtCore.Qt.MouseButton.NoButton
+    mods = QtCore.Qt.KeyboardModifier.NoModifier
+    events = [QtGui.QDragEnterEvent(pos, copy, mime, none, mods), QtGui.QDragMoveEvent(pos, copy, mime, none, mods)]
+    if drop:
+        events.append(QtGui.QDropEvent(QtCore.QPointF(pos), copy, mime, none, mods))
+    accepted = []
+    for ev in events:
+        QtWidgets.QApplication.sendEvent(target, ev)
+        accepted.append(ev.isAccepted())
+    return accepted
+
+
+def last(win, kind):
+    return next((m for m in reversed(win.messages) if isinstance(m, kind)), None)
+
+
+def sent(win, kind):
+    return [c for c in win.sent if isinstance(c, kind)]
+
+
+def steps_done(win) -> int:
+    return max((m.step for m in win.messages if isinstance(m, M.TrainMetrics) and np.isfinite(m.loss)), default=0)
+
+
+def open_and_start(app, win, path, timeout: float = 120.0) -> None:
+    """Open a dataset as a user does: it is reviewed first, then Start trains it."""
+    from .conftest import spin
+
+    e = len(win.errors)
+    win.open_paths([str(path)])
+    assert spin(app, timeout, lambda: (win.scene is not None and win.scene.kind == "review"
+                                       and win.scene.path == str(path)) or len(win.errors) > e), win.notes[-3:]
+    assert len(win.errors) == e, win.errors[e:]
+    win.dataset.start_btn.click()
+
+
+def write_colmap_copy(dataset, folder) -> None:
+    """The tiny nerfstudio ``dataset`` as a COLMAP text model in ``folder`` (images/ and
+    sparse/0), what the pipeline's undistortion writes: a stand-in for SfM in tests."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from engine.studio.mesh_view import rotation_to_quaternion
+
+    dataset, folder = Path(dataset), Path(folder)
+    meta = json.loads((dataset / "transforms.json").read_text())
+    gl = np.diag([1.0, -1.0, -1.0, 1.0])
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    model = folder / "sparse" / "0"
+    model.mkdir(parents=True, exist_ok=True)
+    cams = [f"1 PINHOLE {meta['w']} {meta['h']} {meta['fl_x']} {meta['fl_y']} {meta['cx']} {meta['cy']}"]
+    images = []
+    for k, fr in enumerate(meta["frames"]):
+        name = Path(fr["file_path"]).name
+        shutil.copy(dataset / fr["file_path"], folder / "images" / name)
+        w2c = np.linalg.inv(np.asarray(fr["transform_matrix"]) @ gl)
+        q = rotation_to_quaternion(w2c[None, :3, :3])[0]
+        images += [" ".join(str(v) for v in (k + 1, *q, *w2c[:3, 3], 1, name)), ""]
+    (model / "cameras.txt").write_text("\n".join(cams) + "\n")
+    (model / "images.txt").write_text("\n".join(images) + "\n")
+    (model / "points3D.txt").write_text("")
