@@ -3,6 +3,7 @@ that follow the sliders (the engine's split, checked against the panel's table),
 Train for what cannot be partitioned."""
 
 import numpy as np
+import pytest
 
 from engine.partition.geometry import read_geometry
 from engine.partition.split import SplitSettings, split_scene
@@ -15,7 +16,8 @@ def _scene(path, kind="dataset"):
                          up=(0, 0, 1))
 
 
-def test_panel_previews_the_split_and_follows_the_sliders(qapp, tmp_path):
+@pytest.mark.parametrize("kind", ["review", "dataset"])  # opened for review, or training
+def test_panel_previews_the_split_and_follows_the_sliders(qapp, tmp_path, kind):
     from app.partition_panel import PartitionPanel
 
     root = tmp_path / "city"
@@ -23,7 +25,7 @@ def test_panel_previews_the_split_and_follows_the_sliders(qapp, tmp_path):
     panel = PartitionPanel()
     panel.resize(420, 640)
     panel.show()
-    panel.set_scene(_scene(root))
+    panel.set_scene(_scene(root, kind))
     geo = read_geometry(root)
     for parts, overlap in ((4, 15), (2, 30)):
         panel.parts.setValue(parts)
