@@ -58,9 +58,12 @@ def add_parser(sub) -> None:
                    help=f"the whole scene's MCMC budget; each part gets its share (default {d.mcmc_budget:,})")
     t.add_argument("--max-size", type=image_side, default=DatasetConfig.max_size,
                    help="longer training image side in px (default %(default)s)")
-    t.add_argument("--sh-degree", type=int, default=d.sh_degree, choices=range(4))
-    t.add_argument("--seed", type=int_at_least(0), default=d.seed)
-    t.add_argument("--appearance", choices=APPEARANCES, default=d.appearance)
+    t.add_argument("--sh-degree", type=int, default=d.sh_degree, choices=range(4),
+                   help=f"spherical-harmonics degree of every part's colours (default {d.sh_degree})")
+    t.add_argument("--seed", type=int_at_least(0), default=d.seed,
+                   help=f"random seed of every part's training (default {d.seed})")
+    t.add_argument("--appearance", choices=APPEARANCES, default=d.appearance,
+                   help=f"per-image colour of every part: off, affine or bilagrid (default {d.appearance})")
     t.add_argument("--checkpoint-every", type=int_at_least(0), default=d.checkpoint_every, metavar="K",
                    help=f"each part checkpoints every K of its steps (default {d.checkpoint_every})")
     add_device_option(t)

@@ -123,7 +123,7 @@ def train_part(part_dir: str, cfg_dict: dict, stop_file: str | None = None) -> d
     metrics = run_training(part, out, cfg, on_progress=on_progress, on_message=log.append, should_stop=should_stop,
                            resume="auto")
     result = {"done": not metrics["stopped_early"], "skipped": False, "metrics": metrics,
-              "peak_vram_mib": gpu.pool.total_high / 2**20, "seconds": time.perf_counter() - t0,
+              "peak_vram_mib": gpu.pool.job_peak() / 2**20, "seconds": time.perf_counter() - t0,
               "config": asdict(cfg), "log": log}
     write_json_atomic(out / "progress.json", {"step": metrics["step"], "steps": cfg.train.steps,
                                               "loss": None, "gaussians": metrics["num_gaussians"]})

@@ -56,6 +56,7 @@ class VramPool:
         self.high = dict.fromkeys(CATEGORIES, 0)
         self.total = 0
         self.total_high = 0
+        self.base = 0  # bytes live at the last reset_high: what the job measured since then found
         self.allocations = 0
         self.frees = 0
         self.high_top: list[tuple[str, str, int]] = []  # largest buffers when the high-water mark was set
@@ -100,12 +101,26 @@ class VramPool:
 
     def reset_high(self) -> None:
         """Restart the high-water marks from the bytes live now (collects first): a job
-        run after another in the same process (a partition's parts) measures its own peak."""
+        run after another in the same process (a partition's parts) measures its own peak,
+        :meth:`job_peak`."""
         with self._lock:
             self._collect()
+            self.base = self.total
             self.total_high = self.total
             self.high = dict(self.current)
             self.high_top = []
+
+    def job_peak(self) -> int:
+        """Bytes above what was live at the last :meth:`reset_high` at the high-water mark
+        since: the job's own peak, whatever other buffers of the process stayed live."""
+        with self._lock:
+            return max(0, self.total_high - self.base)
+
+    def live_bytes(self) -> int:
+        """Bytes of the buffers live now (collects first)."""
+        with self._lock:
+            self._collect()
+            return self.total
 
     def live(self) -> list[tuple[str, str, int]]:
         """(name, category, bytes) of every live buffer, largest first (collects first)."""

@@ -33,7 +33,7 @@ def train_whole(dataset: Path, out: Path, cfg) -> dict:
     gpu.pool.reset_high()
     t0 = time.perf_counter()
     m = run_training(dataset, out, cfg, on_message=lambda _: None)
-    return {**m, "peak_vram_mib": gpu.pool.total_high / 2**20, "seconds": time.perf_counter() - t0}
+    return {**m, "peak_vram_mib": gpu.pool.job_peak() / 2**20, "seconds": time.perf_counter() - t0}
 
 
 def train_partitioned(dataset: Path, parts_dir: Path, project: Path, cfg, settings, use_ray: bool = False,
