@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..splat.layout import SH_C0  # Y_0^0 = 1 / (2 sqrt(pi))
+
 __all__ = [
     "SH_C0", "sigmoid", "logit", "unit_quats", "smallest_three", "from_smallest_three", "unorm", "from_unorm",
     "rgb_from_sh0", "sh0_from_rgb", "sh_basis", "sh_axis_signs", "kmeans_1d", "kmeans", "morton_order",
     "SH_COUNT",
 ]
 
-SH_C0 = 0.28209479177387814      # Y_0^0 = 1 / (2 sqrt(pi))
 SH_COUNT = {0: 0, 1: 3, 2: 8, 3: 15, 4: 24}   # coefficients per channel beyond the DC term, by degree
 INV_SQRT2 = float(np.sqrt(0.5))
 

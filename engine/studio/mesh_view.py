@@ -15,8 +15,8 @@ import numpy as np
 
 from ..errors import SpirulaError
 from ..io.ply import GaussianPly
+from ..io.quantize import sh0_from_rgb
 
-SH_C0 = 0.28209479177387814
 WIDEN = 1.6            # sigma x this, so that neighbouring surfels close the surface
 THIN = 0.05            # sigma along the normal, x the smaller in-plane sigma
 OPACITY = 0.98
@@ -110,7 +110,7 @@ def surfels_from_mesh(path: str | Path, max_surfels: int = 400_000, seed: int = 
         scales=np.log(sig).astype(np.float32),
         quats=rotation_to_quaternion(rot).astype(np.float32),
         opacities=np.full(len(mean), np.log(OPACITY / (1 - OPACITY)), np.float32),
-        sh0=((colours - 0.5) / SH_C0).astype(np.float32),
+        sh0=sh0_from_rgb(colours).astype(np.float32),
         shN=np.zeros((len(mean), 0, 3), np.float32),
     )
     g.notes = [f"{path}: a mesh of {len(faces):,} triangles, shown as {len(mean):,} flat splats (one per triangle"
