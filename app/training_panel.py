@@ -44,7 +44,7 @@ class TrainingPanel(QtWidgets.QWidget):
     }
 
     MOMENTS = (("float32", "fp32"), ("bfloat16 (half the memory)", "bf16"))
-    STRATEGIES = (("Auto (MCMC with SfM points)", "auto"), ("ADC (3DGS)", "adc"), ("MCMC (exact budget)", "mcmc"))
+    STRATEGIES = (("Auto (MCMC; ADC for short runs)", "auto"), ("ADC (3DGS)", "adc"), ("MCMC (exact budget)", "mcmc"))
     APPEARANCES = (("Automatic (affine for a video)", ""), ("Off", "off"), ("Affine (exposure, white balance)", "affine"),
                    ("Bilateral grid", "bilagrid"))
 
@@ -79,8 +79,8 @@ class TrainingPanel(QtWidgets.QWidget):
             self.strategy.addItem(label, value)
         self.strategy.setToolTip("ADC clones and splits where the image gradient is large, up to Max Gaussians; "
                                  "MCMC moves transparent Gaussians onto opaque ones and grows to exactly Max Gaussians; "
-                                 "Auto takes MCMC when the dataset has SfM points and ADC when it starts from random "
-                                 "points (Max Gaussians is then MCMC's budget or ADC's cap)")
+                                 "Auto takes MCMC unless the run is shorter than MCMC needs (500 steps), then ADC "
+                                 "(Max Gaussians is then MCMC's budget or ADC's cap)")
         self.strategy.currentIndexChanged.connect(self._strategy_changed)
         self._strategy_changed()  # Max Gaussians starts at the default strategy's number
         self.adam_moments = QtWidgets.QComboBox()

@@ -29,7 +29,7 @@ class TrainConfig:
     sh_degree: int = 3
     sh_degree_interval: int = 1000
     lr_means: float = 1.6e-4          # x scene extent, decays exponentially to lr_means_final
-    lr_means_final: float = 1.6e-6
+    lr_means_final: float = 1.6e-6    # ADC's (3DGS's 100x decay); MCMC has its own, mcmc_lr_means_final
     lr_scales: float = 5e-3
     lr_quats: float = 1e-3
     lr_opacities: float = 5e-2
@@ -47,11 +47,12 @@ class TrainConfig:
     opacity_reset_interval: int = 3000
     max_gaussians: int = 6_000_000
     strategy: str = "auto"            # densification: "adc" (3DGS clone/split/prune), "mcmc" (engine/splat/mcmc.py)
-                                      # or "auto" (resolve_strategy: mcmc with SfM points, adc without)
-    mcmc_budget: int = 1_000_000      # mcmc: the exact Gaussian count it grows to (at most max_gaussians)
+                                      # or "auto" (resolve_strategy: mcmc from MCMC_MIN_STEPS steps, adc for shorter runs)
+    mcmc_budget: int = 200_000        # mcmc: the exact Gaussian count it grows to (at most max_gaussians)
     mcmc_init_opacity: float = 0.5    # mcmc's start (gsplat simple_trainer.py's MCMC preset, init_opa)
     mcmc_init_scale: float = 0.1      # mcmc: x the RMS distance to the 3 nearest points (its init_scale)
     mcmc_noise_lr: float = 0.0        # mcmc: position noise x the means' lr; 0: by the start (engine/splat/mcmc.py noise_lr_for)
+    mcmc_lr_means_final: float = 0.0  # mcmc: where the means' lr decays to (x extent); 0: by the start (mcmc.py lr_means_final_for)
     mcmc_scale_reg: float = 0.01      # mcmc: L1 regulariser on the scales (its scale_reg), cameras' distance = 1
     adam_moments: str = "fp32"        # Adam moments' storage: "fp32" or "bf16" (half the memory, stochastic rounding)
     init_random_points: int = 100_000
@@ -78,19 +79,21 @@ class RunConfig:
 
 def resolve_strategy(strategy: str, has_points: bool, steps: int | None = None) -> str:
     """The density control a run uses: ``strategy`` itself, or for "auto" "mcmc" when the
-    dataset has SfM points and the run has at least MCMC_MIN_STEPS steps, else "adc".
-    Measured at equal wall time on the H200 (7k steps, BENCHMARKS.md, 2026-12-02): MCMC beat
-    ADC by 3.9 dB on mouse and 0.9 dB on office_chair (SfM points). From random points (fox,
-    30k) MCMC at its 1M budget is sharper (31.6 vs 29.2 dB) but 2.9x slower per step (4.42 vs
-    1.55 s / 1k) with 2x the memory, past the speed and memory the default promises; at a
-    200k budget (equal time) it lost by 1.9 dB (7k, before its units were normalised). Short runs: MCMC's small initial splats need a few hundred steps (book at
-    240 px on software Vulkan: 200 steps ADC 16.1 dB, MCMC 8.5; 600 steps 14.2 and 15.6).
-    ValueError for an unknown name."""
+    run has at least MCMC_MIN_STEPS steps, else "adc". ``has_points`` (SfM points or random
+    init) no longer changes the choice; it stays in the signature for the callers that say why.
+    Measured on the H200 (BENCHMARKS.md, 2026-12-02, held-out PSNR against gsplat 1.5.3's
+    DefaultStrategy at its own defaults): with SfM points MCMC beat ADC at equal time by 3.9 dB
+    on mouse and 0.9 on office_chair (7k). From random points (fox) MCMC at a 200k budget with
+    its means' lr decaying 3x less (mcmc_lr_means_final) made 29.96 dB at 7k (3 seeds; ADC
+    29.55, gsplat 29.94) and 32.20 at 30k (ADC 29.21, gsplat 30.15) at 1.75 s per 1k steps
+    and 510 MiB (ADC 1.55 s, 805 MiB; gsplat 6.56 s, 1,823 MiB). Short runs: MCMC's small
+    initial splats need a few hundred steps (book at 240 px on software Vulkan: 200 steps ADC
+    16.1 dB, MCMC 8.5; 600 steps 14.2 and 15.6). ValueError for an unknown name."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if strategy == "auto":
         long_enough = steps is None or steps >= MCMC_MIN_STEPS
-        return "mcmc" if has_points and long_enough else "adc"
+        return "mcmc" if long_enough else "adc"
     return strategy
 
 
@@ -120,7 +123,7 @@ def added_later(section: str) -> dict:
     return {"train": {"adam_moments": TrainConfig.adam_moments, "strategy": "adc",
                       "mcmc_budget": TrainConfig.mcmc_budget, "mcmc_init_opacity": TrainConfig.mcmc_init_opacity,
                       "mcmc_init_scale": TrainConfig.mcmc_init_scale, "mcmc_noise_lr": TrainConfig.mcmc_noise_lr,
-                      "mcmc_scale_reg": TrainConfig.mcmc_scale_reg,
+                      "mcmc_scale_reg": TrainConfig.mcmc_scale_reg, "mcmc_lr_means_final": TrainConfig.mcmc_lr_means_final,
                       "antialias": TrainConfig.antialias, "appearance": TrainConfig.appearance,
                       "ssim_padding": TrainConfig.ssim_padding,
                       "init_file": TrainConfig.init_file}}.get(section, {})

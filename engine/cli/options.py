@@ -109,9 +109,9 @@ def add_density_options(p, t: TrainConfig) -> None:
     """--strategy, --max-gaussians, --init-random, --antialias (spirula train and spirula run)."""
     p.add_argument("--strategy", choices=STRATEGIES, default=t.strategy,
                    help="densification: adc (3DGS clone/split/prune), mcmc (relocation, an exact Gaussian "
-                        "budget; Kheradmand et al. 2024) or auto (mcmc when the dataset has SfM points and the run has "
-                        f"at least {MCMC_MIN_STEPS} steps, else adc; from random points mcmc is sharper but ~3x slower "
-                        f"per step). Default {t.strategy}")
+                        "budget; Kheradmand et al. 2024) or auto (mcmc when the run has at least "
+                        f"{MCMC_MIN_STEPS} steps, else adc: mcmc's small initial splats need a few hundred steps). "
+                        f"Default {t.strategy}")
     p.add_argument("--max-gaussians", type=int_at_least(1), default=None,
                    help=f"adc: the cap densification stops at (default {t.max_gaussians:,}); mcmc: the exact "
                         f"number of Gaussians it grows to (default {t.mcmc_budget:,}); auto: whichever applies")

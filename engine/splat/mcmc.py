@@ -66,6 +66,19 @@ class McmcSettings:
     scale_reg: float = 0.01
 
 
+def lr_means_final_for(configured: float, has_points: bool) -> float:
+    """Where an MCMC run's means' learning rate decays to (x the scene extent, from
+    TrainConfig.lr_means 1.6e-4): ``configured`` when positive, else 1.6e-5 on SfM points
+    and 5e-5 from random points. 3DGS's 1.6e-6 (a 100x decay, ADC's) stops the noise and the
+    relocated splats' travel too early: H200, 200k budget, held-out PSNR (BENCHMARKS.md,
+    2026-12-02): fox (random points) 7k 27.82 / 29.46 / 29.96 dB (3 seeds each) and 30k
+    31.57 / 32.00 / 32.20 for 1.6e-6 / 1.6e-5 / 5e-5; office_chair 7k 31.68 / 32.07 / 31.86,
+    mouse 7k 23.64 / 23.78 / 23.14 (1-3 seeds)."""
+    if configured > 0.0:
+        return float(configured)
+    return 1.6e-5 if has_points else 5e-5
+
+
 def noise_lr_for(configured: float, has_points: bool) -> float:
     """The noise_lr a run uses: ``configured`` when positive, else gsplat's 5e5 when the
     Gaussians start on SfM points and 1e7 when they start from random points, which need

@@ -10,7 +10,7 @@ logging adds no wait either. Density control is the config's ``strategy``, one s
 object called through the same hooks (:attr:`Trainer.densifier`): "adc" (3DGS's clone /
 split / prune and opacity reset: engine/splat/adc.py), "mcmc" (relocation,
 growth to an exact budget, per-step position noise and regularisers: engine/splat/mcmc.py)
-or "auto" (:func:`engine.config.resolve_strategy`: mcmc with SfM points, adc without; the
+or "auto" (:func:`engine.config.resolve_strategy`: mcmc, adc for runs too short for it; the
 choice is :attr:`Trainer.strategy`); either waits for the GPU only on its refine steps.
 With ``antialias`` (Mip-Splatting, engine/splat/antialias.py) every render uses the
 per-Gaussian 3D filter, recomputed at the start and every ``densify_interval`` steps (after
@@ -44,7 +44,7 @@ from .camera_table import View, camera_table
 from .guard import raise_if_flagged
 from .init import gaussians_from_file, gaussians_from_points, initial_points, look_point
 from .loss import PhotometricLoss
-from .mcmc import McmcDensifier, McmcSettings, noise_lr_for
+from .mcmc import McmcDensifier, McmcSettings, lr_means_final_for, noise_lr_for
 from .model import GaussianModel
 from .render import Rasterizer
 from .schedule import Progress, TrainingRun
@@ -92,6 +92,9 @@ class Trainer:
         self.has_points = dataset.points is not None and len(dataset.points) > 0  # else random init
         self.strategy = resolve_strategy(cfg.strategy, self.has_points, cfg.steps)  # "auto" -> "adc" or "mcmc"
         mcmc = self.strategy == "mcmc"
+        # the means' lr decays to this (x extent): MCMC's own end, ADC's 3DGS one
+        self.lr_means_final = lr_means_final_for(cfg.mcmc_lr_means_final, self.has_points) if mcmc \
+            else cfg.lr_means_final
         self.sh_start = 0  # the SH degree active at step 0 (an imported model's own degree)
         if cfg.init_file:  # fine-tuning a model made elsewhere (`spirula train --init`)
             rows, self.sh_start, notes = gaussians_from_file(cfg.init_file, cfg.sh_degree)
@@ -152,9 +155,9 @@ class Trainer:
         return min(self.cfg.sh_degree, max(self.sh_start, step // max(self.cfg.sh_degree_interval, 1)))
 
     def mean_lr(self, step: int) -> float:
-        """Exponential decay from lr_means to lr_means_final over the run (x extent)."""
+        """Exponential decay from lr_means to :attr:`lr_means_final` over the run (x extent)."""
         t = min(step / max(self.cfg.steps, 1), 1.0)
-        lr = math.exp((1 - t) * math.log(self.cfg.lr_means) + t * math.log(self.cfg.lr_means_final))
+        lr = math.exp((1 - t) * math.log(self.cfg.lr_means) + t * math.log(self.lr_means_final))
         return lr * self.extent
 
     def train_step(self, step: int) -> None:

@@ -203,20 +203,22 @@ def test_density_settings_budget_and_cap():
 
     assert density_settings("adc", None) == {"strategy": "adc", "max_gaussians": TrainConfig.max_gaussians}
     assert density_settings("adc", 5000)["max_gaussians"] == 5000
-    assert density_settings("mcmc", None) == {"strategy": "mcmc", "mcmc_budget": 1_000_000, "max_gaussians": 1_000_000}
+    assert density_settings("mcmc", None) == {"strategy": "mcmc", "mcmc_budget": 200_000, "max_gaussians": 200_000}
     assert density_settings("mcmc", 250_000)["mcmc_budget"] == 250_000
     with pytest.raises(ValueError, match="strategy"):
         density_settings("3dgs", None)
 
 
-def test_auto_strategy_is_mcmc_with_sfm_points_and_adc_without():
-    """"auto" (the default) resolves per dataset; its Gaussian number is MCMC's budget and
-    ADC's cap alike when given, each strategy's own default when not."""
+def test_auto_strategy_is_mcmc_unless_the_run_is_short():
+    """"auto" (the default) is MCMC from SfM points and random points alike, ADC for runs too
+    short for MCMC's small start; its Gaussian number is MCMC's budget and ADC's cap alike
+    when given, each strategy's own default when not."""
     from engine.config import density_settings, resolve_strategy
 
     assert TrainConfig.strategy == "auto"
     assert resolve_strategy("auto", has_points=True) == "mcmc"
-    assert resolve_strategy("auto", has_points=False) == "adc"
+    assert resolve_strategy("auto", has_points=False) == "mcmc"
+    assert resolve_strategy("auto", False, steps=400) == "adc"
     assert resolve_strategy("adc", has_points=True) == "adc" and resolve_strategy("mcmc", False) == "mcmc"
     assert resolve_strategy("auto", True, steps=200) == "adc"  # too short for MCMC's small start
     assert resolve_strategy("auto", True, steps=7000) == "mcmc"
@@ -227,14 +229,19 @@ def test_auto_strategy_is_mcmc_with_sfm_points_and_adc_without():
     assert density_settings("auto", 300_000) == {"strategy": "auto", "mcmc_budget": 300_000, "max_gaussians": 300_000}
 
 
-def test_trainer_resolves_auto_from_the_dataset(gpu, shared_data):
+def test_trainer_resolves_auto_from_the_run_length(gpu, shared_data):
     ds = load_dataset(shared_data / "book", 64)
     train, _ = ds.split(8)
     t = Trainer(gpu, ds, train, TrainConfig(steps=1000, mcmc_budget=2000, max_gaussians=2000))
     assert t.strategy == "mcmc" and isinstance(t.densifier, McmcDensifier)
+    assert t.mean_lr(1000) == pytest.approx(1.6e-5 * t.extent, rel=1e-9)  # MCMC's end from SfM points
+    assert t.mean_lr(0) == pytest.approx(1.6e-4 * t.extent, rel=1e-9)
     ds.points, ds.colors = None, None  # the same views without SfM points: random init
-    t = Trainer(gpu, ds, train, TrainConfig(steps=1000, init_random_points=500, max_gaussians=2000))
-    assert t.strategy == "adc" and isinstance(t.densifier, AdcDensifier)
+    t = Trainer(gpu, ds, train, TrainConfig(steps=1000, init_random_points=500, mcmc_budget=2000, max_gaussians=2000))
+    assert t.strategy == "mcmc" and isinstance(t.densifier, McmcDensifier)
+    assert t.lr_means_final == 5e-5  # MCMC's own end of the means' lr from random points (ADC: 1.6e-6)
+    t = Trainer(gpu, ds, train, TrainConfig(steps=400, init_random_points=500, max_gaussians=2000))
+    assert t.strategy == "adc" and isinstance(t.densifier, AdcDensifier) and t.lr_means_final == 1.6e-6
 
 
 def test_noise_and_scale_regulariser_do_not_depend_on_world_units(gpu):
@@ -291,3 +298,11 @@ def test_noise_lr_follows_the_start():
 
     assert noise_lr_for(0.0, True) == 5e5 and noise_lr_for(0.0, False) == 1e7
     assert noise_lr_for(3e6, True) == noise_lr_for(3e6, False) == 3e6
+
+
+def test_mcmc_means_lr_end_follows_the_start():
+    """0 picks by the start (1.6e-5 on SfM points, 5e-5 from random points); a value wins."""
+    from engine.splat.mcmc import lr_means_final_for
+
+    assert lr_means_final_for(0.0, True) == 1.6e-5 and lr_means_final_for(0.0, False) == 5e-5
+    assert lr_means_final_for(2e-6, True) == lr_means_final_for(2e-6, False) == 2e-6
