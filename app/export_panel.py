@@ -127,7 +127,11 @@ class ExportPanel(QtWidgets.QWidget):
         self.bounds_changed.emit(self.bounds())
 
     def set_bounds(self, bounds: tuple) -> None:
-        """The box as dragged in the viewport: the spin boxes follow, one bounds_changed."""
+        """The box as dragged in the viewport: the spin boxes follow, one bounds_changed.
+        While a mesh is being made the box stays as it was sent (the drag snaps back)."""
+        if not self.bounds_group.isEnabled():
+            self._bounds_edited()
+            return
         for spin, v in zip(self.bound_spins, bounds):
             spin.blockSignals(True)
             spin.setValue(float(v))

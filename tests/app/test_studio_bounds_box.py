@@ -80,6 +80,13 @@ def test_dragging_a_face_handle_moves_that_face_and_the_spin_boxes(studio, tiny_
     assert np.linalg.norm(uv_new[face] - (uv[face] + 40 * direction)) < 2.0
     assert win.export.mesh_command().bounds == new
 
+    # while a mesh is being made the box cannot change: a drag snaps back to the box sent
+    win.export.mesh_started()
+    uv, _ = cam.project(face_centers(new), w, h)
+    _drag(app, win, uv[face], uv[face] + 30 * direction)
+    assert sent(win, M.SetBounds)[-1].bounds == new and win.controller.bounds == new
+    win.export.mesh_ended("test", ok=False)
+
     # a drag away from the handles orbits as before and leaves the box
     corner = np.array([8.0, 8.0])
     n = len(sent(win, M.SetBounds))
