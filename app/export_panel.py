@@ -126,6 +126,18 @@ class ExportPanel(QtWidgets.QWidget):
     def _bounds_edited(self, *_) -> None:
         self.bounds_changed.emit(self.bounds())
 
+    def set_bounds(self, bounds: tuple) -> None:
+        """The box as dragged in the viewport: the spin boxes follow, one bounds_changed.
+        While a mesh is being made the box stays as it was sent (the drag snaps back)."""
+        if not self.bounds_group.isEnabled():
+            self._bounds_edited()
+            return
+        for spin, v in zip(self.bound_spins, bounds):
+            spin.blockSignals(True)
+            spin.setValue(float(v))
+            spin.blockSignals(False)
+        self._bounds_edited()
+
     def set_extent(self, center, radius: float) -> None:
         """Start the box around a new scene: its centre +- its radius."""
         for spin in self.bound_spins:

@@ -1,7 +1,8 @@
 """The viewport widget: a native window the engine presents into through a Vulkan swapchain
 (slangpy surface on the window's handle), or, when that is impossible, a widget showing the
 frames the engine read back. Input (orbit, pan, zoom, WASD fly, click a frustum) becomes
-``SetView`` commands; the Qt thread never touches the GPU.
+``SetView`` commands, and a left drag on a face handle of the mesh bounds box moves that
+face (app/bounds_drag.py; ``bounds_dragged``); the Qt thread never touches the GPU.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from engine.studio import messages as M
 
+from .bounds_drag import FaceDrag, pick_face
 from .camera import OrbitCamera, pick
 
 log = logging.getLogger("spirula.app.viewport")
@@ -30,6 +32,7 @@ class ViewController(QtCore.QObject):
 
     view_changed = QtCore.Signal()
     camera_picked = QtCore.Signal(int)
+    bounds_dragged = QtCore.Signal(tuple)    # the mesh box while a face handle is dragged
 
     def __init__(self, send, parent=None):
         super().__init__(parent)
@@ -42,6 +45,8 @@ class ViewController(QtCore.QObject):
         self._press: QtCore.QPointF | None = None
         self._last: QtCore.QPointF | None = None
         self._moved = False
+        self.bounds: tuple = ()                  # the mesh box drawn in the viewport (its handles drag)
+        self._drag: FaceDrag | None = None
         self._keys: set = set()
         self._dirty = False
         self._home = None
@@ -128,6 +133,12 @@ class ViewController(QtCore.QObject):
     def mouse_press(self, ev: QtGui.QMouseEvent) -> None:
         self._press = self._last = ev.position()
         self._moved = False
+        self._drag = None
+        if ev.button() == QtCore.Qt.MouseButton.LeftButton and self.bounds:
+            p, w, h = ev.position(), self.size.width(), self.size.height()
+            face = pick_face(self.camera, self.bounds, w, h, p.x(), p.y())
+            if face is not None:
+                self._drag = FaceDrag(self.camera, self.bounds, face, w, h, (p.x(), p.y()))
 
     def mouse_move(self, ev: QtGui.QMouseEvent) -> None:
         if self._last is None:
@@ -138,6 +149,12 @@ class ViewController(QtCore.QObject):
         if not self._moved and (p - self._press).manhattanLength() < 3:
             return
         self._moved = True
+        if self._drag is not None:
+            new = self._drag.at((p.x(), p.y()))
+            if new != self.bounds:
+                self.bounds = new
+                self.bounds_dragged.emit(new)
+            return
         b = ev.buttons()
         pan = (b & (QtCore.Qt.MouseButton.RightButton | QtCore.Qt.MouseButton.MiddleButton)) or (
             ev.modifiers() & QtCore.Qt.KeyboardModifier.ShiftModifier)
@@ -148,9 +165,10 @@ class ViewController(QtCore.QObject):
         self._changed()
 
     def mouse_release(self, ev: QtGui.QMouseEvent) -> None:
-        if self._press is not None and not self._moved and ev.button() == QtCore.Qt.MouseButton.LeftButton:
+        if (self._press is not None and not self._moved and self._drag is None
+                and ev.button() == QtCore.Qt.MouseButton.LeftButton):
             self.click(ev.position().x(), ev.position().y())
-        self._press = self._last = None
+        self._press = self._last = self._drag = None
 
     def click(self, x: float, y: float) -> int | None:
         """Pick the frustum under (x, y) (logical pixels) and look through it."""

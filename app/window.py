@@ -113,6 +113,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.export.screenshot_requested.connect(self._ask_screenshot)
         self.export.mesh_requested.connect(self.export_mesh)
         self.export.bounds_changed.connect(lambda b: session.send(M.SetBounds(b)))
+        self.export.bounds_changed.connect(lambda b: setattr(self.controller, "bounds", b))  # its handles drag
+        self.controller.bounds_dragged.connect(self.export.set_bounds)
         self.export.mesh_cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
         self.export.open_mesh_requested.connect(lambda path: self.open_paths([path]))
 

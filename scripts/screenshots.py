@@ -4,6 +4,7 @@ fox sample, as a user goes through them:
 
     studio-empty.png      first launch, nothing open
     studio-review.png     the dataset opened for review (cameras, thumbnails, split, settings)
+    studio-bounds.png     the mesh bounds box (Export panel) drawn in the viewport, with its face handles
     studio.png            training, live (Training panel)
     studio-profiler.png   training, the Profiler panel
     studio-done.png       training finished
@@ -14,6 +15,7 @@ Runs on a private Xvfb display unless --display is given, so the picture is the 
 with its Vulkan-presented viewport (software Vulkan works).
 
     .venv/bin/python scripts/screenshots.py [--steps 600] [--at 250] [--out docs/screenshots]
+                                            [--until bounds]   (the screens before training only)
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def main() -> int:
     ap.add_argument("--display", action="store_true", help="use $DISPLAY instead of a private Xvfb")
     ap.add_argument("--size", default="1440x900")
     ap.add_argument("--no-mesh", action="store_true", help="skip the mesh screen")
+    ap.add_argument("--until", choices=["bounds"], help="stop after this screen (no training)")
     args = ap.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
 
@@ -96,6 +99,22 @@ def main() -> int:
     if not spin(300, lambda: (win.scene is not None and win.scene.kind == "review") or win.errors):
         return failed("the dataset did not open for review")
     grab("studio-review.png")
+    win.docks["Export"].raise_()
+    win.export.bounds_group.setChecked(True)   # around the scene; pulled in a little, as a user crops
+    spins = win.export.bound_spins
+    for k in range(3):
+        lo, hi = spins[k].value(), spins[k + 3].value()
+        spins[k].setValue(lo + 0.2 * (hi - lo))
+        spins[k + 3].setValue(hi - 0.2 * (hi - lo))
+    grab("studio-bounds.png")
+    win.export.bounds_group.setChecked(False)
+    win.docks["Dataset"].raise_()
+    if args.until == "bounds":
+        win.shutdown(save=False)
+        win.close()
+        if xvfb is not None:
+            xvfb.stop()
+        return 0
     win.dataset.start_btn.click()
     if not spin(900, lambda: step() >= args.at or win.errors) or win.errors:
         return failed("training did not reach the screenshot step")

@@ -23,7 +23,8 @@ def add_parser(sub) -> None:
     p.add_argument("source", type=Path, help="a video file, a folder of photos, or a dataset folder")
     p.add_argument("-o", "--output", type=Path, required=True, help="project folder (created; reruns resume)")
     p.add_argument("--from", dest="from_stage", choices=ALL_STAGES,
-                   help="redo this stage and every later one (default: rerun only what changed)")
+                   help="redo this stage and every later one (default: rerun only what changed; SfM still reuses "
+                        "the features and matches in cache/sfm/ of unchanged frames and settings)")
     p.add_argument("--until", dest="until_stage", choices=ALL_STAGES, help="stop after this stage (default: export)")
     g = p.add_argument_group("video frames")
     g.add_argument("--frames", type=int_at_least(-1), default=f.target_frames,

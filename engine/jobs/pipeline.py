@@ -6,7 +6,10 @@
 
 Each stage writes into ``<project>/.staging/<stage>/`` and, once it has finished, its
 output entries (:data:`engine.jobs.stages.STAGE_OUTPUTS`) replace the project's by rename;
-a failed or cancelled stage leaves the earlier outputs as they were.
+a failed or cancelled stage leaves the earlier outputs as they were. The frames are the
+select/import stage's output, installed before SfM starts; SfM's own features and
+matches live in ``<project>/cache/sfm/`` (engine/sfm/cache.py, keyed by the frames and
+the settings), which no failure or cancel removes.
 
 Caching: every stage has a key, the SHA-256 of its name, its settings, the key of the
 stage before it (so a change upstream invalidates everything downstream) and, for the

@@ -8,6 +8,8 @@ Project layout (the stage that writes each entry):
     decode/     stats.npz (per-frame time, sharpness, motion), thumbs.u8, video.json [decode]
     frames/     the selected or imported frames (JPEG), frames.json            [select | import]
     sfm/        database.db, sparse/0 (distorted model), summary.json          [sfm]
+    cache/sfm/  database.db + state.json: features and matches kept across runs,
+                also cancelled or failed ones (engine/sfm/cache.py)             [sfm]
     images/, sparse/0   undistorted pinhole images and model (a COLMAP dataset) [undistort]
     train/      splat.ply, metrics.json, eval/, train.json (appearance.json)    [train]
     exports/    splat.ply (appearance.json, .npy: per-image colour, if trained) [export]
@@ -190,7 +192,9 @@ def stage_import(ctx: StageContext) -> dict:
 
 
 def stage_sfm(ctx: StageContext) -> dict:
-    """Features, matching, mapping with pycolmap; the largest model in sfm/sparse/0."""
+    """Features, matching, mapping with pycolmap; the largest model in sfm/sparse/0. The
+    features and matches are built in cache/sfm/, outside the staging folder, so a
+    cancelled or failed mapping keeps them for the next run."""
     from ..sfm import run_sfm
 
     frames = ctx.project / "frames"
@@ -202,9 +206,13 @@ def stage_sfm(ctx: StageContext) -> dict:
 
     summary = run_sfm(frames, meta["frames"], meta["groups"], {k: tuple(v) for k, v in meta["sizes"].items()},
                       meta["kind"], out, ctx.cfg.sfm, report=report, on_warning=ctx.warn,
-                      should_stop=ctx.should_stop, label=ctx.source)
+                      should_stop=ctx.should_stop, label=ctx.source, cache_dir=sfm_cache_path(ctx.project))
     write_json_atomic(out / "summary.json", summary)
     return summary
+
+
+def sfm_cache_path(project: Path) -> Path:
+    return Path(project) / "cache" / "sfm"
 
 
 def stage_undistort(ctx: StageContext) -> dict:

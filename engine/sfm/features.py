@@ -5,7 +5,9 @@ of one source folder with one image size. Each group gets one camera, written to
 database first (initial focal from EXIF when present, else 1.2 x the longer side, as
 COLMAP does); the images of the group are then imported with that camera id, so
 COLMAP never splits or merges cameras on its own. Extraction runs in chunks so that
-progress can be reported and cancellation checked between chunks.
+progress can be reported and cancellation checked between chunks; an extraction
+continued in a database that already holds some of the images (cancelled earlier, see
+:mod:`engine.sfm.cache`) reuses their cameras and skips them.
 """
 
 from __future__ import annotations
@@ -56,15 +58,23 @@ def extraction_options(cfg: SfmConfig, longest_side: int):
 
 def extract(database: Path, image_dir: Path, groups: dict[str, list[str]], sizes: dict[str, tuple[int, int]],
             model: str, cfg: SfmConfig, progress: Callable[[int, int], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> dict[str, int]:
+            should_stop: Callable[[], bool] | None = None, cameras: dict[str, int] | None = None,
+            on_chunk: Callable[[], None] | None = None) -> dict[str, int]:
     """Create cameras and extract features of every image of ``groups`` (group key ->
     image names relative to ``image_dir``; ``sizes``: group key -> (width, height)).
-    Returns group key -> camera id. ``progress(done, total)`` after each chunk."""
+    Returns group key -> camera id, which is also filled into ``cameras`` (a group found
+    there keeps its camera). ``progress(done, total)`` and ``on_chunk()`` after each chunk."""
     import pycolmap
 
     total = sum(len(v) for v in groups.values())
-    done = 0
-    cameras = {}
+    cameras = {} if cameras is None else cameras
+    present = set()
+    if Path(database).exists():
+        with pycolmap.Database.open(database) as db:
+            present = {im.name for im in db.read_all_images() if db.exists_keypoints(im.image_id)}
+    done = sum(n in present for v in groups.values() for n in v)
+    if progress is not None and done:
+        progress(done, total)
     longest = max((max(s) for s in sizes.values()), default=0)
     options = extraction_options(cfg, longest)
     chunk = max(4, min(32, total // 20 or 1))
@@ -76,10 +86,13 @@ def extract(database: Path, image_dir: Path, groups: dict[str, list[str]], sizes
         cam = pycolmap.infer_camera_from_image(image_dir / names[0], reader)
         if (cam.width, cam.height) != tuple(sizes[key]):
             raise SfmError(f"{image_dir / names[0]}: image is {cam.width}x{cam.height}, expected {sizes[key]}")
-        with pycolmap.Database.open(database) as db:
-            cam_id = db.write_camera(cam)
-        cameras[key] = cam_id
-        reader.existing_camera_id = cam_id
+        if key not in cameras:
+            with pycolmap.Database.open(database) as db:
+                cameras[key] = db.write_camera(cam)
+            if on_chunk is not None:
+                on_chunk()
+        reader.existing_camera_id = cameras[key]
+        names = [n for n in names if n not in present]
         for start in range(0, len(names), chunk):
             if should_stop is not None and should_stop():
                 raise KeyboardInterrupt
@@ -87,6 +100,8 @@ def extract(database: Path, image_dir: Path, groups: dict[str, list[str]], sizes
             pycolmap.extract_features(database, image_dir, image_names=part, camera_mode=pycolmap.CameraMode.SINGLE,
                                       reader_options=reader, extraction_options=options, device=device(cfg))
             done += len(part)
+            if on_chunk is not None:
+                on_chunk()
             if progress is not None:
                 progress(done, total)
     with pycolmap.Database.open(database) as db:

@@ -5,6 +5,8 @@ exhaustive for small photo sets) and are matched in chunks through
 ``pycolmap.match_image_pairs`` (a pair-list file per chunk), so progress and
 cancellation work between chunks. With a vocabulary tree configured, a video is matched
 by ``pycolmap.match_sequential`` with COLMAP's retrieval-based loop detection instead.
+Pairs whose matches the database already holds (a matching cancelled earlier and
+continued, see :mod:`engine.sfm.cache`) are not matched again.
 Image names must not contain whitespace (the pair-list format is space separated); the
 frame writers guarantee it.
 """
@@ -67,6 +69,11 @@ def match(database: Path, work_dir: Path, names: list[str], method: str, cfg: Sf
     else:
         pairs = plan_pairs(names, method, cfg)
         planned = len(pairs)
+        with pycolmap.Database.open(database) as db:
+            ids = {im.name: im.image_id for im in db.read_all_images()}
+            todo = [(a, b) for a, b in pairs if not db.exists_matches(ids[a], ids[b])]
+        skipped = planned - len(todo)
+        pairs = todo
         chunk = max(50, min(500, len(pairs) // 20 or 1))
         work_dir.mkdir(parents=True, exist_ok=True)
         pair_file = work_dir / "pairs.txt"
@@ -80,7 +87,7 @@ def match(database: Path, work_dir: Path, names: list[str], method: str, cfg: Sf
             pycolmap.match_image_pairs(database, matching_options=matching, pairing_options=pairing,
                                        device=device(cfg))
             if progress is not None:
-                progress(start + len(part), len(pairs))
+                progress(skipped + start + len(part), planned)
     with pycolmap.Database.open(database) as db:
         _, inliers = db.read_two_view_geometry_num_inliers()   # pairs with a verified geometry only
     verified = sum(1 for k in inliers if k > 0)

@@ -116,15 +116,22 @@ class ViewState:
 
 
 COLOR_BOUNDS = (250, 230, 80)
+COLOR_HANDLES = (255, 140, 40)
 
 
 def box_segments(bounds) -> tuple[np.ndarray, np.ndarray]:
-    """The 12 edges of the box (xmin, ymin, zmin, xmax, ymax, zmax): ([12, 6], [12] BGRA)."""
+    """The 12 edges of the box (xmin, ymin, zmin, xmax, ymax, zmax) and its 6 face handles
+    (engine/studio/bounds_box.py, what the mouse drags): ([30, 6], [30] BGRA)."""
+    from .bounds_box import handle_segments
+
     lo, hi = np.asarray(bounds[:3], np.float64), np.asarray(bounds[3:], np.float64)
     corners = np.array([[hi[i] if (k >> i) & 1 else lo[i] for i in range(3)] for k in range(8)])
     edges = [(a, a | (1 << i)) for a in range(8) for i in range(3) if not (a >> i) & 1]
     segs = np.array([np.concatenate([corners[a], corners[b]]) for a, b in edges], np.float32)
-    return segs, np.full(len(segs), _bgra(COLOR_BOUNDS), np.uint32)
+    handles = handle_segments(bounds)
+    cols = np.concatenate([np.full(len(segs), _bgra(COLOR_BOUNDS), np.uint32),
+                           np.full(len(handles), _bgra(COLOR_HANDLES), np.uint32)])
+    return np.concatenate([segs, handles]), cols
 
 
 def frustum_segments(cameras, size: float, selected: int | None = None,
