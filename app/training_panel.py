@@ -79,7 +79,8 @@ class TrainingPanel(QtWidgets.QWidget):
             self.strategy.addItem(label, value)
         self.strategy.setToolTip("ADC clones and splits where the image gradient is large, up to Max Gaussians; "
                                  "MCMC moves transparent Gaussians onto opaque ones and grows to exactly Max Gaussians; "
-                                 "Auto takes MCMC unless the run is shorter than MCMC needs (500 steps), then ADC "
+                                 "Auto takes MCMC unless the run is short (under 500 steps on SfM points, 7,000 from "
+                                 "random points), then ADC "
                                  "(Max Gaussians is then MCMC's budget or ADC's cap)")
         self.strategy.currentIndexChanged.connect(self._strategy_changed)
         self._strategy_changed()  # Max Gaussians starts at the default strategy's number

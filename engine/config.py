@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 STRATEGIES = ("auto", "adc", "mcmc")  # TrainConfig.strategy (resolve_strategy)
 RANDOM_INITS = ("views", "box")   # TrainConfig.init_random (engine/splat/init.py)
-MCMC_MIN_STEPS = 500              # "auto" picks MCMC from this many steps (resolve_strategy)
+MCMC_MIN_STEPS = 500              # "auto" picks MCMC from this many steps on SfM points (resolve_strategy)
+MCMC_MIN_STEPS_RANDOM = 7_000     # ... and from this many from random points
 APPEARANCES = ("off", "affine", "bilagrid")  # TrainConfig.appearance (engine/splat/appearance.py)
 
 
@@ -47,7 +48,7 @@ class TrainConfig:
     opacity_reset_interval: int = 3000
     max_gaussians: int = 6_000_000
     strategy: str = "auto"            # densification: "adc" (3DGS clone/split/prune), "mcmc" (engine/splat/mcmc.py)
-                                      # or "auto" (resolve_strategy: mcmc from MCMC_MIN_STEPS steps, adc for shorter runs)
+                                      # or "auto" (resolve_strategy: mcmc unless the run is short, adc then)
     mcmc_budget: int = 200_000        # mcmc: the exact Gaussian count it grows to (at most max_gaussians)
     mcmc_init_opacity: float = 0.5    # mcmc's start (gsplat simple_trainer.py's MCMC preset, init_opa)
     mcmc_init_scale: float = 0.1      # mcmc: x the RMS distance to the 3 nearest points (its init_scale)
@@ -79,21 +80,23 @@ class RunConfig:
 
 def resolve_strategy(strategy: str, has_points: bool, steps: int | None = None) -> str:
     """The density control a run uses: ``strategy`` itself, or for "auto" "mcmc" when the
-    run has at least MCMC_MIN_STEPS steps, else "adc". ``has_points`` (SfM points or random
-    init) no longer changes the choice; it stays in the signature for the callers that say why.
+    run has at least MCMC_MIN_STEPS steps (SfM points) or MCMC_MIN_STEPS_RANDOM (random
+    points), else "adc" (``steps`` None: a full run).
     Measured on the H200 (BENCHMARKS.md, 2026-12-02, held-out PSNR against gsplat 1.5.3's
     DefaultStrategy at its own defaults): with SfM points MCMC beat ADC at equal time by 3.9 dB
     on mouse and 0.9 on office_chair (7k). From random points (fox) MCMC at a 200k budget with
     its means' lr decaying 3x less (mcmc_lr_means_final) made 29.96 dB at 7k (3 seeds; ADC
     29.55, gsplat 29.94) and 32.20 at 30k (ADC 29.21, gsplat 30.15) at 1.75 s per 1k steps
-    and 510 MiB (ADC 1.55 s, 805 MiB; gsplat 6.56 s, 1,823 MiB). Short runs: MCMC's small
-    initial splats need a few hundred steps (book at 240 px on software Vulkan: 200 steps ADC
-    16.1 dB, MCMC 8.5; 600 steps 14.2 and 15.6). ValueError for an unknown name."""
+    and 510 MiB (ADC 1.55 s, 805 MiB; gsplat 6.56 s, 1,823 MiB). Short runs: MCMC grows 5% per
+    refine from its small, few initial splats. Software Vulkan, the studio's software preset
+    (2,000 steps, 240 px, 10k random points, fox): ADC 22.15 dB, MCMC 20.88; book (SfM points)
+    at 240 px: 200 steps ADC 16.1 dB, MCMC 8.5; 600 steps 14.2 and 15.6. ValueError for an
+    unknown name."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if strategy == "auto":
-        long_enough = steps is None or steps >= MCMC_MIN_STEPS
-        return "mcmc" if long_enough else "adc"
+        needed = MCMC_MIN_STEPS if has_points else MCMC_MIN_STEPS_RANDOM
+        return "mcmc" if steps is None or steps >= needed else "adc"
     return strategy
 
 

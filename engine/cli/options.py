@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from ..config import APPEARANCES, MCMC_MIN_STEPS, RANDOM_INITS, STRATEGIES, DatasetConfig, TrainConfig
+from ..config import APPEARANCES, MCMC_MIN_STEPS, MCMC_MIN_STEPS_RANDOM, RANDOM_INITS, STRATEGIES, DatasetConfig, TrainConfig
 from ..errors import CPU_REFUSAL
 
 BACKEND_CHOICES = ("vulkan", "cuda")
@@ -110,7 +110,8 @@ def add_density_options(p, t: TrainConfig) -> None:
     p.add_argument("--strategy", choices=STRATEGIES, default=t.strategy,
                    help="densification: adc (3DGS clone/split/prune), mcmc (relocation, an exact Gaussian "
                         "budget; Kheradmand et al. 2024) or auto (mcmc when the run has at least "
-                        f"{MCMC_MIN_STEPS} steps, else adc: mcmc's small initial splats need a few hundred steps). "
+                        f"{MCMC_MIN_STEPS} steps on SfM points or {MCMC_MIN_STEPS_RANDOM} from random points, else adc: "
+                        "mcmc grows slowly from its small initial splats). "
                         f"Default {t.strategy}")
     p.add_argument("--max-gaussians", type=int_at_least(1), default=None,
                    help=f"adc: the cap densification stops at (default {t.max_gaussians:,}); mcmc: the exact "

@@ -211,14 +211,15 @@ def test_density_settings_budget_and_cap():
 
 def test_auto_strategy_is_mcmc_unless_the_run_is_short():
     """"auto" (the default) is MCMC from SfM points and random points alike, ADC for runs too
-    short for MCMC's small start; its Gaussian number is MCMC's budget and ADC's cap alike
+    short for MCMC's small start (500 steps on SfM points, 7,000 from random points); its Gaussian number is MCMC's budget and ADC's cap alike
     when given, each strategy's own default when not."""
     from engine.config import density_settings, resolve_strategy
 
     assert TrainConfig.strategy == "auto"
     assert resolve_strategy("auto", has_points=True) == "mcmc"
     assert resolve_strategy("auto", has_points=False) == "mcmc"
-    assert resolve_strategy("auto", False, steps=400) == "adc"
+    assert resolve_strategy("auto", False, steps=2000) == "adc"  # the software preset: ADC won there
+    assert resolve_strategy("auto", False, steps=7000) == "mcmc"
     assert resolve_strategy("adc", has_points=True) == "adc" and resolve_strategy("mcmc", False) == "mcmc"
     assert resolve_strategy("auto", True, steps=200) == "adc"  # too short for MCMC's small start
     assert resolve_strategy("auto", True, steps=7000) == "mcmc"
@@ -237,10 +238,10 @@ def test_trainer_resolves_auto_from_the_run_length(gpu, shared_data):
     assert t.mean_lr(1000) == pytest.approx(1.6e-5 * t.extent, rel=1e-9)  # MCMC's end from SfM points
     assert t.mean_lr(0) == pytest.approx(1.6e-4 * t.extent, rel=1e-9)
     ds.points, ds.colors = None, None  # the same views without SfM points: random init
-    t = Trainer(gpu, ds, train, TrainConfig(steps=1000, init_random_points=500, mcmc_budget=2000, max_gaussians=2000))
+    t = Trainer(gpu, ds, train, TrainConfig(steps=7000, init_random_points=500, mcmc_budget=2000, max_gaussians=2000))
     assert t.strategy == "mcmc" and isinstance(t.densifier, McmcDensifier)
     assert t.lr_means_final == 5e-5  # MCMC's own end of the means' lr from random points (ADC: 1.6e-6)
-    t = Trainer(gpu, ds, train, TrainConfig(steps=400, init_random_points=500, max_gaussians=2000))
+    t = Trainer(gpu, ds, train, TrainConfig(steps=1000, init_random_points=500, max_gaussians=2000))
     assert t.strategy == "adc" and isinstance(t.densifier, AdcDensifier) and t.lr_means_final == 1.6e-6
 
 
