@@ -61,6 +61,8 @@ class TrainConfig:
     init_opacity: float = 0.1
     init_file: str = ""               # start from this splat file (any format of engine/io/formats.py), not SfM/random
     antialias: bool = False           # Mip-Splatting's 3D smoothing and 2D Mip filters (engine/splat/antialias.py)
+    res_levels: int = 1               # coarse-to-fine: the first steps at 1/2^k size, k < levels (engine/splat/res_schedule.py)
+    res_until: float = 0.5            # ... full size from this fraction of the steps on
     appearance: str = "off"           # per-image colour: "off", "affine" (exposure / white balance) or "bilagrid"
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
@@ -102,8 +104,8 @@ def resolve_strategy(strategy: str, has_points: bool, steps: int | None = None) 
 
 def density_settings(strategy: str, max_gaussians: int | None) -> dict:
     """TrainConfig fields for a densification strategy and an optional Gaussian count from
-    a command line or the studio: ADC's cap (default 6M); MCMC's exact budget (default 1M,
-    gsplat's cap_max) with the cap raised to it; for "auto" the count is both (defaults:
+    a command line or the studio: ADC's cap (default 6M); MCMC's exact budget (default
+    TrainConfig.mcmc_budget) with the cap raised to it; for "auto" the count is both (defaults:
     each strategy's own)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
@@ -128,7 +130,8 @@ def added_later(section: str) -> dict:
                       "mcmc_init_scale": TrainConfig.mcmc_init_scale, "mcmc_noise_lr": TrainConfig.mcmc_noise_lr,
                       "mcmc_scale_reg": TrainConfig.mcmc_scale_reg, "mcmc_lr_means_final": TrainConfig.mcmc_lr_means_final,
                       "antialias": TrainConfig.antialias, "appearance": TrainConfig.appearance,
-                      "ssim_padding": TrainConfig.ssim_padding,
+                      "ssim_padding": TrainConfig.ssim_padding, "res_levels": TrainConfig.res_levels,
+                      "res_until": TrainConfig.res_until,
                       "init_file": TrainConfig.init_file}}.get(section, {})
 
 

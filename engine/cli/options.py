@@ -124,6 +124,28 @@ def add_density_options(p, t: TrainConfig) -> None:
                         "sampling rates and the 2D Mip filter); the exported PLY has the 3D filter baked in")
 
 
+def fraction(text: str) -> float:
+    """argparse type: a number in (0, 1]."""
+    value = float_range(0.0, inclusive=False)(text)
+    if value > 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {text!r}")
+    return value
+
+
+def add_resolution_options(p, t: TrainConfig) -> None:
+    """--res-levels, --res-until: the coarse-to-fine schedule (engine/splat/res_schedule.py)."""
+    p.add_argument("--res-levels", type=int_at_least(1), default=t.res_levels, metavar="K",
+                   help="coarse-to-fine training: the first steps see the images at 1/2, 1/4, ... of their size "
+                        f"(K levels; 1 = always full size). Default {t.res_levels}")
+    p.add_argument("--res-until", type=fraction, default=t.res_until, metavar="F",
+                   help=f"with --res-levels > 1: full size from this fraction of the steps on (default {t.res_until:g})")
+
+
+def resolution_settings(args) -> dict:
+    """TrainConfig fields of :func:`add_resolution_options`."""
+    return {"res_levels": args.res_levels, "res_until": args.res_until}
+
+
 def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: str,
                          appearance_by_input: bool = False) -> None:
     """The training settings of `spirula train` and `spirula run` (TrainConfig, DatasetConfig);
@@ -141,6 +163,7 @@ def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: s
     p.add_argument("--seed", type=int_at_least(0), default=t.seed,
                    help=f"random seed of the initial points and the image order (default {t.seed})")
     add_density_options(p, t)
+    add_resolution_options(p, t)
     add_appearance_option(p, t, by_input=appearance_by_input)
     p.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
                    help="Adam moments in float32 or bfloat16 (half their memory; for very large models). "

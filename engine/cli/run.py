@@ -11,7 +11,7 @@ from ..config import DatasetConfig, RunConfig, TrainConfig, default_appearance, 
 from ..ingest.frames import FramesConfig
 from ..ingest.photos import PhotosConfig
 from ..sfm.config import SfmConfig
-from .options import DefaultsFormatter, add_training_options, float_range, image_side, int_at_least
+from .options import DefaultsFormatter, add_training_options, float_range, image_side, int_at_least, resolution_settings
 
 ALL_STAGES = ["decode", "select", "import", "sfm", "undistort", "train", "export"]
 
@@ -75,6 +75,7 @@ def config_from_args(args):
                       train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                         seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                         init_random_points=args.init_points, antialias=args.antialias,
+                                        **resolution_settings(args),
                                         **density_settings(args.strategy, args.max_gaussians),
                                         checkpoint_every=args.checkpoint_every, appearance=appearance)),
         partition=args.partition)

@@ -75,6 +75,10 @@ class StepPipeline:
         if factor > 0 and math.isfinite(factor):
             self.counts = deque((int(math.ceil(c * factor)) for c in self.counts), maxlen=self.counts.maxlen)
 
+    def forget_counts(self) -> None:
+        """Drop the remembered counts (the next step is counted exactly): the image size changed."""
+        self.counts.clear()
+
     @property
     def last_count(self) -> int:
         """Intersection count of the latest finished step (scaled if a densification

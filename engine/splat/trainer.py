@@ -47,6 +47,7 @@ from .loss import PhotometricLoss
 from .mcmc import McmcDensifier, McmcSettings, lr_means_final_for, noise_lr_for
 from .model import GaussianModel
 from .render import Rasterizer
+from .res_schedule import ResolutionSchedule, level_camera_table, level_image, level_size
 from .schedule import Progress, TrainingRun
 from .scene_scale import training_extent
 from .step_pipeline import StepPipeline
@@ -132,6 +133,8 @@ class Trainer:
             self.appearance = Appearance(gpu, cfg.appearance, len(dataset.cameras), settings)
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
+        self.res = ResolutionSchedule(cfg.res_levels, cfg.res_until, cfg.steps)
+        self._level, self._level_cams, self._level_gt, self._sizes = 0, self.cams, self.gt, None
         self.filter = SmoothingFilter(gpu, self.model, self.cams, self.train_idx) if cfg.antialias else None
         if self.filter is not None:
             self.filter.update()
@@ -163,29 +166,33 @@ class Trainer:
     def train_step(self, step: int) -> None:
         """One optimisation step (``step`` counts from 0)."""
         cfg, m = self.cfg, self.model
+        level = self.res.level_at(step)
+        if level != self._level:
+            self._enter_level(level)
         ci = self._next_camera()
         cam = self.dataset.cameras[ci]
-        view = View(ci, cam.width, cam.height)
+        width, height = self._sizes[ci] if self._sizes else (cam.width, cam.height)
+        view = View(ci, width, height)
+        cams, gt = self._level_cams, self._level_gt
         sh = self.sh_degree_at(step)
         pipe = self.pipeline
         capacity = pipe.capacity()
         if capacity is None:  # no count known yet: count this one exactly (one host read)
             self.drain()
-            pipe.observe(self.raster.prepare(m.buf["params"], m.n, self.cams, view, sh, filter3d=self.filter3d))
+            pipe.observe(self.raster.prepare(m.buf["params"], m.n, cams, view, sh, filter3d=self.filter3d))
         else:
-            self.raster.setup(m.buf["params"], m.n, self.cams, view, sh, capacity=capacity, filter3d=self.filter3d)
+            self.raster.setup(m.buf["params"], m.n, cams, view, sh, capacity=capacity, filter3d=self.filter3d)
         m.set_learning_rates(self.mean_lr(step), cfg.lr_scales, cfg.lr_quats, cfg.lr_opacities, cfg.lr_sh0, cfg.lr_shN)
         enc = self.gpu.encoder()
         if capacity is not None:
             self.raster.record_prepare(enc)
         self.raster.record_forward(enc, backward=True)
         app = self.appearance if self.appearance is not None and self.appearance.active(step) else None
-        render = self.raster.image if app is None else app.record_forward(enc, self.raster.image, ci, cam.width,
-                                                                           cam.height)
-        self.loss.record(enc, render, self.gt[ci], cam.width, cam.height, self.raster.image_grad(),
+        render = self.raster.image if app is None else app.record_forward(enc, self.raster.image, ci, width, height)
+        self.loss.record(enc, render, gt[ci], width, height, self.raster.image_grad(),
                          self.loss_sum, cfg.lambda_dssim)
         if app is not None:  # dL/dI' -> dL/dI in place, and the image's own Adam step
-            app.record_backward(enc, self.raster.image, self.raster.image_grad(), ci, cam.width, cam.height,
+            app.record_backward(enc, self.raster.image, self.raster.image_grad(), ci, width, height,
                                 self.loss_sum, step, self.raster.overflow_guard())
         # the projection backward applies Adam (no gradient buffer); Adam is also the NaN/Inf
         # guard, and both skip an overflowed step
@@ -236,6 +243,22 @@ class Trainer:
         dens.after_step(done)  # ADC's opacity reset
         if self.filter is not None and (refine or done % max(cfg.densify_interval, 1) == 0):
             self.filter.update()  # after a refine the rows moved (and may be more); otherwise the means did
+
+    def _enter_level(self, level: int) -> None:
+        """Train at ``level`` of the resolution schedule from now on: its camera table and
+        downscaled images (full size: the dataset's own), the intersection counts forgotten."""
+        self.drain()
+        self.raster.cams = None  # the old level's table may go
+        if level == 0:
+            self._level_cams, self._level_gt, self._sizes = self.cams, self.gt, None
+        else:
+            cams = self.dataset.cameras
+            self._level_cams = self.gpu.upload(level_camera_table(cams, level), f"cameras.l{level}")
+            self._level_gt = {i: self.gpu.upload(pack_rgba8(level_image(cams[i].image, level)), f"gt.{i}.l{level}")
+                              for i in self.train_idx}
+            self._sizes = {i: level_size(cams[i].width, cams[i].height, level) for i in self.train_idx}
+        self._level = level
+        self.pipeline.forget_counts()
 
     @property
     def filter3d(self):
