@@ -119,16 +119,16 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
                  bandwidth_bytes: int | None = None) -> dict:
     """Run the raster benchmark on ``gpu``; returns the JSON-ready result.
     ``bandwidth_bytes``: size of the bandwidth probe (default 256 MiB, 16 MiB on a software
-    device; engine/profile/floors.py measure_bandwidth)."""
+    device; engine/profile/floor_report.py measure_bandwidth)."""
     from .. import profile
-    from . import compute_floors, floors
+    from . import compute_floors, floor_report, floors
     from ..splat.camera_table import View, camera_row
     from ..splat.loss import PhotometricLoss
     from ..splat.model import GaussianModel
     from ..splat.render import Rasterizer
     from ..splat.trainer import pack_rgba8
 
-    bandwidth = floors.measure_bandwidth(gpu, bandwidth_bytes)
+    bandwidth = floor_report.measure_bandwidth(gpu, bandwidth_bytes)
     flop_rate = compute_floors.measure_flops(gpu)
     t_setup = time.perf_counter()
     sc = synthetic_scene(gaussians, width, height, sh_degree, seed)
@@ -190,7 +190,7 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
     work = floors.Workload(n=model.n, max_sh_degree=sh_degree, sh_degree=sh_degree, visible=visible,
                            intersections=raster.m, width=width, height=height, replayed=replayed,
                            sort_tile=raster.sort.tile, scan_tile=raster.scan.tile)
-    floor_rep = floors.floor_report(work, ops, bandwidth["gb_per_s"])
+    floor_rep = floor_report.floor_report(work, ops, bandwidth["gb_per_s"])
     by_name = {r["name"]: r for r in floor_rep["kernels"]}
     composited = compute_floors.composited_count(gpu, raster, view) if not raster.bands else None
     lane_sets = (compute_floors.lane_set_counts(gpu, raster, view)
@@ -297,7 +297,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..device import get_gpu
     from .compute_floors import format_compute_floors
-    from .floors import format_floors
+    from .floor_report import format_floors
 
     if args.bench == "mesh":  # the mesh job opens its device itself (MeshConfig.device)
         from . import bench_mesh

@@ -109,7 +109,7 @@ from __future__ import annotations
 
 import math
 
-from .floors import median_gpu_seconds
+from .floor_report import median_gpu_seconds
 
 CHAINS = 8    # shaders/profile/flops.slang CHAINS
 UNROLL = 32   # shaders/profile/flops.slang UNROLL
@@ -229,7 +229,7 @@ def compute_report(pairs: int, kernel_ms: dict, flop_rate: dict, byte_ratio: dic
 
     pairs: :func:`pair_count` of the last rendered iteration; kernel_ms: measured ms per
     iteration by kernel name (missing: None); flop_rate: :func:`measure_flops`'s result;
-    byte_ratio: the memory-traffic floor's ratio by kernel name (floors.floor_report), for
+    byte_ratio: the memory-traffic floor's ratio by kernel name (floor_report.floor_report), for
     comparison; composited: :func:`composited_count` of the same render (None: not counted);
     lane_sets: :func:`lane_set_counts` of the same render (None: not counted).
     Returns ``flop_per_s``, ``probe`` (how it was measured), ``pairs``, ``composited`` and
@@ -313,7 +313,7 @@ def measure_flops(gpu, threads: int | None = None, iters: int | None = None, rep
                   a: float = 0.99, b: float = 0.01) -> dict:
     """Device FP32 rate from ``2 x threads x CHAINS x UNROLL x iters / GPU time`` of
     shaders/profile/flops.slang:fma_chains, in its own command buffer between two GPU
-    timestamps, one warm-up then the median of ``repeats`` (as floors.measure_bandwidth).
+    timestamps, one warm-up then the median of ``repeats`` (as floor_report.measure_bandwidth).
     Default 2^20 threads x 1024 iterations (5.5e11 FLOPs, ~8 ms at 67 TFLOP/s), on a
     software device (lavapipe) 2^14 x 64. a, b: the chain's x <- fma(x, a, b) (|a| < 1:
     the values stay finite for any length). Bypasses the profiler and the VRAM pool.

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from engine import profile
-from engine.profile import floors
+from engine.profile import floor_report, floors
 from engine.profile.bench import bench_raster, synthetic_scene
 from engine.splat.camera_table import View, camera_row
 from engine.splat.layout import OFF_SH, row_stride, sh_coeffs
@@ -32,7 +32,7 @@ def _sentinel_buffer(gpu, words: int):
 
 
 def test_bandwidth_probe_measures_and_really_copies(gpu):
-    bw = floors.measure_bandwidth(gpu, 1 << 20, repeats=2)
+    bw = floor_report.measure_bandwidth(gpu, 1 << 20, repeats=2)
     assert bw["bytes"] == 1 << 20 and bw["copy_gb_per_s"] > 0 and bw["kernel_gb_per_s"] > 0
     assert bw["gb_per_s"] == max(bw["copy_gb_per_s"], bw["kernel_gb_per_s"])
     # the probe kernel copies every element, also when each thread loops (stride < n)
@@ -157,5 +157,5 @@ def test_bench_reports_a_floor_for_every_timed_kernel(gpu):
     assert [s["ms"] for s in rep["slowest"]] == ms[:3]
     assert all(s["within"] == (s["ratio"] <= 3.0) for s in rep["slowest"])
     assert len(rep["calls"]) == sum(r["calls"] for r in rows.values())
-    lines = floors.format_floors(rep, bw)
+    lines = floor_report.format_floors(rep, bw)
     assert any("slowest three" in ln for ln in lines) and any("project_backward_adam" in ln for ln in lines)
