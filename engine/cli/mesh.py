@@ -37,17 +37,42 @@ def add_options(p) -> None:
     p.add_argument("--min-support", type=int_at_least(1), default=d.min_support,
                    help=f"views that must see a surface cell (default {d.min_support})")
     p.add_argument("--no-carve", action="store_true", help="do not carve free space seen through empty pixels")
-    p.add_argument("--bounds", type=finite_float, nargs=6, metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
-                   help="region to mesh (default: where the opaque splats are)")
+    p.add_argument("--bounds", type=_bound_word, nargs="+", action=_BoundsAction, default=d.bounds,
+                   metavar="auto|scene|XMIN YMIN ZMIN XMAX YMAX ZMAX",
+                   help="region to mesh: auto (default: for an orbit capture, the object the cameras circle, "
+                        "cut at the table or floor it stands on; otherwise as scene), scene (everything where "
+                        "the opaque splats are), or six numbers xmin ymin zmin xmax ymax zmax (world units)")
     p.add_argument("--max-size", type=int_at_least(MIN_IMAGE_SIDE), default=None, help="image size for depth and texture (default: the training size)")
     add_device_option(p)
+
+
+def _bound_word(text: str):
+    """argparse type of one --bounds word: auto, scene or a finite number."""
+    return text.strip().lower() if text.strip().lower() in ("auto", "scene") else finite_float(text)
+
+
+class _BoundsAction(argparse.Action):
+    """--bounds takes one word (auto, scene) or six numbers, each max above its min."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        words = [v for v in values if isinstance(v, str)]
+        if words:
+            if len(values) != 1:
+                raise argparse.ArgumentError(self, f"must be auto, scene or six numbers, not {' '.join(map(str, values))!r}")
+            setattr(namespace, self.dest, words[0])
+            return
+        if len(values) != 6:
+            raise argparse.ArgumentError(self, f"must be six numbers xmin ymin zmin xmax ymax zmax, got {len(values)}")
+        if any(values[k + 3] <= values[k] for k in range(3)):
+            raise argparse.ArgumentError(self, "must have each max above its min (xmin ymin zmin xmax ymax zmax)")
+        setattr(namespace, self.dest, tuple(float(v) for v in values))
 
 
 def config_from_args(args: argparse.Namespace) -> MeshConfig:
     return MeshConfig(faces=args.faces, texture_size=args.texture_size, resolution=args.resolution, voxel=args.voxel,
                       trunc_voxels=args.trunc, max_voxels=args.max_voxels, depth=args.depth,
                       min_support=args.min_support, carve=not args.no_carve,
-                      bounds=tuple(args.bounds) if args.bounds else None, max_size=args.max_size, device=args.device)
+                      bounds=args.bounds, max_size=args.max_size, device=args.device)
 
 
 class _Printer:

@@ -1,8 +1,11 @@
 """`spirula mesh <project>`: trained splats -> textured triangle mesh.
 
 Steps (each reported as progress): load the splats (<project>/splat.ply) and the dataset
-named in <project>/train.json; render depth + opacity of every camera on the GPU; fuse
-them into a sparse TSDF on the GPU; marching cubes; drop small components; decimate to
+named in <project>/train.json, and find the bounds (engine/mesh/subject.py: for an orbit
+capture the subject and its support plane); render depth + opacity of every camera on the
+GPU; fuse them into a sparse TSDF on the GPU; marching cubes; clean (engine/mesh/repair.py:
+cut at the support plane, drop what lies outside the bounds and small components, fill
+small holes, close the cut); decimate to
 the face budget; UV atlas (xatlas); bake the texture from the training images; export GLB,
 OBJ + MTL + PNG and PLY (vertex colours) into <project>/exports/, atomically; write
 <project>/mesh.json (settings, counts, timings per step, peak memory).
@@ -87,11 +90,13 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     from ..splat.render import Rasterizer
     from ..mesh.atlas import unwrap
     from ..mesh.bake import BakeOptions, bake
-    from ..mesh.clean import decimate, remove_small_components, vertex_normals
+    from ..mesh.clean import decimate, vertex_normals
     from ..mesh.depth import DepthRenderer
     from ..mesh.export import export_meshes
     from ..mesh.extract import extract_mesh
-    from ..mesh.grid import grid_for_bounds, splat_bounds
+    from ..mesh.grid import grid_for_bounds
+    from ..mesh.repair import is_watertight, largest_component_share, repair_mesh
+    from ..mesh.subject import resolve_bounds
     from ..mesh.tsdf import fuse_depth_maps
 
     cfg = cfg or MeshConfig()
@@ -111,11 +116,10 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     params = gpu.upload(rows, "mesh.params")
     cams = gpu.upload(camera_table(dataset.cameras), "mesh.cameras")
     meter.gpu("splats", params.size + cams.size)
-    if cfg.bounds is not None:
-        lo, hi = np.asarray(cfg.bounds[:3], float), np.asarray(cfg.bounds[3:], float)
-    else:
-        lo, hi = splat_bounds(g.means, g.opacities)
-    spec = grid_for_bounds(lo, hi, cfg.resolution, voxel=cfg.voxel, trunc_voxels=cfg.trunc_voxels)
+    c2w = np.stack([c.c2w for c in dataset.cameras])
+    intrinsics = np.array([[c.fx, c.fy, c.cx, c.cy, c.width, c.height] for c in dataset.cameras], np.float64)
+    region = resolve_bounds(cfg.bounds, c2w, g.means, g.opacities, g.scales, intrinsics)
+    spec = grid_for_bounds(region.lo, region.hi, cfg.resolution, voxel=cfg.voxel, trunc_voxels=cfg.trunc_voxels)
 
     rep.step("depth")
     raster = Rasterizer(gpu, deg)
@@ -148,9 +152,18 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
                            "(check the bounds, or lower --min-support)")
 
     rep.step("clean")
-    verts, faces, dropped = remove_small_components(verts, faces, cfg.min_component)
+    # the cut sits above the table's splat layer and at least 2 voxels up (its own surface)
+    cut = max(2.0 * spec.voxel, region.plane.thickness) if region.plane is not None else 0.0
+    clip = region.found != "scene"  # "scene" keeps everything the grid holds
+    verts, faces, repair = repair_mesh(verts, faces, region.lo if clip else None, region.hi if clip else None,
+                                       region.plane, cut, cfg.max_hole_edges, cfg.min_component)
+    if len(faces) == 0:
+        raise SpirulaError(f"no surface left in the bounds {region.box} ({region.reason}); "
+                           "try --bounds scene or explicit numbers")
     rep.step("decimate")
     verts, faces = decimate(verts, faces, cfg.faces)
+    repair["watertight_decimated"] = is_watertight(verts, faces)
+    repair["largest_share_decimated"] = largest_component_share(verts, faces)
     normals = vertex_normals(verts, faces)
 
     rep.step("atlas")
@@ -173,8 +186,10 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
         "project": str(project), "device": gpu.adapter, "config": asdict(cfg),
         "grid": {"origin": spec.origin, "voxel": spec.voxel, "bricks": spec.bricks, "trunc": spec.trunc,
                  "dims": spec.dims},
+        "bounds": {**region.to_json(), "cut_height": cut},
         "views": len(dataset.cameras), "gaussians": len(rows), "faces_marching_cubes": raw_faces,
-        "components_removed": dropped, "faces": int(len(faces)), "vertices": int(len(verts)),
+        "components_removed": repair["components_removed"], "repair": repair,
+        "watertight": repair["watertight_decimated"], "faces": int(len(faces)), "vertices": int(len(verts)),
         "uv_vertices": int(len(uv.vertices)), "charts": uv.charts, "texture_size": size,
         "texel_coverage": baked.texel_coverage, "vertex_coverage": baked.vertex_coverage,
         "seconds": {**rep.times, "total": time.perf_counter() - t0},

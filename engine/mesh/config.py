@@ -20,7 +20,10 @@ class MeshConfig:
     min_support: int = 2              # views that must see a surface cell within the band
     min_component: float = 0.02       # drop components smaller than this x the largest one
     max_size: int | None = None       # image size for depth and texture (default: training's)
-    bounds: tuple[float, ...] | None = None  # xmin ymin zmin xmax ymax zmax (default: from splats)
+    # "auto": the subject of an orbit capture, cut at its support plane (engine/mesh/subject.py),
+    # else as "scene"; "scene": where the opaque splats are; or (xmin ymin zmin xmax ymax zmax)
+    bounds: str | tuple[float, ...] = "auto"
+    max_hole_edges: int = 100         # fill holes with at most this many boundary edges
     bake_power: float = 4.0           # best-view weight sharpness
     vis_tol_voxels: float = 3.0       # depth-test tolerance for texturing, in voxels
     formats: tuple[str, ...] = ("glb", "obj", "ply")

@@ -19,7 +19,7 @@ log = logging.getLogger("spirula.session")
 def mesh_settings(cmd: M.ExportMesh, backend: str):
     from ..mesh.config import MeshConfig
 
-    bounds = tuple(float(x) for x in cmd.bounds) if len(cmd.bounds) == 6 else None
+    bounds = tuple(float(x) for x in cmd.bounds) if len(cmd.bounds) == 6 else "auto"
     return MeshConfig(faces=cmd.faces, texture_size=cmd.texture_size, resolution=cmd.resolution, device=backend,
                       bounds=bounds)
 

@@ -213,7 +213,7 @@ class ExportMesh:
     texture_size: int = 4096
     resolution: int = 512
     show: bool = True          # open the finished GLB in the viewport
-    bounds: tuple = ()         # xmin ymin zmin xmax ymax zmax to mesh; () = where the opaque splats are
+    bounds: tuple = ()         # xmin ymin zmin xmax ymax zmax to mesh; () = auto (the orbit's subject, else the scene)
 
 
 @dataclass(frozen=True)

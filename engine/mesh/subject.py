@@ -1,0 +1,372 @@
+"""The subject of a capture, found from the cameras and the trained splats: the region to mesh.
+
+Three steps, each usable alone (all NumPy, vectorised; world units, OpenCV camera axes:
++z forward, +y down in the image):
+
+1. :func:`detect_orbit`: the *look point* is the point nearest to all optical axes in least
+   squares, sum_i |(I - d_i d_i^T)(p - c_i)|^2 -> min (camera centre c_i, unit axis d_i),
+   re-solved on the cameras whose axis passes close to it (a trimmed fit, so a few cameras
+   looking elsewhere do not pull it). The capture is an *orbit* when most cameras look at
+   the point (axis-to-point distance below ``max_miss`` x camera distance, point in front)
+   and their centres surround it in azimuth about the cameras' up (largest azimuth gap at
+   most ``max_gap_deg``). A forward walk or a facing capture fails one of these.
+2. :func:`fit_plane`: the support plane (table, floor) by RANSAC (Fischler & Bolles 1981) on
+   opaque splat centres near the look point, refined by least squares on the inliers.
+   Only hypotheses whose normal is within ``max_tilt_deg`` of the cameras' up, with the look
+   point and nearly all cameras on its upper side, are scored: a tangent plane of an object
+   floating in empty space with cameras below it (the torus of tests/mesh) is no support.
+3. :func:`grow_subject`: opaque splat centres above the plane (a band of ``margin`` above it
+   removed so the object comes apart from the table), counted on a coarse grid; voxels with
+   at least ``min_count`` centres seen by at least ``min_views`` of the cameras (drops
+   floaters in front of single cameras) are occupied; the 26-connected components that
+   reach within ``seed_radius`` of the look point are the subject (the look point itself
+   may be empty: a torus' hole, a mug's inside). Its axis-aligned box, padded, reaching
+   down to the plane when it stands on it, is the region to mesh.
+
+:func:`find_subject` chains the three and falls back to the scene bounds
+(engine/mesh/grid.py ``splat_bounds``) when the capture is not an orbit or no subject is
+found; :func:`resolve_bounds` maps the ``--bounds`` setting (auto, scene, six numbers) to a
+:class:`SubjectBounds`. The cut at the plane and the closing of the mesh are in
+engine/mesh/repair.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import ndimage
+
+from ..errors import SpirulaError
+from .grid import splat_bounds
+
+
+@dataclass(frozen=True)
+class Plane:
+    """Oriented plane n.x + offset = 0; ``normal`` [3] unit, pointing to the cameras' side.
+    inliers: support points within the RANSAC tolerance; thickness: 2.5 x the RMS distance
+    of those inliers to the refined plane (world units), how thick the table's splats lie."""
+
+    normal: np.ndarray
+    offset: float
+    inliers: int = 0
+    thickness: float = 0.0
+
+    def distance(self, points: np.ndarray) -> np.ndarray:
+        """[N] signed distance of world points [N, 3] (positive above)."""
+        return np.asarray(points, np.float64) @ self.normal + self.offset
+
+    def to_json(self) -> dict:
+        return {"normal": [float(v) for v in self.normal], "offset": float(self.offset),
+                "inliers": int(self.inliers), "thickness": float(self.thickness)}
+
+
+@dataclass(frozen=True)
+class Orbit:
+    """What :func:`detect_orbit` measured. look_point [3] world; up [3] unit (axis of the
+    camera ring, else the mean of the cameras' -y axes); hit_share: share of cameras whose axis passes within the tolerance;
+    azimuth_gap_deg: largest gap between the cameras' azimuths about up through the look
+    point; distance: median camera-to-look-point distance (world units)."""
+
+    is_orbit: bool
+    look_point: np.ndarray
+    up: np.ndarray
+    hit_share: float
+    azimuth_gap_deg: float
+    distance: float
+
+    def to_json(self) -> dict:
+        return {"is_orbit": bool(self.is_orbit), "look_point": [float(v) for v in self.look_point],
+                "up": [float(v) for v in self.up], "axis_hit_share": float(self.hit_share),
+                "azimuth_gap_deg": float(self.azimuth_gap_deg), "camera_distance": float(self.distance)}
+
+
+@dataclass(frozen=True)
+class SubjectBounds:
+    """The region to mesh: axis-aligned box lo [3] .. hi [3] (world units).
+    mode: the setting asked for ("auto", "scene", "explicit"); found: "subject" (grown
+    around an orbit's look point), "scene" (opaque splats) or "explicit" (given numbers);
+    plane: the support plane to cut at (only with found = "subject"); reason: one line."""
+
+    mode: str
+    found: str
+    lo: np.ndarray
+    hi: np.ndarray
+    orbit: Orbit | None = None
+    plane: Plane | None = None
+    reason: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def box(self) -> tuple[float, ...]:
+        """(xmin, ymin, zmin, xmax, ymax, zmax)."""
+        return tuple(float(v) for v in (*self.lo, *self.hi))
+
+    def to_json(self) -> dict:
+        return {"mode": self.mode, "found": self.found, "box": list(self.box), "reason": self.reason,
+                "orbit": self.orbit.to_json() if self.orbit else None,
+                "plane": self.plane.to_json() if self.plane else None, **self.extra}
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-300)
+
+
+def camera_up(c2w: np.ndarray) -> np.ndarray:
+    """[3] unit mean of the cameras' up directions (-y of OpenCV axes) from c2w [N, 4, 4]."""
+    return _unit(-np.asarray(c2w, np.float64)[:, :3, 1].mean(0))
+
+
+def nearest_point_to_lines(centres: np.ndarray, dirs: np.ndarray, weights: np.ndarray | None = None):
+    """(point [3], smallest eigenvalue / weight sum of the normal matrix): the least-squares
+    point nearest to the lines c_i + t d_i (centres, dirs [N, 3]; dirs unit). The eigenvalue
+    ratio is ~0 when the lines are (nearly) parallel and the point is undetermined."""
+    w = np.ones(len(centres)) if weights is None else np.asarray(weights, np.float64)
+    proj = np.eye(3)[None] - dirs[:, :, None] * dirs[:, None, :]          # [N, 3, 3]
+    a = (w[:, None, None] * proj).sum(0)
+    b = (w[:, None, None] * proj @ centres[:, :, None]).sum(0)[:, 0]
+    cond = float(np.linalg.eigvalsh(a)[0] / max(w.sum(), 1e-300))
+    return np.linalg.lstsq(a, b, rcond=None)[0], cond
+
+
+def _azimuth_gap(vectors: np.ndarray, up: np.ndarray) -> float:
+    """Largest gap (degrees) between the azimuths of vectors [N, 3] about the axis up."""
+    e1 = _unit(np.cross(up, [1.0, 0.0, 0.0] if abs(up[0]) < 0.9 else [0.0, 1.0, 0.0]))
+    e2 = np.cross(up, e1)
+    flat = vectors - (vectors @ up)[:, None] * up
+    keep = np.linalg.norm(flat, axis=1) > 1e-9 * max(np.linalg.norm(vectors, axis=1).max(), 1e-300)
+    if keep.sum() < 2:
+        return 360.0
+    ang = np.sort(np.arctan2(flat[keep] @ e2, flat[keep] @ e1))
+    gaps = np.diff(np.concatenate([ang, ang[:1] + 2 * np.pi]))
+    return float(np.degrees(gaps.max()))
+
+
+def _orbit_axis(centres: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """The axis of a ring of camera centres [N, 3] (normal of their least-squares plane,
+    oriented to ``up``) when they lie near a plane (smallest singular value under half the
+    middle one), else ``up``: the mean image up of cameras that look down on a subject is
+    tilted unless they go evenly all the way round."""
+    s, vt = np.linalg.svd(centres - centres.mean(0), full_matrices=False)[1:]
+    if s[2] >= 0.5 * s[1]:
+        return up
+    return vt[2] * (1.0 if vt[2] @ up >= 0 else -1.0)
+
+
+def detect_orbit(c2w: np.ndarray, max_miss: float = 0.25, min_share: float = 0.7,
+                 max_gap_deg: float = 150.0, iterations: int = 3) -> Orbit:
+    """Is the capture an orbit around a common look point? c2w: [N, 4, 4] camera-to-world.
+
+    max_miss: an axis "hits" the point when its distance to it is below max_miss x the
+    camera's distance to it (0.25 ~ 14 degrees) and the point is in front of the camera;
+    min_share: share of cameras that must hit; max_gap_deg: the largest azimuth gap
+    allowed (150: the cameras go at least 210 degrees around). Raises SpirulaError for
+    fewer than 3 cameras."""
+    c2w = np.asarray(c2w, np.float64)
+    if c2w.ndim != 3 or c2w.shape[1:] != (4, 4) or len(c2w) < 3:
+        raise SpirulaError(f"subject: need at least 3 camera poses [N, 4, 4], got shape {c2w.shape}")
+    centres, dirs = c2w[:, :3, 3], _unit(c2w[:, :3, 2])
+    up = camera_up(c2w)
+    weights = np.ones(len(c2w))
+    point, cond = nearest_point_to_lines(centres, dirs)
+    for _ in range(iterations):  # trimmed re-fit on the cameras that look at the point
+        rel = point - centres
+        dist = np.linalg.norm(rel, axis=1)
+        miss = np.linalg.norm(rel - (rel * dirs).sum(1, keepdims=True) * dirs, axis=1)
+        hit = (miss < max_miss * dist) & ((rel * dirs).sum(1) > 0)
+        if hit.sum() < 3 or np.array_equal(hit, weights > 0):
+            break
+        weights = hit.astype(np.float64)
+        point, cond = nearest_point_to_lines(centres, dirs, weights)
+    rel = point - centres
+    dist = np.linalg.norm(rel, axis=1)
+    miss = np.linalg.norm(rel - (rel * dirs).sum(1, keepdims=True) * dirs, axis=1)
+    hit = (miss < max_miss * dist) & ((rel * dirs).sum(1) > 0)
+    share = float(hit.mean())
+    if hit.sum() >= 3:
+        up = _orbit_axis(centres[hit], camera_up(c2w[hit]))
+    gap = _azimuth_gap(centres[hit] - point, up) if hit.sum() >= 2 else 360.0
+    ok = bool(cond > 1e-3 and share >= min_share and gap <= max_gap_deg and np.isfinite(point).all())
+    return Orbit(ok, point, up, share, gap, float(np.median(dist)))
+
+
+def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypotheses: int = 512,
+              up: np.ndarray | None = None, max_tilt_deg: float = 35.0, above: np.ndarray | None = None,
+              above_share: float = 0.95, min_inliers: int = 30) -> tuple[Plane, np.ndarray] | None:
+    """RANSAC plane on points [M, 3] with inlier tolerance ``tol`` (world units): (plane,
+    inlier mask [M]) or None when no admissible hypothesis has ``min_inliers`` inliers.
+
+    All ``hypotheses`` triples are scored at once. With ``up`` [3]: only planes whose normal
+    is within ``max_tilt_deg`` of it count, oriented to it. With ``above`` [K, 3]: only planes
+    with at least ``above_share`` of those points on the upper side count (the cameras and
+    the look point stand above a table). The winner is refined by least squares (SVD) on
+    its inliers, then on the inliers of the refined plane."""
+    pts = np.asarray(points, np.float64)
+    if len(pts) < 3:
+        return None
+    tri = pts[rng.integers(0, len(pts), (hypotheses, 3))]                 # [H, 3, 3]
+    n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    good = np.linalg.norm(n, axis=1) > 1e-12
+    n = _unit(n)
+    if up is not None:
+        up = _unit(np.asarray(up, np.float64))
+        s = np.sign(n @ up)
+        n = n * np.where(s == 0, 1.0, s)[:, None]
+        good &= n @ up >= np.cos(np.radians(max_tilt_deg))
+    off = -(n * tri[:, 0]).sum(1)
+    if above is not None:
+        good &= ((np.asarray(above, np.float64) @ n.T + off) > 0).mean(0) >= above_share
+    if not good.any():
+        return None
+    n, off = n[good], off[good]
+    counts = np.zeros(len(n), np.int64)
+    for s in range(0, len(n), 64):  # [64, M] distance blocks keep the memory small
+        counts[s:s + 64] = (np.abs(pts @ n[s:s + 64].T + off[s:s + 64]) < tol).sum(0)
+    best = int(np.argmax(counts))
+    if counts[best] < max(min_inliers, 3):
+        return None
+    normal, offset = n[best], off[best]
+    for _ in range(2):
+        inl = np.abs(pts @ normal + offset) < tol
+        if inl.sum() < 3:
+            break
+        c = pts[inl].mean(0)
+        refined = np.linalg.svd(pts[inl] - c, full_matrices=False)[2][2]
+        normal = refined * (1.0 if refined @ normal >= 0 else -1.0)
+        offset = -float(normal @ c)
+    inl = np.abs(pts @ normal + offset) < tol
+    rms = float(np.sqrt(np.mean((pts[inl] @ normal + offset) ** 2))) if inl.any() else 0.0
+    return Plane(normal, float(offset), int(inl.sum()), 2.5 * rms), inl
+
+
+def seen_counts(points: np.ndarray, w2c: np.ndarray, intrinsics: np.ndarray, chunk: int = 8192) -> np.ndarray:
+    """[M] int: how many cameras see each world point [M, 3] inside their image and in
+    front. w2c [N, 4, 4]; intrinsics [N, 6] (fx, fy, cx, cy, width, height) in pixels."""
+    pts = np.asarray(points, np.float64)
+    out = np.zeros(len(pts), np.int64)
+    r, t = w2c[:, :3, :3], w2c[:, :3, 3]
+    fx, fy, cx, cy, w, h = (intrinsics[:, k][None] for k in range(6))
+    for s in range(0, len(pts), chunk):
+        pc = np.einsum("nij,mj->mni", r, pts[s:s + chunk]) + t[None]       # [m, N, 3]
+        z = pc[..., 2]
+        zs = np.where(z > 1e-9, z, 1.0)
+        u, v = fx * pc[..., 0] / zs + cx, fy * pc[..., 1] / zs + cy
+        out[s:s + chunk] = ((z > 1e-9) & (u >= 0) & (u < w) & (v >= 0) & (v < h)).sum(1)
+    return out
+
+
+def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_radius: float,
+                 plane: Plane | None = None, margin: float = 0.0, min_count: int = 2,
+                 visible: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """(lo [3], hi [3], occupied voxels of the subject) or None when no occupied voxel
+    reaches within ``seed_radius`` of ``look_point``.
+
+    points [M, 3]: opaque splat centres (world); voxel: grid edge (world units); plane /
+    margin: centres below plane + margin are left out (the table is not the subject);
+    visible [M] bool: centres that enough cameras see (others left out). A voxel is occupied
+    with at least ``min_count`` centres. The box spans the subject's voxels and 1 voxel of
+    padding; when the subject comes within 3 voxels + margin of the plane, it reaches down
+    to 2 voxels below the plane under the subject."""
+    pts = np.asarray(points, np.float64)
+    keep = np.ones(len(pts), bool) if visible is None else np.asarray(visible, bool).copy()
+    if plane is not None:
+        keep &= plane.distance(pts) > margin
+    pts = pts[keep]
+    if len(pts) == 0:
+        return None
+    origin = pts.min(0) - voxel
+    ijk = np.floor((pts - origin) / voxel).astype(np.int64)
+    dims = ijk.max(0) + 2
+    if np.prod(dims.astype(float)) > 4e8:
+        raise SpirulaError(f"subject: grid of {dims.tolist()} voxels is too large (voxel {voxel:g})")
+    counts = np.zeros(dims, np.int32)
+    np.add.at(counts, tuple(ijk.T), 1)
+    labels, _ = ndimage.label(counts >= min_count, structure=np.ones((3, 3, 3), bool))
+    occ = np.argwhere(labels > 0)
+    if len(occ) == 0:
+        return None
+    centres = origin + (occ + 0.5) * voxel
+    near = np.linalg.norm(centres - look_point, axis=1) <= seed_radius + voxel
+    seeds = np.unique(labels[tuple(occ[near].T)])
+    if len(seeds) == 0:
+        return None
+    sub = centres[np.isin(labels[tuple(occ.T)], seeds)]
+    lo, hi = sub.min(0) - 1.5 * voxel, sub.max(0) + 1.5 * voxel
+    if plane is not None and plane.distance(sub).min() <= margin + 3 * voxel:
+        foot = sub - (plane.distance(sub) + 2 * voxel)[:, None] * plane.normal  # 2 voxels under the plane
+        lo, hi = np.minimum(lo, foot.min(0)), np.maximum(hi, foot.max(0))
+    return lo, hi, int(len(sub))
+
+
+def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray, scales: np.ndarray | None = None,
+                 intrinsics: np.ndarray | None = None, seed: int = 0, min_opacity: float = 0.5,
+                 grid_cells: int = 64, min_view_share: float = 0.25) -> SubjectBounds:
+    """The subject of the capture (module docstring), or the scene bounds when there is none.
+
+    c2w [N, 4, 4] camera-to-world (OpenCV axes); means [G, 3] splat centres; opacity_logits
+    [G] (sigmoid = opacity); scales [G, 3] log standard deviations (splats larger than the
+    4 coarse voxels are left out of the occupancy: big background blobs are not the subject);
+    intrinsics [N, 6] (fx, fy, cx, cy, width, height) or None (no visibility check).
+    grid_cells: the coarse voxel is the median camera distance / grid_cells; the plane's
+    RANSAC tolerance is half a voxel, the subject's seed radius 0.2 x that distance;
+    min_view_share: share of cameras that must see an occupied
+    centre. Deterministic for a given ``seed``."""
+    means = np.asarray(means, np.float64)
+    logits = np.asarray(opacity_logits, np.float64)
+    scene_lo, scene_hi = splat_bounds(means, logits)
+    orbit = detect_orbit(c2w)
+    if not orbit.is_orbit:
+        why = (f"not an orbit: {100 * orbit.hit_share:.0f}% of the cameras look at one point, "
+               f"largest azimuth gap {orbit.azimuth_gap_deg:.0f} deg")
+        return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, None, why)
+    c2w = np.asarray(c2w, np.float64)
+    d_cam = np.linalg.norm(c2w[:, :3, 3] - orbit.look_point, axis=1)
+    voxel = orbit.distance / grid_cells
+    opaque = 1.0 / (1.0 + np.exp(-logits)) > min_opacity
+    if scales is not None:
+        opaque &= np.exp(np.asarray(scales, np.float64)).max(1) < 4 * voxel
+    inside = np.linalg.norm(means - orbit.look_point, axis=1) < 0.9 * np.quantile(d_cam, 0.1)
+    pts = means[opaque & inside]
+    rng = np.random.default_rng(seed)
+    sample = pts[rng.choice(len(pts), min(len(pts), 20000), replace=False)] if len(pts) else pts
+    above = np.concatenate([c2w[:, :3, 3], orbit.look_point[None]])
+    found = fit_plane(sample, 0.5 * voxel, rng, up=orbit.up, above=above,
+                      min_inliers=max(30, int(0.05 * len(sample))))
+    plane = found[0] if found else None
+    visible = None
+    if intrinsics is not None and len(pts):
+        w2c = np.linalg.inv(c2w)
+        visible = seen_counts(pts, w2c, np.asarray(intrinsics, np.float64)) >= max(2, min_view_share * len(c2w))
+    margin = max(voxel, plane.thickness) if plane else 0.0
+    grown = grow_subject(pts, orbit.look_point, voxel, 0.2 * orbit.distance, plane, margin, visible=visible)
+    extra = {"coarse_voxel": voxel, "opaque_centres": int(len(pts))}
+    if grown is None:
+        return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, None,
+                             "orbit, but no opaque splats near the look point", extra)
+    lo, hi, cells = grown
+    lo, hi = np.maximum(lo, scene_lo), np.minimum(hi, scene_hi)  # never more than the scene
+    if (hi <= lo).any():
+        return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, None,
+                             "orbit, but the subject lies outside the scene bounds", extra)
+    why = f"orbit around the look point; subject of {cells} coarse voxels" + (
+        "; support plane found" if plane else "; no support plane")
+    return SubjectBounds("auto", "subject", lo, hi, orbit, plane, why, {**extra, "subject_voxels": cells})
+
+
+def resolve_bounds(setting, c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
+                   scales: np.ndarray | None = None, intrinsics: np.ndarray | None = None) -> SubjectBounds:
+    """The ``bounds`` setting of MeshConfig -> SubjectBounds: "auto" (or None) ->
+    :func:`find_subject`; "scene" -> the opaque splats' bounds; six numbers (xmin ymin zmin
+    xmax ymax zmax) -> that box. Raises SpirulaError for anything else or an empty box."""
+    if setting is None or (isinstance(setting, str) and setting == "auto"):
+        return find_subject(c2w, means, opacity_logits, scales, intrinsics)
+    if isinstance(setting, str):
+        if setting == "scene":
+            lo, hi = splat_bounds(means, opacity_logits)
+            return SubjectBounds("scene", "scene", lo, hi, reason="asked for the scene bounds")
+        raise SpirulaError(f"unknown bounds '{setting}': choose auto, scene or six numbers")
+    b = np.asarray(setting, np.float64).reshape(-1)
+    if b.size != 6 or not np.isfinite(b).all() or (b[3:] <= b[:3]).any():
+        raise SpirulaError(f"bounds {tuple(setting)}: need six finite numbers xmin ymin zmin xmax ymax zmax "
+                           "with each max above its min")
+    return SubjectBounds("explicit", "explicit", b[:3], b[3:], reason="given")

@@ -1,0 +1,223 @@
+"""The subject finder (engine/mesh/subject.py) and the mesh repair (engine/mesh/repair.py)
+on synthetic inputs made here with known answers: orbit cameras around a known point, a
+forward walk, a noisy plane with outliers, a box of splat centres standing on a table in a
+room, trimesh primitives with holes, sheets and far components. CPU only, a few seconds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import trimesh
+
+from engine.cli.main import build_parser
+from engine.cli.mesh import config_from_args
+from engine.errors import SpirulaError
+from engine.mesh.repair import boundary_edges, is_watertight, repair_mesh
+from engine.mesh.subject import Plane, detect_orbit, find_subject, fit_plane, resolve_bounds
+from tests.mesh.analytic import orbit_cameras
+from tests.splat.scenes import look_at_w2c
+
+UP = np.array([0.0, 0.0, 1.0])
+
+
+def _c2w(eyes, targets):
+    """[N, 4, 4] c2w of cameras at eyes looking at targets, image up = world +z."""
+    return np.stack([np.linalg.inv(look_at_w2c(e, t, -UP)) for e, t in zip(eyes, targets)])
+
+
+def _two_ring_orbit(rng, centre, radius, count=36, heights=(0.4, 1.0), jitter=0.0):
+    az = rng.uniform(0, 2 * np.pi) + np.linspace(0, 2 * np.pi, count, endpoint=False)
+    h = np.where(np.arange(count) % 2 == 0, heights[0], heights[1]) * radius
+    eyes = centre + np.stack([radius * np.cos(az), radius * np.sin(az), h], 1)
+    targets = centre + rng.normal(0, jitter, (count, 3))
+    return _c2w(eyes, targets), eyes
+
+
+def test_orbit_at_two_heights_recovers_the_look_point():
+    rng = np.random.default_rng()
+    centre = rng.uniform(-5, 5, 3)
+    c2w, eyes = _two_ring_orbit(rng, centre, 3.0, jitter=0.05)
+    # a few cameras looking elsewhere must not pull the point
+    c2w[:3] = _c2w(eyes[:3], eyes[:3] + rng.normal(0, 1, (3, 3)) * [1, 1, 0] + [0, 0, 4])
+    orbit = detect_orbit(c2w)
+    assert orbit.is_orbit
+    assert np.linalg.norm(orbit.look_point - centre) < 0.05 * 3.0, (orbit.look_point, centre)
+    assert orbit.up @ UP > 0.999 and orbit.azimuth_gap_deg < 42  # 3 of 36 left out: 40 deg
+
+
+def test_forward_walk_and_facing_arc_are_not_orbits():
+    rng = np.random.default_rng()
+    eyes = np.stack([np.linspace(0, 10, 40), rng.normal(0, 0.05, 40), 1.6 + rng.normal(0, 0.05, 40)], 1)
+    ahead = eyes + [5.0, 0, 0] + rng.normal(0, 0.3, (40, 3))
+    assert not detect_orbit(_c2w(eyes, ahead)).is_orbit
+    # cameras on a 60 degree arc, all looking at one point: converge, but do not go around it
+    az = np.radians(np.linspace(-30, 30, 20))
+    arc = np.stack([4 * np.cos(az), 4 * np.sin(az), np.full(20, 1.0)], 1)
+    o = detect_orbit(_c2w(arc, np.zeros((20, 3))))
+    assert not o.is_orbit and o.azimuth_gap_deg > 250 and np.linalg.norm(o.look_point) < 0.1
+
+
+def test_ransac_plane_on_noisy_points_with_outliers():
+    rng = np.random.default_rng()
+    n = np.array([0.15, -0.1, 1.0])
+    n /= np.linalg.norm(n)
+    offset = rng.uniform(-1, 1)
+    e1 = np.cross(n, [1.0, 0, 0])
+    e1 /= np.linalg.norm(e1)
+    e2 = np.cross(n, e1)
+    uv = rng.uniform(-2, 2, (3000, 2))
+    sigma = 0.003
+    on = uv[:, :1] * e1 + uv[:, 1:] * e2 - offset * n + rng.normal(0, sigma, (3000, 1)) * n
+    out = rng.uniform(-2, 2, (2000, 3)) + [0, 0, 1.0]
+    pts = np.concatenate([on, out])
+    cams = rng.uniform(-2, 2, (20, 3)) * [1, 1, 0] + [0, 0, 3.0]
+    plane, inl = fit_plane(pts, 0.01, rng, up=UP, above=cams)
+    assert np.degrees(np.arccos(min(1.0, plane.normal @ n))) < 0.5
+    assert abs(plane.offset - offset) < 3 * sigma
+    assert inl[:3000].mean() > 0.9 and inl[3000:].mean() < 0.05
+    assert plane.thickness < 10 * sigma
+    # cameras on both sides of the plane: no support plane
+    assert fit_plane(pts, 0.01, rng, up=UP, above=np.concatenate([cams, cams * [1, 1, -1]])) is None
+
+
+def _box_surface(rng, lo, hi, count):
+    """Area-uniform samples on the faces of the box [lo, hi]."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    p = rng.uniform(lo, hi, (count, 3))
+    size = hi - lo
+    areas = np.array([size[1] * size[2], size[0] * size[2], size[0] * size[1]])
+    axis = rng.choice(3, count, p=areas / areas.sum())
+    side = rng.integers(0, 2, count)
+    p[np.arange(count), axis] = np.where(side == 1, hi[axis], lo[axis])
+    return p
+
+
+def test_box_on_a_table_in_a_room_is_found_and_cut_at_the_table():
+    rng = np.random.default_rng()
+    lo_true, hi_true = np.array([-0.3, -0.2, 0.0]), np.array([0.25, 0.3, 0.45])
+    subject = _box_surface(rng, lo_true, hi_true, 15000)
+    table = np.concatenate([rng.uniform(-1.5, 1.5, (20000, 2)), rng.normal(0, 0.002, (20000, 1))], 1)
+    room = _box_surface(rng, [-6, -6, -1], [6, 6, 4], 20000)
+    floaters = rng.uniform(-2, 2, (200, 3)) + [0, 0, 1.0]
+    means = np.concatenate([subject, table, room, floaters])
+    logits = np.full(len(means), 3.0)
+    logits[rng.random(len(means)) < 0.1] = -3.0          # some transparent splats anywhere
+    scales = np.log(np.full((len(means), 3), 0.005))
+    c2w, _ = _two_ring_orbit(rng, np.array([0, 0, 0.2]), 2.0, 48, jitter=0.02)
+    intr = np.tile([200.0, 200.0, 100.0, 75.0, 200, 150], (len(c2w), 1))
+    sb = find_subject(c2w, means, logits, scales, intr)
+    assert sb.found == "subject" and sb.plane is not None, sb.reason
+    assert sb.plane.normal @ UP > 0.999 and abs(sb.plane.offset) < 0.005
+    vox = sb.extra["coarse_voxel"]
+    # the grown box: the true box within 2 coarse voxels (1 of padding); the bottom at the table
+    assert np.all(np.abs(sb.hi - hi_true) < 2 * vox), (sb.hi, hi_true, vox)
+    assert np.all(np.abs(sb.lo[:2] - lo_true[:2]) < 2 * vox), (sb.lo, lo_true, vox)
+    assert -3 * vox < sb.lo[2] < 0.0
+    assert sb.to_json()["plane"]["normal"][2] > 0.999
+
+
+def test_torus_around_the_look_point_is_not_cut():
+    """The look point is in the torus' hole, the cameras all around (also below): subject
+    found, no support plane, the box holds the whole torus."""
+    rng = np.random.default_rng()
+    u, v = rng.uniform(0, 2 * np.pi, (2, 20000))
+    ring = 0.75 + 0.3 * np.cos(v)
+    pts = np.stack([ring * np.cos(u), ring * np.sin(u), 0.3 * np.sin(v)], 1)
+    c2w = np.stack([np.linalg.inv(c[0]) for c in orbit_cameras(24, 3.2, 128, 140.0)])
+    sb = find_subject(c2w, pts, np.full(len(pts), 4.0), np.full((len(pts), 3), -5.0))
+    assert sb.found == "subject" and sb.plane is None, sb.reason
+    assert np.all(sb.lo <= pts.min(0)) and np.all(sb.hi >= pts.max(0))
+
+
+def test_non_orbit_falls_back_to_the_scene_bounds():
+    rng = np.random.default_rng()
+    eyes = np.stack([np.linspace(0, 10, 30), np.zeros(30), np.ones(30)], 1)
+    pts = rng.uniform(-1, 12, (5000, 3))
+    sb = find_subject(_c2w(eyes, eyes + [5.0, 0, 0]), pts, np.full(5000, 2.0))
+    assert sb.found == "scene" and not sb.orbit.is_orbit and "not an orbit" in sb.reason
+    assert sb.lo[0] < 0 and sb.hi[0] > 11
+
+
+def test_resolve_bounds_settings():
+    rng = np.random.default_rng()
+    pts, logits = rng.uniform(-1, 1, (500, 3)), np.full(500, 2.0)
+    c2w = np.stack([np.linalg.inv(c[0]) for c in orbit_cameras(12, 3.0, 64, 64.0)])
+    assert resolve_bounds("scene", c2w, pts, logits).found == "scene"
+    ex = resolve_bounds((0, 0, 0, 1, 2, 3), c2w, pts, logits)
+    assert ex.found == "explicit" and ex.box == (0, 0, 0, 1, 2, 3)
+    for bad in ("everything", (0, 0, 0, 1, 1), (0, 0, 0, -1, 1, 1)):
+        with pytest.raises(SpirulaError, match="bounds"):
+            resolve_bounds(bad, c2w, pts, logits)
+
+
+@pytest.mark.parametrize("argv,expected", [([], "auto"), (["--bounds", "scene"], "scene"),
+                                            (["--bounds", "AUTO"], "auto"),
+                                            (["--bounds", "0", "0", "0", "1", "1", "1.5"], (0, 0, 0, 1, 1, 1.5))])
+def test_cli_bounds(argv, expected):
+    args = build_parser().parse_args(["mesh", "p", *argv])
+    assert config_from_args(args).bounds == expected
+
+
+@pytest.mark.parametrize("argv", [["auto", "1"], ["0", "0", "0", "1", "1"], ["0", "0", "0", "1", "-1", "1"]])
+def test_cli_bad_bounds(argv, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["mesh", "p", "--bounds", *argv])
+    assert "argument --bounds: must" in capsys.readouterr().err
+
+
+# ----- repair ---------------------------------------------------------------------------------
+
+def test_punched_hole_is_filled_watertight():
+    rng = np.random.default_rng()
+    s = trimesh.creation.icosphere(4, radius=rng.uniform(0.5, 2))
+    v, f = np.asarray(s.vertices), np.asarray(s.faces)
+    d = rng.normal(0, 1, 3)
+    d /= np.linalg.norm(d)
+    c = v[f].mean(1) @ d
+    f = f[c < np.sort(c)[-12]]                        # punch out the 12 faces nearest to d
+    assert not is_watertight(v, f) and 6 <= len(boundary_edges(f)) <= 100
+    v2, f2, rep = repair_mesh(v, f)
+    assert rep["holes_filled"] == 1 and rep["watertight_after"] and not rep["watertight_before"]
+    assert is_watertight(v2, f2)
+    # the filled sphere holds nearly the exact volume again
+    assert abs(trimesh.Trimesh(v2, f2).volume / s.volume - 1) < 0.01
+
+
+def test_cut_below_the_plane_is_capped_flat():
+    rng = np.random.default_rng()
+    r, h = 1.0, rng.uniform(-0.5, 0.5)                # cut a unit sphere at height h
+    s = trimesh.creation.icosphere(5, radius=r)
+    plane = Plane(UP.copy(), 0.0)
+    v, f, rep = repair_mesh(s.vertices, s.faces, plane=plane, cut=h)
+    assert v[:, 2].min() > h - 1e-9 and rep["watertight_after"]
+    m = trimesh.Trimesh(v, f)
+    cap = np.abs(m.triangles_center[:, 2] - h) < 1e-9
+    assert abs(m.area_faces[cap].sum() / (np.pi * (r * r - h * h)) - 1) < 0.01
+    # spherical cap volume pi (r - h)^2 (2r + h) / 3
+    assert abs(m.volume / (np.pi * (r - h) ** 2 * (2 * r + h) / 3) - 1) < 0.02
+
+
+def test_components_outside_the_bounds_are_dropped():
+    a = trimesh.creation.icosphere(3, radius=0.5)
+    b = trimesh.creation.box([0.4, 0.4, 0.4])
+    b.apply_translation([3.0, 0, 0])
+    v = np.concatenate([a.vertices, b.vertices])
+    f = np.concatenate([a.faces, b.faces + len(a.vertices)])
+    v2, f2, rep = repair_mesh(v, f, lo=[-1, -1, -1], hi=[1, 1, 1], min_component_faces=1)
+    assert len(f2) == len(a.faces) and v2[:, 0].max() < 1 and rep["watertight_after"]
+
+
+def test_sheet_on_the_plane_is_cut_away_and_the_object_closed():
+    rng = np.random.default_rng()
+    obj = trimesh.creation.cylinder(radius=0.3, height=0.6, sections=48)
+    obj.apply_translation([0, 0, 0.3])               # stands on z = 0
+    sheet = trimesh.creation.box([3.0, 3.0, 0.01])   # the table's torn surface around it
+    sheet.apply_translation([0, 0, 0.002])
+    grid = trimesh.remesh.subdivide_to_size(sheet.vertices, sheet.faces, 0.05)
+    gv = grid[0] + rng.normal(0, 0.001, grid[0].shape)
+    v = np.concatenate([obj.vertices, gv])
+    f = np.concatenate([obj.faces, grid[1] + len(obj.vertices)])
+    v2, f2, rep = repair_mesh(v, f, lo=[-2, -2, -1], hi=[2, 2, 2], plane=Plane(UP.copy(), 0.0), cut=0.03)
+    assert rep["watertight_after"] and rep["largest_share_after"] == 1.0
+    assert np.abs(v2[:, :2]).max() < 0.3 + 1e-6      # nothing of the sheet beyond the object
+    assert v2[:, 2].min() > 0.03 - 1e-9
