@@ -27,6 +27,7 @@ from ..fileio import write_json_atomic
 from ..messages import Emit, StageFinished, StageProgress, StageStarted, ignore
 from ..mesh.config import MeshConfig
 from ..mesh.memory import MemoryMeter
+from .layout import trained_folder
 
 STEPS = ("load", "depth", "fuse", "extract", "clean", "decimate", "atlas", "bake", "export")
 
@@ -58,27 +59,6 @@ class _Reporter:
             self.times[self._step] = time.perf_counter() - self._t
             self.meter.sample()
             self._step = None
-
-
-def trained_folder(project: Path) -> Path:
-    """The folder of ``project`` that holds the trained splat.ply and train.json: the
-    project itself (`spirula train`) or its train/ (`spirula run`, engine/jobs/stages.py).
-    SpirulaError naming the folder and what is missing when it is neither."""
-    from .pipeline import RUN_FILE
-
-    project = Path(project)
-    for folder in (project, project / "train"):
-        if (folder / "splat.ply").is_file() and (folder / "train.json").is_file():
-            return folder
-    if (project / "splat.ply").is_file():
-        raise SpirulaError(f"{project / 'train.json'}: not found (run `spirula train <dataset> -o {project}` first)")
-    if (project / RUN_FILE).is_file():
-        raise SpirulaError(f"{project}: a `spirula run` project without a finished training "
-                           f"({project / 'train' / 'splat.ply'} or train.json not found); run "
-                           f"`spirula run <video | photos | dataset> -o {project}` to go on with it")
-    raise SpirulaError(f"{project}: neither a `spirula train` project (splat.ply, train.json) nor a `spirula run` "
-                       f"project (run.json, train/splat.ply); run `spirula train <dataset> -o {project}` or "
-                       f"`spirula run <video | photos> -o {project}` first")
 
 
 def load_project(project: Path, cfg: MeshConfig):

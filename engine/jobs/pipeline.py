@@ -47,6 +47,7 @@ from ..ingest.frames import FramesConfig
 from ..ingest.photos import PhotosConfig, is_photo_folder
 from ..mesh.config import MeshConfig
 from ..sfm.config import SfmConfig
+from .layout import RUN_FILE
 from .stages import STAGE_FUNCTIONS, STAGE_OUTPUTS, StageContext
 
 PIPELINE_VERSION = 1
@@ -55,7 +56,6 @@ STAGES = {
     "photos": ["import", "sfm", "undistort", "train", "export", "mesh"],
     "dataset": ["train", "export", "mesh"],
 }
-RUN_FILE = "run.json"
 
 
 @dataclass
