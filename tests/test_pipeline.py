@@ -1,6 +1,7 @@
 """The staged pipeline (engine.jobs.pipeline): caching by key, --from, atomic outputs and kept
 outputs on failure, run.json, typed messages, clear errors; and a short end-to-end
-`spirula run` on a few seconds of the chair video (CPU SfM, software-Vulkan training)."""
+`spirula run` on a few seconds of the chair video (CPU SfM, software-Vulkan training, the
+mesh), a cancel in its mesh stage, and `spirula mesh` on the run's project."""
 
 import json
 import os
@@ -40,12 +41,16 @@ def fake_stages(monkeypatch):
             if fail.get(name) and fail[name] != "stop":
                 raise fail[name]
             for rel in outputs:
+                if "*" in rel:  # a pattern: one file that matches it
+                    (ctx.staging / rel.replace("*", "glb")).parent.mkdir(parents=True, exist_ok=True)
+                    (ctx.staging / rel.replace("*", "glb")).write_text(f"{name} {len(calls)}")
+                    continue
                 (ctx.staging / rel).mkdir(parents=True)
                 (ctx.staging / rel / "out.txt").write_text(f"{name} {len(calls)}")
             return {"stage": name, "stopped_early": fail.get(name) == "stop"}
         return run
 
-    for name in ("import", "sfm", "undistort", "train", "export"):
+    for name in ("import", "sfm", "undistort", "train", "export", "mesh"):
         monkeypatch.setitem(stages.STAGE_FUNCTIONS, name, fake(name, stages.STAGE_OUTPUTS[name]))
     return calls, fail
 
@@ -55,8 +60,9 @@ def test_stages_are_cached_and_redone_from_a_stage(photo_folder, tmp_path, fake_
     proj = tmp_path / "proj"
     seen = []
     rec = run_pipeline(photo_folder, proj, emit=seen.append)
-    assert calls == ["import", "sfm", "undistort", "train", "export"]
-    assert [s["status"] for s in rec["stages"]] == ["done"] * 5
+    assert calls == ["import", "sfm", "undistort", "train", "export", "mesh"]
+    assert [s["status"] for s in rec["stages"]] == ["done"] * 6
+    assert (proj / "exports" / "out.txt").is_file() and (proj / "exports" / "mesh.glb").is_file()  # side by side
     assert json.loads((proj / "run.json").read_text())["stages"][1]["summary"]["stage"] == "sfm"
     assert [type(m) for m in seen[:3]] == [msg.StageStarted, msg.StageProgress, msg.StageFinished]
     assert isinstance(seen[-1], msg.Done)
@@ -64,16 +70,24 @@ def test_stages_are_cached_and_redone_from_a_stage(photo_folder, tmp_path, fake_
 
     calls.clear()
     rec = run_pipeline(photo_folder, proj)
-    assert calls == [] and [s["status"] for s in rec["stages"]] == ["cached"] * 5
+    assert calls == [] and [s["status"] for s in rec["stages"]] == ["cached"] * 6
 
     cfg = PipelineConfig()
-    cfg.run.train.steps = 123                  # a training setting: train and export only
+    cfg.mesh.faces = 1234                      # a mesh setting: the mesh only
     run_pipeline(photo_folder, proj, cfg)
-    assert calls == ["train", "export"]
+    assert calls == ["mesh"]
+    calls.clear()
+    cfg.mesh.device = "cuda"                   # where it runs is no part of the key
+    run_pipeline(photo_folder, proj, cfg)
+    assert calls == []
+
+    cfg.run.train.steps = 123                  # a training setting: train, export and the mesh
+    run_pipeline(photo_folder, proj, cfg)
+    assert calls == ["train", "export", "mesh"]
 
     calls.clear()
     run_pipeline(photo_folder, proj, cfg, from_stage="sfm")
-    assert calls == ["sfm", "undistort", "train", "export"]
+    assert calls == ["sfm", "undistort", "train", "export", "mesh"]
 
     calls.clear()
     cfg.sfm.mapper = "incremental"              # an SfM setting invalidates SfM and everything after it
@@ -81,12 +95,46 @@ def test_stages_are_cached_and_redone_from_a_stage(photo_folder, tmp_path, fake_
     assert calls == ["sfm"]
     calls.clear()
     run_pipeline(photo_folder, proj, cfg)
-    assert calls == ["undistort", "train", "export"]
+    assert calls == ["undistort", "train", "export", "mesh"]
 
     calls.clear()
     os.utime(photo_folder / "p1.jpg", ns=(1, 1))   # the input changed
     run_pipeline(photo_folder, proj, cfg)
-    assert calls == ["import", "sfm", "undistort", "train", "export"]
+    assert calls == ["import", "sfm", "undistort", "train", "export", "mesh"]
+
+
+def test_no_mesh_stops_after_the_ply_and_keeps_an_earlier_mesh(photo_folder, tmp_path, fake_stages):
+    calls, fail = fake_stages
+    proj = tmp_path / "proj"
+    cfg = PipelineConfig(with_mesh=False)
+    rec = run_pipeline(photo_folder, proj, cfg)
+    assert calls[-1] == "export" and "mesh" not in calls and [s["name"] for s in rec["stages"]][-1] == "export"
+    assert not (proj / "exports" / "mesh.glb").exists()
+    with pytest.raises(PipelineError, match="--until mesh: this run has no mesh stage"):
+        run_pipeline(photo_folder, proj, cfg, until_stage="mesh")
+
+    calls.clear()
+    run_pipeline(photo_folder, proj)            # with the mesh: only it runs
+    assert calls == ["mesh"]
+    calls.clear()
+    rec = run_pipeline(photo_folder, proj, cfg)  # without: the mesh made before and its record stay
+    assert calls == [] and rec["stages"][-1]["name"] == "mesh" and (proj / "exports" / "mesh.glb").is_file()
+
+
+def test_cancel_in_the_mesh_stage_keeps_the_ply_and_the_earlier_mesh(photo_folder, tmp_path, fake_stages):
+    calls, fail = fake_stages
+    proj = tmp_path / "proj"
+    run_pipeline(photo_folder, proj)
+    ply, mesh = (proj / "exports" / "out.txt").read_text(), (proj / "exports" / "mesh.glb").read_text()
+    fail["mesh"] = KeyboardInterrupt()
+    cfg = PipelineConfig()
+    cfg.mesh.faces = 99
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(photo_folder, proj, cfg)
+    assert (proj / "exports" / "out.txt").read_text() == ply and (proj / "exports" / "mesh.glb").read_text() == mesh
+    rec = json.loads((proj / "run.json").read_text())
+    assert [s["status"] for s in rec["stages"]][-2:] == ["cached", "cancelled"]
+    assert not (proj / ".staging").exists()
 
 
 def test_failed_stage_keeps_earlier_outputs_and_records_the_error(photo_folder, tmp_path, fake_stages):
@@ -109,18 +157,18 @@ def test_failed_stage_keeps_earlier_outputs_and_records_the_error(photo_folder, 
     fail.clear()
     calls.clear()
     run_pipeline(photo_folder, proj)        # resumes at the failed stage
-    assert calls == ["train", "export"]
+    assert calls == ["train", "export", "mesh"]
 
 
 def test_interrupted_training_is_kept_but_redone(photo_folder, tmp_path, fake_stages):
     calls, fail = fake_stages
     fail["train"] = "stop"
     rec = run_pipeline(photo_folder, tmp_path / "proj")
-    assert [s["status"] for s in rec["stages"]][-2:] == ["partial", "done"]    # exported what it had
+    assert [s["status"] for s in rec["stages"]][-3:] == ["partial", "done", "done"]    # exported what it had
     fail.clear()
     calls.clear()
     run_pipeline(photo_folder, tmp_path / "proj")
-    assert calls == ["train", "export"]
+    assert calls == ["train", "export", "mesh"]
 
 
 def test_cancel_stops_between_stages(photo_folder, tmp_path, fake_stages):
@@ -177,13 +225,14 @@ def test_spirula_run_on_a_few_seconds_of_the_chair_video(shared_data, tmp_path, 
     video = shared_data / "office_chair" / "office_chair.mp4"
     proj = tmp_path / "chair run ü"
     args = ["run", str(video), "-o", str(proj), "--end", "4", "--frames", "16", "--frame-size", "320",
-            "--steps", "150", "--max-size", "160", "--eval-every", "8"]
+            "--steps", "150", "--max-size", "160", "--eval-every", "8",
+            "--mesh-faces", "4000", "--mesh-texture-size", "128", "--mesh-resolution", "64"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "registered" in out and "export" in out
+    assert "registered" in out and "export" in out and "exports/mesh.glb" in out
     rec = json.loads((proj / "run.json").read_text())
     by = {s["name"]: s for s in rec["stages"]}
-    assert [s["status"] for s in rec["stages"]] == ["done"] * 6
+    assert [s["status"] for s in rec["stages"]] == ["done"] * 7
     assert by["select"]["summary"]["kept"] >= 14
     assert by["sfm"]["summary"]["registered"] >= by["select"]["summary"]["kept"] - 1
     train = by["train"]["summary"]
@@ -199,9 +248,55 @@ def test_spirula_run_on_a_few_seconds_of_the_chair_video(shared_data, tmp_path, 
     assert {c.model for c in model.cameras.values()} == {"PINHOLE"}
     assert len(read_ply(proj / "exports" / "splat.ply").means) == by["train"]["summary"]["num_gaussians"]
 
+    # the mesh: exports/ beside the PLY, its report in mesh.json, the settings given
+    import trimesh
+
+    mesh = trimesh.load(proj / "exports" / "mesh.glb", force="mesh")
+    report = json.loads((proj / "mesh.json").read_text())
+    assert 0 < len(mesh.faces) <= 4000 and report["faces"] == by["mesh"]["summary"]["faces"] == len(mesh.faces)
+    assert report["config"]["texture_size"] == 128 and report["views"] == by["undistort"]["summary"]["images"]
+    assert by["mesh"]["summary"]["files"]["glb"] == os.path.join("exports", "mesh.glb")
+    assert report["files"]["glb"] == str(proj / "exports" / "mesh.glb")     # where it lies, not the staging folder
+    assert {p.name for p in (proj / "exports").iterdir()} >= {"splat.ply", "mesh.glb", "mesh.obj", "mesh.mtl",
+                                                              "mesh.png", "mesh.ply"}
+
     assert main(args) == 0                                   # everything cached
     rec = json.loads((proj / "run.json").read_text())
-    assert [s["status"] for s in rec["stages"]] == ["cached"] * 6
+    assert [s["status"] for s in rec["stages"]] == ["cached"] * 7
+
+    # a cancel in the mesh stage (other settings) leaves the PLY and the mesh made before as they were
+    from engine.cli.main import build_parser
+    from engine.cli.run import config_from_args
+
+    before = {p.name: p.read_bytes() for p in (proj / "exports").iterdir()}
+    cfg = config_from_args(build_parser().parse_args(args[:-6] + ["--mesh-faces", "3000", "--mesh-resolution", "48"]))
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(video, proj, cfg, emit=seen.append,
+                     should_stop=lambda: any(isinstance(m, msg.StageProgress) and m.stage == "mesh"
+                                             and m.detail.startswith("fuse") for m in seen))
+    assert {p.name: p.read_bytes() for p in (proj / "exports").iterdir()} == before
+    rec = json.loads((proj / "run.json").read_text())
+    assert [s["status"] for s in rec["stages"]] == ["cached"] * 6 + ["cancelled"]
+    assert not (proj / ".staging").exists()
+
+    # `spirula mesh` takes the run's project as it takes a `spirula train` one
+    capsys.readouterr()
+    assert main(["mesh", str(proj), "--faces", "2000", "--texture-size", "64", "--resolution", "48"]) == 0
+    assert str(proj / "exports" / "mesh.glb") in capsys.readouterr().out
+    assert 0 < json.loads((proj / "mesh.json").read_text())["faces"] <= 2000
+    assert (proj / "exports" / "splat.ply").read_bytes() == before["splat.ply"]
+
+
+def test_mesh_of_a_folder_that_is_no_project_names_it(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("{}")
+    assert main(["mesh", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert str(tmp_path / "run") in err and "without a finished training" in err
+    assert main(["mesh", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path}: neither a `spirula train` project" in err and "`spirula run` project" in err
 
 
 def test_rotated_10bit_video_gives_upright_frames_and_a_warning(tmp_path):

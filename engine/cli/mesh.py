@@ -21,29 +21,48 @@ def add_parser(sub) -> None:
 
 def add_options(p) -> None:
     """The project argument and every mesh setting (also `spirula bench mesh`'s)."""
-    d = MeshConfig()
-    p.add_argument("project", type=Path, help="project folder of `spirula train` (splat.ply, train.json)")
-    p.add_argument("--faces", type=int_at_least(0), default=d.faces, help=f"target face count (default {d.faces:,}; 0 = keep all)")
-    p.add_argument("--texture-size", type=int_at_least(16), default=d.texture_size, help=f"texture edge in texels (default {d.texture_size})")
-    p.add_argument("--resolution", type=int_at_least(8), default=d.resolution,
-                   help=f"voxels along the longest side of the bounds (default {d.resolution})")
-    p.add_argument("--voxel", type=float_range(0.0, inclusive=False), default=None, help="voxel size in world units (overrides --resolution)")
-    p.add_argument("--trunc", type=float_range(0.0, inclusive=False), default=d.trunc_voxels, help=f"TSDF truncation in voxels (default {d.trunc_voxels:g})")
-    p.add_argument("--max-voxels", type=int_at_least(1), default=d.max_voxels,
-                   help=f"budget of allocated voxels, 12 bytes each on the GPU (default {d.max_voxels:,}); "
-                        "the voxel size doubles until the surface band fits")
-    p.add_argument("--depth", choices=["median", "expected"], default=d.depth,
-                   help="splat depth to fuse: median (opacity reaches 0.5; default) or expected (alpha-weighted mean)")
-    p.add_argument("--min-support", type=int_at_least(1), default=d.min_support,
-                   help=f"views that must see a surface cell (default {d.min_support})")
-    p.add_argument("--no-carve", action="store_true", help="do not carve free space seen through empty pixels")
-    p.add_argument("--bounds", type=_bound_word, nargs="+", action=_BoundsAction, default=d.bounds,
-                   metavar="auto|scene|XMIN YMIN ZMIN XMAX YMAX ZMAX",
-                   help="region to mesh: auto (default: for an orbit capture, the object the cameras circle, "
-                        "cut at the table or floor it stands on; otherwise as scene), scene (everything where "
-                        "the opaque splats are), or six numbers xmin ymin zmin xmax ymax zmax (world units)")
-    p.add_argument("--max-size", type=int_at_least(MIN_IMAGE_SIDE), default=None, help="image size for depth and texture (default: the training size)")
+    p.add_argument("project", type=Path,
+                   help="project folder of `spirula train` (splat.ply, train.json) or of `spirula run` "
+                        "(train/splat.ply, train/train.json)")
+    add_settings(p)
     add_device_option(p)
+
+
+def _dest(prefix: str, name: str) -> str:
+    return f"{prefix}{name}".replace("-", "_")
+
+
+def add_settings(p, prefix: str = "") -> None:
+    """Every MeshConfig setting as ``--<prefix><name>``: `spirula mesh` without a prefix,
+    `spirula run` with "mesh-" (--mesh-faces, --mesh-bounds, ...); read back with
+    :func:`config_from_args` and the same prefix."""
+    d = MeshConfig()
+
+    def opt(name: str, **kw) -> None:
+        if "type" in kw and "choices" not in kw:
+            kw.setdefault("metavar", name.upper().replace("-", "_"))
+        p.add_argument(f"--{prefix}{name}", dest=_dest(prefix, name), **kw)
+
+    opt("faces", type=int_at_least(0), default=d.faces, help=f"target face count (default {d.faces:,}; 0 = keep all)")
+    opt("texture-size", type=int_at_least(16), default=d.texture_size, help=f"texture edge in texels (default {d.texture_size})")
+    opt("resolution", type=int_at_least(8), default=d.resolution,
+        help=f"voxels along the longest side of the bounds (default {d.resolution})")
+    opt("voxel", type=float_range(0.0, inclusive=False), default=None, help=f"voxel size in world units (overrides --{prefix}resolution)")
+    opt("trunc", type=float_range(0.0, inclusive=False), default=d.trunc_voxels, help=f"TSDF truncation in voxels (default {d.trunc_voxels:g})")
+    opt("max-voxels", type=int_at_least(1), default=d.max_voxels,
+        help=f"budget of allocated voxels, 12 bytes each on the GPU (default {d.max_voxels:,}); "
+             "the voxel size doubles until the surface band fits")
+    opt("depth", choices=["median", "expected"], default=d.depth,
+        help="splat depth to fuse: median (opacity reaches 0.5; default) or expected (alpha-weighted mean)")
+    opt("min-support", type=int_at_least(1), default=d.min_support,
+        help=f"views that must see a surface cell (default {d.min_support})")
+    opt("no-carve", action="store_true", help="do not carve free space seen through empty pixels")
+    opt("bounds", type=_bound_word, nargs="+", action=_BoundsAction, default=d.bounds,
+        metavar="auto|scene|XMIN YMIN ZMIN XMAX YMAX ZMAX",
+        help="region to mesh: auto (default: for an orbit capture, the object the cameras circle, "
+             "cut at the table or floor it stands on; otherwise as scene), scene (everything where "
+             "the opaque splats are), or six numbers xmin ymin zmin xmax ymax zmax (world units)")
+    opt("max-size", type=int_at_least(MIN_IMAGE_SIDE), default=None, help="image size for depth and texture (default: the training size)")
 
 
 def _bound_word(text: str):
@@ -68,11 +87,15 @@ class _BoundsAction(argparse.Action):
         setattr(namespace, self.dest, tuple(float(v) for v in values))
 
 
-def config_from_args(args: argparse.Namespace) -> MeshConfig:
-    return MeshConfig(faces=args.faces, texture_size=args.texture_size, resolution=args.resolution, voxel=args.voxel,
-                      trunc_voxels=args.trunc, max_voxels=args.max_voxels, depth=args.depth,
-                      min_support=args.min_support, carve=not args.no_carve,
-                      bounds=args.bounds, max_size=args.max_size, device=args.device)
+def config_from_args(args: argparse.Namespace, prefix: str = "", device: str | None = None) -> MeshConfig:
+    """The MeshConfig of options added by :func:`add_settings` with ``prefix``; ``device``
+    defaults to ``args.device``."""
+    a = lambda name: getattr(args, _dest(prefix, name))  # noqa: E731
+    return MeshConfig(faces=a("faces"), texture_size=a("texture-size"), resolution=a("resolution"), voxel=a("voxel"),
+                      trunc_voxels=a("trunc"), max_voxels=a("max-voxels"), depth=a("depth"),
+                      min_support=a("min-support"), carve=not a("no-carve"),
+                      bounds=a("bounds"), max_size=a("max-size"),
+                      device=device or args.device)
 
 
 class _Printer:

@@ -1,5 +1,7 @@
 """`spirula run <video | photo folder | dataset folder> -o <project>`: the main job from a
-raw capture (see :mod:`engine.jobs.pipeline`), with a tqdm bar per stage and a summary table."""
+raw capture to the PLY and the textured mesh (see :mod:`engine.jobs.pipeline`), with a tqdm
+bar per stage and a summary table. The mesh settings are `spirula mesh`'s, prefixed:
+--mesh-faces, --mesh-texture-size, --mesh-bounds, ... (engine/cli/mesh.py add_settings)."""
 
 from __future__ import annotations
 
@@ -11,21 +13,27 @@ from ..config import DatasetConfig, RunConfig, TrainConfig, default_appearance, 
 from ..ingest.frames import FramesConfig
 from ..ingest.photos import PhotosConfig
 from ..sfm.config import SfmConfig
+from .mesh import add_settings as add_mesh_settings
+from .mesh import config_from_args as mesh_config_from_args
 from .options import DefaultsFormatter, add_training_options, float_range, image_side, int_at_least, resolution_settings
 
-ALL_STAGES = ["decode", "select", "import", "sfm", "undistort", "train", "export"]
+ALL_STAGES = ["decode", "select", "import", "sfm", "undistort", "train", "export", "mesh"]
+MESH_PREFIX = "mesh-"
 
 
 def add_parser(sub) -> None:
     f, s, d, t = FramesConfig(), SfmConfig(), DatasetConfig(), TrainConfig()
-    p = sub.add_parser("run", help="video / photos / dataset -> frames -> SfM -> trained splat -> PLY",
-                       formatter_class=DefaultsFormatter)
+    p = sub.add_parser("run", help="video / photos / dataset -> frames -> SfM -> trained splat -> PLY -> textured mesh",
+                       formatter_class=DefaultsFormatter,
+                       description="Every output goes into the project folder: exports/splat.ply and "
+                                   "exports/mesh.{glb,obj,mtl,png,ply}, run.json (stages, times, settings), "
+                                   "mesh.json; a rerun redoes only the stages whose input or settings changed.")
     p.add_argument("source", type=Path, help="a video file, a folder of photos, or a dataset folder")
     p.add_argument("-o", "--output", type=Path, required=True, help="project folder (created; reruns resume)")
     p.add_argument("--from", dest="from_stage", choices=ALL_STAGES,
                    help="redo this stage and every later one (default: rerun only what changed; SfM still reuses "
                         "the features and matches in cache/sfm/ of unchanged frames and settings)")
-    p.add_argument("--until", dest="until_stage", choices=ALL_STAGES, help="stop after this stage (default: export)")
+    p.add_argument("--until", dest="until_stage", choices=ALL_STAGES, help="stop after this stage (default: mesh, or export with --no-mesh)")
     g = p.add_argument_group("video frames")
     g.add_argument("--frames", type=int_at_least(-1), default=f.target_frames,
                    help="frames to keep, spaced evenly in time (0 = from duration and motion; -1 = every frame)")
@@ -57,6 +65,10 @@ def add_parser(sub) -> None:
     g.add_argument("--partition", choices=["auto", "off"], default="off",
                    help="auto: when the model does not fit the device, train it in parts (spirula partition's split, "
                         "train on Ray, merge; the parts in <project>/parts). Default off")
+    g = p.add_argument_group("mesh", "the textured mesh after the PLY (what `spirula mesh` makes; its options "
+                                     "with the prefix --mesh-)")
+    g.add_argument("--no-mesh", action="store_true", help="stop after the PLY export: no mesh stage")
+    add_mesh_settings(g, MESH_PREFIX)
 
 
 def config_from_args(args):
@@ -78,7 +90,8 @@ def config_from_args(args):
                                         **resolution_settings(args),
                                         **density_settings(args.strategy, args.max_gaussians),
                                         checkpoint_every=args.checkpoint_every, appearance=appearance)),
-        partition=args.partition)
+        partition=args.partition, with_mesh=not args.no_mesh,
+        mesh=mesh_config_from_args(args, MESH_PREFIX, device=args.device))
 
 
 class TqdmView:
@@ -165,6 +178,8 @@ def _short(stage: str, s: dict) -> str:
         return f"{s.get('step')} steps, {s.get('num_gaussians')} Gaussians" + (f", PSNR {psnr:.2f} dB" if psnr else "")
     if stage == "export":
         return str(s.get("ply"))
+    if stage == "mesh":
+        return f"{s.get('faces', 0):,} faces, {(s.get('files') or {}).get('glb', '')}"
     return ""
 
 

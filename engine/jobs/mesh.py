@@ -1,11 +1,12 @@
 """`spirula mesh <project>`: trained splats -> textured triangle mesh.
 
-Steps (each reported as progress): load the splats (<project>/splat.ply) and the dataset
-named in <project>/train.json, and find the bounds (engine/mesh/subject.py: for an orbit
-capture the subject and its support plane); render depth + opacity of every camera on the
-GPU; fuse them into a sparse TSDF on the GPU; marching cubes; clean (engine/mesh/repair.py:
-cut at the support plane, drop what lies outside the bounds and small components, fill
-small holes, close the cut); decimate to
+Steps (each reported as progress): load the splats (<project>/splat.ply of `spirula train`,
+<project>/train/splat.ply of `spirula run`) and the dataset named in the train.json beside
+them, and find the bounds (engine/mesh/subject.py: for an orbit capture the subject and its
+support plane); render depth + opacity of every camera on the GPU; fuse them into a sparse
+TSDF on the GPU; marching cubes; clean (engine/mesh/repair.py: cut at the support plane,
+drop what lies outside the bounds and small components, fill small holes, close the cut);
+decimate to
 the face budget; UV atlas (xatlas); bake the texture from the training images; export GLB,
 OBJ + MTL + PNG and PLY (vertex colours) into <project>/exports/, atomically; write
 <project>/mesh.json (settings, counts, timings per step, peak memory).
@@ -29,6 +30,7 @@ from ..fileio import write_json_atomic
 from ..messages import Emit, StageFinished, StageProgress, StageStarted, ignore
 from ..mesh.config import MeshConfig
 from ..mesh.memory import MemoryMeter
+from .layout import trained_folder
 
 STEPS = ("load", "depth", "fuse", "extract", "clean", "decimate", "atlas", "bake", "export")
 
@@ -63,27 +65,33 @@ class _Reporter:
 
 
 def load_project(project: Path, cfg: MeshConfig):
-    """(dataset, GaussianPly, train settings) of a trained project folder."""
+    """(dataset, GaussianPly, train settings) of a trained project folder (a `spirula
+    train` or `spirula run` one: :func:`trained_folder`). A run project moved since its
+    training still finds its dataset: the project root holds it (images/, sparse/0)."""
     from ..ingest import load_dataset
     from ..io.ply import read_ply
 
     project = Path(project)
-    ply, meta = project / "splat.ply", project / "train.json"
-    for p in (ply, meta):
-        if not p.is_file():
-            raise SpirulaError(f"{p}: not found (run `spirula train <dataset> -o {project}` first)")
+    folder = trained_folder(project)
+    ply, meta = folder / "splat.ply", folder / "train.json"
     try:
         train = json.loads(meta.read_text(encoding="utf-8"))
         dataset_path = Path(train["dataset"])
     except (ValueError, KeyError, TypeError) as e:
         raise SpirulaError(f"{meta}: no dataset path in it ({e})") from e
+    if folder != project and not dataset_path.exists() and (project / "sparse" / "0").is_dir():
+        dataset_path = project
     max_size = cfg.max_size or train.get("config", {}).get("dataset", {}).get("max_size") or 1600
     return load_dataset(dataset_path, max_size), read_ply(ply), train
 
 
-def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, should_stop=None) -> dict:
-    """Mesh the trained project; returns the report also written to <project>/mesh.json.
-    KeyboardInterrupt when ``should_stop()`` says so (nothing written then)."""
+def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, should_stop=None,
+             out: Path | None = None, final: Path | None = None) -> dict:
+    """Mesh the trained project (:func:`trained_folder`); returns the report also written
+    to <out>/mesh.json, the files going to <out>/exports/ (``out`` defaults to the project).
+    ``final``: where ``out``'s contents will be moved (the pipeline's project, when ``out``
+    is its staging folder), for the paths in the report. KeyboardInterrupt when
+    ``should_stop()`` says so (nothing written then)."""
     from ..device import get_gpu
     from ..splat.camera_table import View, camera_table
     from ..splat.layout import pack
@@ -103,6 +111,8 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     if cfg.depth not in ("expected", "median"):
         raise SpirulaError(f"unknown depth '{cfg.depth}': choose expected or median")
     project = Path(project)
+    out = Path(out) if out is not None else project
+    final = Path(final) if final is not None else out
     meter = MemoryMeter()
     rep = _Reporter(emit, meter, should_stop)
     t0 = time.perf_counter()
@@ -179,7 +189,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
 
     rep.step("export")
     rep.should_stop = lambda: False  # the files go together, or not at all
-    paths = export_meshes(project / "exports", uv, baked.texture, verts, faces, baked.vertex_colors,
+    paths = export_meshes(out / "exports", uv, baked.texture, verts, faces, baked.vertex_colors,
                           formats=cfg.formats)
     rep.end()
     report = {
@@ -193,9 +203,9 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
         "uv_vertices": int(len(uv.vertices)), "charts": uv.charts, "texture_size": size,
         "texel_coverage": baked.texel_coverage, "vertex_coverage": baked.vertex_coverage,
         "seconds": {**rep.times, "total": time.perf_counter() - t0},
-        "memory": meter.report(), "files": {k: str(v) for k, v in paths.items()},
+        "memory": meter.report(), "files": {k: str(final / v.relative_to(out)) for k, v in paths.items()},
     }
-    write_json_atomic(project / "mesh.json", report)
+    write_json_atomic(out / "mesh.json", report)
     emit(StageFinished("mesh", report["seconds"]["total"],
                        {"faces": report["faces"], "files": report["files"], "memory": report["memory"]}))
     return report

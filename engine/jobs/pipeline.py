@@ -1,8 +1,12 @@
-"""The main job as resumable stages: video or photos or dataset -> trained splat -> PLY.
+"""The main job as resumable stages: video or photos or dataset -> trained splat -> PLY -> mesh.
 
-    video:   decode -> select -> sfm -> undistort -> train -> export
-    photos:  import -> sfm -> undistort -> train -> export
-    dataset: train -> export            (a COLMAP folder or transforms.json)
+    video:   decode -> select -> sfm -> undistort -> train -> export -> mesh
+    photos:  import -> sfm -> undistort -> train -> export -> mesh
+    dataset: train -> export -> mesh    (a COLMAP folder or transforms.json)
+
+The mesh stage (engine/jobs/mesh.py, as `spirula mesh`) is left out when
+``PipelineConfig.with_mesh`` is off (`spirula run --no-mesh`); its files go into exports/
+beside the PLY, its report is mesh.json.
 
 Each stage writes into ``<project>/.staging/<stage>/`` and, once it has finished, its
 output entries (:data:`engine.jobs.stages.STAGE_OUTPUTS`) replace the project's by rename;
@@ -41,16 +45,17 @@ from ..errors import DatasetError, SpirulaError
 from ..fileio import write_json_atomic
 from ..ingest.frames import FramesConfig
 from ..ingest.photos import PhotosConfig, is_photo_folder
+from ..mesh.config import MeshConfig
 from ..sfm.config import SfmConfig
+from .layout import RUN_FILE
 from .stages import STAGE_FUNCTIONS, STAGE_OUTPUTS, StageContext
 
 PIPELINE_VERSION = 1
 STAGES = {
-    "video": ["decode", "select", "sfm", "undistort", "train", "export"],
-    "photos": ["import", "sfm", "undistort", "train", "export"],
-    "dataset": ["train", "export"],
+    "video": ["decode", "select", "sfm", "undistort", "train", "export", "mesh"],
+    "photos": ["import", "sfm", "undistort", "train", "export", "mesh"],
+    "dataset": ["train", "export", "mesh"],
 }
-RUN_FILE = "run.json"
 
 
 @dataclass
@@ -62,6 +67,8 @@ class PipelineConfig:
     sfm: SfmConfig = field(default_factory=SfmConfig)
     run: RunConfig = field(default_factory=RunConfig)
     partition: str = "off"   # "auto": train in parts when the model does not fit the device (engine/partition/auto.py)
+    mesh: MeshConfig = field(default_factory=MeshConfig)   # its device is the run's (run.device)
+    with_mesh: bool = True   # end with the mesh stage (off: stop after the PLY export)
 
     def stage_settings(self, stage: str) -> dict:
         """The settings a stage's output depends on (part of its cache key)."""
@@ -80,6 +87,8 @@ class PipelineConfig:
                      if k != "checkpoint_every" and not (k in later and v == later[k])}
             key = {"dataset": asdict(self.run.dataset), "train": train}
             return key if self.partition == "off" else {**key, "partition": self.partition}
+        if stage == "mesh":  # the device it runs on does not change the mesh
+            return {k: v for k, v in asdict(self.mesh).items() if k != "device"}
         return {}
 
 
@@ -154,18 +163,29 @@ def _load_run(project: Path) -> dict:
         return {}
 
 
+def _expand(root: Path, rel: str) -> list[str]:
+    """The entries of ``root`` an output names: ``rel`` itself when it exists, or for a
+    pattern (``exports/mesh.*``) every match, as relative paths; [] when none."""
+    if not any(c in rel for c in "*?["):
+        return [rel] if (root / rel).exists() else []
+    return sorted(p.relative_to(root).as_posix() for p in root.glob(rel))
+
+
 def _install(staging: Path, project: Path, outputs: list[str]) -> None:
     """Move each staged output over the project's (old one renamed away first)."""
     trash = project / ".trash"
     trash.mkdir(exist_ok=True)
-    for rel in outputs:
-        src, dst = staging / rel, project / rel
-        if not src.exists():
-            raise RuntimeError(f"stage output {rel} missing from {staging}")
-        if dst.exists():
-            old = trash / f"{rel}.{os.getpid()}.{time.monotonic_ns()}"
-            os.replace(dst, old)
-        os.replace(src, dst)
+    for pattern in outputs:
+        found = _expand(staging, pattern)
+        if not found:
+            raise RuntimeError(f"stage output {pattern} missing from {staging}")
+        for rel in found:
+            src, dst = staging / rel, project / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if dst.exists():
+                old = trash / f"{rel.replace('/', '_')}.{os.getpid()}.{time.monotonic_ns()}"
+                os.replace(dst, old)
+            os.replace(src, dst)
     shutil.rmtree(trash, ignore_errors=True)
 
 
@@ -189,6 +209,11 @@ def run_pipeline(source: Path, project: Path, cfg: PipelineConfig | None = None,
             raise PipelineError(f"{opt} {st}: not a stage of a {kind} run (stages: {', '.join(stages)})")
     if until_stage is not None:
         stages = stages[: stages.index(until_stage) + 1]
+    if not cfg.with_mesh:  # like --until export: a mesh made before keeps its record
+        if "mesh" in (from_stage, until_stage):
+            raise PipelineError(f"--{'from' if from_stage == 'mesh' else 'until'} mesh: this run has no mesh stage "
+                                "(--no-mesh)")
+        stages = [s for s in stages if s != "mesh"]
     _check_layout(source, project)
     try:
         project.mkdir(parents=True, exist_ok=True)
@@ -210,7 +235,7 @@ def run_pipeline(source: Path, project: Path, cfg: PipelineConfig | None = None,
         prev = previous.get(name)
         outputs = STAGE_OUTPUTS[name]
         if (not forced and prev and prev.get("key") == key and prev.get("status") in ("done", "cached")
-                and all((project / o).exists() for o in outputs)):
+                and all(_expand(project, o) for o in outputs)):
             entry = dict(prev, status="cached")
             record["stages"].append(entry)
             emit(msg.StageFinished(name, 0.0, prev.get("summary", {}), cached=True))
@@ -264,7 +289,7 @@ def _check_layout(source: Path, project: Path) -> None:
         raise PipelineError(f"{project}: the project folder must not be inside the input folder {source}")
     for outs in STAGE_OUTPUTS.values():
         for rel in outs + [".staging"]:
-            p = project / rel
+            p = project / (Path(rel).parent if "*" in rel else rel)  # a pattern: its folder
             if source == p or p in source.parents:
                 raise PipelineError(f"{source}: the input lies in {p}, which the run replaces; "
                                     "use another project folder")

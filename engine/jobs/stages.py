@@ -13,6 +13,7 @@ Project layout (the stage that writes each entry):
     images/, sparse/0   undistorted pinhole images and model (a COLMAP dataset) [undistort]
     train/      splat.ply, metrics.json, eval/, train.json (appearance.json)    [train]
     exports/    splat.ply (appearance.json, .npy: per-image colour, if trained) [export]
+    exports/mesh.*, mesh.json   textured mesh (GLB, OBJ+MTL+PNG, PLY), its report [mesh]
 """
 
 from __future__ import annotations
@@ -293,13 +294,35 @@ def stage_export(ctx: StageContext) -> dict:
             "num_gaussians": metrics.get("num_gaussians")}
 
 
+def stage_mesh(ctx: StageContext) -> dict:
+    """The textured mesh of the trained splats (engine.jobs.mesh.run_mesh, what `spirula
+    mesh` runs) into exports/mesh.* and mesh.json, on the run's device."""
+    from dataclasses import replace
+
+    from .mesh import run_mesh
+
+    def forward(m) -> None:  # the pipeline announces the stage's start and end itself
+        if not isinstance(m, msg.StageStarted | msg.StageFinished):
+            ctx.emit(m)
+
+    cfg = replace(ctx.cfg.mesh, device=ctx.cfg.run.device)
+    report = run_mesh(ctx.project, cfg, emit=forward, should_stop=ctx.should_stop, out=ctx.staging,
+                      final=ctx.project)
+    return {"faces": report["faces"], "vertices": report["vertices"], "texture_size": report["texture_size"],
+            "files": {k: str(Path(v).relative_to(ctx.project)) for k, v in report["files"].items()},
+            "seconds": report["seconds"], "memory": report["memory"]}
+
+
 STAGE_FUNCTIONS = {
     "decode": stage_decode, "select": stage_select, "import": stage_import, "sfm": stage_sfm,
-    "undistort": stage_undistort, "train": stage_train, "export": stage_export,
+    "undistort": stage_undistort, "train": stage_train, "export": stage_export, "mesh": stage_mesh,
 }
 
-# Project entries each stage owns (replaced as a whole when the stage finishes).
+# Project entries each stage owns (replaced as a whole when the stage finishes); a pattern
+# stands for the files of the stage's staging folder that match it (the mesh goes into
+# exports/ beside the PLY, which the export stage owns as a whole).
 STAGE_OUTPUTS = {
     "decode": ["decode"], "select": ["frames"], "import": ["frames"], "sfm": ["sfm"],
     "undistort": ["images", "sparse"], "train": ["train"], "export": ["exports"],
+    "mesh": ["mesh.json", "exports/mesh.*"],
 }

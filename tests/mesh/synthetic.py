@@ -155,17 +155,18 @@ def mesh_samples(verts, faces, count: int, rng) -> np.ndarray:
     return (b[:, :, None] * tri[f]).sum(1)
 
 
-def surface_metrics(verts, faces, rng, count: int = 100_000) -> dict:
+def surface_metrics(verts, faces, rng, count: int = 100_000, samples=torus_samples, distance=torus_distance) -> dict:
     """Chamfer distance (mean of the two mean nearest-surface distances) and F-score at
-    0.5% and 1% of the bounding-box diagonal of the torus, from ``count`` area-uniform
-    samples of each surface; mesh -> torus distances are exact, torus -> mesh use a k-d
-    tree on the mesh samples."""
+    0.5% and 1% of the bounding-box diagonal of the true surface (default the torus),
+    from ``count`` area-uniform samples of each surface; mesh -> truth distances are
+    exact (``distance`` [N, 3] -> [N]), truth -> mesh use a k-d tree on the mesh samples.
+    ``samples(count, rng)`` [count, 3] samples the true surface."""
     from scipy.spatial import cKDTree
 
-    gt = torus_samples(count, rng)
+    gt = samples(count, rng)
     pred = mesh_samples(verts, faces, count, rng)
     diag = float(np.linalg.norm(gt.max(0) - gt.min(0)))
-    d_pred = torus_distance(pred)
+    d_pred = distance(pred)
     d_gt, _ = cKDTree(pred).query(gt)
     out = {"diag": diag, "chamfer": 0.5 * (d_pred.mean() + d_gt.mean())}
     out["chamfer_rel"] = out["chamfer"] / diag

@@ -89,7 +89,7 @@ def test_spirula_run_continues_from_the_training_checkpoint(shared_data, tmp_pat
     from tests.robustness.train_small import inject_nan_at, small_config
 
     proj = tmp_path / "proj"
-    cfg = PipelineConfig(run=small_config(steps=60, checkpoint_every=20))
+    cfg = PipelineConfig(run=small_config(steps=60, checkpoint_every=20), with_mesh=False)  # the training's resume
     with monkeypatch.context() as mp:
         inject_nan_at(mp, 44)
         with pytest.raises(NonFiniteError, match="step 40"):

@@ -1,0 +1,108 @@
+"""Issue 21's bar on a capture with a known object, CI-sized: a textured box on a
+textureless table top inside a textured room (tests/mesh/room_scene.py: an analytic NumPy
+ray caster, not our splats or renderer), 32 cameras orbiting the box at two heights at
+128 px -> `spirula train`'s training (run_training, 300 steps from SfM-like points) ->
+`spirula mesh` -> the mesh against the exact box.
+
+The numbers, printed: object Chamfer as % of the box diagonal, F-score at 0.5% of it, the
+share of faces whose centre lies outside the box grown by TOL x the diagonal, and whether
+the mesh is watertight (the box's bottom stands on the table and is never seen: only a
+support-plane cap closes it). The bars: Chamfer <= 1%, F@0.5% >= 0.85, <= 1% of the faces
+outside, watertight. The mesh stage runs with its defaults except the sizes a CI run can
+afford (faces, texture, resolution), as tests/mesh/test_synthetic_quality.py does.
+
+With the default bounds the whole room is meshed (the box is a small part of it), so the
+bars wait for the automatic subject bounds, the support-plane cut and the cap (issue 21,
+item 1 and 3): xfail until then. The second test gives the true box as explicit bounds,
+which measures the fusion itself; it asserts what fusion alone must reach (no cap: not
+watertight, the bottom missing from the recall) and prints the bars' numbers.
+
+Measured on lavapipe (this commit, before the subject bounds): default bounds: Chamfer 86%,
+F@0.5% 0.01, 99% of the faces outside the box (the room); the true box as bounds: Chamfer
+1.2%, F@0.5% 0.45 (P 0.51, R 0.41), F@1% 0.79, 6.9% of the faces outside (the grid is rounded
+up to whole bricks past the bounds and nothing crops the mesh to them: a ring of table is
+left), not watertight. The fused surface lies about 2 mm (median) outside the true faces,
+with a 5-95% spread of -15..+9 mm (pixels ~9 mm on the box). At 160 px and 500 steps
+(4x the CI time): Chamfer 1.0%, F@0.5% 0.67; cameras closer (1.05 m) were worse (0.41).
+SfM-like points, as tests/mesh/test_synthetic_quality.py found: random starts need more steps.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import trimesh
+
+from engine.cli.main import main
+from engine.config import DatasetConfig, RunConfig, TrainConfig
+from engine.jobs.train import run_training
+from tests.mesh import room_scene as R
+from tests.mesh import synthetic as S
+
+SIZE, PER_RING, HEIGHTS, RADIUS, STEPS = 128, 16, (0.5, 1.25), 1.3, 300
+MESH_ARGS = ["--faces", "30000", "--texture-size", "256", "--resolution", "256"]
+TOL = 0.01   # x the box diagonal: how far outside the box a face may lie and still count as on it
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("table")
+    R.write_room_dataset(root / "data", R.orbit(PER_RING, RADIUS, HEIGHTS, SIZE, SIZE * 1.1),
+                         np.random.default_rng(11))
+    cfg = RunConfig(dataset=DatasetConfig(max_size=SIZE, eval_every=0),
+                    train=TrainConfig(steps=STEPS, sh_degree=0, strategy="adc", densify_from=100,
+                                      densify_until=240, densify_interval=50, opacity_reset_interval=0,
+                                      checkpoint_every=0, seed=1))
+    run_training(root / "data", root / "project", cfg)
+    return root / "project"
+
+
+def object_numbers(project) -> dict:
+    """The bars' numbers of <project>/exports/mesh.ply against the exact box."""
+    mesh = trimesh.load(project / "exports" / "mesh.ply", process=False)
+    v, f = np.asarray(mesh.vertices, np.float64), np.asarray(mesh.faces)
+    diag = R.box_diagonal()
+    m = S.surface_metrics(v, f, np.random.default_rng(0), samples=R.box_samples, distance=R.box_distance)
+    seen = S.surface_metrics(v, f, np.random.default_rng(0), distance=R.box_distance,
+                             samples=lambda n, rng: R.box_samples(n, rng, bottom=False))
+    centre = v[f].mean(1)
+    out = ((centre < R.BOX_LO - TOL * diag) | (centre > R.BOX_HI + TOL * diag)).any(1)
+    return {"chamfer_pct": 100 * m["chamfer"] / diag, "fscore": m["fscore@0.5%"],
+            "precision": m["precision@0.5%"], "recall": m["recall@0.5%"], "recall_seen": seen["recall@0.5%"],
+            "fscore_1pct": m["fscore@1.0%"], "outside_pct": 100 * float(out.mean()), "faces": len(f),
+            "watertight": bool(trimesh.Trimesh(v, f).is_watertight)}  # vertices merged for the edge check
+
+
+def report(label: str, project, n: dict) -> str:
+    secs = json.loads((project / "mesh.json").read_text())["seconds"]["total"]
+    return (f"\nobject on a table, {label} ({2 * PER_RING} views, {SIZE} px, {STEPS} steps): Chamfer "
+            f"{n['chamfer_pct']:.2f}% of the diagonal; F@0.5% {n['fscore']:.3f} (P {n['precision']:.3f}, "
+            f"R {n['recall']:.3f}; R of the seen faces {n['recall_seen']:.3f}); F@1% {n['fscore_1pct']:.3f}; "
+            f"{n['outside_pct']:.1f}% of {n['faces']} faces outside the box; watertight {n['watertight']}; "
+            f"mesh stage {secs:.1f} s")
+
+
+@pytest.mark.xfail(strict=False, reason="the default bounds mesh the whole room: needs --bounds auto, the "
+                                        "support-plane cut and cap (issue 21 items 1, 3; branch subject)")
+def test_object_on_table_meets_the_bars_with_default_bounds(project, capsys):
+    assert main(["mesh", str(project), *MESH_ARGS]) == 0
+    n = object_numbers(project)
+    with capsys.disabled():
+        print(report("default bounds", project, n))
+    assert n["chamfer_pct"] <= 1.0
+    assert n["fscore"] >= 0.85
+    assert n["outside_pct"] <= 1.0
+    assert n["watertight"]
+
+
+def test_object_on_table_with_the_true_box_as_bounds(project, capsys):
+    g = 0.01 * R.box_diagonal()  # a margin, so the box's faces are inside the grid, not on its edge
+    bounds = [f"{x:.6f}" for x in (*(R.BOX_LO - g), *(R.BOX_HI + g))]
+    assert main(["mesh", str(project), *MESH_ARGS, "--bounds", *bounds]) == 0
+    n = object_numbers(project)
+    with capsys.disabled():
+        print(report("the true box as --bounds", project, n))
+    # what the fusion alone reaches here (the bars themselves are the test above's)
+    assert n["chamfer_pct"] <= 2.0
+    assert n["fscore_1pct"] >= 0.7
+    assert n["outside_pct"] <= 10.0
