@@ -62,6 +62,10 @@ class TrainConfig:
     init_file: str = ""               # start from this splat file (any format of engine/io/formats.py), not SfM/random
     antialias: bool = False           # Mip-Splatting's 3D smoothing and 2D Mip filters (engine/splat/antialias.py)
     appearance: str = "off"           # per-image colour: "off", "affine" (exposure / white balance) or "bilagrid"
+    geometry: bool = False            # the geometry phase: flattened Gaussians, depth-normal consistency (engine/splat/geometry.py)
+    geometry_from: float = 0.25       # geometry: the phase starts after this fraction of the steps (2DGS: 7k of 30k)
+    lambda_normal: float = 0.05       # geometry: depth-normal consistency weight
+    lambda_flat: float = 100.0        # geometry: flattening (shortest scale) weight, cameras' distance = 1
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
     log_interval: int = 25            # read the loss back every k steps
@@ -129,7 +133,9 @@ def added_later(section: str) -> dict:
                       "mcmc_scale_reg": TrainConfig.mcmc_scale_reg, "mcmc_lr_means_final": TrainConfig.mcmc_lr_means_final,
                       "antialias": TrainConfig.antialias, "appearance": TrainConfig.appearance,
                       "ssim_padding": TrainConfig.ssim_padding,
-                      "init_file": TrainConfig.init_file}}.get(section, {})
+                      "init_file": TrainConfig.init_file, "geometry": TrainConfig.geometry,
+                      "geometry_from": TrainConfig.geometry_from, "lambda_normal": TrainConfig.lambda_normal,
+                      "lambda_flat": TrainConfig.lambda_flat}}.get(section, {})
 
 
 def default_appearance(input_kind: str) -> str:
