@@ -82,3 +82,4 @@ class DepthNormalLoss:
         self._k.record(enc, [-(-w // _TILE) * _TILE, -(-h // _TILE) * _TILE, 1], geom=geom, final_T=final_T, gt=gt,
                        g_geom=grad_geom, loss_sum=loss_sum, width=w, height=h, intr=spy.float4(fx, fy, cx, cy),
                        weight=float(lambda_normal) / (w * h), loss_offset=4 * int(loss_word))
+

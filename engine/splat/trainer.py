@@ -385,6 +385,24 @@ class Trainer:
         self.state = TrainState(step=int(state["step"]), history=list(state["history"]),
                                 logged_step=int(state["logged_step"]))
 
+    def depth_normal_consistency(self, index: int) -> float:
+        """The depth-normal consistency (engine/splat/geometry.py with lambda 1: the mean over
+        the pixels of w_p (1 - n_d . n)) of the current model seen from dataset camera
+        ``index`` (held out or not), against its image's edge weights; waits for the GPU.
+        Whether or not this run trains geometry: a measure of how well depth and normals agree."""
+        self.drain()
+        cam, m = self.dataset.cameras[index], self.model
+        self.raster.prepare(m.buf["params"], m.n, self.cams, View(index, cam.width, cam.height),
+                            self.sh_degree_at(self.state.step), filter3d=self.filter3d, geometry=True)
+        out = self.gpu.zeros(32, "geometry.view_loss")
+        enc = self.gpu.encoder()
+        self.raster.record_forward(enc)
+        DepthNormalLoss(self.gpu).record(enc, self.raster.geom_image, self.raster.final_T,
+                                         self.gpu.upload(pack_rgba8(cam.image)), self.raster.geom_image_grad(), out,
+                                         cam.width, cam.height, (cam.fx, cam.fy, cam.cx, cam.cy), 1.0)
+        self.gpu.submit(enc)
+        return float(self.gpu.read(out, np.float32, 8)[LOSS_WORD])
+
     def render(self, index: int) -> np.ndarray:
         """Render camera ``index`` of the dataset: [H, W, 3] float32 (waits for the GPU)."""
         cam = self.dataset.cameras[index]
