@@ -64,6 +64,10 @@ class TrainConfig:
     res_levels: int = 1               # coarse-to-fine: the first steps at 1/2^k size, k < levels (engine/splat/res_schedule.py)
     res_until: float = 0.5            # ... full size from this fraction of the steps on
     appearance: str = "off"           # per-image colour: "off", "affine" (exposure / white balance) or "bilagrid"
+    geometry: bool = False            # the geometry phase: flattened Gaussians, depth-normal consistency (engine/splat/geometry.py)
+    geometry_from: float = 0.25       # geometry: the phase starts after this fraction of the steps (2DGS: 7k of 30k)
+    lambda_normal: float = 0.05       # geometry: depth-normal consistency weight
+    lambda_flat: float = 100.0        # geometry: flattening (shortest scale) weight, cameras' distance = 1
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
     log_interval: int = 25            # read the loss back every k steps
@@ -132,7 +136,9 @@ def added_later(section: str) -> dict:
                       "antialias": TrainConfig.antialias, "appearance": TrainConfig.appearance,
                       "ssim_padding": TrainConfig.ssim_padding, "res_levels": TrainConfig.res_levels,
                       "res_until": TrainConfig.res_until,
-                      "init_file": TrainConfig.init_file}}.get(section, {})
+                      "init_file": TrainConfig.init_file, "geometry": TrainConfig.geometry,
+                      "geometry_from": TrainConfig.geometry_from, "lambda_normal": TrainConfig.lambda_normal,
+                      "lambda_flat": TrainConfig.lambda_flat}}.get(section, {})
 
 
 def default_appearance(input_kind: str) -> str:

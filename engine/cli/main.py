@@ -27,6 +27,9 @@ def _train_parser(sub) -> None:
                         "points or a random start: fine-tune a model made elsewhere on this dataset")
     p.add_argument("--resume", action="store_true",
                    help="continue from <output>/checkpoint.npz (same dataset; same settings give the same result)")
+    p.add_argument("--geometry", action="store_true", default=t.geometry,
+                   help="the geometry phase (from a quarter of the steps on): flattened Gaussians and depth-normal "
+                        "consistency, for splats whose depth a mesh can be made from (2DGS / PGSR)")
 
 
 def _progress_bar(total: int):
@@ -54,7 +57,7 @@ def cmd_train(args) -> int:
                     train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                       seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                       init_random_points=args.init_points, checkpoint_every=args.checkpoint_every,
-                                      antialias=args.antialias, **resolution_settings(args),
+                                      antialias=args.antialias, geometry=args.geometry, **resolution_settings(args),
                                       appearance=args.appearance, init_file=str(args.init) if args.init else "",
                                       **density_settings(args.strategy, args.max_gaussians)))
     bar, update = _progress_bar(cfg.train.steps)

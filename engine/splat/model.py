@@ -177,7 +177,8 @@ class GaussianModel:
             self._lrs_host = lrs
 
     def adam_args(self, flags: spy.Buffer | None = None, step: int = 0, seed: int = 0, beta1: float = 0.9,
-                  beta2: float = 0.999, eps: float = 1e-15, reg_opacity: float = 0.0, reg_scale: float = 0.0) -> dict:
+                  beta2: float = 0.999, eps: float = 1e-15, reg_opacity: float = 0.0, reg_scale: float = 0.0,
+                  reg_flat: float = 0.0) -> dict:
         """Advance the Adam step count and return the optimizer's arguments of the fused
         projection backward (Rasterizer.record_backward(optimizer=...)): one Adam step
         (Kingma & Ba 2015) on every parameter with the gradients it computes. Non-finite
@@ -186,14 +187,17 @@ class GaussianModel:
         without ``flags`` they go to the model's own scratch block. ``seed`` varies the
         stochastic rounding of bfloat16 moments. ``reg_opacity`` and ``reg_scale`` add
         the gradients of the L1 regularisers reg_opacity * mean_i sigmoid(logit_i) and
-        reg_scale * mean_i,k exp(log_scale_ik) over all N Gaussians (MCMC; 0: none)."""
+        reg_scale * mean_i,k exp(log_scale_ik) over all N Gaussians (MCMC; 0: none); ``reg_flat``
+        the gradient of the flattening regulariser reg_flat * mean_i min_k exp(log_scale_ik)
+        (the geometry phase, engine/splat/geometry.py; 0: none)."""
         self.step += 1
         return dict(moments_bf16=self.moments_bf16,  # the kernel's specialisation, not a kernel argument
                     params_out=self.buf["params"], exp_avg=self.buf["exp_avg"], exp_avg_sq=self.buf["exp_avg_sq"],
                     lrs=self._lrs, flags=self._flag_block(flags), lr_means=self._lr_means, beta1=beta1,
                     beta2=beta2, eps=eps, bias1=1.0 - beta1 ** self.step, bias2=1.0 - beta2 ** self.step,
                     step=int(step) & 0xFFFFFFFF, seed=int(seed) & 0xFFFFFFFF,
-                    reg_opacity=float(reg_opacity) / max(self.n, 1), reg_scale=float(reg_scale) / max(3 * self.n, 1))
+                    reg_opacity=float(reg_opacity) / max(self.n, 1), reg_scale=float(reg_scale) / max(3 * self.n, 1),
+                    reg_flat=float(reg_flat) / max(self.n, 1))
 
     def _flag_block(self, flags: spy.Buffer | None) -> spy.Buffer:
         if self._flags is None:

@@ -34,6 +34,13 @@ Anti-aliasing (Mip-Splatting, TrainConfig.antialias): a render given ``filter3d`
 per-Gaussian 3D filter variances of engine/splat/antialias.py) runs the projection and its
 backward specialised with ANTIALIAS = 1 (shaders/project/project.slang: the 3D smoothing
 filter and the 2D Mip filter); without it, the classic kernels, bound exactly as before.
+
+Geometry (the geometry phase of training, engine/splat/geometry.py): a render set up with
+``geometry=True`` specialises the projection, both raster kernels and the projection backward
+with GEOMETRY = 1: each visible splat's surfel (camera-space normal facing the camera, plane
+offset) is composited into :attr:`Rasterizer.geom_image` [H, W, 4], and the gradient the
+caller writes into :meth:`Rasterizer.geom_image_grad` flows back to the means and rotations.
+Without it, the colour-only kernels, bound exactly as before.
 """
 
 from __future__ import annotations
@@ -165,6 +172,7 @@ class Rasterizer:
         self.capacity: int | None = None  # capacity mode: the caller's capacity (the overflow guard's)
         self.view: View | None = None
         self.filter3d: spy.Buffer | None = None  # anti-aliased projection's 3D filter (setup)
+        self.geometry = False  # the render composites surfel geometry too (setup)
         self.max_intersections_per_pass = default_max_intersections(gpu, self.sort)
         self.bands: list[tuple[int, int, int]] = []  # large path: (row0, row1, count); [] = one pass
         self._prepared = False  # the projection and count of this render are recorded already
@@ -184,11 +192,11 @@ class Rasterizer:
 
     # --- pass 1: projection, depth order, tile counts ------------------------------------
     def prepare(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
-                filter3d: spy.Buffer | None = None) -> int:
+                filter3d: spy.Buffer | None = None, geometry: bool = False) -> int:
         """Project ``n`` Gaussians for ``view`` and count intersections; returns that count
         (Python int, 64-bit exact; the one host synchronisation of a step, two on the large
-        path)."""
-        self.setup(params, n, cams, view, sh_degree, capacity=None, filter3d=filter3d)
+        path). ``geometry``: as :meth:`setup`'s."""
+        self.setup(params, n, cams, view, sh_degree, capacity=None, filter3d=filter3d, geometry=geometry)
         return self._count()
 
     def _count(self) -> int:
@@ -230,19 +238,20 @@ class Rasterizer:
         return w[0::2] | (w[1::2] << np.uint64(32))
 
     def setup(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
-              capacity: int | None, filter3d: spy.Buffer | None = None) -> None:
+              capacity: int | None, filter3d: spy.Buffer | None = None, geometry: bool = False) -> None:
         """Set the render's inputs without recording anything. ``capacity``: the number of
         intersections the buffers and dispatches are sized for (capacity mode, see the
         module docstring); ``None`` for :meth:`prepare`'s exact mode. A capacity over
         :attr:`max_intersections_per_pass` takes the large path: the projection and count
         run here, synchronously, and :meth:`record_prepare` then records nothing.
         ``filter3d``: [n] float32 3D filter variances for the anti-aliased projection
-        (None: classic)."""
+        (None: classic). ``geometry``: composite the surfel geometry too (module docstring)."""
         self.gpu.check_gaussians(n, "rendering")
         if filter3d is not None and filter3d.size < 4 * n:
             raise ValueError(f"the 3D filter holds {filter3d.size // 4} values for {n} Gaussians")
         self.n, self.view, self.params, self.cams, self.sh_degree = n, view, params, cams, sh_degree
         self.filter3d = filter3d
+        self.geometry = bool(geometry)
         self.capacity = None if capacity is None else int(capacity)
         self.count_on_gpu = capacity is not None
         self.m = int(capacity) if capacity is not None else 0
@@ -272,9 +281,10 @@ class Rasterizer:
         n, v = self.n, self.view
         aa = self._antialias()
         k = self.gpu.kernel("project/project", "project_forward", **self._project_constants(),
-                            DEPTH_KEY_BITS=DEPTH_KEY_BITS) if aa else self.k_project
+                            DEPTH_KEY_BITS=DEPTH_KEY_BITS) if aa or self.geometry else self.k_project
+        geo = {"geom": self._b("geom", 4 * n)} if self.geometry else {}
         k.record(
-            enc, [max(n, 1), 1, 1], **aa, params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
+            enc, [max(n, 1), 1, 1], **aa, **geo, params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
             depths=self._b("depths", n), radii=self._b("radii", 2 * n),
             tiles_touched=self._b("tiles_touched", n), depth_keys=self._b("depth_keys", n),
@@ -296,9 +306,12 @@ class Rasterizer:
         v = self.view
         npix = v.width * v.height
         self._checkpointed = backward and self._split_backward()
+        k = self.gpu.kernel("raster/raster", "rasterize_forward", GEOMETRY=1) if self.geometry else self.k_fwd
+        geo = dict(geom=self._b("geom", 4 * self.n), geom_image=self.geom_image,
+                   geom_checkpoints=self._checkpoints("geom_checkpoints")) if self.geometry else {}
         for row0, row1, isect_ids, ranges in self._record_bins(enc):
-            self.k_fwd.record(
-                enc, [v.tiles_x * TILE, (row1 - row0) * TILE, 1], "band" if self.bands else "",
+            k.record(
+                enc, [v.tiles_x * TILE, (row1 - row0) * TILE, 1], "band" if self.bands else "", **geo,
                 ranges=ranges, isect_ids=isect_ids, means2d=self._b("means2d", 2 * self.n),
                 conic_opac=self._b("conic_opac", 4 * self.n), rgb=self._b("rgb", 3 * self.n),
                 image=self.image, final_T=self._b("final_T", npix), last_index=self._b("last_index", npix),
@@ -312,12 +325,13 @@ class Rasterizer:
         one storage buffer and the pass's memory plan (both sized at 4 bytes a limit unit)."""
         return self.backward_splits > 1 and not self.bands and self.m <= self.max_intersections_per_pass // 4
 
-    def _checkpoints(self) -> spy.Buffer:
+    def _checkpoints(self, name: str = "checkpoints") -> spy.Buffer:
         """The forward's per-pixel (C, T) before each tile batch after the first, float4 per
         slot, (intersections / 256 + 1) * 256 slots (raster.slang checkpoint_index); a
-        placeholder when the forward keeps none."""
+        placeholder when the forward keeps none. ``geom_checkpoints``: the composited
+        geometry at the same slots (geometry renders)."""
         slots = (self.m // RASTER_BLOCK + 1) * RASTER_BLOCK if self._checkpointed else 1
-        return self._b("checkpoints", 4 * slots)
+        return self._b(name, 4 * slots)
 
     def _record_bins(self, enc):
         """Record the binning of the whole view (normal path) or of each band in turn (large
@@ -384,6 +398,26 @@ class Rasterizer:
         v = self.view
         return self._b("g_image", 3 * v.width * v.height)
 
+    @property
+    def geom_image(self) -> spy.Buffer:
+        """Geometry renders: the composited surfel geometry [H, W, 4] float32 of the view,
+        (N, d) = sum_i a_i T_i (n_i, d_i) with n_i the splat's camera-space unit normal
+        facing the camera and d_i = n_i . p_i its plane's offset (world units; OpenCV axes)."""
+        v = self.view
+        return self._b("geom_image", 4 * v.width * v.height)
+
+    @property
+    def final_T(self) -> spy.Buffer:
+        """The transmittance left after the splats [H, W] float32 of the current view."""
+        v = self.view
+        return self._b("final_T", v.width * v.height)
+
+    def geom_image_grad(self) -> spy.Buffer:
+        """Buffer [H, W, 4] float32 of dL/d(:attr:`geom_image`) for the backward of a
+        geometry render (the caller writes it)."""
+        v = self.view
+        return self._b("g_geom_image", 4 * v.width * v.height)
+
     # --- backward ------------------------------------------------------------------------
     def record_backward(self, enc, grads: spy.Buffer | None, grad2d_sum: spy.Buffer, vis_count: spy.Buffer,
                         accumulate_stats: bool = True, optimizer: dict | None = None) -> None:
@@ -399,6 +433,8 @@ class Rasterizer:
             g_screen = s.get("g_screen", 4 * SCREEN_GRAD_STRIDE * n)
             threads, groups_x = dispatch_grid(max(SCREEN_GRAD_STRIDE * n, 1), 256)  # one thread per float
             self.k_clear_grads.record(enc, threads, g_screen=g_screen, n=n, groups_x=groups_x)
+            if self.geometry:
+                self.gpu.clear(enc, self._b("g_geom", 4 * n))
             self._record_backward(enc, grads, grad2d_sum, vis_count, accumulate_stats, g_screen, optimizer)
 
     def screen_grads(self) -> dict[str, np.ndarray]:
@@ -417,10 +453,16 @@ class Rasterizer:
         else:  # the forward's sorted list and ranges are still there
             passes = [(0, v.tiles_y, self._b("isect_ids", max(self.m, 1)), self._b("ranges", 2 * v.tiles_x * v.tiles_y))]
         splits = self.backward_splits if self._checkpointed else 1  # split only from a forward's checkpoints
+        k, geo = self.k_bwd, {}
+        if self.geometry:
+            k = self.gpu.kernel("raster/raster", "rasterize_backward", PY=self.backward_pixels_per_thread, GEOMETRY=1)
+            geo = dict(geom=self._b("geom", 4 * n), geom_image=self.geom_image,
+                       geom_checkpoints=self._checkpoints("geom_checkpoints"), g_geom_image=self.geom_image_grad(),
+                       g_geom=self._b("g_geom", 4 * n))
         for row0, row1, isect_ids, ranges in passes:
-            self.k_bwd.record(
+            k.record(
                 enc, [v.tiles_x * TILE, (row1 - row0) * (TILE // self.backward_pixels_per_thread) * splits, 1],
-                "band" if self.bands else "",
+                "band" if self.bands else "", **geo,
                 ranges=ranges, isect_ids=isect_ids,
                 means2d=self._b("means2d", 2 * n), conic_opac=self._b("conic_opac", 4 * n),
                 rgb=self._b("rgb", 3 * n), final_T=self._b("final_T", npix),
@@ -434,6 +476,8 @@ class Rasterizer:
         isect_total, isect_capacity = self.overflow_guard()
         self._record_raster_backward(enc, g_screen)
         aa = self._antialias()
+        if self.geometry:
+            aa = {**aa, "g_geom": self._b("g_geom", 4 * n)}
         common = dict(**aa, params=self.params, cams=self.cams, radii=self._b("radii", 2 * n),
                       conic_opac=self._b("conic_opac", 4 * n), g_screen=g_screen,
                       grad2d_sum=grad2d_sum, vis_count=vis_count, n=n, cam_index=v.cam_index,
@@ -456,9 +500,10 @@ class Rasterizer:
         return {} if self.filter3d is None else {"filter3d": self.filter3d}
 
     def _project_constants(self) -> dict:
-        """Link-time constants of the projection kernels for this render (ANTIALIAS only
-        when set, so the classic kernels are the ones compiled before it existed)."""
-        return dict(MAX_SH_DEGREE=self.max_sh_degree, **({"ANTIALIAS": 1} if self.filter3d is not None else {}))
+        """Link-time constants of the projection kernels for this render (ANTIALIAS and
+        GEOMETRY only when set, so the classic kernels are the ones compiled before they existed)."""
+        return dict(MAX_SH_DEGREE=self.max_sh_degree, **({"ANTIALIAS": 1} if self.filter3d is not None else {}),
+                    **({"GEOMETRY": 1} if self.geometry else {}))
 
     # --- convenience for eval and tests ---------------------------------------------------
     def render(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,

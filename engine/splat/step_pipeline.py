@@ -47,7 +47,8 @@ class StepPipeline:
     the studio installs a polling wait that releases the GIL).
     """
 
-    SLOT_BYTES = 32  # the intersection count in word 0; a loss block in words 4..7 (loss_offset)
+    SLOT_BYTES = 48  # the intersection count in word 0; a loss block in words 4..11 (loss_offset)
+    LOSS_BYTES = 32  # the loss block: the trainer's loss accumulator's first 8 words
 
     def __init__(self, gpu: Gpu, depth: int = 2, margin: float = 1.25, window: int = 200):
         if not 1 <= depth <= 8:
@@ -58,7 +59,7 @@ class StepPipeline:
         self.in_flight: deque[InFlight] = deque()
         self.counts: deque[int] = deque(maxlen=int(window))
         self.overflows = 0          # steps skipped because their intersections outgrew the capacity
-        self.loss_blocks: list[tuple[object, np.ndarray]] = []  # (loss_tag, uint32 [4]) of retired steps
+        self.loss_blocks: list[tuple[object, np.ndarray]] = []  # (loss_tag, uint32 [8]) of retired steps
         self._next_slot = 0
         self.wait: Callable[[int], None] = lambda submit_id: gpu.wait_for(submit_id)  # as installed when waiting
 
@@ -95,7 +96,7 @@ class StepPipeline:
         return self._next_slot * self.SLOT_BYTES
 
     def loss_offset(self) -> int:
-        """Byte offset in :attr:`readback` where the next step may copy a 16-byte loss block
+        """Byte offset in :attr:`readback` where the next step may copy a LOSS_BYTES loss block
         (read back a step late, like the count: see ``loss_blocks``)."""
         return self.slot_offset() + 16
 
@@ -120,7 +121,7 @@ class StepPipeline:
             words = self.gpu.read_finished(self.readback, np.uint32)[f.slot * self.SLOT_BYTES // 4:]
             count = int(words[0])
             if f.loss_tag is not None:
-                self.loss_blocks.append((f.loss_tag, words[4:8].copy()))
+                self.loss_blocks.append((f.loss_tag, words[4:4 + self.LOSS_BYTES // 4].copy()))
             self.observe(count)
             if f.capacity is not None and count > f.capacity:
                 self.overflows += 1

@@ -18,6 +18,10 @@ the refine when one is due) in a submission of its own, with no wait. With ``app
 "affine" or "bilagrid" (engine/splat/appearance.py) the loss sees the render through the
 training image's own colour transform, whose backward and Adam step join the same command
 buffer (3 or 4 dispatches, no read); "off" records exactly the step above.
+With ``geometry`` (engine/splat/geometry.py), steps from ``geometry_from`` x steps on render
+the surfel geometry too and add the depth-normal consistency loss (one clear and one dispatch,
+its mean logged as ``geometry_loss``) and the flattening regulariser (in the fused Adam pass);
+earlier steps, and every evaluation render, are the colour-only ones.
 
 What happens between two steps (evaluations, checkpoints, progress reports, the end) is
 scheduled once, by :class:`engine.splat.schedule.TrainingRun`: :meth:`Trainer.train`,
@@ -41,6 +45,7 @@ from .adc import AdcDensifier
 from .antialias import SmoothingFilter
 from .appearance import Appearance, default_settings
 from .camera_table import View, camera_table
+from .geometry import LOSS_WORD, DepthNormalLoss, GeometrySettings, geometry_start
 from .guard import raise_if_flagged
 from .init import gaussians_from_file, gaussians_from_points, initial_points, look_point
 from .loss import PhotometricLoss
@@ -112,9 +117,7 @@ class Trainer:
             settings = McmcSettings(start=cfg.densify_from, interval=cfg.densify_interval, noise_lr=noise_lr_for(cfg.mcmc_noise_lr, self.has_points),
                                     scale_reg=cfg.mcmc_scale_reg)
             budget = min(cfg.mcmc_budget, cfg.max_gaussians)
-            # gsplat's world unit; cameras at (nearly) one point look at nothing: the extent then
-            unit = look_point([dataset.cameras[i] for i in self.train_idx])[1]
-            unit = unit if unit > 0.01 * self.extent else self.extent
+            unit = self.world_unit()
             self.densifier = McmcDensifier(gpu, self.model, settings, budget, unit)
             if budget < len(rows):
                 self.warnings.append(f"the MCMC budget ({budget:,}) is below the {len(rows):,} initial points: MCMC "
@@ -126,6 +129,12 @@ class Trainer:
                                  f"{cfg.densify_from:,}): the {len(rows):,} initial Gaussians are all it will have")
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena, ssim_padding=cfg.ssim_padding)
+        self.geometry: GeometrySettings | None = None  # the geometry phase's settings (None: off)
+        if cfg.geometry:
+            self.geometry = GeometrySettings(geometry_start(cfg.steps, cfg.geometry_from), cfg.lambda_normal,
+                                             cfg.lambda_flat)
+            self.geometry_loss = DepthNormalLoss(gpu)
+            self.geometry_unit = self.world_unit()
         # per-image colour transforms, by camera index (held-out ones stay identity)
         self.appearance = None
         if cfg.appearance != "off":
@@ -138,7 +147,8 @@ class Trainer:
         self.filter = SmoothingFilter(gpu, self.model, self.cams, self.train_idx) if cfg.antialias else None
         if self.filter is not None:
             self.filter.update()
-        self.loss_sum = gpu.zeros(16, "loss_sum")  # word 0: loss sum; words 1..3: Adam's NaN/Inf flags
+        # word 0: loss sum; words 1..3: Adam's NaN/Inf flags; word 4: the geometry loss sum (geometry.py)
+        self.loss_sum = gpu.zeros(32, "loss_sum")
         self.pipeline = StepPipeline(gpu)
         self.state = TrainState()
         self._order: list[int] = []
@@ -148,6 +158,13 @@ class Trainer:
         # holds beyond the GPU's step time; densify_wait_s: waiting for the steps in flight
         self.host_stats = {"densify_wait_s": 0.0, "densify_s": 0.0, "densifications": 0,
                            "eager_trim_s": 0.0, "eager_trims": 0}
+
+    def world_unit(self) -> float:
+        """gsplat's world unit, the cameras' median distance to their look point (engine/splat/
+        init.py look_point): MCMC's noise and scale regulariser and the flattening weight count
+        lengths in it. Cameras at (nearly) one point look at nothing: the extent then."""
+        unit = look_point([self.dataset.cameras[i] for i in self.train_idx])[1]
+        return unit if unit > 0.01 * self.extent else self.extent
 
     def _next_camera(self) -> int:
         if not self._order:
@@ -177,11 +194,14 @@ class Trainer:
         sh = self.sh_degree_at(step)
         pipe = self.pipeline
         capacity = pipe.capacity()
+        geo = self.geometry is not None and self.geometry.active(step)
         if capacity is None:  # no count known yet: count this one exactly (one host read)
             self.drain()
-            pipe.observe(self.raster.prepare(m.buf["params"], m.n, cams, view, sh, filter3d=self.filter3d))
+            pipe.observe(self.raster.prepare(m.buf["params"], m.n, cams, view, sh, filter3d=self.filter3d,
+                                             geometry=geo))
         else:
-            self.raster.setup(m.buf["params"], m.n, cams, view, sh, capacity=capacity, filter3d=self.filter3d)
+            self.raster.setup(m.buf["params"], m.n, cams, view, sh, capacity=capacity, filter3d=self.filter3d,
+                              geometry=geo)
         m.set_learning_rates(self.mean_lr(step), cfg.lr_scales, cfg.lr_quats, cfg.lr_opacities, cfg.lr_sh0, cfg.lr_shN)
         enc = self.gpu.encoder()
         if capacity is not None:
@@ -194,13 +214,19 @@ class Trainer:
         if app is not None:  # dL/dI' -> dL/dI in place, and the image's own Adam step
             app.record_backward(enc, self.raster.image, self.raster.image_grad(), ci, width, height,
                                 self.loss_sum, step, self.raster.overflow_guard())
+        regs = dict(self.densifier.regularisers())
+        if geo:  # depth-normal consistency into the geometry map's gradient; the flattening in Adam
+            sx, sy = width / cam.width, height / cam.height  # the resolution level's intrinsics
+            self.geometry_loss.record(enc, self.raster.geom_image, self.raster.final_T, gt[ci],
+                                      self.raster.geom_image_grad(), self.loss_sum, width, height,
+                                      (cam.fx * sx, cam.fy * sy, cam.cx * sx, cam.cy * sy), self.geometry.lambda_normal)
+            regs["reg_flat"] = self.geometry.lambda_flat / self.geometry_unit
         # the projection backward applies Adam (no gradient buffer); Adam is also the NaN/Inf
         # guard, and both skip an overflowed step
         dens = self.densifier
         self.raster.record_backward(enc, None, m.buf["grad2d_sum"], m.buf["vis_count"],
                                     accumulate_stats=dens.accumulates_stats(step),
-                                    optimizer=m.adam_args(flags=self.loss_sum, step=step, seed=cfg.seed,
-                                                          **dens.regularisers()))
+                                    optimizer=m.adam_args(flags=self.loss_sum, step=step, seed=cfg.seed, **regs))
         dens.record_after_backward(enc, self.mean_lr(step), cfg.seed * 1_000_003 + step,
                                    *self.raster.overflow_guard())
         self.raster.record_count_copy(enc, pipe.readback, pipe.slot_offset())
@@ -209,7 +235,7 @@ class Trainer:
         if done % cfg.log_interval == 0 or done == cfg.steps:
             # the mean loss since the last log comes back with this step's count, a step late
             loss_tag = {"step": done, "steps": done - self.state.logged_step, "num_gaussians": m.n}
-            self.gpu.copy(enc, pipe.readback, pipe.loss_offset(), self.loss_sum, 0, 16)
+            self.gpu.copy(enc, pipe.readback, pipe.loss_offset(), self.loss_sum, 0, pipe.LOSS_BYTES)
             self.gpu.clear(enc, self.loss_sum)
             self.state.logged_step = done  # the accumulator holds the steps since (checkpoints record it)
         pipe.submitted(self.gpu.submit(enc), ci, capacity, loss_tag)
@@ -327,6 +353,8 @@ class Trainer:
                 raise NonFiniteError(f"training diverged at step {tag['step']}: loss is {loss}")
             entry = {"step": tag["step"], "loss": loss, "num_gaussians": tag["num_gaussians"],
                      "elapsed_s": now - self.t_start}
+            if self.geometry is not None:  # the consistency loss's mean over the same steps (0 before its start)
+                entry["geometry_loss"] = float(block[LOSS_WORD:LOSS_WORD + 1].view(np.float32)[0]) / max(tag["steps"], 1)
             self.state.history.append(entry)
             self._unreported.append(entry)
 
@@ -351,7 +379,7 @@ class Trainer:
         self.drain()
         self.gpu.wait_idle()
         self._convert_losses()  # the history saved holds every logged step
-        block = self.gpu.read(self.loss_sum, np.uint32, 4)
+        block = self.gpu.read(self.loss_sum, np.uint32, 8)  # the losses, the guard's flags, the geometry loss
         raise_if_flagged(block)
         out = {"step": self.state.step, "logged_step": self.state.logged_step, "model": self.model.state_dict(),
                "rng": self.rng.bit_generator.state, "order": [int(i) for i in self._order],
@@ -380,6 +408,24 @@ class Trainer:
         self.pipeline.load_state_dict(state.get("pipeline", {}))  # older checkpoints: count afresh
         self.state = TrainState(step=int(state["step"]), history=list(state["history"]),
                                 logged_step=int(state["logged_step"]))
+
+    def depth_normal_consistency(self, index: int) -> float:
+        """The depth-normal consistency (engine/splat/geometry.py with lambda 1: the mean over
+        the pixels of w_p (1 - n_d . n)) of the current model seen from dataset camera
+        ``index`` (held out or not), against its image's edge weights; waits for the GPU.
+        Whether or not this run trains geometry: a measure of how well depth and normals agree."""
+        self.drain()
+        cam, m = self.dataset.cameras[index], self.model
+        self.raster.prepare(m.buf["params"], m.n, self.cams, View(index, cam.width, cam.height),
+                            self.sh_degree_at(self.state.step), filter3d=self.filter3d, geometry=True)
+        out = self.gpu.zeros(32, "geometry.view_loss")
+        enc = self.gpu.encoder()
+        self.raster.record_forward(enc)
+        DepthNormalLoss(self.gpu).record(enc, self.raster.geom_image, self.raster.final_T,
+                                         self.gpu.upload(pack_rgba8(cam.image)), self.raster.geom_image_grad(), out,
+                                         cam.width, cam.height, (cam.fx, cam.fy, cam.cx, cam.cy), 1.0)
+        self.gpu.submit(enc)
+        return float(self.gpu.read(out, np.float32, 8)[LOSS_WORD])
 
     def render(self, index: int) -> np.ndarray:
         """Render camera ``index`` of the dataset: [H, W, 3] float32 (waits for the GPU)."""

@@ -139,12 +139,13 @@ def smoothing_filter(means, cameras, near=0.01, margin=0.15, s2=0.2, return_seen
 def composite(means2d, conics, opacities, rgb, depths, visible, rects, width, height, background=(0, 0, 0)):
     """Front-to-back per-pixel compositing of the visible splats in depth order; a splat
     reaches only the pixels of the 16 px tiles its rectangle rects[g] = (x0, x1, y0, y1)
-    (tile units, end exclusive) covers. Returns image [H, W, 3]."""
+    (tile units, end exclusive) covers. ``rgb`` may hold any K channels per splat (e.g. the
+    geometry phase's surfels, K = 4, with a zero background of K values). Returns image [H, W, K]."""
     ys, xs = np.mgrid[0:height, 0:width]
     tile_x, tile_y = xs // 16, ys // 16
     px, py = xs + 0.5, ys + 0.5
     T = np.ones((height, width))
-    C = np.zeros((height, width, 3))
+    C = np.zeros((height, width, np.shape(rgb)[1]))
     done = np.zeros((height, width), bool)
     for g in np.argsort(depths, kind="stable"):
         if not visible[g]:

@@ -108,15 +108,18 @@ def reference_adam(p, m, v, g, lr, t, b1=0.9, b2=0.999, eps=1e-15):
 
 @pytest.mark.parametrize("bf16,groups_x,reg,aa", [(False, None, False, False), (True, None, False, False),
                                                    (False, 2, False, False), (False, None, True, False),
-                                                   (False, None, False, True)],
-                         ids=["fp32-moments", "bf16-moments", "2d-grid", "mcmc-regularisers", "antialias"])
+                                                   (False, None, False, True), (False, None, "flatten", False)],
+                         ids=["fp32-moments", "bf16-moments", "2d-grid", "mcmc-regularisers", "antialias",
+                              "flatten"])
 def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, reg, aa, monkeypatch):
     """groups_x: workgroups per grid row forced to 2 (300 Gaussians: 5 workgroups in 3 rows,
     the last row half empty), as a dispatch of more than 65,535 workgroups would be laid out.
     aa: both backwards anti-aliased (test_antialias.py checks project_backward's).
     reg: MCMC's L1 regularisers, whose gradients reach every Gaussian, culled ones too:
     d/d logit of r_o * mean(sigmoid) is r_o / N * s (1 - s), d/d log-scale of r_s *
-    mean(exp) is r_s / (3 N) * exp (scaled up here to the size of the image gradients)."""
+    mean(exp) is r_s / (3 N) * exp (scaled up here to the size of the image gradients).
+    flatten: the same and the geometry phase's flattening, d/d log-scale of r_f * mean_i
+    min_k exp(log_scale_ik) is r_f / N * exp on each row's shortest axis only."""
     if groups_x:
         monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", groups_x)
         assert dispatch_grid(300, BWD_WG) == ([128, 3, 1], 2)
@@ -140,6 +143,8 @@ def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, reg, aa, monkeyp
     model.set_learning_rates(**LRS)
     flags = gpu.zeros(16)
     regs = dict(reg_opacity=float(rng.uniform(1, 5) * n), reg_scale=float(rng.uniform(1, 5) * 3 * n)) if reg else {}
+    if reg == "flatten":
+        regs["reg_flat"] = float(rng.uniform(1, 5) * n)
     got_stat = sc.fused_step(model, flags, step=41, **regs)
 
     lr = lr_columns(D)
@@ -150,6 +155,9 @@ def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, reg, aa, monkeyp
         reg_part = np.zeros_like(g)
         reg_part[:, 10] = regs["reg_opacity"] / n * sig * (1 - sig)
         reg_part[:, 3:6] = regs["reg_scale"] / (3 * n) * np.exp(rows[:, 3:6])
+        if reg == "flatten":
+            k = np.argmin(rows[:, 3:6], axis=1)
+            reg_part[np.arange(n), 3 + k] += regs["reg_flat"] / n * np.exp(rows[np.arange(n), 3 + k])
         parts = np.abs(g) + reg_part  # the float32 sum's error scales with its parts, not with g
         g = g + reg_part
         assert np.all(g[~sc.vis][:, 10] != 0), "culled Gaussians get the regulariser's gradient"
