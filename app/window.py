@@ -182,11 +182,28 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.frustum_action.toggled.connect(lambda _: self.set_view_mode(self.view_mode))
         tb.addAction(self.frustum_action)
         tb.addAction("Reset view", self.controller.reset)
+        tb.addSeparator()
+        # a mesh scene: its triangles or its project's splats, and how the triangles are lit
+        self.mesh_action = QtGui.QAction("Mesh", self, checkable=True, checked=True)
+        self.mesh_action.setToolTip("Show the mesh's textured triangles; off: the splats it was made from (M)")
+        self.mesh_action.setShortcut(QtGui.QKeySequence("M"))
+        self.mesh_action.setEnabled(False)
+        self.mesh_action.toggled.connect(lambda _: self.set_view_mode(self.view_mode))
+        tb.addAction(self.mesh_action)
+        self.shading_combo = QtWidgets.QComboBox()
+        for key, label in (("texture", "Texture"), ("shaded", "Texture, lit"), ("clay", "Clay")):
+            self.shading_combo.addItem(label, key)
+        self.shading_combo.setToolTip("How the mesh's triangles are drawn: the texture as baked, lit by a light "
+                                      "at the camera, or grey and lit (the geometry alone)")
+        self.shading_combo.setEnabled(False)
+        self.shading_combo.currentIndexChanged.connect(lambda _: self.set_view_mode(self.view_mode))
+        tb.addWidget(self.shading_combo)
         self.view_mode = "splats"
         m_view = self.menuBar().addMenu("&View")
         for act in self.mode_actions.values():
             m_view.addAction(act)
         m_view.addAction(self.frustum_action)
+        m_view.addAction(self.mesh_action)
         self.frustum_scale = 1.0
         m_view.addAction("Larger frustums", lambda: self.scale_frustums(1.5)).setShortcut(QtGui.QKeySequence("]"))
         m_view.addAction("Smaller frustums", lambda: self.scale_frustums(1 / 1.5)).setShortcut(QtGui.QKeySequence("["))
@@ -225,7 +242,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                 mode = "splats"
         self.view_mode = mode
         self.mode_actions[mode].setChecked(True)
-        self.session.send(M.SetViewMode(mode, self.frustum_action.isChecked(), self.frustum_scale))
+        self.session.send(M.SetViewMode(mode, self.frustum_action.isChecked(), self.frustum_scale,
+                                        mesh=self.mesh_action.isChecked(),
+                                        mesh_shading=self.shading_combo.currentData() or "texture"))
 
     def scale_frustums(self, factor: float) -> None:
         """View > Larger / Smaller frustums."""
@@ -340,6 +359,11 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             if msg.kind == "review":
                 self.docks["Dataset"].raise_()
             remembered.add_recent(msg.project if msg.kind == "dataset" and msg.project else msg.path)
+            self.mesh_action.blockSignals(True)
+            self.mesh_action.setChecked(True)  # a mesh opens as its triangles
+            self.mesh_action.blockSignals(False)
+            self.mesh_action.setEnabled(msg.kind == "mesh" and msg.num_gaussians > 0)
+            self.shading_combo.setEnabled(msg.kind == "mesh")
             self.set_view_mode("splats")
         elif isinstance(msg, M.JobState):
             self.job_state = msg.state

@@ -56,6 +56,7 @@ class SceneLoaded:
     project: str = ""          # project folder for outputs
     warnings: tuple = ()
     sh_degree: int = 3         # SH degree of the Gaussians (the export chooser's sizes)
+    faces: int = 0             # a mesh's triangles ("mesh"; num_gaussians: its project's splats, 0 without)
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,8 @@ class SetBounds:
 
 @dataclass(frozen=True)
 class OpenMesh:
-    """Show a textured mesh (GLB, OBJ) in the viewport, as surfels (engine/studio/mesh_view.py)."""
+    """Show a textured mesh (GLB, OBJ, PLY) in the viewport, drawn as triangles
+    (engine/studio/mesh_view.py, mesh_raster.py), with its project's splats to switch to."""
     path: str
 
 
@@ -278,6 +280,8 @@ class SetViewMode:
     mode: str                  # "splats", "gt" (ground truth) or "error"
     frustums: bool = True
     frustum_scale: float = 1.0  # x the default frustum size (a fraction of the cameras' spread)
+    mesh: bool = True          # a mesh scene shows its triangles (False: the project's splats beside it)
+    mesh_shading: str = "texture"  # "texture", "shaded" (x a headlight) or "clay" (grey, lit)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,10 @@ class Viewport:
         if v is not None:
             v.state.mode = cmd.mode if cmd.mode in ("splats", "gt", "error") else "splats"
             v.state.frustums = cmd.frustums
+            v.state.show_mesh = bool(cmd.mesh)
+            from .mesh_raster import SHADINGS
+
+            v.state.mesh_shading = cmd.mesh_shading if cmd.mesh_shading in SHADINGS else "texture"
             if cmd.frustum_scale != self.frustum_scale:
                 self.frustum_scale = max(float(cmd.frustum_scale), 1e-3)
                 self.update_segments()
