@@ -112,8 +112,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.export.export_ply_requested.connect(self._ask_export_ply)
         self.export.screenshot_requested.connect(self._ask_screenshot)
         self.export.mesh_requested.connect(self.export_mesh)
-        self.export.bounds_changed.connect(lambda b: session.send(M.SetBounds(b)))
-        self.export.bounds_changed.connect(lambda b: setattr(self.controller, "bounds", b))  # its handles drag
+        self.export.bounds_changed.connect(self._bounds_to_viewport)
+        self.controller.hover_changed.connect(lambda _: self._bounds_to_viewport(self.controller.bounds))
         self.controller.bounds_dragged.connect(self.export.set_bounds)
         self.export.mesh_cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
         self.export.open_mesh_requested.connect(lambda path: self.open_paths([path]))
@@ -211,13 +211,21 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         m_help.addAction("Controls", self._show_controls)
         m_help.addAction("Run self-test…", self.run_selftest)
 
+    def _bounds_to_viewport(self, bounds: tuple) -> None:
+        """The box drawn by the engine (its handle under the mouse highlighted); the
+        controller drags its handles."""
+        self.controller.bounds = bounds
+        self.session.send(M.SetBounds(bounds, self.controller.active_face if bounds else -1))
+
     def _show_controls(self) -> None:
         QtWidgets.QMessageBox.information(
             self, "Viewport controls",
             "Left drag: orbit · Right / middle drag or Shift+drag: pan · Wheel: zoom\n"
             "W A S D: fly · Q / E: down / up · F or Home: reset view\n"
             "Click a camera frustum (or double-click a thumbnail) to look through it;\n"
-            "then 2 / 3 show its ground truth / error image.")
+            "then 2 / 3 show its ground truth / error image.\n"
+            "Mesh bounds box: a handle lights up under the mouse; drag it to move that face.\n"
+            "A mesh: M switches to the splats it was made from; the toolbar sets its shading.")
 
     def run_selftest(self):
         """Help > Run self-test: `spirula --selftest` in a child process, in a dialog (on this

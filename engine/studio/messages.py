@@ -221,6 +221,7 @@ class ExportMesh:
 class SetBounds:
     """Draw the mesh stage's box in the viewport (() = none)."""
     bounds: tuple = ()
+    highlight: int = -1        # the face (0..5) whose handle is under the mouse or dragged; -1: none
 
 
 @dataclass(frozen=True)

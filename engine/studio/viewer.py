@@ -120,20 +120,24 @@ class ViewState:
 
 COLOR_BOUNDS = (250, 230, 80)
 COLOR_HANDLES = (255, 140, 40)
+COLOR_HOVER = (255, 255, 255)
 
 
-def box_segments(bounds) -> tuple[np.ndarray, np.ndarray]:
+def box_segments(bounds, highlight: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """The 12 edges of the box (xmin, ymin, zmin, xmax, ymax, zmax) and its 6 face handles
-    (engine/studio/bounds_box.py, what the mouse drags): ([30, 6], [30] BGRA)."""
+    (engine/studio/bounds_box.py, what the mouse drags), face ``highlight``'s handle (under
+    the mouse, or dragged) larger and in COLOR_HOVER: ([30, 6], [30] BGRA)."""
     from .bounds_box import handle_segments
 
     lo, hi = np.asarray(bounds[:3], np.float64), np.asarray(bounds[3:], np.float64)
     corners = np.array([[hi[i] if (k >> i) & 1 else lo[i] for i in range(3)] for k in range(8)])
     edges = [(a, a | (1 << i)) for a in range(8) for i in range(3) if not (a >> i) & 1]
     segs = np.array([np.concatenate([corners[a], corners[b]]) for a, b in edges], np.float32)
-    handles = handle_segments(bounds)
-    cols = np.concatenate([np.full(len(segs), _bgra(COLOR_BOUNDS), np.uint32),
-                           np.full(len(handles), _bgra(COLOR_HANDLES), np.uint32)])
+    handles = handle_segments(bounds, highlight)
+    hcols = np.full(len(handles), _bgra(COLOR_HANDLES), np.uint32)
+    if 0 <= highlight < 6:
+        hcols[3 * highlight:3 * highlight + 3] = _bgra(COLOR_HOVER)
+    cols = np.concatenate([np.full(len(segs), _bgra(COLOR_BOUNDS), np.uint32), hcols])
     return np.concatenate([segs, handles]), cols
 
 

@@ -88,3 +88,32 @@ def test_a_broken_mesh_file_is_named(driver, tmp_path):
     driver.s.send(M.OpenMesh(str(bad)))
     err = driver.wait(lambda m: isinstance(m, M.Error), 60, "error for the broken file")
     assert "broken.glb" in err.text
+
+
+def test_the_highlighted_bounds_handle_is_drawn_white(driver, tmp_path):
+    """SetBounds.highlight: that face's handle is drawn in COLOR_HOVER (white; nothing else
+    on screen is), the others in the handle colour."""
+    from engine.studio.bounds_box import face_centers
+    from engine.studio.viewer import COLOR_HANDLES
+
+    s = driver.s
+    s.send(M.OpenMesh(str(_glb(cube(np.random.default_rng(12), checker()), tmp_path / "c.glb"))))
+    driver.wait(lambda m: isinstance(m, M.SceneLoaded), 60, "SceneLoaded")
+    eye = np.array([3.0, -2.2, 3.6])
+    w2c = look_at(eye, np.zeros(3))
+    s.send(M.SetView(tuple(w2c.reshape(-1)), 60.0, None))
+    s.send(M.SetViewMode("splats", frustums=True))
+    box = (-1.8, -1.8, -1.8, 1.8, 1.8, 1.8)
+    # the face nearest the eye: its handle is in view, not hidden behind others
+    face = int(np.argmin(np.linalg.norm(face_centers(box) - eye, axis=1)))
+    white = lambda img: np.all(img == 255, axis=2)  # noqa: E731
+    orange = lambda img: np.all(img == COLOR_HANDLES, axis=2)  # noqa: E731
+    s.send(M.SetBounds(box))
+    plain = driver.frame()
+    s.send(M.SetBounds(box, highlight=face))
+    lit = driver.frame()
+    assert not white(plain).any() and white(lit).sum() >= 5
+    assert orange(lit).sum() < orange(plain).sum()
+    s.send(M.SetBounds(box, highlight=9))  # out of range: none
+    assert not white(driver.frame()).any()
+    s.send(M.SetBounds(()))
