@@ -159,6 +159,10 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         m_file.addAction("Export Gaussians…", self._ask_export_ply)
         m_file.addAction("Save screenshot…", self._ask_screenshot)
         m_file.addSeparator()
+        from .sfm_cache import SfmCacheActions
+
+        self.sfm_cache = SfmCacheActions(self, m_file)
+        m_file.addSeparator()
         q = m_file.addAction("Quit", self.close)
         q.setShortcut(QtGui.QKeySequence.StandardKey.Quit)
 
@@ -333,6 +337,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.export.set_scene_size(msg.num_gaussians)
         elif isinstance(msg, M.StageProgress) and msg.stage == "mesh":
             self.export.on_mesh_progress(msg)
+        elif isinstance(msg, M.CacheCleared):
+            self.sfm_cache.cleared(msg)
         elif isinstance(msg, M.MeshExported):
             self.export.mesh_ended(f"Wrote {msg.faces:,} faces in {msg.seconds:.0f} s to "
                                    f"{Path(msg.project) / 'exports'}", True)

@@ -167,6 +167,10 @@ class Loads:
             return
         if kind == "pipeline":
             pcmd, project = cmd
+            if pcmd.drop_sfm_cache:
+                from .caches import drop
+
+                drop(e, project, "the reconstruction finished")
             # reviewed, then trained where `spirula run` would (either continues the other's checkpoint)
             self.after_pipeline[_key(project)] = dict(
                 project=str(project / "train"), checkpoint=str(train_checkpoint_path(project)),

@@ -121,6 +121,14 @@ class TrainingResumed:
 
 
 @dataclass(frozen=True)
+class CacheCleared:
+    """An SfM feature/match cache was removed (engine/sfm/cache.py): asked for, or by rule."""
+    project: str
+    freed: int                 # bytes
+    why: str
+
+
+@dataclass(frozen=True)
 class MeshExported:
     """The mesh stage finished (engine/jobs/mesh.py): its files, {kind: path} as pairs
     (glb, obj, mtl, png, ply), and its counts."""
@@ -198,6 +206,13 @@ class StartPipeline:
     strategy: str = TrainConfig.strategy
     antialias: bool = TrainConfig.antialias
     appearance: str = ""       # "" = by input: affine for a video (engine/config.py default_appearance)
+    drop_sfm_cache: bool = False  # remove <project>/cache/sfm once the reconstruction has finished
+
+
+@dataclass(frozen=True)
+class ClearSfmCache:
+    """Remove the SfM cache of the project ``path`` belongs to (itself, its train/ folder, a file in it)."""
+    path: str
 
 
 @dataclass(frozen=True)
