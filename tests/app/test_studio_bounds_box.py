@@ -98,7 +98,7 @@ def test_the_handle_under_the_mouse_is_highlighted_and_the_cursor_changes(studio
     """Real mouse moves without a button over the render window: over a handle it is drawn
     highlighted (SetBounds.highlight) and the cursor is an open hand, closed while dragging;
     away from the handles (or leaving the window) both go back."""
-    from PySide6 import QtCore, QtGui, QtWidgets
+    from PySide6 import QtCore, QtWidgets
 
     app, win = studio
     if win.scene is None or win.scene.kind != "review":
@@ -147,4 +147,3 @@ def test_the_handle_under_the_mouse_is_highlighted_and_the_cursor_changes(studio
     _mouse(win, "move", uv[face], none)
     win.export.bounds_group.setChecked(False)
     assert sent(win, M.SetBounds)[-1] == M.SetBounds((), -1) and shape() == arrow
-    del QtGui
