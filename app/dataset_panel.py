@@ -94,9 +94,11 @@ class DatasetPanel(QtWidgets.QWidget):
         if msg.kind == "empty":
             self.summary.setText(f"Reconstructing {msg.name} (frames, SfM, undistortion): it opens for review "
                                  "when done; Cancel (Training panel) keeps what finished")
-        if msg.kind in ("ply", "mesh"):
-            what = "Gaussians" if msg.kind == "ply" else "surfels of the mesh"
-            self.summary.setText(f"{msg.name}: {msg.num_gaussians:,} {what} (viewing, no cameras)")
+        if msg.kind == "ply":
+            self.summary.setText(f"{msg.name}: {msg.num_gaussians:,} Gaussians (viewing, no cameras)")
+        elif msg.kind == "mesh":
+            splats = f"; M switches to its project's {msg.num_gaussians:,} splats" if msg.num_gaussians else ""
+            self.summary.setText(f"{msg.name}: a textured mesh of {msg.faces:,} triangles (viewing{splats})")
         self._fill()
         self.notes.setText("\n".join(msg.warnings[:6]))
 

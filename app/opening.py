@@ -66,7 +66,8 @@ class Opening:
             what = "video" if d.action == "video" else "photo folder"
             project, self.next_project = str(getattr(self, "next_project", None) or ""), None
             self.session.send(M.StartPipeline(str(d.path), project=project, max_size=self.training.max_size.value(),
-                                              eval_every=self.dataset.every.value()))
+                                              eval_every=self.dataset.every.value(),
+                                              drop_sfm_cache=self.sfm_cache.drop_after_run))
             self.note(f"Reconstructing the {what} {d.path.name} (frames, SfM, undistortion); "
                       "then review it and Start")
         else:

@@ -2,7 +2,9 @@
 (slangpy surface on the window's handle), or, when that is impossible, a widget showing the
 frames the engine read back. Input (orbit, pan, zoom, WASD fly, click a frustum) becomes
 ``SetView`` commands, and a left drag on a face handle of the mesh bounds box moves that
-face (app/bounds_drag.py; ``bounds_dragged``); the Qt thread never touches the GPU.
+face (app/bounds_drag.py; ``bounds_dragged``). The handle under the mouse (or dragged) is
+``active_face`` (``hover_changed``: the engine draws it highlighted) and the cursor becomes
+an open hand over it, a closed one while dragging. The Qt thread never touches the GPU.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class ViewController(QtCore.QObject):
     view_changed = QtCore.Signal()
     camera_picked = QtCore.Signal(int)
     bounds_dragged = QtCore.Signal(tuple)    # the mesh box while a face handle is dragged
+    hover_changed = QtCore.Signal(int)       # active_face changed (-1: none)
 
     def __init__(self, send, parent=None):
         super().__init__(parent)
@@ -45,8 +48,9 @@ class ViewController(QtCore.QObject):
         self._press: QtCore.QPointF | None = None
         self._last: QtCore.QPointF | None = None
         self._moved = False
-        self.bounds: tuple = ()                  # the mesh box drawn in the viewport (its handles drag)
+        self._bounds: tuple = ()                 # the mesh box drawn in the viewport (its handles drag)
         self._drag: FaceDrag | None = None
+        self._hover: int | None = None           # the face whose handle is under the mouse
         self._keys: set = set()
         self._dirty = False
         self._home = None
@@ -55,6 +59,46 @@ class ViewController(QtCore.QObject):
         self.timer.setInterval(16)
         self.timer.timeout.connect(self._tick)
         self.timer.start()
+
+    # --- the bounds box's handles -------------------------------------------------------------
+    @property
+    def bounds(self) -> tuple:
+        return self._bounds
+
+    @bounds.setter
+    def bounds(self, value: tuple) -> None:
+        self._bounds = tuple(value)
+        if not self._bounds:
+            self._set_hover(None)
+
+    @property
+    def active_face(self) -> int:
+        """The face whose handle is dragged, else the one under the mouse; -1: none."""
+        if self._drag is not None:
+            return self._drag.face
+        return -1 if self._hover is None else self._hover
+
+    def cursor_shape(self) -> QtCore.Qt.CursorShape:
+        if self._drag is not None:
+            return QtCore.Qt.CursorShape.ClosedHandCursor
+        return QtCore.Qt.CursorShape.OpenHandCursor if self._hover is not None else QtCore.Qt.CursorShape.ArrowCursor
+
+    def _set_hover(self, face: int | None) -> None:
+        before = self.active_face
+        self._hover = face
+        if self.active_face != before:
+            self.hover_changed.emit(self.active_face)
+
+    def hover(self, x: float, y: float) -> None:
+        """The mouse moved without a button over (x, y) (logical pixels)."""
+        face = None
+        if self._bounds:
+            face = pick_face(self.camera, self._bounds, self.size.width(), self.size.height(), x, y)
+        self._set_hover(face)
+
+    def leave(self) -> None:
+        if self._drag is None:
+            self._set_hover(None)
 
     # --- scene -------------------------------------------------------------------------------
     def set_scene(self, msg: M.SceneLoaded) -> None:
@@ -139,9 +183,12 @@ class ViewController(QtCore.QObject):
             face = pick_face(self.camera, self.bounds, w, h, p.x(), p.y())
             if face is not None:
                 self._drag = FaceDrag(self.camera, self.bounds, face, w, h, (p.x(), p.y()))
+                self._hover = face
+                self.hover_changed.emit(face)  # the cursor closes
 
     def mouse_move(self, ev: QtGui.QMouseEvent) -> None:
         if self._last is None:
+            self.hover(ev.position().x(), ev.position().y())
             return
         p = ev.position()
         d = p - self._last
@@ -168,7 +215,11 @@ class ViewController(QtCore.QObject):
         if (self._press is not None and not self._moved and self._drag is None
                 and ev.button() == QtCore.Qt.MouseButton.LeftButton):
             self.click(ev.position().x(), ev.position().y())
+        dragged = self._drag is not None
         self._press = self._last = self._drag = None
+        if dragged:
+            self.hover_changed.emit(self.active_face)  # the cursor opens (or the handle is left)
+        self.hover(ev.position().x(), ev.position().y())
 
     def click(self, x: float, y: float) -> int | None:
         """Pick the frustum under (x, y) (logical pixels) and look through it."""
@@ -231,6 +282,12 @@ class _InputMixin:
         self.controller.release_keys()
         super().focusOutEvent(ev)
 
+    def event(self, ev):
+        # Leave reaches QWindow.event but not a QWindow subclass's leaveEvent (PySide6 6.x)
+        if ev.type() == QtCore.QEvent.Type.Leave:
+            self.controller.leave()
+        return super().event(ev)
+
 
 class RenderWindow(_InputMixin, QtGui.QWindow):
     """The native window the engine's swapchain presents into."""
@@ -259,7 +316,7 @@ class ImageView(_InputMixin, QtWidgets.QWidget):
         self.controller = controller
         self.image: QtGui.QImage | None = None
         self.setFocusPolicy(QtCore.Qt.FocusPolicy.StrongFocus)
-        self.setMouseTracking(False)
+        self.setMouseTracking(True)  # moves without a button: the bounds handles' hover
         self.setAttribute(QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
     def set_frame(self, frame: M.PreviewFrame) -> None:
@@ -297,6 +354,7 @@ class Viewport(QtWidgets.QWidget):
         self.stack.addWidget(self.image_view)
         self.stack.setCurrentWidget(self.image_view)
         self.window_.resized.connect(self._emit_size)
+        controller.hover_changed.connect(self._update_cursor)
         self.setMinimumSize(160, 120)
 
     def physical_size(self) -> tuple[int, int]:
@@ -340,6 +398,11 @@ class Viewport(QtWidgets.QWidget):
     def _emit_size(self) -> None:
         self.controller.size = self.size()
         self.resized.emit(*self.physical_size())
+
+    def _update_cursor(self, _face: int = -1) -> None:
+        cursor = QtGui.QCursor(self.controller.cursor_shape())
+        self.window_.setCursor(cursor)
+        self.image_view.setCursor(cursor)
 
     def take_focus(self) -> None:
         """Keyboard focus to the viewport (its keys: W A S D, F)."""

@@ -112,8 +112,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.export.export_ply_requested.connect(self._ask_export_ply)
         self.export.screenshot_requested.connect(self._ask_screenshot)
         self.export.mesh_requested.connect(self.export_mesh)
-        self.export.bounds_changed.connect(lambda b: session.send(M.SetBounds(b)))
-        self.export.bounds_changed.connect(lambda b: setattr(self.controller, "bounds", b))  # its handles drag
+        self.export.bounds_changed.connect(self._bounds_to_viewport)
+        self.controller.hover_changed.connect(lambda _: self._bounds_to_viewport(self.controller.bounds))
         self.controller.bounds_dragged.connect(self.export.set_bounds)
         self.export.mesh_cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
         self.export.open_mesh_requested.connect(lambda path: self.open_paths([path]))
@@ -159,6 +159,10 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         m_file.addAction("Export Gaussians…", self._ask_export_ply)
         m_file.addAction("Save screenshot…", self._ask_screenshot)
         m_file.addSeparator()
+        from .sfm_cache import SfmCacheActions
+
+        self.sfm_cache = SfmCacheActions(self, m_file)
+        m_file.addSeparator()
         q = m_file.addAction("Quit", self.close)
         q.setShortcut(QtGui.QKeySequence.StandardKey.Quit)
 
@@ -182,11 +186,28 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.frustum_action.toggled.connect(lambda _: self.set_view_mode(self.view_mode))
         tb.addAction(self.frustum_action)
         tb.addAction("Reset view", self.controller.reset)
+        tb.addSeparator()
+        # a mesh scene: its triangles or its project's splats, and how the triangles are lit
+        self.mesh_action = QtGui.QAction("Mesh", self, checkable=True, checked=True)
+        self.mesh_action.setToolTip("Show the mesh's textured triangles; off: the splats it was made from (M)")
+        self.mesh_action.setShortcut(QtGui.QKeySequence("M"))
+        self.mesh_action.setEnabled(False)
+        self.mesh_action.toggled.connect(lambda _: self.set_view_mode(self.view_mode))
+        tb.addAction(self.mesh_action)
+        self.shading_combo = QtWidgets.QComboBox()
+        for key, label in (("texture", "Texture"), ("shaded", "Texture, lit"), ("clay", "Clay")):
+            self.shading_combo.addItem(label, key)
+        self.shading_combo.setToolTip("How the mesh's triangles are drawn: the texture as baked, lit by a light "
+                                      "at the camera, or grey and lit (the geometry alone)")
+        self.shading_combo.setEnabled(False)
+        self.shading_combo.currentIndexChanged.connect(lambda _: self.set_view_mode(self.view_mode))
+        tb.addWidget(self.shading_combo)
         self.view_mode = "splats"
         m_view = self.menuBar().addMenu("&View")
         for act in self.mode_actions.values():
             m_view.addAction(act)
         m_view.addAction(self.frustum_action)
+        m_view.addAction(self.mesh_action)
         self.frustum_scale = 1.0
         m_view.addAction("Larger frustums", lambda: self.scale_frustums(1.5)).setShortcut(QtGui.QKeySequence("]"))
         m_view.addAction("Smaller frustums", lambda: self.scale_frustums(1 / 1.5)).setShortcut(QtGui.QKeySequence("["))
@@ -194,13 +215,21 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         m_help.addAction("Controls", self._show_controls)
         m_help.addAction("Run self-test…", self.run_selftest)
 
+    def _bounds_to_viewport(self, bounds: tuple) -> None:
+        """The box drawn by the engine (its handle under the mouse highlighted); the
+        controller drags its handles."""
+        self.controller.bounds = bounds
+        self.session.send(M.SetBounds(bounds, self.controller.active_face if bounds else -1))
+
     def _show_controls(self) -> None:
         QtWidgets.QMessageBox.information(
             self, "Viewport controls",
             "Left drag: orbit · Right / middle drag or Shift+drag: pan · Wheel: zoom\n"
             "W A S D: fly · Q / E: down / up · F or Home: reset view\n"
             "Click a camera frustum (or double-click a thumbnail) to look through it;\n"
-            "then 2 / 3 show its ground truth / error image.")
+            "then 2 / 3 show its ground truth / error image.\n"
+            "Mesh bounds box: a handle lights up under the mouse; drag it to move that face.\n"
+            "A mesh: M switches to the splats it was made from; the toolbar sets its shading.")
 
     def run_selftest(self):
         """Help > Run self-test: `spirula --selftest` in a child process, in a dialog (on this
@@ -225,7 +254,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                 mode = "splats"
         self.view_mode = mode
         self.mode_actions[mode].setChecked(True)
-        self.session.send(M.SetViewMode(mode, self.frustum_action.isChecked(), self.frustum_scale))
+        self.session.send(M.SetViewMode(mode, self.frustum_action.isChecked(), self.frustum_scale,
+                                        mesh=self.mesh_action.isChecked(),
+                                        mesh_shading=self.shading_combo.currentData() or "texture"))
 
     def scale_frustums(self, factor: float) -> None:
         """View > Larger / Smaller frustums."""
@@ -306,6 +337,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.export.set_scene_size(msg.num_gaussians)
         elif isinstance(msg, M.StageProgress) and msg.stage == "mesh":
             self.export.on_mesh_progress(msg)
+        elif isinstance(msg, M.CacheCleared):
+            self.sfm_cache.cleared(msg)
         elif isinstance(msg, M.MeshExported):
             self.export.mesh_ended(f"Wrote {msg.faces:,} faces in {msg.seconds:.0f} s to "
                                    f"{Path(msg.project) / 'exports'}", True)
@@ -340,6 +373,11 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             if msg.kind == "review":
                 self.docks["Dataset"].raise_()
             remembered.add_recent(msg.project if msg.kind == "dataset" and msg.project else msg.path)
+            self.mesh_action.blockSignals(True)
+            self.mesh_action.setChecked(True)  # a mesh opens as its triangles
+            self.mesh_action.blockSignals(False)
+            self.mesh_action.setEnabled(msg.kind == "mesh" and msg.num_gaussians > 0)
+            self.shading_combo.setEnabled(msg.kind == "mesh")
             self.set_view_mode("splats")
         elif isinstance(msg, M.JobState):
             self.job_state = msg.state

@@ -16,6 +16,8 @@ with its Vulkan-presented viewport (software Vulkan works).
 
     .venv/bin/python scripts/screenshots.py [--steps 600] [--at 250] [--out docs/screenshots]
                                             [--until bounds]   (the screens before training only)
+                                            [--mesh-from PROJECT] (only the mesh screen, meshed in the
+                                                                   Export panel from a trained project)
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def main() -> int:
     ap.add_argument("--size", default="1440x900")
     ap.add_argument("--no-mesh", action="store_true", help="skip the mesh screen")
     ap.add_argument("--until", choices=["bounds"], help="stop after this screen (no training)")
+    ap.add_argument("--mesh-from", type=Path, metavar="PROJECT",
+                    help="only studio-mesh.png: open PROJECT's splat.ply and make its mesh from the Export panel")
     args = ap.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
 
@@ -90,6 +94,30 @@ def main() -> int:
         win.shutdown(save=False)
         return 1
 
+    def close() -> int:
+        win.shutdown(save=False)
+        win.close()
+        if xvfb is not None:
+            xvfb.stop()
+        return 0
+
+    def mesh_screen() -> int:
+        win.docks["Export"].raise_()
+        win.export.mesh_btn.click()
+        if not spin(1800, lambda: any(isinstance(m, M.MeshExported) for m in win.messages) or win.errors):
+            return failed("the mesh was not made")
+        if not spin(120, lambda: win.scene is not None and win.scene.kind == "mesh"):
+            return failed("the mesh did not open in the viewport")
+        win.controller.reset()
+        grab("studio-mesh.png")
+        return 0
+
+    if args.mesh_from is not None:
+        win.open_paths([str(args.mesh_from / "splat.ply")])
+        if not spin(300, lambda: (win.scene is not None and win.scene.kind == "ply") or win.errors):
+            return failed(f"{args.mesh_from / 'splat.ply'} did not open")
+        return mesh_screen() or close()
+
     grab("studio-empty.png")
     win.training.steps.setValue(args.steps)
     win.training.max_size.setValue(args.max_size)
@@ -110,11 +138,7 @@ def main() -> int:
     win.export.bounds_group.setChecked(False)
     win.docks["Dataset"].raise_()
     if args.until == "bounds":
-        win.shutdown(save=False)
-        win.close()
-        if xvfb is not None:
-            xvfb.stop()
-        return 0
+        return close()
     win.dataset.start_btn.click()
     if not spin(900, lambda: step() >= args.at or win.errors) or win.errors:
         return failed("training did not reach the screenshot step")
@@ -131,19 +155,9 @@ def main() -> int:
     win.docks["Dataset"].raise_()
     grab("studio-error.png")
     win.set_view_mode("splats")
-    if not args.no_mesh:
-        win.export.mesh_btn.click()
-        if not spin(1800, lambda: any(isinstance(m, M.MeshExported) for m in win.messages) or win.errors):
-            return failed("the mesh was not made")
-        if not spin(120, lambda: win.scene is not None and win.scene.kind == "mesh"):
-            return failed("the mesh did not open in the viewport")
-        win.controller.reset()
-        grab("studio-mesh.png")
-    win.shutdown(save=False)
-    win.close()
-    if xvfb is not None:
-        xvfb.stop()
-    return 0
+    if not args.no_mesh and mesh_screen():
+        return 1
+    return close()
 
 
 if __name__ == "__main__":

@@ -73,3 +73,11 @@ def test_cancel_after_matching_keeps_frames_and_matches_and_the_rerun_reuses_the
     sfm = {s["name"]: s for s in rec["stages"]}["sfm"]["summary"]
     assert sfm["database"] == {"features": "reuse", "matches": "fresh"}
     assert "matching (sequential)" in _sfm_details(seen)
+
+    # `spirula clean` drops the cache; the finished stages stay, and a rerun needs nothing from it
+    from engine.cli.main import main
+
+    assert main(["clean", str(proj)]) == 0
+    assert not (proj / "cache").exists() and (proj / "sfm" / "sparse" / "0" / "images.bin").is_file()
+    rec = run_pipeline(video, proj, cfg, emit=lambda m: None, until_stage="sfm")
+    assert [s["status"] for s in rec["stages"]] == ["cached", "cached", "cached"]

@@ -122,6 +122,7 @@ def _hoist_profile_options(argv: list[str]) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     """The `spirula` argument parser with every subcommand."""
     from .run import add_parser as _run_parser
+    from .clean import add_parser as _clean_parser
     from .mesh import add_parser as _mesh_parser
     from .partition import add_parser as _partition_parser
     from ..io.export_command import add_parser as _export_parser
@@ -143,12 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     _mesh_parser(sub)
     _partition_parser(sub)
     _export_parser(sub)
+    _clean_parser(sub)
     _gui_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     from .run import run as cmd_run
+    from .clean import run as cmd_clean
     from .mesh import cmd_mesh
     from .partition import run as cmd_partition
     from ..io.export_command import cmd_export
@@ -169,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_gui(args)
     try:
         return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "export": cmd_export,
-                "partition": cmd_partition,
+                "partition": cmd_partition, "clean": cmd_clean,
                 "gui": cmd_gui}[args.command](args)
     except SpirulaError as e:
         print(f"error: {e}", file=sys.stderr)

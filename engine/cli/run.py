@@ -62,6 +62,9 @@ def add_parser(sub) -> None:
     g = p.add_argument_group("training")
     add_training_options(g, d, t, "checkpoint the training every K steps into <project>/checkpoints/ (0 = never); "
                                   "a rerun continues from it", appearance_by_input=True)
+    p.add_argument("--drop-sfm-cache", action="store_true",
+                   help="once the run has finished, remove <project>/cache/sfm (the features and matches kept "
+                        "for a rerun of SfM; also: spirula clean PROJECT)")
     g.add_argument("--partition", choices=["auto", "off"], default="off",
                    help="auto: when the model does not fit the device, train it in parts (spirula partition's split, "
                         "train on Ray, merge; the parts in <project>/parts). Default off")
@@ -202,4 +205,9 @@ def run(args) -> int:
         raise
     print(summary_table(record))
     print(f"project: {args.output}  (run record: {args.output / RUN_FILE})")
+    if getattr(args, "drop_sfm_cache", False):
+        from ..sfm.cache import clear
+
+        freed = clear(args.output)
+        print(f"SfM cache removed ({freed / 1024 ** 2:,.1f} MiB freed)" if freed else "no SfM cache to remove")
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 HANDLE_FRACTION = 0.06   # a handle's half size, of the box's longest side
+HIGHLIGHT_GROWTH = 1.6   # the handle under the mouse is drawn this much larger
 MIN_SIZE_FRACTION = 1e-3  # a dragged face stops this close (of the longest side) to its opposite one
 
 
@@ -22,14 +23,16 @@ def face_centers(bounds) -> np.ndarray:
     return out
 
 
-def handle_segments(bounds) -> np.ndarray:
+def handle_segments(bounds, highlight: int = -1) -> np.ndarray:
     """[18, 6] world segments: per face a cross in the face's plane and a stub outwards,
-    so a handle reads as one whichever way the box is seen."""
+    so a handle reads as one whichever way the box is seen; face ``highlight``'s (the one
+    under the mouse) HIGHLIGHT_GROWTH times larger."""
     lo, hi = np.asarray(bounds[:3], np.float64), np.asarray(bounds[3:], np.float64)
-    s = HANDLE_FRACTION * max(float(np.max(hi - lo)), 1e-9)
+    s0 = HANDLE_FRACTION * max(float(np.max(hi - lo)), 1e-9)
     segs = []
     for f, c in enumerate(face_centers(bounds)):
         axis, sign = f % 3, (-1.0, 1.0)[f // 3]
+        s = s0 * (HIGHLIGHT_GROWTH if f == highlight else 1.0)
         for k in range(3):
             d = np.zeros(3)
             if k == axis:

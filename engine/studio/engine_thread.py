@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from ..errors import SpirulaError
+from . import caches
 from . import messages as M
 from .loading import Loads, command_path
 from .meshing import Meshing
@@ -57,6 +58,7 @@ class EngineThread:
             M.StartPipeline: lo.start_pipeline, M.ExportMesh: self.meshing.export, M.OpenMesh: lo.open_mesh,
             M.Pause: t.pause, M.Resume: t.resume,
             M.SetProfiling: self.profiling.set,
+            M.ClearSfmCache: lambda cmd: caches.clear_command(self, cmd),
             M.Cancel: self._cancel, M.ExportPly: self._export, M.Shutdown: self._shutdown_requested,
         }
 
@@ -96,6 +98,9 @@ class EngineThread:
         self.emit(M.EngineReady(adapter=self.gpu.adapter, backend=self.gpu.backend, software=self.gpu.software,
                                 warmup_s=time.perf_counter() - t0))
         self.loads.start()
+        from .projects import projects_root
+
+        caches.prune_in_background(self, self.s.projects if self.s.projects is not None else projects_root())
         try:
             while not self.quit:
                 try:

@@ -18,7 +18,7 @@ from ..errors import SpirulaError
 from ..jobs.stages import train_checkpoint_path
 from . import messages as M
 from .projects import new_project_dir, read_project
-from .scenes import PlyScene, Scene, run_config
+from .scenes import MeshScene, PlyScene, Scene, run_config
 
 
 class Loads:
@@ -77,12 +77,10 @@ class Loads:
         self.pending = ("ply", self.pool.submit(open_splat_file, cmd.path, warn=False), cmd)
 
     def open_mesh(self, cmd: M.OpenMesh) -> None:
-        from .mesh_view import surfels_from_mesh
-
         if self._refused(f"cannot open {cmd.path}"):
             return
         self.e.state("loading", cmd.path)
-        self.pending = ("mesh", self.pool.submit(surfels_from_mesh, cmd.path), cmd)
+        self.pending = ("mesh", self.pool.submit(read_mesh_and_splats, Path(cmd.path)), cmd)
 
     def start_pipeline(self, cmd: M.StartPipeline) -> None:
         """Decode / select or import, SfM and undistortion through engine.jobs.pipeline on the
@@ -169,6 +167,10 @@ class Loads:
             return
         if kind == "pipeline":
             pcmd, project = cmd
+            if pcmd.drop_sfm_cache:
+                from .caches import drop
+
+                drop(e, project, "the reconstruction finished")
             # reviewed, then trained where `spirula run` would (either continues the other's checkpoint)
             self.after_pipeline[_key(project)] = dict(
                 project=str(project / "train"), checkpoint=str(train_checkpoint_path(project)),
@@ -182,8 +184,10 @@ class Loads:
                 e.training.begin(cmd, fut.result())
             elif kind == "resume":
                 e.training.begin(*fut.result())
+            elif kind == "mesh":
+                self._show_mesh(cmd, *fut.result())
             else:
-                self._show_splats(cmd, fut.result(), kind)
+                self._show_splats(cmd, fut.result())
         except Exception as exc:
             ends = e.training.unfinished()
             if ends is None:
@@ -200,10 +204,24 @@ class Loads:
         e.emit(scene.scene_message(self.after_pipeline.get(_key(cmd.dataset), {}).get("project", "")))
         e.state("review", f"{scene.name}: {len(dataset.cameras)} images; check them and the settings, then Start")
 
-    def _show_splats(self, cmd: M.OpenPly | M.OpenMesh, g, kind: str) -> None:
-        """Gaussians to view: a splat file's ("ply") or a mesh's surfels ("mesh")."""
+    def _show_mesh(self, cmd: M.OpenMesh, mesh, splats) -> None:
+        """A mesh to view, its triangles drawn (and its project's splats to switch to)."""
         e = self.e
-        scene = PlyScene(e.gpu, Path(cmd.path), g, kind)
+        scene = MeshScene(e.gpu, Path(cmd.path), mesh, splats)
+        e.set_scene(scene)
+        center, radius = mesh.bounds()
+        e.emit(M.SceneLoaded("mesh", scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
+                             (0.0, -1.0, 0.0), project=str(trained_project(Path(cmd.path)) or ""),
+                             sh_degree=scene.degree, faces=mesh.n))
+        for note in mesh.notes[1:]:
+            e.emit(M.Warning(note))
+        e.state("idle", f"viewing {scene.name} ({mesh.n:,} triangles"
+                + (f"; M shows the {scene.n:,} splats)" if scene.n else ")"))
+
+    def _show_splats(self, cmd: M.OpenPly, g) -> None:
+        """Gaussians to view: a splat file's."""
+        e = self.e
+        scene = PlyScene(e.gpu, Path(cmd.path), g)
         e.set_scene(scene)
         means = np.asarray(g.means, np.float64)
         if len(means):
@@ -211,7 +229,7 @@ class Loads:
             radius = float(np.percentile(np.linalg.norm(means - center, axis=1), 90)) or 1.0
         else:
             center, radius = np.zeros(3), 1.0
-        e.emit(M.SceneLoaded(kind, scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
+        e.emit(M.SceneLoaded("ply", scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
                              (0.0, -1.0, 0.0), project=str(trained_project(Path(cmd.path)) or ""),
                              sh_degree=scene.degree))
         for note in g.notes:  # dropped per reason, SH cut, a point cloud converted (not warned: warn=False)
@@ -226,6 +244,23 @@ def trained_project(path: Path) -> Path | None:
         if (folder / "splat.ply").is_file() and (folder / "train.json").is_file():
             return folder
     return None
+
+
+def read_mesh_and_splats(path: Path):
+    """(TexturedMesh, the splats of its trained project or None) of a mesh file, read on the
+    loader thread; a project's unreadable splat.ply is a note on the mesh, not an error."""
+    from ..io.formats import open_splat_file
+    from .mesh_view import read_textured_mesh
+
+    mesh = read_textured_mesh(path)
+    project = trained_project(path)
+    splats = None
+    if project is not None:
+        try:
+            splats = open_splat_file(str(project / "splat.ply"), warn=False)
+        except SpirulaError as exc:
+            mesh.notes.append(f"the project's splats are not shown beside the mesh: {exc}")
+    return mesh, splats
 
 
 def _key(path) -> str:

@@ -56,6 +56,7 @@ class SceneLoaded:
     project: str = ""          # project folder for outputs
     warnings: tuple = ()
     sh_degree: int = 3         # SH degree of the Gaussians (the export chooser's sizes)
+    faces: int = 0             # a mesh's triangles ("mesh"; num_gaussians: its project's splats, 0 without)
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,14 @@ class TrainingResumed:
     steps: int                 # the run's total
     project: str = ""
     saved: str = ""            # when the checkpoint was written (local time, ISO 8601)
+
+
+@dataclass(frozen=True)
+class CacheCleared:
+    """An SfM feature/match cache was removed (engine/sfm/cache.py): asked for, or by rule."""
+    project: str
+    freed: int                 # bytes
+    why: str
 
 
 @dataclass(frozen=True)
@@ -197,6 +206,13 @@ class StartPipeline:
     strategy: str = TrainConfig.strategy
     antialias: bool = TrainConfig.antialias
     appearance: str = ""       # "" = by input: affine for a video (engine/config.py default_appearance)
+    drop_sfm_cache: bool = False  # remove <project>/cache/sfm once the reconstruction has finished
+
+
+@dataclass(frozen=True)
+class ClearSfmCache:
+    """Remove the SfM cache of the project ``path`` belongs to (itself, its train/ folder, a file in it)."""
+    path: str
 
 
 @dataclass(frozen=True)
@@ -220,11 +236,13 @@ class ExportMesh:
 class SetBounds:
     """Draw the mesh stage's box in the viewport (() = none)."""
     bounds: tuple = ()
+    highlight: int = -1        # the face (0..5) whose handle is under the mouse or dragged; -1: none
 
 
 @dataclass(frozen=True)
 class OpenMesh:
-    """Show a textured mesh (GLB, OBJ) in the viewport, as surfels (engine/studio/mesh_view.py)."""
+    """Show a textured mesh (GLB, OBJ, PLY) in the viewport, drawn as triangles
+    (engine/studio/mesh_view.py, mesh_raster.py), with its project's splats to switch to."""
     path: str
 
 
@@ -278,6 +296,8 @@ class SetViewMode:
     mode: str                  # "splats", "gt" (ground truth) or "error"
     frustums: bool = True
     frustum_scale: float = 1.0  # x the default frustum size (a fraction of the cameras' spread)
+    mesh: bool = True          # a mesh scene shows its triangles (False: the project's splats beside it)
+    mesh_shading: str = "texture"  # "texture", "shaded" (x a headlight) or "clay" (grey, lit)
 
 
 @dataclass(frozen=True)

@@ -118,12 +118,14 @@ class TrainingScene(Scene):
 
 
 class PlyScene(Scene):
-    """Gaussians to view: a splat file's ("ply") or a mesh's surfels ("mesh")."""
+    """Gaussians to view: a splat file's."""
 
-    def __init__(self, gpu, path: Path, g, kind: str = "ply"):
+    kind = "ply"
+
+    def __init__(self, gpu, path: Path, g):
         from ..splat.layout import pack
 
-        self.gpu, self.path, self.g, self.kind = gpu, str(path), g, kind
+        self.gpu, self.path, self.g = gpu, str(path), g
         self.name = path.name
         self.degree = g.sh_degree
         rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, self.degree)
@@ -138,12 +140,41 @@ class PlyScene(Scene):
     def export(self, path: Path, fmt: str = "ply") -> int:
         from ..io.formats import write_any
 
-        if self.kind == "mesh":
-            raise SpirulaError(f"cannot export {path}: the viewport shows the mesh {self.name}, not Gaussians; "
-                               "open the project's splat.ply to export them")
         path.parent.mkdir(parents=True, exist_ok=True)
         write_any(path, self.g, fmt)
         return self.n
+
+
+class MeshScene(Scene):
+    """A textured mesh (engine/studio/mesh_view.TexturedMesh) drawn as triangles, and the
+    splats of the project it was made from (a GaussianPly, or None) to switch to."""
+
+    kind = "mesh"
+
+    def __init__(self, gpu, path: Path, mesh, splats=None):
+        from ..splat.layout import pack
+        from .mesh_raster import MeshGpu
+
+        self.gpu, self.path, self.mesh = gpu, str(path), mesh
+        self.name = path.name
+        self.gpu_mesh = MeshGpu(gpu, mesh)
+        self.degree, self.n, self.params = 0, 0, None
+        if splats is not None and len(splats.means):
+            self.degree = splats.sh_degree
+            rows = pack(splats.means, splats.scales, splats.quats, splats.opacities, splats.sh0, splats.shN,
+                        self.degree)
+            self.n = len(rows)
+            self.params = gpu.upload(rows, "splat.params")
+
+    def source(self):
+        from .viewer import ViewSource
+
+        return ViewSource(params=self.params, n=self.n, max_sh_degree=self.degree, sh_degree=self.degree,
+                          mesh=self.gpu_mesh)
+
+    def export(self, path: Path, fmt: str = "ply") -> int:
+        raise SpirulaError(f"cannot export {path}: the viewport shows the mesh {self.name}, not Gaussians; "
+                           "open the project's splat.ply to export them")
 
 
 def camera_info(cam, split: str) -> M.CameraInfo:

@@ -102,6 +102,7 @@ class ViewSource:
     cameras: list = field(default_factory=list)  # engine.ingest.Camera records
     gt: Callable[[int], spy.Buffer | None] | None = None  # packed RGBA8 image of a camera
     filter3d: spy.Buffer | None = None        # anti-aliased training's 3D filter [n] (engine/splat/antialias.py)
+    mesh: object | None = None                # a triangle mesh on the GPU (engine/studio/mesh_raster.MeshGpu)
 
 
 @dataclass
@@ -113,24 +114,30 @@ class ViewState:
     camera: int | None = None
     mode: str = "splats"
     frustums: bool = True
+    show_mesh: bool = True        # a source with a mesh draws it (else its splats)
+    mesh_shading: str = "texture"
 
 
 COLOR_BOUNDS = (250, 230, 80)
 COLOR_HANDLES = (255, 140, 40)
+COLOR_HOVER = (255, 255, 255)
 
 
-def box_segments(bounds) -> tuple[np.ndarray, np.ndarray]:
+def box_segments(bounds, highlight: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """The 12 edges of the box (xmin, ymin, zmin, xmax, ymax, zmax) and its 6 face handles
-    (engine/studio/bounds_box.py, what the mouse drags): ([30, 6], [30] BGRA)."""
+    (engine/studio/bounds_box.py, what the mouse drags), face ``highlight``'s handle (under
+    the mouse, or dragged) larger and in COLOR_HOVER: ([30, 6], [30] BGRA)."""
     from .bounds_box import handle_segments
 
     lo, hi = np.asarray(bounds[:3], np.float64), np.asarray(bounds[3:], np.float64)
     corners = np.array([[hi[i] if (k >> i) & 1 else lo[i] for i in range(3)] for k in range(8)])
     edges = [(a, a | (1 << i)) for a in range(8) for i in range(3) if not (a >> i) & 1]
     segs = np.array([np.concatenate([corners[a], corners[b]]) for a, b in edges], np.float32)
-    handles = handle_segments(bounds)
-    cols = np.concatenate([np.full(len(segs), _bgra(COLOR_BOUNDS), np.uint32),
-                           np.full(len(handles), _bgra(COLOR_HANDLES), np.uint32)])
+    handles = handle_segments(bounds, highlight)
+    hcols = np.full(len(handles), _bgra(COLOR_HANDLES), np.uint32)
+    if 0 <= highlight < 6:
+        hcols[3 * highlight:3 * highlight + 3] = _bgra(COLOR_HOVER)
+    cols = np.concatenate([np.full(len(segs), _bgra(COLOR_BOUNDS), np.uint32), hcols])
     return np.concatenate([segs, handles]), cols
 
 
@@ -183,6 +190,7 @@ class Viewer:
         self.cam = gpu.zeros(2 * 4 * CAM_FLOATS, "viewer.camera")  # rows: viewport, render
         self.dummy = gpu.zeros(64, "viewer.dummy")
         self.rasters: dict[int, Rasterizer] = {}
+        self.mesh_raster = None   # engine/studio/mesh_raster.MeshRasterizer, made for the first mesh
         self.state = ViewState()
         self.surface: spy.Surface | None = None
         self.surface_size = (0, 0)
@@ -214,6 +222,13 @@ class Viewer:
         if r is None:
             r = self.rasters[max_sh_degree] = Rasterizer(self.gpu, max_sh_degree, (0.0, 0.0, 0.0))
         return r
+
+    def mesh_rasterizer(self):
+        if self.mesh_raster is None:
+            from .mesh_raster import MeshRasterizer
+
+            self.mesh_raster = MeshRasterizer(self.gpu)
+        return self.mesh_raster
 
     # --- surface ----------------------------------------------------------------------------
     @property
@@ -353,10 +368,12 @@ class Viewer:
         dataset_view = (src is not None and ci is not None and 0 <= ci < len(src.cameras) and src.cams is not None)
         mode = st.mode if dataset_view else "splats"
         has_splats = src is not None and src.params is not None and src.n > 0
+        draw_mesh = src is not None and src.mesh is not None and (st.show_mesh or not has_splats)
+        has_splats = has_splats and not draw_mesh
         gt_buf = src.gt(ci) if (mode != "splats" and src.gt is not None) else None
         if mode != "splats" and gt_buf is None:
             mode = "splats"
-        has_render = has_splats and mode != "gt"
+        has_render = (has_splats or draw_mesh) and mode != "gt"
         if mode == "splats":  # the viewport camera at 1 / render_scale of the viewport size
             k = (1.0 if readback else self.refine_scale()) if full_res else self.render_scale
             rw, rh = max(1, round(w / k)), max(1, round(h / k))
@@ -372,14 +389,20 @@ class Viewer:
         gpu.submit(enc)
         image = final_t = None
         t_render = time.perf_counter()
-        if has_render:
+        if has_render and not draw_mesh:
             r = self.rasterizer(src.max_sh_degree)
             if mode == "splats":
                 r.prepare(src.params, src.n, self.cam, View(1, rw, rh), src.sh_degree, filter3d=src.filter3d)
             else:
                 r.prepare(src.params, src.n, src.cams, View(ci, rw, rh), src.sh_degree, filter3d=src.filter3d)
         enc = gpu.encoder()
-        if has_render:
+        if draw_mesh and has_render:
+            mr = self.mesh_rasterizer()
+            # row 1 is the render camera in splats mode; a dataset camera's own row otherwise
+            cams, index = (self.cam, 1) if mode == "splats" else (src.cams, ci)
+            mr.record(enc, src.mesh, cams, index, rw, rh, st.mesh_shading)
+            image, final_t = mr.image, mr.final_t
+        elif has_render:
             r.record_forward(enc)
             image = r.image
             try:

@@ -43,6 +43,7 @@ class Viewport:
         self._seg_key = None
         self.frustum_scale = 1.0      # the window's frustum size, x FRUSTUM_SIZE
         self.bounds: tuple = ()       # the mesh stage's box (6 floats) drawn in the viewport, or ()
+        self.highlight = -1           # its face whose handle is under the mouse (-1: none)
 
     # --- commands ----------------------------------------------------------------------------
     def set_view(self, cmd: M.SetView) -> None:
@@ -59,6 +60,10 @@ class Viewport:
         if v is not None:
             v.state.mode = cmd.mode if cmd.mode in ("splats", "gt", "error") else "splats"
             v.state.frustums = cmd.frustums
+            v.state.show_mesh = bool(cmd.mesh)
+            from .mesh_raster import SHADINGS
+
+            v.state.mesh_shading = cmd.mesh_shading if cmd.mesh_shading in SHADINGS else "texture"
             if cmd.frustum_scale != self.frustum_scale:
                 self.frustum_scale = max(float(cmd.frustum_scale), 1e-3)
                 self.update_segments()
@@ -146,6 +151,7 @@ class Viewport:
     def set_bounds(self, cmd: M.SetBounds) -> None:
         """The mesh stage's box, drawn in the viewport (none: empty)."""
         self.bounds = tuple(float(x) for x in cmd.bounds) if len(cmd.bounds) == 6 else ()
+        self.highlight = int(cmd.highlight) if self.bounds and 0 <= cmd.highlight < 6 else -1
         self.update_segments()
         self.view_dirty = True
 
@@ -158,11 +164,11 @@ class Viewport:
             return
         dataset = getattr(sc, "dataset", None)  # a training or a review
         cams = dataset.cameras if dataset is not None else []
-        key = (id(sc), v.state.camera, self.frustum_scale, self.bounds)
+        key = (id(sc), v.state.camera, self.frustum_scale, self.bounds, self.highlight)
         if self._seg_key == key:
             return
         self._seg_key = key
-        segs, cols = box_segments(self.bounds) if self.bounds else (np.zeros((0, 6), np.float32),
+        segs, cols = box_segments(self.bounds, self.highlight) if self.bounds else (np.zeros((0, 6), np.float32),
                                                                     np.zeros(0, np.uint32))
         if cams:
             test, out = set(sc.test_idx), set(getattr(sc, "excluded_idx", ()))

@@ -72,14 +72,22 @@ def open_and_start(app, win, path, timeout: float = 120.0) -> None:
     win.dataset.start_btn.click()
 
 
+def _quaternion(r) -> np.ndarray:
+    """(w, x, y, z) of a rotation matrix: the top eigenvector of Bar-Itzhack's symmetric 4 x 4."""
+    k = np.array([[r[0, 0] - r[1, 1] - r[2, 2], 0, 0, 0],
+                  [r[0, 1] + r[1, 0], r[1, 1] - r[0, 0] - r[2, 2], 0, 0],
+                  [r[0, 2] + r[2, 0], r[1, 2] + r[2, 1], r[2, 2] - r[0, 0] - r[1, 1], 0],
+                  [r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1], r[0, 0] + r[1, 1] + r[2, 2]]]) / 3
+    x, y, z, w = np.linalg.eigh(k)[1][:, -1]
+    return np.array([w, x, y, z]) * (1 if w >= 0 else -1)
+
+
 def write_colmap_copy(dataset, folder) -> None:
     """The tiny nerfstudio ``dataset`` as a COLMAP text model in ``folder`` (images/ and
     sparse/0), what the pipeline's undistortion writes: a stand-in for SfM in tests."""
     import json
     import shutil
     from pathlib import Path
-
-    from engine.studio.mesh_view import rotation_to_quaternion
 
     dataset, folder = Path(dataset), Path(folder)
     meta = json.loads((dataset / "transforms.json").read_text())
@@ -93,7 +101,7 @@ def write_colmap_copy(dataset, folder) -> None:
         name = Path(fr["file_path"]).name
         shutil.copy(dataset / fr["file_path"], folder / "images" / name)
         w2c = np.linalg.inv(np.asarray(fr["transform_matrix"]) @ gl)
-        q = rotation_to_quaternion(w2c[None, :3, :3])[0]
+        q = _quaternion(w2c[:3, :3])
         images += [" ".join(str(v) for v in (k + 1, *q, *w2c[:3, 3], 1, name)), ""]
     (model / "cameras.txt").write_text("\n".join(cams) + "\n")
     (model / "images.txt").write_text("\n".join(images) + "\n")

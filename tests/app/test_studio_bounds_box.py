@@ -92,3 +92,58 @@ def test_dragging_a_face_handle_moves_that_face_and_the_spin_boxes(studio, tiny_
     n = len(sent(win, M.SetBounds))
     _drag(app, win, corner, corner + [60, 0])
     assert not np.allclose(cam.w2c(), w2c) and len(sent(win, M.SetBounds)) == n
+
+
+def test_the_handle_under_the_mouse_is_highlighted_and_the_cursor_changes(studio, tiny_dataset):
+    """Real mouse moves without a button over the render window: over a handle it is drawn
+    highlighted (SetBounds.highlight) and the cursor is an open hand, closed while dragging;
+    away from the handles (or leaving the window) both go back."""
+    from PySide6 import QtCore, QtWidgets
+
+    app, win = studio
+    if win.scene is None or win.scene.kind != "review":
+        win.open_paths([str(tiny_dataset)])
+        assert spin(app, 60, lambda: win.scene is not None and win.scene.kind == "review"), win.notes[-2:]
+    win.export.bounds_group.setChecked(True)
+    box = sent(win, M.SetBounds)[-1].bounds
+    cam, size = win.controller.camera, win.controller.size
+    lo, hi = np.asarray(box[:3]), np.asarray(box[3:])
+    cam.look_at((lo + hi) / 2 - cam.forward * 3 * np.max(hi - lo), (lo + hi) / 2)
+    win.controller.push()
+    w, h = size.width(), size.height()
+    uv, front = cam.project(face_centers(box), w, h)
+    inside = [f for f in range(6) if front[f] and 0 < uv[f][0] < w and 0 < uv[f][1] < h]
+    assert inside
+    shape = lambda: win.viewport.window_.cursor().shape()  # noqa: E731
+    none = QtCore.Qt.MouseButton.NoButton
+    hand, closed, arrow = (QtCore.Qt.CursorShape.OpenHandCursor, QtCore.Qt.CursorShape.ClosedHandCursor,
+                           QtCore.Qt.CursorShape.ArrowCursor)
+    for face in inside:
+        n = len(sent(win, M.SetBounds))
+        _mouse(win, "move", uv[face] + [2, -1], none)
+        spin(app, 0.05)
+        assert win.controller.active_face == face
+        assert len(sent(win, M.SetBounds)) == n + 1 and sent(win, M.SetBounds)[-1].highlight == face
+        assert sent(win, M.SetBounds)[-1].bounds == box and shape() == hand
+        _mouse(win, "move", uv[face] + [3, -1], none)  # still over it: nothing new to draw
+        assert len(sent(win, M.SetBounds)) == n + 1
+    face = inside[0]
+    _mouse(win, "press", uv[face], QtCore.Qt.MouseButton.LeftButton)
+    assert shape() == closed and win.controller.active_face == face
+    _mouse(win, "release", uv[face], none)
+    spin(app, 0.05)
+    assert shape() == hand and sent(win, M.SetBounds)[-1].highlight == face
+    far = uv.min(axis=0) - 40 if (uv.min(axis=0) > 45).all() else np.array([5.0, 5.0])
+    assert win.controller.camera is cam
+    _mouse(win, "move", far, none)
+    spin(app, 0.05)
+    assert win.controller.active_face == -1 and shape() == arrow and sent(win, M.SetBounds)[-1].highlight == -1
+    # leaving the window while over a handle clears it too
+    _mouse(win, "move", uv[face], none)
+    assert sent(win, M.SetBounds)[-1].highlight == face
+    QtWidgets.QApplication.sendEvent(win.viewport.window_, QtCore.QEvent(QtCore.QEvent.Type.Leave))
+    assert win.controller.active_face == -1 and sent(win, M.SetBounds)[-1].highlight == -1
+    # the box switched off: no highlight is left behind
+    _mouse(win, "move", uv[face], none)
+    win.export.bounds_group.setChecked(False)
+    assert sent(win, M.SetBounds)[-1] == M.SetBounds((), -1) and shape() == arrow

@@ -57,9 +57,15 @@ def test_video_photos_and_dataset_dropped_on_the_viewport(studio, tmp_path, tiny
     video.write_bytes(b"not a video")
     drag_and_drop(vp.container, [video], drop=False)
     assert win.drops.text.startswith("Reconstruct the video clip.mp4")
+    win.sfm_cache.drop_action.setChecked(True)  # File > Drop SfM cache when a reconstruction finishes
     drag_and_drop(vp.container, [video])
     assert spin(app, 10, lambda: sent(win, M.StartPipeline)), "the video drop started nothing"
-    assert sent(win, M.StartPipeline)[-1].source == str(video)
+    assert sent(win, M.StartPipeline)[-1].source == str(video) and sent(win, M.StartPipeline)[-1].drop_sfm_cache
+    from app import remembered
+
+    assert remembered.store().value("sfm/drop_cache", False, type=bool)
+    win.sfm_cache.drop_action.setChecked(False)
+    assert not remembered.store().value("sfm/drop_cache", True, type=bool)
     e = len(win.errors)
     assert spin(app, 120, lambda: len(win.errors) > e and win.job_state in ("failed", "idle")), win.notes[-3:]
     assert "clip.mp4" in win.errors[-1]
@@ -78,6 +84,10 @@ def test_video_photos_and_dataset_dropped_on_the_viewport(studio, tmp_path, tiny
     drag_and_drop(vp.container, [tiny_dataset])
     assert spin(app, 60, lambda: win.scene.kind == "review" and win.scene.path == str(tiny_dataset)), win.notes[-2:]
     assert sent(win, M.ReviewDataset)[-1].dataset == str(tiny_dataset) and not sent(win, M.StartTraining)
+    # File > Clear SfM cache asks the engine about the project on show (this one has none)
+    win.sfm_cache.clear_action.trigger()
+    assert sent(win, M.ClearSfmCache)[-1].path == str(tiny_dataset)
+    assert spin(app, 10, lambda: any("no SfM cache" in n for n in win.notes[-3:])), win.notes[-3:]
 
 
 def test_cancel_during_sfm_keeps_the_frames(studio, tmp_path, tiny_dataset):

@@ -64,16 +64,25 @@ def test_the_export_panel_makes_the_textured_mesh_and_shows_it(studio, trained):
     assert (trained / "exports" / "mesh.obj").is_file() and (trained / "mesh.json").is_file()
     assert win.export.mesh_progress.value() == win.export.mesh_progress.maximum()
     assert any(str(glb) in win.export.saved.item(k).text() for k in range(win.export.saved.count()))
-    # the finished GLB opens in the viewport, as surfels with the texture's colours
+    # the finished GLB opens in the viewport, its textured triangles drawn, the project's splats beside it
     assert spin(app, 60, lambda: win.scene.kind == "mesh"), win.notes[-2:]
     faces = last(win, M.MeshExported).faces
-    assert win.scene.path == str(glb) and 0 < win.scene.num_gaussians <= faces  # one per (non-degenerate) triangle
+    assert win.scene.path == str(glb) and win.scene.faces == faces and win.scene.num_gaussians > 0
     assert not win.export.ply_btn.isEnabled()
     frames = win.viewer_stats.frames if win.viewer_stats else 0
     assert spin(app, 30, lambda: win.viewer_stats is not None and win.viewer_stats.frames > frames)
+    # the toolbar's Mesh toggle and shading reach the engine
+    assert win.mesh_action.isEnabled() and win.mesh_action.isChecked() and win.shading_combo.isEnabled()
+    win.mesh_action.trigger()
+    assert sent(win, M.SetViewMode)[-1].mesh is False
+    win.shading_combo.setCurrentIndex(win.shading_combo.findData("clay"))
+    assert sent(win, M.SetViewMode)[-1].mesh_shading == "clay"
+    win.mesh_action.trigger()
+    assert sent(win, M.SetViewMode)[-1].mesh is True
     assert [c.project for c in sent(win, M.ExportMesh)] == [str(trained)] * 2
     # and a mesh file dropped on the viewport opens the same way
     n = len(sent(win, M.OpenMesh))
     drag_and_drop(win.viewport.container, [trained / "exports" / "mesh.obj"])
     assert spin(app, 10, lambda: len(sent(win, M.OpenMesh)) > n) and sent(win, M.OpenMesh)[-1].path.endswith("mesh.obj")
     assert spin(app, 60, lambda: win.scene.path.endswith("mesh.obj") and win.scene.kind == "mesh"), win.errors
+    assert win.scene.faces == faces
