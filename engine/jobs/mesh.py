@@ -49,6 +49,7 @@ class _Reporter:
     def step(self, name: str) -> None:
         self.stop_if_asked()
         self.end()
+        self.meter.start(name)
         self._step, self._t = name, time.perf_counter()
         self.emit(StageProgress("mesh", STEPS.index(name), len(STEPS), name))
 
@@ -60,7 +61,7 @@ class _Reporter:
     def end(self) -> None:
         if self._step is not None:
             self.times[self._step] = time.perf_counter() - self._t
-            self.meter.sample()
+            self.meter.finish()
             self._step = None
 
 
