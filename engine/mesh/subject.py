@@ -299,7 +299,7 @@ def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_
 
 
 def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray, scales: np.ndarray | None = None,
-                 intrinsics: np.ndarray | None = None, seed: int = 0, min_opacity: float = 0.5,
+                 intrinsics: np.ndarray | None = None, seed: int = 0, min_opacity: float = 0.2,
                  grid_cells: int = 64, min_view_share: float = 0.25) -> SubjectBounds:
     """The subject of the capture (module docstring), or the scene bounds when there is none.
 
