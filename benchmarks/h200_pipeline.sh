@@ -27,7 +27,7 @@
 #     timeout_s: 600           (the script keeps to BUDGET_S=540 s and then writes the summary)
 #     kind:      nvidia-h200
 # Knobs (env): BUDGET_S=540 STEPS=7000 MAX_SIZE=1000 FACES=500000 TEX=4096 RES=512
-#   DEVICE=vulkan PREVIEW_SIZE=800 CHAIR_SRC (photo folder) MOUSE_SRC (dataset) ONLY="mouse chair" (order) OUT WORK
+#   DEVICE=vulkan PREVIEW_SIZE=800 CHAIR_SRC (photo folder) MOUSE_SRC (dataset) ONLY="mouse chair" (order; also mouse-geometry) OUT WORK
 #   MESH_PARALLEL=1 (0: the two meshes one after the other)
 #   CHAIR_MODE=photos (refmodel: skip SfM, train on the reference model -- the fallback)
 #   SFM_ARGS="" (extra `spirula run` options for the chair, e.g. "--sfm-size 1000")
@@ -131,22 +131,32 @@ keep_json() {  # scene project: copy the JSON records of a project into $OUT/<sc
   mkdir -p "$OUT/$s"
   local f
   for f in run.json:run.json frames/frames.json:frames.json sfm/summary.json:sfm_summary.json \
-           train/metrics.json:metrics.json train/train.json:train.json train/mesh.json:mesh.json; do
+           train/metrics.json:metrics.json train/train.json:train.json mesh.json:mesh.json; do
     [ -f "$pr/${f%%:*}" ] && cp "$pr/${f%%:*}" "$OUT/$s/${f#*:}"
   done
-  [ -d "$pr/train/exports" ] && ls -l "$pr/train/exports" > "$OUT/$s/exports.txt"
+  [ -d "$pr/exports" ] && ls -l "$pr/exports" > "$OUT/$s/exports.txt"
   return 0
 }
 mesh_args=(--faces "$FACES" --texture-size "$TEX" --resolution "$RES" --device "$DEVICE")
-train_args=(--steps "$STEPS" --max-size "$MAX_SIZE" --device "$DEVICE")
+# `spirula run` ends with the mesh stage (issue 21 item 5): its --mesh-* options
+train_args=(--steps "$STEPS" --max-size "$MAX_SIZE" --device "$DEVICE"
+            --mesh-faces "$FACES" --mesh-texture-size "$TEX" --mesh-resolution "$RES")
 
 # ---------------------------------------------------------------- (b) mouse (COLMAP dataset)
 train_mouse() {
   local M=$W/mouse
   rm -rf "$M"
-  step mouse:run 45 180 python3 -m engine.cli run "$MOUSE_SRC" -o "$M" "${train_args[@]}"
+  step mouse:run 45 240 python3 -m engine.cli run "$MOUSE_SRC" -o "$M" "${train_args[@]}"
   keep_json mouse "$M"
   [ -f "$M/train/splat.ply" ] && TRAINED+=("mouse:$M")
+  return 0
+}
+train_mouse_geometry() {  # the same with the geometry phase (issue 21 item 2): its PSNR drop, its mesh
+  local M=$W/mouse-geometry
+  rm -rf "$M"
+  step mouse-geometry:run 45 240 python3 -m engine.cli run "$MOUSE_SRC" -o "$M" "${train_args[@]}" --geometry
+  keep_json mouse-geometry "$M"
+  [ -f "$M/train/splat.ply" ] && TRAINED+=("mouse-geometry:$M")
   return 0
 }
 
@@ -176,14 +186,15 @@ train_chair() {
 }
 
 # ---------------------------------------------------------------- (c) meshes and their views
-mesh_one() {  # name project
-  step "$1:mesh" 60 260 python3 -m engine.cli mesh "$2/train" "${mesh_args[@]}"
+mesh_one() {  # name project: only when its run did not end with the mesh
+  [ -f "$2/mesh.json" ] && return 0
+  step "$1:mesh" 60 260 python3 -m engine.cli mesh "$2" "${mesh_args[@]}"
 }
 views_one() {  # name project: four views of <project>/train/exports/mesh.glb -> $OUT/screenshots/<name>-view<k>.png
   local name=$1 pr=$2 ds k
-  [ -f "$pr/train/exports/mesh.glb" ] || return 0
+  [ -f "$pr/exports/mesh.glb" ] || return 0
   ds=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["dataset"])' "$pr/train/train.json")
-  step "$name:views" 10 90 python3 scripts/mesh_screenshots.py "$pr/train/exports/mesh.glb" "$W/shots/$name" \
+  step "$name:views" 10 90 python3 scripts/mesh_screenshots.py "$pr/exports/mesh.glb" "$W/shots/$name" \
     --size "$PREVIEW_SIZE" --dataset "$ds"   # --dataset: 'up' from the cameras
   for k in 0 1 2 3; do
     [ -f "$W/shots/${name}_$k.png" ] && cp "$W/shots/${name}_$k.png" "$OUT/screenshots/$name-view$k.png"
@@ -208,8 +219,9 @@ mkdir -p "$W/shots"
 for s in $ONLY; do
   case $s in
     mouse) train_mouse ;;
+    mouse-geometry) train_mouse_geometry ;;
     chair) train_chair ;;
-    *) say "unknown scene $s (ONLY: mouse chair)" ;;
+    *) say "unknown scene $s (ONLY: mouse mouse-geometry chair)" ;;
   esac
 done
 for_each_trained mesh_one

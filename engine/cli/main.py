@@ -27,9 +27,6 @@ def _train_parser(sub) -> None:
                         "points or a random start: fine-tune a model made elsewhere on this dataset")
     p.add_argument("--resume", action="store_true",
                    help="continue from <output>/checkpoint.npz (same dataset; same settings give the same result)")
-    p.add_argument("--geometry", action="store_true", default=t.geometry,
-                   help="the geometry phase (from a quarter of the steps on): flattened Gaussians and depth-normal "
-                        "consistency, for splats whose depth a mesh can be made from (2DGS / PGSR)")
 
 
 def _progress_bar(total: int):

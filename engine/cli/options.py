@@ -172,6 +172,10 @@ def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: s
                    help=f"random initial points when the dataset has none (default {t.init_random_points:,})")
     p.add_argument("--checkpoint-every", type=int_at_least(0), default=t.checkpoint_every, metavar="K",
                    help=checkpoint_help)
+    p.add_argument("--geometry", action="store_true", default=t.geometry,
+                   help="the geometry phase (from a quarter of the steps on): flattened Gaussians and depth-normal "
+                        "consistency, for splats whose depth a mesh can be made from (2DGS / PGSR); off by default "
+                        "(its held-out PSNR cost is not measured yet on real captures)")
     add_device_option(p)
 
 

@@ -90,6 +90,7 @@ def config_from_args(args):
                       train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                         seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                         init_random_points=args.init_points, antialias=args.antialias,
+                                        geometry=args.geometry,
                                         **resolution_settings(args),
                                         **density_settings(args.strategy, args.max_gaussians),
                                         checkpoint_every=args.checkpoint_every, appearance=appearance)),
