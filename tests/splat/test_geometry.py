@@ -119,8 +119,9 @@ def test_geometry_raster_backward_matches_finite_differences(gpu, kind):
     eps = {"geom": 1e-6, "means2d": 1e-4, "conics": 1e-6, "opacities": 1e-6}
     names = {"geom": "g_geom", "means2d": "g_means2d", "conics": "g_conic", "opacities": "g_opacity"}
     picked = rng.choice(np.flatnonzero(vis), size=min(10, int(vis.sum())), replace=False)
+    l0 = loss(r)
     for key, gname in names.items():
-        num, ana = [], []
+        num, ana, kinks = [], [], 0
         arr = r[key]
         for g in picked:
             for c in range(arr.shape[1] if arr.ndim > 1 else 1):
@@ -131,9 +132,16 @@ def test_geometry_raster_backward_matches_finite_differences(gpu, kind):
                 arr[idx] = old - eps[key]
                 lm = loss(r)
                 arr[idx] = old
+                # a step that moves a pixel across an alpha or 3-sigma cutoff makes the loss
+                # jump: one-sided differences disagree there and no derivative exists to check
+                fwd, bwd = (lp - l0) / eps[key], (l0 - lm) / eps[key]
+                if abs(fwd - bwd) > 0.1 * max(abs(fwd), abs(bwd), 1e-3):
+                    kinks += 1
+                    continue
                 num.append((lp - lm) / (2 * eps[key]))
                 ana.append(out[gname][idx])
         num, ana = np.array(num), np.array(ana)
+        assert kinks <= len(num), f"{key}: {kinks} of {kinks + len(num)} samples on a cutoff"
         big = np.abs(num).max()
         assert big > 1e-6, f"{key}: gradients vanish, the check is vacuous"
         np.testing.assert_allclose(ana, num, atol=0.02 * big, rtol=0.02, err_msg=key)
