@@ -8,7 +8,8 @@ works on the meshes of an atlas in parallel (its own thread pool, all cores). So
 is cut into cells of at most ``chunk_faces`` faces (recursive median bisection of the face
 centroids along each cell's longest side, a k-d tree), each cell is one xatlas mesh, and
 xatlas packs the charts of all cells into one atlas. Cost: the cell borders become chart
-seams (+15-20% charts at 1,000 faces per cell, measured: BENCHMARKS.md).
+seams (+15-20% charts at 1,000 faces per cell). Measured on the 2-core CPU machine with
+benchmarks/mesh_speed.py; the H200 numbers of the mesh stage are not measured yet.
 
 UV convention (trimesh / OBJ): uv (0, 0) is the bottom-left corner of the texture.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-CHUNK_FACES = 1000  # faces per xatlas mesh (see the module docstring; BENCHMARKS.md)
+CHUNK_FACES = 1000  # faces per xatlas mesh (see the module docstring)
 
 
 @dataclass
