@@ -215,6 +215,9 @@ def run_gsplat_user(args, cams, images, pts, cols, ply_out: Path) -> dict:
             o.step()
             o.zero_grad(set_to_none=True)
         sched.step()
+        if (step + 1) % 5000 == 0:  # a run killed at the deadline still says how far it got
+            print(f"PROGRESS step {step + 1} {time.perf_counter() - t0:.1f} s {len(params['means'])} Gaussians",
+                  flush=True)
         if step + 1 in args.score_at:
             write_gsplat_ply(ply_at(args.ply_out.parent, step + 1), params, scale=s, origin=focus)
         if mcmc:
