@@ -12,7 +12,8 @@
 #   TRAINERS "ours-adc ours-mcmc gsplat-default gsplat-mcmc"  (each also as *-aa: anti-aliased)
 #   JOBS 6      matrix runs at once; with JOBS > 1 they run --concurrent (quality only)
 #   MATRIX ""   explicit matrix runs instead: "trainer dataset seed [quality_bench options],..."
-#               (e.g. "ours-adc fox 1 --set init_random=box": a labelled variant)
+#               (e.g. "ours-adc fox 1 --set init_random=box": a labelled variant; inside a run
+#               write --score-at 7000+15000, the commas separate runs)
 #   TIMED ""    e.g. "fox:30000": each trainer alone, seed 0, with --vram (time and memory);
 #               these go first, the matrix gets the time left. TIMED_TRAINERS: which (default all),
 #               a trainer may carry options after a colon: "ours-mcmc:--cap=200000"

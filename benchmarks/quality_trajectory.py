@@ -18,10 +18,11 @@ import numpy as np
 
 
 def parse_steps(text: str | None, total: int) -> list[int]:
-    """"7000,15000" -> sorted steps strictly inside (0, total); [] for None/empty."""
+    """"7000,15000" (or "7000+15000", which a MATRIX line of h200_quality.sh can carry: it
+    splits its runs at commas) -> sorted steps strictly inside (0, total); [] for None/empty."""
     if not text:
         return []
-    steps = sorted({int(s) for s in text.split(",") if s.strip()})
+    steps = sorted({int(s) for s in text.replace("+", ",").split(",") if s.strip()})
     bad = [s for s in steps if not 0 < s < total]
     if bad:
         raise SystemExit(f"--score-at {bad}: each step must lie strictly between 0 and --steps {total}")

@@ -57,6 +57,9 @@ def add_settings(p, prefix: str = "") -> None:
     opt("min-support", type=int_at_least(1), default=d.min_support,
         help=f"views that must see a surface cell (default {d.min_support})")
     opt("no-carve", action="store_true", help="do not carve free space seen through empty pixels")
+    opt("no-remove-appearance", action="store_true",
+        help="bake the texture from the photos as they are, not with the training's learned "
+             "per-image exposure and white balance (appearance.json) removed")
     opt("bounds", type=_bound_word, nargs="+", action=_BoundsAction, default=d.bounds,
         metavar="auto|scene|XMIN YMIN ZMIN XMAX YMAX ZMAX",
         help="region to mesh: auto (default: for an orbit capture, the object the cameras circle, "
@@ -94,6 +97,7 @@ def config_from_args(args: argparse.Namespace, prefix: str = "", device: str | N
     return MeshConfig(faces=a("faces"), texture_size=a("texture-size"), resolution=a("resolution"), voxel=a("voxel"),
                       trunc_voxels=a("trunc"), max_voxels=a("max-voxels"), depth=a("depth"),
                       min_support=a("min-support"), carve=not a("no-carve"),
+                      remove_appearance=not a("no-remove-appearance"),
                       bounds=a("bounds"), max_size=a("max-size"),
                       device=device or args.device)
 

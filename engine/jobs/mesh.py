@@ -86,6 +86,29 @@ def load_project(project: Path, cfg: MeshConfig):
     return load_dataset(dataset_path, max_size), read_ply(ply), train
 
 
+def photos_for_bake(folder: Path, cameras: list, remove: bool = True):
+    """(image_of, report) for the bake: image_of(i) is camera i's photo with the learned
+    per-image appearance of the training in ``folder`` removed (appearance.json, written by
+    `spirula train --appearance`; engine/splat/appearance.remove_appearance), so exposure
+    and white-balance changes between frames do not show as patches on the texture. Images
+    the training did not adjust (held-out ones) keep their photo. (None, None) without an
+    appearance file or with ``remove`` off. Raises SpirulaError naming a malformed file."""
+    from ..splat.appearance import read_appearance, remove_appearance
+
+    path = Path(folder) / "appearance.json"
+    if not remove or not path.is_file():
+        return None, None
+    try:
+        app = read_appearance(folder)
+        by_name = {e["name"]: m for e, m in zip(app["images"], app["matrices"]) if e.get("trained")}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SpirulaError(f"{path}: not a readable appearance file ({e}); "
+                           "mesh with --no-remove-appearance to bake the photos as they are") from e
+    index = {i: by_name[c.name] for i, c in enumerate(cameras) if c.name in by_name}
+    image_of = lambda i: remove_appearance(cameras[i].image, index[i]) if i in index else cameras[i].image
+    return image_of, {"mode": app["mode"], "images_adjusted": len(index), "images": len(cameras)}
+
+
 def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, should_stop=None,
              out: Path | None = None, final: Path | None = None) -> dict:
     """Mesh the trained project (:func:`trained_folder`); returns the report also written
@@ -184,8 +207,9 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     size = int(cfg.texture_size)
     meter.gpu("bake", 20 * size * size + 64 * len(uv.vertices) + 16 * len(faces))
     opts = BakeOptions(alpha_min=cfg.alpha_min, tol_abs=cfg.vis_tol_voxels * spec.voxel, power=cfg.bake_power)
+    image_of, appearance = photos_for_bake(trained_folder(project), dataset.cameras, cfg.remove_appearance)
     baked = bake(gpu, cams, dataset.cameras, lambda i: maps[i], uv, normals, size, opts,
-                 on_progress=lambda d, n: rep.sub(d, n, "view "))
+                 on_progress=lambda d, n: rep.sub(d, n, "view "), image_of=image_of)
     meter.gpu("bake", 0)
 
     rep.step("export")
@@ -202,7 +226,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
         "components_removed": repair["components_removed"], "repair": repair,
         "watertight": repair["watertight_decimated"], "faces": int(len(faces)), "vertices": int(len(verts)),
         "uv_vertices": int(len(uv.vertices)), "charts": uv.charts, "texture_size": size,
-        "texel_coverage": baked.texel_coverage, "vertex_coverage": baked.vertex_coverage,
+        "appearance": appearance, "texel_coverage": baked.texel_coverage, "vertex_coverage": baked.vertex_coverage,
         "seconds": {**rep.times, "total": time.perf_counter() - t0},
         "memory": meter.report(), "files": {k: str(final / v.relative_to(out)) for k, v in paths.items()},
     }

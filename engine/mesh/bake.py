@@ -56,13 +56,16 @@ def _view_arrays(cam_image: np.ndarray) -> np.ndarray:
 
 def bake(gpu: Gpu, cams, cameras: list, get_depth: Callable[[int], tuple[np.ndarray, np.ndarray]],
          uv: UvMesh, normals: np.ndarray, size: int, opts: BakeOptions,
-         on_progress: Callable[[int, int], None] | None = None) -> BakeResult:
+         on_progress: Callable[[int, int], None] | None = None,
+         image_of: Callable[[int], np.ndarray] | None = None) -> BakeResult:
     """Bake ``uv`` (split vertices) into a ``size``^2 texture and colour its source vertices.
 
     cams: the uploaded camera table (row i = cameras[i]); cameras: objects with ``image``
     [H, W, 3] uint8, ``width``, ``height``, ``fx``, ``center``; get_depth(i) -> (depth,
     alpha) [H, W] float32 rendered splat maps of camera i; normals: [V, 3] unit vertex
-    normals of the source mesh (V = number of source vertices).
+    normals of the source mesh (V = number of source vertices); image_of(i): the colours to
+    bake from camera i ([H, W, 3] uint8; default ``cameras[i].image``), e.g. the photo with
+    its learned per-image appearance removed (engine/splat/appearance.remove_appearance).
     """
     num_src = int(uv.vmapping.max()) + 1 if len(uv.vmapping) else 0
     src_verts = np.zeros((num_src, 3))
@@ -89,7 +92,8 @@ def bake(gpu: Gpu, cams, cameras: list, get_depth: Callable[[int], tuple[np.ndar
                   min_cos=opts.min_cos, ref=ref, power=opts.power, border=opts.border)
     for i, cam in enumerate(cameras):
         depth, alpha = get_depth(i)
-        views = dict(image=gpu.upload(_view_arrays(cam.image)), depth=gpu.upload(depth.astype(np.float32)),
+        photo = cam.image if image_of is None else image_of(i)
+        views = dict(image=gpu.upload(_view_arrays(photo)), depth=gpu.upload(depth.astype(np.float32)),
                      alpha=gpu.upload(alpha.astype(np.float32)))
         enc = gpu.encoder()
         k_tex.dispatch(thread_count=[size, size, 1], command_encoder=enc, texel_face=texel_face, uvs=uvs_b,

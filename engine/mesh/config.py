@@ -25,6 +25,8 @@ class MeshConfig:
     bounds: str | tuple[float, ...] = "auto"
     max_hole_edges: int = 100         # fill holes with at most this many boundary edges
     bake_power: float = 4.0           # best-view weight sharpness
+    # bake from the photos with the training's per-image appearance (appearance.json) removed
+    remove_appearance: bool = True
     vis_tol_voxels: float = 3.0       # depth-test tolerance for texturing, in voxels
     formats: tuple[str, ...] = ("glb", "obj", "ply")
     device: str = "vulkan"

@@ -276,3 +276,67 @@ def read_appearance(folder: Path) -> dict:
     else:
         mats = np.load(folder / meta["grid"]["file"]).astype(np.float64)
     return {"mode": meta["mode"], "images": meta["images"], "matrices": mats}
+
+
+def remove_appearance(image: np.ndarray, matrices: np.ndarray, stride: int = 4, passes: int = 3) -> np.ndarray:
+    """Undo one image's learned transform: the colours the model would have to render for
+    this photo, so that stages reading the photos (the mesh texture bake) see one exposure
+    and white balance instead of the capture's changing ones.
+
+    image: [H, W, 3] uint8, the photo y; matrices: float [GZ, GY, GX, 3, 4], the image's
+    M = [A | b] as :func:`read_appearance` gives them (GZ = GY = GX = 1 for affine). Returns
+    [H, W, 3] uint8 x with y = A(x) x + b(x), clipped to [0, 1] before quantising.
+
+    Affine: x = A^-1 (y - b), exact. Grid: the matrix at a pixel depends on the luma of x
+    itself (the guide of Wang et al. 2024 is the rendered colour), so the inverse is a fixed
+    point: the guide starts from the photo's luma and is refreshed from x ``passes`` - 1
+    times. The grid's x/y interpolation is evaluated at the centre of each ``stride`` px
+    block (a cell spans W / (GX - 1) px, ~60 px at 1000 px and 16 cells, so the matrix moves
+    by < 1/15 cell inside a block); the luma interpolation is per pixel."""
+    h, w, _ = image.shape
+    y = image.reshape(-1, 3).astype(np.float64) / 255.0
+    mats = np.asarray(matrices, np.float64)
+    gz, gy, gx = mats.shape[:3]
+    if gz * gy * gx == 1:
+        a, b = mats[0, 0, 0, :, :3], mats[0, 0, 0, :, 3]
+        x = np.linalg.solve(a, (y - b).T).T
+        return _to_u8(x.reshape(h, w, 3))
+    s = max(int(stride), 1)
+    ch, cw = -(-h // s), -(-w // s)
+    wy = _hat_weights((np.arange(ch) * s + min(s, h) / 2.0) / h, gy)  # [ch, GY]
+    wx = _hat_weights((np.arange(cw) * s + min(s, w) / 2.0) / w, gx)  # [cw, GX]
+    layers = np.einsum("hy,zyxrc,wx->zhwrc", wy, mats, wx, optimize=True).reshape(gz, ch * cw, 12).astype(np.float32)
+    block = ((np.arange(h) // s)[:, None] * cw + (np.arange(w) // s)[None, :]).reshape(-1)
+    luma = np.array([0.299, 0.587, 0.114])
+    y = y.astype(np.float32)
+    x = y
+    for _ in range(max(int(passes), 1)):
+        gzf = np.clip(x @ luma, 0.0, 1.0) * (gz - 1)
+        z0 = np.minimum(gzf.astype(np.int64), gz - 2)
+        fz = (gzf - z0)[:, None]
+        m = ((1.0 - fz) * layers[z0, block] + fz * layers[z0 + 1, block]).reshape(-1, 3, 4)
+        x = _solve3(m[:, :, :3], y - m[:, :, 3])
+    return _to_u8(x.reshape(h, w, 3))
+
+
+def _solve3(a: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """x with a x = r for [N, 3, 3] a and [N, 3] r, by the adjugate (rows a0 a1 a2: the
+    inverse's columns are a1 x a2, a2 x a0, a0 x a1 over the determinant); an order of
+    magnitude faster than a batched LAPACK solve of 3 x 3 systems."""
+    c0, c1, c2 = np.cross(a[:, 1], a[:, 2]), np.cross(a[:, 2], a[:, 0]), np.cross(a[:, 0], a[:, 1])
+    det = np.einsum("nk,nk->n", a[:, 0], c0)
+    det = np.where(np.abs(det) > 1e-8, det, 1e-8)
+    return (r[:, 0:1] * c0 + r[:, 1:2] * c1 + r[:, 2:3] * c2) / det[:, None]
+
+
+def _hat_weights(t: np.ndarray, cells: int) -> np.ndarray:
+    """[len(t), cells] linear interpolation weights of corner-aligned cells at t in [0, 1]
+    (cell i at t = i / (cells - 1); one cell: all weight on it)."""
+    if cells == 1:
+        return np.ones((len(t), 1))
+    g = np.clip(t, 0.0, 1.0) * (cells - 1)
+    return np.maximum(0.0, 1.0 - np.abs(g[:, None] - np.arange(cells)[None, :]))
+
+
+def _to_u8(x: np.ndarray) -> np.ndarray:
+    return (np.clip(x, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
