@@ -81,7 +81,9 @@ MOUSE_SRC=${MOUSE_SRC:-$W/data/mouse}
 export PYTHONPATH=$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}
 [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export PYTHONUNBUFFERED=1
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || cat "$P/COMMIT" 2>/dev/null || echo unknown)
+# the carried COMMIT first: the device's copy of the tree may hold a stale .git (on 2026-12-04
+# its HEAD was the last landed commit, not the tree's)
+COMMIT=$(cat "$P/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 python3 - "$OUT/env.json" "$COMMIT" <<'PY'
 import importlib, json, os, platform, sys
 mods = {}

@@ -35,6 +35,9 @@ TRAINERS=${TRAINERS:-ours-adc ours-mcmc gsplat-default gsplat-mcmc}
 JOBS=${JOBS:-6}
 TIMED=${TIMED:-}
 export OUT
+# the records' commit (train_bench.commit_id): the carried .gpu/COMMIT before git, whose copy on
+# the device may be stale (2026-12-04: the last landed commit instead of the tree's)
+[ -z "${SPIRULA_COMMIT:-}" ] && [ -s .gpu/COMMIT ] && export SPIRULA_COMMIT=$(cat .gpu/COMMIT)
 mkdir -p "$OUT/logs" "$OUT/smoke"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
