@@ -16,8 +16,8 @@ projection. Two ways to size it:
 
 Large path: the count is a 64-bit total (engine/splat/sort.py Scan: it cannot wrap), and
 one pass bins at most :attr:`Rasterizer.max_intersections_per_pass` intersections (default
-from the device's buffer and sort limits and a VRAM budget; ``$SPIRULA_MAX_INTERSECTIONS``
-sets it). When the count (exact mode) or the capacity (capacity mode: :meth:`Rasterizer.setup`
+from the device's buffer and sort limits and a VRAM budget, engine/splat/intersections.py;
+``$SPIRULA_MAX_INTERSECTIONS`` sets it). When the count (exact mode) or the capacity (capacity mode: :meth:`Rasterizer.setup`
 then counts synchronously) exceeds it, the image is rendered in horizontal bands of tile
 rows chosen from per-row counts (one small read-back) so that each fits: per band, counts
 clipped to its rows, scan, emit, tile sort, ranges, forward raster. The backward bins each
@@ -45,18 +45,15 @@ Without it, the colour-only kernels, bound exactly as before.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import slangpy as spy
 
 from ..device import Gpu, dispatch_grid
-from ..errors import IntersectionLimitError
 from ..profile import IMAGE, SPLAT_X_IMAGE, PhaseArena
-from ..profile.driver import device_limits
 from .buffers import BufferSet
 from .camera_table import TILE, View
 from .layout import row_stride
+from .intersections import default_max_intersections, split_bands
 from .screen_grad import SCREEN_GRAD_STRIDE, pack_screen_grads, split_screen_grads  # noqa: F401 - re-exported
 from .sort import RadixSort, Scan, read_total
 
@@ -70,53 +67,6 @@ BACKWARD_PIXELS_PER_THREAD = 2
 # Bits of the depth sort key (shaders/project/project.slang): 24 resolve 1.5e-5 of the depth
 # in 3 radix passes (32 bits: 4 passes for precision no render can show).
 DEPTH_KEY_BITS = 24
-
-MAX_INTERSECTIONS_ENV = "SPIRULA_MAX_INTERSECTIONS"
-# Vulkan's maxStorageBufferRange when the driver cannot be asked (engine/profile/driver.py
-# needs the optional `vulkan` package): 1 GiB, Intel's (NVIDIA and AMD allow 4 GiB).
-STORAGE_BUFFER_BYTES = 1 << 30
-# Device bytes of one binned intersection: tile key and id (8), the tile sort's ping-pong
-# pair (8) and its histograms (1/16 of the keys).
-BYTES_PER_INTERSECTION = 16.25
-VRAM_FRACTION = 0.25  # of the device memory (or $SPIRULA_VRAM_LIMIT) one pass's binning may take
-
-
-def default_max_intersections(gpu: Gpu, sort: RadixSort) -> int:
-    """Intersections one rasterizer pass may bin: ``$SPIRULA_MAX_INTERSECTIONS`` when set,
-    else min(2^31 - 1, max storage-buffer range / 4 bytes, the tile sort's limit, a quarter
-    of the device-local memory and of the VRAM budget at ~16 bytes an intersection)."""
-    env = os.environ.get(MAX_INTERSECTIONS_ENV, "").strip()
-    if env:
-        if not env.isdigit() or int(env) < 1:
-            raise ValueError(f"${MAX_INTERSECTIONS_ENV} must be a positive integer, not {env!r}")
-        return int(env)
-    lim = device_limits(gpu.device)
-    limit = min(2**31 - 1, lim.get("max_storage_buffer_range", STORAGE_BUFFER_BYTES) // 4, sort.max_pairs)
-    for memory in (lim.get("device_local_bytes"), gpu.vram_limit):
-        if memory:
-            limit = min(limit, int(memory * VRAM_FRACTION / BYTES_PER_INTERSECTION))
-    return max(limit, 1)
-
-
-def split_bands(rows: np.ndarray, limit: int) -> list[tuple[int, int, int]]:
-    """Bands of consecutive tile rows, each with at most ``limit`` intersections (greedy,
-    fewest bands). rows: [tiles_y] per-row intersection counts (ints). Returns
-    [(row0, row1, count)] covering every row; raises IntersectionLimitError when one row
-    alone exceeds ``limit``."""
-    bands, start, acc = [], 0, 0
-    for ty, c in enumerate(int(c) for c in rows):
-        if c > limit:
-            raise IntersectionLimitError(
-                f"tile row {ty} alone has {c:,} tile intersections, more than one rasterizer pass may bin "
-                f"({limit:,}, max_intersections_per_pass / ${MAX_INTERSECTIONS_ENV}): render at a lower "
-                f"resolution or with fewer Gaussians")
-        if acc + c > limit:
-            bands.append((start, ty, acc))
-            start, acc = ty, 0
-        acc += c
-    bands.append((start, len(rows), acc))
-    return bands
-
 
 class Rasterizer:
     """Renders packed Gaussians (see engine/splat/layout.py) and back-propagates image

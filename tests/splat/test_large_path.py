@@ -11,7 +11,8 @@ import pytest
 from engine.config import TrainConfig
 from engine.errors import IntersectionLimitError
 from engine.splat.camera_table import View, camera_row
-from engine.splat.render import MAX_INTERSECTIONS_ENV, Rasterizer, split_bands
+from engine.splat.intersections import MAX_INTERSECTIONS_ENV, split_bands
+from engine.splat.render import Rasterizer
 from engine.splat.trainer import Trainer
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene, tiny_dataset
@@ -180,7 +181,7 @@ def test_capacity_over_the_limit_counts_first(gpu):
 
 
 def test_default_limit_follows_the_device(gpu, monkeypatch):
-    import engine.splat.render as render
+    import engine.splat.intersections as intersections
     from engine.profile.driver import device_limits
 
     real = device_limits(gpu.device)
@@ -189,19 +190,19 @@ def test_default_limit_follows_the_device(gpu, monkeypatch):
     monkeypatch.delenv(MAX_INTERSECTIONS_ENV, raising=False)
     r = Rasterizer(gpu, DEGREE)
     limits = {"max_storage_buffer_range": 4000, "device_local_bytes": 10**12}
-    monkeypatch.setattr(render, "device_limits", lambda device: limits)
-    assert render.default_max_intersections(gpu, r.sort) == 1000  # 4-byte keys in 4000 bytes
+    monkeypatch.setattr(intersections, "device_limits", lambda device: limits)
+    assert intersections.default_max_intersections(gpu, r.sort) == 1000  # 4-byte keys in 4000 bytes
     limits.update(max_storage_buffer_range=2**32 - 1, device_local_bytes=16_250_000)
-    assert render.default_max_intersections(gpu, r.sort) == 250_000  # a quarter at 16.25 B each
+    assert intersections.default_max_intersections(gpu, r.sort) == 250_000  # a quarter at 16.25 B each
     limits.clear()  # {}: the driver could not be asked; assumed 1 GiB buffers, the sort's limit
-    assert render.default_max_intersections(gpu, r.sort) == min(2**28, r.sort.max_pairs)
+    assert intersections.default_max_intersections(gpu, r.sort) == min(2**28, r.sort.max_pairs)
     monkeypatch.setattr(gpu, "vram_limit", 65_000)
-    assert render.default_max_intersections(gpu, r.sort) == 1000
+    assert intersections.default_max_intersections(gpu, r.sort) == 1000
     monkeypatch.setenv(MAX_INTERSECTIONS_ENV, "1234")
-    assert render.default_max_intersections(gpu, r.sort) == 1234
+    assert intersections.default_max_intersections(gpu, r.sort) == 1234
     monkeypatch.setenv(MAX_INTERSECTIONS_ENV, "12k")
     with pytest.raises(ValueError, match="positive integer"):
-        render.default_max_intersections(gpu, r.sort)
+        intersections.default_max_intersections(gpu, r.sort)
 
 
 def test_split_bands():
