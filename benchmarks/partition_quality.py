@@ -39,6 +39,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-size", type=int, default=1000, help="--data: training image side")
     ap.add_argument("--init-scale", type=float, default=1.0, help="MCMC's init scale (x the 3-NN distance)")
     ap.add_argument("--band", type=float, default=0.5, help="city: border band, world units")
+    ap.add_argument("--context-views", type=lambda t: None if t == "auto" else int(t), default=None,
+                    help="SplitSettings.context_views: auto (default), or K (0: the region's points only)")
     ap.add_argument("--device", default="vulkan")
     ap.add_argument("--steps-rule", choices=["cameras", "gaussians"], default="cameras",
                     help="a part's steps by its share of the cameras (default) or of the Gaussians")
@@ -80,12 +82,14 @@ def run(args, work: Path) -> dict:
                                       checkpoint_every=0, mcmc_init_scale=args.init_scale))
     whole = train_whole(dataset, work / "whole", cfg)
     settings = SplitSettings(parts=args.parts, overlap=args.overlap, visibility=args.visibility, total_gaussians=budget,
+                             context_views=args.context_views,
                              max_size=size, min_cameras=4)
     merged = train_partitioned(dataset, work / "parts", work / "merged", cfg, settings, use_ray=args.ray,
                                steps_rule=args.steps_rule)
     peak = max(merged["part_peak_vram_mib"].values())
     out = {"bench": "partition", "scene": args.scene or str(args.data), "parts": args.parts, "overlap": args.overlap,
-           "steps": args.steps, "budget": budget, "size": size, "device": args.device,
+           "steps": args.steps, "budget": budget,
+           "context_views": json.loads((work / "parts" / "partition.json").read_text())["settings"]["context_views"], "size": size, "device": args.device,
            "whole_psnr": whole["psnr"], "merged_psnr": merged["psnr"], "psnr_delta": merged["psnr"] - whole["psnr"],
            "whole_peak_vram_mib": whole["peak_vram_mib"], "part_peak_vram_mib": merged["part_peak_vram_mib"],
            "vram_ratio": peak / whole["peak_vram_mib"], "part_cameras": merged["part_cameras"],

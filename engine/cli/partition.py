@@ -31,6 +31,11 @@ def add_parser(sub) -> None:
     s.add_argument("--visibility", type=float_range(0.0, inclusive=False), default=0.25,
                    help="a camera outside a part joins it when this share of the SfM points it sees lie in the "
                         "cell (default 0.25)")
+    s.add_argument("--context-views", type=_context_views, default=None, metavar="auto|K",
+                   help="SfM points outside a part's region that K of its cameras see join its initial "
+                        "points, so what its images show beyond the region is not faked inside it; the "
+                        "merge drops them again. Default auto: 2 for an orbit capture (around an object "
+                        "every view sees all of it), 0 (the region's points only: less VRAM) otherwise")
     s.add_argument("--min-cameras", type=int_at_least(1), default=8, help="fewest cameras a part may have (default 8)")
     s.add_argument("--eval-every", type=int_at_least(0), default=DatasetConfig.eval_every,
                    help=f"hold out every k-th image of the whole scene (default {DatasetConfig.eval_every})")
@@ -75,6 +80,13 @@ def add_parser(sub) -> None:
     add_device_option(m, None)
 
 
+def _context_views(text: str):
+    """argparse type of --context-views: auto (None) or a count >= 0."""
+    if text.strip().lower() == "auto":
+        return None
+    return int_at_least(0)(text)
+
+
 def run(args) -> int:
     return {"split": _split, "train": _train, "merge": _merge}[args.partition_command](args)
 
@@ -86,6 +98,7 @@ def _split(args) -> int:
     settings = SplitSettings(parts=args.parts, max_gaussians_per_part=args.max_gaussians_per_part,
                              vram_gib=args.vram, overlap=args.overlap, visibility=args.visibility,
                              min_cameras=args.min_cameras, eval_every=args.eval_every,
+                             context_views=args.context_views,
                              total_gaussians=args.scene_gaussians, max_size=args.max_size or 1 << 20)
     try:
         settings.check()

@@ -63,7 +63,10 @@ class PartitionJob:
             layout = read_layout(self.parts_dir)
         except SpirulaError:
             return False
-        return layout.settings == settings_dict(self.settings) and layout.dataset == self.dataset.resolve()
+        want = settings_dict(self.settings)
+        if want.get("context_views") is None:  # auto: the split stored what it resolved to (same dataset, same answer)
+            want["context_views"] = layout.settings.get("context_views")
+        return layout.settings == want and layout.dataset == self.dataset.resolve()
 
     def _run(self) -> None:
         from .merge import merge_parts

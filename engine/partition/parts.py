@@ -5,8 +5,8 @@ A part folder (engine/partition/layout.py shows the whole parts folder) holds
 ``sparse/0/cameras.txt`` (the entries of the cameras its images use, copied from the
 dataset's model with their distortion, so the loader undistorts as for the whole
 dataset), ``sparse/0/images.txt`` (its images with their original ids, poses and names;
-no 2D observations), ``sparse/0/points3D.txt`` (the SfM points of its training region,
-colours kept, no tracks) and ``images``, a symbolic link to the dataset's images folder:
+no 2D observations), ``sparse/0/points3D.txt`` (the SfM points of its training region and its
+context, engine/partition/split.py step 4; colours kept, no tracks) and ``images``, a symbolic link to the dataset's images folder:
 no image is copied, and the reader (engine/ingest/colmap.py) takes only the images the
 model lists (it says nothing of the others in a linked folder).
 
@@ -27,7 +27,7 @@ from ..errors import SpirulaError
 from ..fileio import fsync_dir, open_atomic
 from .geometry import SceneGeometry, read_geometry, to_ground
 from .layout import NAME, part_name, write_layout
-from .split import Partition, SplitSettings, inside, open_box, split_scene
+from .split import Partition, SplitSettings, context_points, inside, open_box, split_scene
 
 
 def split_dataset(dataset: Path, out_dir: Path, settings: SplitSettings, force: bool = False,
@@ -76,6 +76,8 @@ def write_part(geo: SceneGeometry, partition: Partition, cell, folder: Path) -> 
             vals = " ".join(repr(float(v)) for v in (*im.qvec, *im.tvec))
             f.write(f"{im.image_id} {vals} {im.camera_id} {im.name}\n\n")
     keep = inside(to_ground(geo.points, partition.frame), open_box(cell.region, cell.owner))
+    st = partition.settings
+    keep |= context_points(geo, cell.cameras, ~keep, st.context_views, st.occlusion)
     write_points_txt(sparse / "points3D.txt", geo.points[keep], geo.colors[keep])
     target = (geo.root / "images").resolve()
     try:
