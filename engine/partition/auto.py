@@ -42,7 +42,10 @@ def train_partitioned_if_needed(dataset: Path, parts_dir: Path, out_dir: Path, c
     from .merge import merge_parts
     from .parts import split_dataset
     from .run_parts import train_parts
-    from .split import SplitSettings, settings_dict
+    from dataclasses import replace
+
+    from .geometry import PartitionError
+    from .split import SplitSettings, same_settings
 
     budget = device_budget(dataset, cfg)
     if budget is None:
@@ -53,9 +56,15 @@ def train_partitioned_if_needed(dataset: Path, parts_dir: Path, out_dir: Path, c
                              max_size=cfg.dataset.max_size or 1 << 20, sh_degree=cfg.train.sh_degree)
     emit(Warning(f"the model needs about {need / 2**30:.2f} GiB, the device has {have / 2**30:.2f} GiB: training "
                  f"in parts of at most {settings.vram_gib:.2f} GiB (--partition auto; parts in {parts_dir})"))
-    same = (parts_dir / NAME).is_file() and read_layout(parts_dir).settings == settings_dict(settings)
+    same = (parts_dir / NAME).is_file() and same_settings(read_layout(parts_dir).settings, settings)
     if not same:
-        split_dataset(dataset, parts_dir, settings, force=True, on_message=lambda _: None)
+        try:
+            split_dataset(dataset, parts_dir, settings, force=True, on_message=lambda _: None)
+        except PartitionError as e:  # an orbit's context can keep every part too big: split without it
+            settings = replace(settings, context_views=0)
+            emit(Warning(f"{e}: splitting without the parts' context instead (merged quality may be lower near "
+                         "the cuts)"))
+            split_dataset(dataset, parts_dir, settings, force=True, on_message=lambda _: None)
     out = train_parts(parts_dir, cfg, emit=emit, should_stop=should_stop)
     if out["stopped"]:
         raise KeyboardInterrupt

@@ -55,7 +55,7 @@ class PartitionJob:
 
     def _same_split(self) -> bool:
         from .layout import NAME, read_layout
-        from .split import settings_dict
+        from .split import same_settings
 
         if not (self.parts_dir / NAME).is_file():
             return False
@@ -63,10 +63,7 @@ class PartitionJob:
             layout = read_layout(self.parts_dir)
         except SpirulaError:
             return False
-        want = settings_dict(self.settings)
-        if want.get("context_views") is None:  # auto: the split stored what it resolved to (same dataset, same answer)
-            want["context_views"] = layout.settings.get("context_views")
-        return layout.settings == want and layout.dataset == self.dataset.resolve()
+        return same_settings(layout.settings, self.settings) and layout.dataset == self.dataset.resolve()
 
     def _run(self) -> None:
         from .merge import merge_parts

@@ -56,6 +56,9 @@ from .geometry import PartitionError, SceneGeometry, ground_frame, to_ground, up
 
 MAX_CELLS = 64
 ORBIT_CONTEXT_VIEWS = 2  # context_views of an orbit capture (step 4)
+ORBIT_HINT = ("; with context (an orbit capture: each part's cameras see the whole object, so its context keeps "
+              "every part near the whole scene's size) splitting cannot meet the budget: --context-views 0 "
+              "splits it anyway, at a cost in quality")
 MIN_POINTS_TO_SPLIT = 20
 
 
@@ -220,10 +223,16 @@ def split_scene(geo: SceneGeometry, settings: SplitSettings) -> Partition:
                 break
             if len(boxes) >= MAX_CELLS:
                 c = cells[over[0]]
+                hint = ORBIT_HINT if settings.context_views else ""
                 raise PartitionError(f"the budget is not met with {MAX_CELLS} cells (part {c.index}: ~{c.gaussians:,} "
-                                     f"Gaussians, ~{c.vram_bytes / 2**30:.2f} GiB): raise it, or lower --overlap")
+                                     f"Gaussians, ~{c.vram_bytes / 2**30:.2f} GiB): raise it, or lower --overlap{hint}")
             pick = max(over, key=lambda k: cells[k].gaussians)
-        boxes[pick:pick + 1] = _halve(boxes[pick], pts_xy)
+        try:
+            boxes[pick:pick + 1] = _halve(boxes[pick], pts_xy)
+        except PartitionError as e:
+            if settings.parts is None and settings.context_views:  # the budget cannot be met by splitting
+                raise PartitionError(f"{e}{ORBIT_HINT}") from None
+            raise
     for c in cells:
         if len(c.cameras) < settings.min_cameras:
             raise PartitionError(f"part {c.index} gets only {len(c.cameras)} cameras (at least {settings.min_cameras}, "
@@ -298,3 +307,12 @@ def _owners(boxes: list[list[float]], bounds: list[float]) -> list[list[float]]:
 def settings_dict(s: SplitSettings) -> dict:
     """The settings as saved in partition.json."""
     return asdict(s)
+
+
+def same_settings(stored: dict, s: SplitSettings) -> bool:
+    """Whether a partition.json's settings are ``s``'s (a rerun keeps its trained parts);
+    context_views None (auto) matches what the stored split resolved it to."""
+    want = settings_dict(s)
+    if want.get("context_views") is None:
+        want["context_views"] = stored.get("context_views")
+    return stored == want
