@@ -83,6 +83,12 @@ def report(label: str, project, n: dict) -> str:
             f"mesh stage {secs:.1f} s")
 
 
+# At CI size 0.5% of the box diagonal is 0.55 px of a view: sub-pixel depth from 300 steps. At 256 px
+# and 1,200 steps (/tmp script, 2026-12-04, software Vulkan) the same defaults gave Chamfer 0.86%,
+# F@0.5% 0.883 (P 0.956, R 0.821; seen faces 0.974): those two bars met; but 2.3% of the faces
+# outside the box and not watertight: no support plane was found, the textureless table's splat
+# centres spreading over +-0.1 in height (the photometric loss cannot place them), so nothing is cut
+# or capped; a plane fitted to them anyway came out tilted 10 degrees through the box.
 @pytest.mark.xfail(strict=False, reason="bars not met at CI size: the fusion itself reaches F@0.5% ~0.45 even "
                                         "with the true box (second test); auto bounds keep ~18% of the faces "
                                         "outside the box and the cap does not close the mesh (issue 21)")
