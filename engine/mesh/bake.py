@@ -17,8 +17,10 @@ bilinear filtering and mip-mapping never pull in background across seams.
 
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 from scipy import ndimage
@@ -90,9 +92,9 @@ def bake(gpu: Gpu, cams, cameras: list, get_depth: Callable[[int], tuple[np.ndar
     ref = float(np.median([c.fx / max(np.linalg.norm(c.center - centre), 1e-9) for c in cameras]))
     common = dict(cams=cams, alpha_min=opts.alpha_min, tol_abs=opts.tol_abs, tol_rel=opts.tol_rel,
                   min_cos=opts.min_cos, ref=ref, power=opts.power, border=opts.border)
-    for i, cam in enumerate(cameras):
+    photos = (c.image for c in cameras) if image_of is None else _prefetched(image_of, len(cameras))
+    for i, (cam, photo) in enumerate(zip(cameras, photos)):
         depth, alpha = get_depth(i)
-        photo = cam.image if image_of is None else image_of(i)
         views = dict(image=gpu.upload(_view_arrays(photo)), depth=gpu.upload(depth.astype(np.float32)),
                      alpha=gpu.upload(alpha.astype(np.float32)))
         enc = gpu.encoder()
@@ -114,6 +116,21 @@ def bake(gpu: Gpu, cams, cameras: list, get_depth: Callable[[int], tuple[np.ndar
     chart = face_of >= 0
     return BakeResult(tex, vcol, float(tseen[chart].mean()) if chart.any() else 0.0,
                       float(vseen.mean()) if len(vseen) else 0.0)
+
+
+def _prefetched(fn: Callable[[int], np.ndarray], count: int, workers: int = 4) -> Iterator[np.ndarray]:
+    """fn(0), fn(1), ... fn(count - 1) in order, computed ``workers`` threads ahead of the
+    consumer (NumPy releases the GIL in its array loops), at most 2 x workers pending: the
+    appearance removal of the next photos runs while the GPU bakes the current one."""
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        pending = deque(ex.submit(fn, i) for i in range(min(2 * workers, count)))
+        nxt = len(pending)
+        for _ in range(count):
+            out = pending.popleft().result()
+            if nxt < count:
+                pending.append(ex.submit(fn, nxt))
+                nxt += 1
+            yield out
 
 
 def _resolve_points(acc: np.ndarray, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -8,9 +8,10 @@ The check: a random image x, the GPU's forward y = T(x) quantised to uint8 as a 
 then remove_appearance(y) must give x back. Tolerances: affine is exact up to the two
 uint8 roundings (0.5 / 255 each, the first amplified by |A^-1| <= ~1.5): 0.01. The grid's
 inverse is a fixed point through the luma guide and its x/y interpolation is taken per
-4 px block: on smooth grids (the TV regulariser's kind) the measured max error was 0.02
-and p99 0.007 at 400 x 300; bars 0.04 and 0.015. Pixels whose forward value clips at 0 or
-1 are left out (the photo lost them)."""
+4 px block: on 40 random smooth grids (the TV regulariser's kind) at 200 x 150 the worst
+p99 was 0.010, p99.9 0.019 and max 0.028 (a few pixels where the luma guide is steep);
+bars p99 0.015, p99.9 0.03, max 0.08. Pixels whose forward value clips at 0 or 1 are
+left out (the photo lost them)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def test_remove_appearance_inverts_the_training_transform(gpu, mode):
         if mode == "affine":
             assert err.max() <= 0.01
         else:
-            assert err.max() <= 0.04 and np.percentile(err, 99) <= 0.015
+            assert np.percentile(err, 99) <= 0.015 and np.percentile(err, 99.9) <= 0.03 and err.max() <= 0.08
 
 
 def test_photos_for_bake_reads_the_training_files(gpu, tmp_path):
@@ -95,3 +96,19 @@ def test_photos_for_bake_reads_the_training_files(gpu, tmp_path):
     (tmp_path / "appearance.json").write_text(json.dumps(meta))
     with pytest.raises(SpirulaError, match="appearance.json"):
         photos_for_bake(tmp_path, cams)
+
+
+def test_prefetched_photos_come_in_order_and_errors_surface():
+    from engine.mesh.bake import _prefetched
+
+    order = np.random.default_rng().permutation(37)
+    assert list(_prefetched(lambda i: int(order[i]), 37, workers=3)) == order.tolist()
+    assert list(_prefetched(lambda i: i, 0)) == []
+
+    def broken(i):
+        if i == 5:
+            raise ValueError("photo 5 is unreadable")
+        return i
+
+    with pytest.raises(ValueError, match="photo 5"):
+        list(_prefetched(broken, 9, workers=2))
