@@ -31,7 +31,7 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 OMP_NUM
 export STEPS=${STEPS:-7000} CAP=${CAP:-1000000} PROTOCOL=${PROTOCOL:-user}
 DATASETS=${DATASETS:-fox mouse office_chair}
 SEEDS=${SEEDS:-0 1 2}
-TRAINERS=${TRAINERS:-ours-adc ours-mcmc gsplat-default gsplat-mcmc}
+TRAINERS=${TRAINERS-ours-adc ours-mcmc gsplat-default gsplat-mcmc}  # TRAINERS="" (set, empty): no matrix (TIMED runs only)
 JOBS=${JOBS:-6}
 TIMED=${TIMED:-}
 export OUT
