@@ -129,8 +129,12 @@ class Bars:
         from ..messages import Done, StageFinished, StageProgress, StageStarted, Warning
 
         if isinstance(msg, StageStarted):
-            self.bars[msg.stage] = tqdm(total=msg.total, desc=msg.stage, unit="step", position=len(self.bars),
-                                        dynamic_ncols=True, leave=True)
+            # stacked bars move the cursor up between lines: in a log file (not a terminal) that
+            # leaves escape codes in the text, so there each bar prints plain lines
+            tty = sys.stderr.isatty()
+            self.bars[msg.stage] = tqdm(total=msg.total, desc=msg.stage, unit="step",
+                                        position=len(self.bars) if tty else None, dynamic_ncols=True,
+                                        leave=True, mininterval=0.1 if tty else 10.0)
         elif isinstance(msg, StageProgress) and msg.stage in self.bars:
             bar = self.bars[msg.stage]
             bar.update(msg.done - bar.n)

@@ -48,7 +48,8 @@ from ..fileio import write_json_atomic
 from ..messages import Done, Emit, Error, StageFinished, StageProgress, StageStarted, Warning, ignore
 from .layout import Layout, PartInfo, read_layout
 
-INSTALL_HINT = "pip install 'spirula-studio[distributed]'"
+INSTALL_HINT = ("pip install 'spirula-studio[distributed]'; from a source checkout: "
+                ".venv/bin/pip install '.[distributed]'")
 MIN_PART_STEPS = 100
 POLL_S = 0.5
 
@@ -138,7 +139,13 @@ def train_parts(parts_dir: Path, cfg: RunConfig, address: str | None = None, emi
     """Train every unfinished part of ``parts_dir`` (module docstring). ``cfg``: the whole
     scene's settings. ``use_ray=False`` (or Ray missing) trains in this process, one part
     after another. Returns {"parts": {name: part.json content}, "ray": bool, "stopped": bool}."""
+    from ..config import resolve_strategy
+
     layout = read_layout(parts_dir)
+    if cfg.train.strategy == "auto" and resolve_strategy("auto", True, cfg.train.steps) != "mcmc":
+        emit(Warning(f"parts always train with MCMC (its exact budget keeps each part's memory), which needs "
+                     f"steps to grow from the SfM points: at {cfg.train.steps:,} steps a single `spirula train` "
+                     f"would take ADC and score better; give the parts more steps"))
     jobs = []
     for p in layout.parts:
         d = layout.part_dir(p)
