@@ -132,6 +132,10 @@ def cmd_mesh(args) -> int:
     files = report["files"]
     print(f"{report['faces']:,} faces, {report['vertices']:,} vertices, texture {report['texture_size']}², "
           f"peak host memory {report['memory']['host_peak_mb']:.0f} MB")
+    app = report.get("appearance")
+    if app:
+        print(f"texture baked from the photos with the training's {app['mode']} appearance removed "
+              f"({app['images_adjusted']} of {app['images']} images; --no-remove-appearance keeps them as shot)")
     for kind in ("glb", "obj", "ply"):
         if kind in files:
             print(f"  {files[kind]}")
