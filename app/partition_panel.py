@@ -193,8 +193,10 @@ class PartitionPanel(QtWidgets.QWidget):
         part = self.partition
         pts = geo.points[:: max(1, len(geo.points) // MAX_DRAWN_POINTS)]
         self.view.set_data(to_ground(geo.centers, part.frame), to_ground(pts, part.frame), part.cells, part.bounds)
+        crowded = part.crowding_warning(len(geo.points))
         self.summary.setText(f"{geo.root.name}: {len(geo.names)} cameras, {len(geo.points):,} SfM points, "
-                             f"{len(part.cells)} parts, {len(part.test)} held-out views")
+                             f"{len(part.cells)} parts, {len(part.test)} held-out views"
+                             + (f". Note: {crowded}" if crowded else ""))
         self.table.setRowCount(len(part.cells))
         for r, c in enumerate(part.cells):
             for col, text in enumerate((str(c.index), f"{len(c.cameras)} ({len(c.joined)} seen)", f"{c.points:,}",

@@ -48,12 +48,9 @@ def split_dataset(dataset: Path, out_dir: Path, settings: SplitSettings, force: 
     write_layout(out_dir, geo.root, geo.model_folder, partition, geo.names)
     for line in partition.summary():
         on_message(line)
-    whole = len(geo.points)
-    crowded = [c.index for c in partition.cells if whole and c.points >= 0.9 * whole]
-    if len(partition.cells) > 1 and crowded:
-        on_message(f"warning: part{'s' if len(crowded) > 1 else ''} {', '.join(map(str, crowded))} hold most of the "
-                   "scene's SfM points: their cameras see nearly all of it (an orbit capture), so the parts save "
-                   "little memory over training the whole scene")
+    crowded = partition.crowding_warning(len(geo.points))
+    if crowded:
+        on_message(f"warning: {crowded}")
     on_message(f"wrote {len(partition.cells)} parts and {out_dir / NAME} ({len(partition.test)} held-out views)")
     return partition
 

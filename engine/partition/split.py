@@ -131,6 +131,17 @@ class Partition:
     settings: SplitSettings
     train_cameras: int = 0
 
+    def crowding_warning(self, scene_points: int) -> str | None:
+        """A warning when parts hold most of the scene's ``scene_points`` SfM points (with
+        their context: an orbit capture, whose every view sees nearly all of it), so the
+        parts save little memory over the whole scene; None otherwise."""
+        crowded = [c.index for c in self.cells if scene_points and c.points >= 0.9 * scene_points]
+        if len(self.cells) < 2 or not crowded:
+            return None
+        return (f"part{'s' if len(crowded) > 1 else ''} {', '.join(map(str, crowded))} hold most of the scene's "
+                "SfM points: their cameras see nearly all of it (an orbit capture), so the parts save little "
+                "memory over training the whole scene")
+
     def summary(self) -> list[str]:
         """One line per part (for the CLI and the panel)."""
         return [f"part {c.index}: {len(c.cameras)} cameras ({len(c.joined)} by visibility), {c.points:,} points, "

@@ -93,3 +93,17 @@ def test_a_budget_the_context_cannot_meet_says_so_and_splits_without_it(tmp_path
     stored = settings_dict(off.settings)
     assert auto.context_views is None and same_settings(stored, auto)  # auto matches what the split resolved
     assert not same_settings(stored, SplitSettings(max_gaussians_per_part=150_000, min_cameras=2, context_views=2))
+
+
+@pytest.mark.skipif(not MOUSE.is_dir(), reason="needs ../shared/data/mouse")
+def test_parts_that_hold_the_whole_orbit_are_called_out(tmp_path):
+    from engine.partition.split import split_scene
+
+    geo = read_geometry(MOUSE)
+    orbit = split_scene(geo, SplitSettings(parts=2, min_cameras=2))
+    assert "an orbit capture" in orbit.crowding_warning(len(geo.points))
+    bare = split_scene(geo, SplitSettings(parts=2, min_cameras=2, context_views=0))
+    assert bare.crowding_warning(len(geo.points)) is None  # each half holds about half the points
+    lines = []
+    split_dataset(MOUSE, tmp_path / "p", SplitSettings(parts=2, min_cameras=2), on_message=lines.append)
+    assert any(line.startswith("warning:") and "little memory" in line for line in lines)
