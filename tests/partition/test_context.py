@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from engine.partition.geometry import SceneGeometry, read_geometry, to_ground
+from engine.pose import look_at
 from engine.partition.layout import read_layout
 from engine.partition.parts import split_dataset
 from engine.partition.split import ORBIT_CONTEXT_VIEWS, SplitSettings, context_points, open_box
@@ -17,22 +18,10 @@ from tests.partition.city import make_city, write_city
 MOUSE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mouse"
 
 
-def _look_at(centre, target):
-    f = target - centre
-    f /= np.linalg.norm(f)
-    r = np.cross(f, [0.0, 0.0, 1.0])
-    r /= np.linalg.norm(r)
-    d = np.cross(f, r)
-    w2c = np.eye(4)
-    w2c[:3, :3] = np.stack([r, d, f])
-    w2c[:3, 3] = -w2c[:3, :3] @ centre
-    return w2c
-
-
 def test_context_points_count_the_views_that_see_each_point():
     rng = np.random.default_rng()
     centres = np.c_[rng.uniform(-4, 4, (12, 2)), rng.uniform(1, 2, 12)]
-    w2c = np.stack([_look_at(c, rng.uniform(-1, 1, 3)) for c in centres])
+    w2c = np.stack([look_at(c, rng.uniform(-1, 1, 3), (0.0, 0.0, 1.0)) for c in centres])
     intr = np.tile([40.0, 40.0, 32.0, 24.0, 64, 48], (12, 1))
     pts = rng.uniform(-3, 3, (3000, 3))
     geo = SceneGeometry(Path("."), Path("."), [f"{i}.jpg" for i in range(12)], np.arange(12), np.zeros(12, int),
