@@ -155,6 +155,11 @@ def image_size(path: Path, apply_exif: bool = True) -> tuple[int, int]:
         raise ImageDecodeError(f"{path}: cannot decode image header ({e})") from e
 
 
+def quantize_u8(values: np.ndarray) -> np.ndarray:
+    """Colours in [0, 1] (any float shape) -> uint8, clipped and rounded to the nearest level."""
+    return (np.clip(values, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+
+
 def fit_size(width: int, height: int, max_size: int | None) -> tuple[int, int]:
     """Size with the longer side at most ``max_size`` (aspect kept, rounded, >= 1);
     unchanged when it already fits or ``max_size`` is None or <= 0."""

@@ -27,6 +27,7 @@ from scipy import ndimage
 from scipy.spatial import cKDTree
 
 from ..device import Gpu
+from ..ingest.images import quantize_u8
 from .atlas import UvMesh
 
 
@@ -142,7 +143,7 @@ def _resolve_points(acc: np.ndarray, pts: np.ndarray) -> tuple[np.ndarray, np.nd
     if seen.any() and not seen.all():
         _, j = cKDTree(pts[seen]).query(pts[~seen])
         col[~seen] = col[seen][j]
-    return _to_u8(col), seen
+    return quantize_u8(col), seen
 
 
 def _resolve_texture(acc: np.ndarray, face_of: np.ndarray, uv: UvMesh, vcol: np.ndarray):
@@ -170,8 +171,4 @@ def _resolve_texture(acc: np.ndarray, face_of: np.ndarray, uv: UvMesh, vcol: np.
     if filled.any() and not filled.all():
         idx = ndimage.distance_transform_edt(~filled, return_distances=False, return_indices=True)
         col = col[idx[0], idx[1]]
-    return _to_u8(col), seen
-
-
-def _to_u8(c: np.ndarray) -> np.ndarray:
-    return (np.clip(c, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    return quantize_u8(col), seen

@@ -38,14 +38,13 @@ def train_partitioned_if_needed(dataset: Path, parts_dir: Path, out_dir: Path, c
     """Partitioned training into ``out_dir`` (merge_parts' metrics) when the run does not
     fit the device, else None (train as usual). KeyboardInterrupt when stopped (the parts
     keep their checkpoints)."""
+    from dataclasses import replace
+
     from .layout import NAME, read_layout
     from .merge import merge_parts
     from .parts import split_dataset
     from .run_parts import train_parts
-    from dataclasses import replace
-
-    from .geometry import PartitionError
-    from .split import SplitSettings, same_settings
+    from .split import ContextBudgetError, SplitSettings, same_settings
 
     budget = device_budget(dataset, cfg)
     if budget is None:
@@ -60,7 +59,7 @@ def train_partitioned_if_needed(dataset: Path, parts_dir: Path, out_dir: Path, c
     if not same:
         try:
             split_dataset(dataset, parts_dir, settings, force=True, on_message=lambda _: None)
-        except PartitionError as e:  # an orbit's context can keep every part too big: split without it
+        except ContextBudgetError as e:  # an orbit's context keeps every part too big: split without it
             settings = replace(settings, context_views=0)
             emit(Warning(f"{e}: splitting without the parts' context instead (merged quality may be lower near "
                          "the cuts)"))

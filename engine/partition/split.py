@@ -62,6 +62,11 @@ ORBIT_HINT = ("; with context (an orbit capture: each part's cameras see the who
 MIN_POINTS_TO_SPLIT = 20
 
 
+class ContextBudgetError(PartitionError):
+    """The budget cannot be met because the parts' context (an orbit capture's) keeps each
+    near the whole scene's size; without context (context_views 0) the split may succeed."""
+
+
 @dataclass
 class SplitSettings:
     """How to split. Exactly one budget: ``parts`` (a count), ``max_gaussians_per_part``
@@ -234,15 +239,16 @@ def split_scene(geo: SceneGeometry, settings: SplitSettings) -> Partition:
                 break
             if len(boxes) >= MAX_CELLS:
                 c = cells[over[0]]
-                hint = ORBIT_HINT if settings.context_views else ""
-                raise PartitionError(f"the budget is not met with {MAX_CELLS} cells (part {c.index}: ~{c.gaussians:,} "
-                                     f"Gaussians, ~{c.vram_bytes / 2**30:.2f} GiB): raise it, or lower --overlap{hint}")
+                error = ContextBudgetError if settings.context_views else PartitionError
+                raise error(f"the budget is not met with {MAX_CELLS} cells (part {c.index}: ~{c.gaussians:,} "
+                            f"Gaussians, ~{c.vram_bytes / 2**30:.2f} GiB): raise it, or lower --overlap"
+                            + (ORBIT_HINT if settings.context_views else ""))
             pick = max(over, key=lambda k: cells[k].gaussians)
         try:
             boxes[pick:pick + 1] = _halve(boxes[pick], pts_xy)
         except PartitionError as e:
             if settings.parts is None and settings.context_views:  # the budget cannot be met by splitting
-                raise PartitionError(f"{e}{ORBIT_HINT}") from None
+                raise ContextBudgetError(f"{e}{ORBIT_HINT}") from None
             raise
     for c in cells:
         if len(c.cameras) < settings.min_cameras:

@@ -57,6 +57,7 @@ import numpy as np
 
 from ..device import Gpu
 from ..fileio import open_atomic, write_json_atomic
+from ..ingest.images import quantize_u8
 from ..profile import IMAGE
 from .buffers import BufferSet
 
@@ -300,7 +301,7 @@ def remove_appearance(image: np.ndarray, matrices: np.ndarray, stride: int = 4, 
     if gz * gy * gx == 1:
         a, b = mats[0, 0, 0, :, :3], mats[0, 0, 0, :, 3]
         x = np.linalg.solve(a, (y - b).T).T
-        return _to_u8(x.reshape(h, w, 3))
+        return quantize_u8(x.reshape(h, w, 3))
     s = max(int(stride), 1)
     ch, cw = -(-h // s), -(-w // s)
     wy = _hat_weights((np.arange(ch) * s + min(s, h) / 2.0) / h, gy)  # [ch, GY]
@@ -316,13 +317,14 @@ def remove_appearance(image: np.ndarray, matrices: np.ndarray, stride: int = 4, 
         fz = (gzf - z0)[:, None]
         m = ((1.0 - fz) * layers[z0, block] + fz * layers[z0 + 1, block]).reshape(-1, 3, 4)
         x = _solve3(m[:, :, :3], y - m[:, :, 3])
-    return _to_u8(x.reshape(h, w, 3))
+    return quantize_u8(x.reshape(h, w, 3))
 
 
 def _solve3(a: np.ndarray, r: np.ndarray) -> np.ndarray:
     """x with a x = r for [N, 3, 3] a and [N, 3] r, by the adjugate (rows a0 a1 a2: the
-    inverse's columns are a1 x a2, a2 x a0, a0 x a1 over the determinant); an order of
-    magnitude faster than a batched LAPACK solve of 3 x 3 systems."""
+    inverse's columns are a1 x a2, a2 x a0, a0 x a1 over the determinant): 0.09 s for
+    750k float32 systems here against 0.13 s for NumPy's batched solve, and it does not
+    raise on a singular pixel (its determinant is floored at 1e-8)."""
     c0, c1, c2 = np.cross(a[:, 1], a[:, 2]), np.cross(a[:, 2], a[:, 0]), np.cross(a[:, 0], a[:, 1])
     det = np.einsum("nk,nk->n", a[:, 0], c0)
     det = np.where(np.abs(det) > 1e-8, det, 1e-8)
@@ -336,7 +338,3 @@ def _hat_weights(t: np.ndarray, cells: int) -> np.ndarray:
         return np.ones((len(t), 1))
     g = np.clip(t, 0.0, 1.0) * (cells - 1)
     return np.maximum(0.0, 1.0 - np.abs(g[:, None] - np.arange(cells)[None, :]))
-
-
-def _to_u8(x: np.ndarray) -> np.ndarray:
-    return (np.clip(x, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)

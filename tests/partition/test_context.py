@@ -70,12 +70,11 @@ def test_an_orbit_capture_gets_its_context_and_a_street_walk_none(tmp_path):
 
 @pytest.mark.skipif(not MOUSE.is_dir(), reason="needs ../shared/data/mouse")
 def test_a_budget_the_context_cannot_meet_says_so_and_splits_without_it(tmp_path):
-    from engine.partition.geometry import PartitionError
-    from engine.partition.split import same_settings, settings_dict, split_scene
+    from engine.partition.split import ContextBudgetError, same_settings, settings_dict, split_scene
 
     geo = read_geometry(MOUSE)
     auto = SplitSettings(max_gaussians_per_part=150_000, min_cameras=2)
-    with pytest.raises(PartitionError, match="--context-views 0"):
+    with pytest.raises(ContextBudgetError, match="--context-views 0"):
         split_scene(geo, auto)
     off = split_scene(geo, SplitSettings(max_gaussians_per_part=150_000, min_cameras=2, context_views=0))
     assert len(off.cells) == 2 and all(c.gaussians <= 150_000 for c in off.cells)
