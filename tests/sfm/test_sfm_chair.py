@@ -28,11 +28,13 @@ def chair_subset(shared_data, tmp_path_factory):
     return out, names, size, ref / "sparse" / "0"
 
 
-@pytest.mark.parametrize("mapper", ["global", "incremental"])
-def test_chair_subset_registers_and_matches_reference(chair_subset, tmp_path, mapper):
+# incremental, seed 3, one thread: stopped at 5 of 14 images before registration was
+# retried with fewer inliers (engine/sfm/mapping.py); CI once stopped at 3 with the defaults
+@pytest.mark.parametrize("mapper,seed,threads", [("global", 0, -1), ("incremental", 0, -1), ("incremental", 3, 1)])
+def test_chair_subset_registers_and_matches_reference(chair_subset, tmp_path, mapper, seed, threads):
     frames, names, size, reference = chair_subset
     reports = []
-    cfg = SfmConfig(mapper=mapper, fallback=False)
+    cfg = SfmConfig(mapper=mapper, fallback=False, seed=seed, num_threads=threads)
     summary = run_sfm(frames, names, {"video": names}, {"video": size}, "video", tmp_path / "sfm", cfg,
                       report=lambda what, d, t: reports.append(what))
     assert summary["registered"] >= N_FRAMES - 1, summary
