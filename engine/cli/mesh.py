@@ -57,6 +57,10 @@ def add_settings(p, prefix: str = "") -> None:
     opt("min-support", type=int_at_least(1), default=d.min_support,
         help=f"views that must see a surface cell (default {d.min_support})")
     opt("no-carve", action="store_true", help="do not carve free space seen through empty pixels")
+    opt("keep-hidden", action="store_true",
+        help="keep faces no camera sees in front (by default they go: sheets left inside solid objects)")
+    opt("no-close", action="store_true",
+        help="leave the holes of an orbit capture's subject open (by default every hole is closed: watertight)")
     opt("no-remove-appearance", action="store_true",
         help="bake the texture from the photos as they are, not with the training's learned "
              "per-image exposure and white balance (appearance.json) removed")
@@ -97,6 +101,7 @@ def config_from_args(args: argparse.Namespace, prefix: str = "", device: str | N
     return MeshConfig(faces=a("faces"), texture_size=a("texture-size"), resolution=a("resolution"), voxel=a("voxel"),
                       trunc_voxels=a("trunc"), max_voxels=a("max-voxels"), depth=a("depth"),
                       min_support=a("min-support"), carve=not a("no-carve"),
+                      remove_hidden=not a("keep-hidden"), close=not a("no-close"),
                       remove_appearance=not a("no-remove-appearance"),
                       bounds=a("bounds"), max_size=a("max-size"),
                       device=device or args.device)
@@ -131,6 +136,7 @@ def cmd_mesh(args) -> int:
     report = run_mesh(args.project, config_from_args(args), emit=_Printer())
     files = report["files"]
     print(f"{report['faces']:,} faces, {report['vertices']:,} vertices, texture {report['texture_size']}², "
+          f"{'watertight' if report['watertight'] else 'not watertight'}, "
           f"peak host memory {report['memory']['host_peak_mb']:.0f} MB")
     app = report.get("appearance")
     if app:

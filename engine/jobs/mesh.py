@@ -4,10 +4,10 @@ Steps (each reported as progress): load the splats (<project>/splat.ply of `spir
 <project>/train/splat.ply of `spirula run`) and the dataset named in the train.json beside
 them, and find the bounds (engine/mesh/subject.py: for an orbit capture the subject and its
 support plane); render depth + opacity of every camera on the GPU; fuse them into a sparse
-TSDF on the GPU; marching cubes; clean (engine/mesh/repair.py: cut at the support plane,
-drop what lies outside the bounds and small components, fill small holes, close the cut);
-decimate to
-the face budget; UV atlas (xatlas); bake the texture from the training images; export GLB,
+TSDF on the GPU; marching cubes; clean (engine/mesh/visible.py: drop the faces no camera
+sees in front; engine/mesh/repair.py: cut at the support plane, drop what lies outside the
+bounds and small components, fill small holes, close the cut; an orbit's subject: close
+every hole); decimate to the face budget (an orbit's subject closed again); UV atlas (xatlas); bake the texture from the training images; export GLB,
 OBJ + MTL + PNG and PLY (vertex colours) into <project>/exports/, atomically; write
 <project>/mesh.json (settings, counts, timings per step, peak memory).
 
@@ -122,14 +122,15 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     from ..splat.render import Rasterizer
     from ..mesh.atlas import unwrap
     from ..mesh.bake import BakeOptions, bake
-    from ..mesh.clean import decimate, vertex_normals
+    from ..mesh.clean import compact, decimate, vertex_normals
     from ..mesh.depth import DepthRenderer
     from ..mesh.export import export_meshes
     from ..mesh.extract import extract_mesh
     from ..mesh.grid import grid_for_bounds
-    from ..mesh.repair import is_watertight, largest_component_share, repair_mesh
+    from ..mesh.repair import close_mesh, is_watertight, largest_component_share, repair_mesh
     from ..mesh.subject import resolve_bounds
     from ..mesh.tsdf import fuse_depth_maps
+    from ..mesh.visible import visible_faces
 
     cfg = cfg or MeshConfig()
     if cfg.depth not in ("expected", "median"):
@@ -186,16 +187,28 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
                            "(check the bounds, or lower --min-support)")
 
     rep.step("clean")
-    # the cut sits above the table's splat layer and at least 2 voxels up (its own surface)
-    cut = max(2.0 * spec.voxel, region.plane.thickness) if region.plane is not None else 0.0
+    hidden = 0
+    if cfg.remove_hidden:   # within half the truncation band of the front surface counts as on it
+        seen = visible_faces(gpu, verts, faces, cams, sizes, 0.5 * cfg.trunc_voxels * spec.voxel,
+                             on_progress=lambda d, n: rep.sub(d, n, "visibility "))
+        hidden = int((~seen).sum())
+        verts, faces = compact(verts, faces[seen])
+    # the cut sits above the table's splat layer and at least 2 voxels up (its own surface);
+    # a base plane lies under the subject's own lowest splats: one voxel up clears the junk
+    plane = region.plane
+    cut = 0.0 if plane is None else spec.voxel if plane.source == "base" else max(2.0 * spec.voxel, plane.thickness)
     clip = region.found != "scene"  # "scene" keeps everything the grid holds
+    # an orbit's subject was seen all around: every hole is closed, so it comes out watertight
+    closing = cfg.close and region.found == "subject"
     verts, faces, repair = repair_mesh(verts, faces, region.lo if clip else None, region.hi if clip else None,
-                                       region.plane, cut, cfg.max_hole_edges, cfg.min_component)
+                                       region.plane, cut, cfg.max_hole_edges, cfg.min_component, close=closing)
     if len(faces) == 0:
         raise SpirulaError(f"no surface left in the bounds {region.box} ({region.reason}); "
                            "try --bounds scene or explicit numbers")
     rep.step("decimate")
     verts, faces = decimate(verts, faces, cfg.faces)
+    if closing:   # the decimation's folds and pinches opened it again
+        verts, faces, repair["faces_dropped_decimated"], repair["holes_filled_decimated"] = close_mesh(verts, faces)
     repair["watertight_decimated"] = is_watertight(verts, faces)
     repair["largest_share_decimated"] = largest_component_share(verts, faces)
     normals = vertex_normals(verts, faces)
@@ -223,6 +236,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
                  "dims": spec.dims},
         "bounds": {**region.to_json(), "cut_height": cut},
         "views": len(dataset.cameras), "gaussians": len(rows), "faces_marching_cubes": raw_faces,
+        "faces_hidden": hidden,
         "components_removed": repair["components_removed"], "repair": repair,
         "watertight": repair["watertight_decimated"], "faces": int(len(faces)), "vertices": int(len(verts)),
         "uv_vertices": int(len(uv.vertices)), "charts": uv.charts, "texture_size": size,

@@ -24,6 +24,9 @@ class MeshConfig:
     # else as "scene"; "scene": where the opaque splats are; or (xmin ymin zmin xmax ymax zmax)
     bounds: str | tuple[float, ...] = "auto"
     max_hole_edges: int = 100         # fill holes with at most this many boundary edges
+    # drop faces no camera sees in front: sheets left inside solids (engine/mesh/visible.py)
+    remove_hidden: bool = True
+    close: bool = True                # close every hole of an orbit's subject (watertight)
     bake_power: float = 4.0           # best-view weight sharpness
     # bake from the photos with the training's per-image appearance (appearance.json) removed
     remove_appearance: bool = True

@@ -27,13 +27,48 @@ from .extract import weld
 from .subject import Plane
 
 
+def _edge_keys(faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(directed edges [3F, 2] as the faces wind them: all first edges, then second, then
+    third; [3F] int64 key of each undirected edge). One 1-D key per edge sorts 5-10x faster
+    than np.unique over rows."""
+    e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
+    lo, hi = e.min(1), e.max(1)
+    return e, lo * (int(faces.max()) + 1 if len(faces) else 1) + hi
+
+
+def _edge_use(faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(directed edges [3F, 2], [3F] number of faces using each one's undirected edge)."""
+    e, key = _edge_keys(faces)
+    _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+    return e, counts[inv.reshape(-1)]
+
+
 def boundary_edges(faces: np.ndarray) -> np.ndarray:
     """[B, 2] int64 directed edges (a, b) as their one face winds them, of the edges used by
     exactly one face (the boundary of the mesh's holes)."""
-    e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
-    key = np.sort(e, axis=1)
-    _, inv, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
-    return e[counts[inv.reshape(-1)] == 1]
+    e, use = _edge_use(faces)
+    return e[use == 1]
+
+
+def make_manifold(verts: np.ndarray, faces: np.ndarray, rounds: int = 8) -> tuple[np.ndarray, np.ndarray, int]:
+    """Drop the faces around what a fan cannot close: edges of more than two faces, and
+    boundary vertices where two holes meet (more than one outgoing boundary edge), repeated
+    until none is left (at most ``rounds`` times; each round widens those holes by a ring).
+    Returns (verts, faces, faces dropped). On the object-on-table scene 4 rounds took the
+    490 non-manifold edges the fans had made to none."""
+    dropped = 0
+    for _ in range(rounds):
+        if len(faces) == 0:
+            break
+        e, use = _edge_use(faces)
+        bad = (use > 2).reshape(3, -1).any(0)
+        out = np.bincount(e[use == 1, 0], minlength=len(verts))
+        bad |= (out > 1)[faces].any(1)
+        if not bad.any():
+            break
+        dropped += int(bad.sum())
+        verts, faces = compact(verts, faces[~bad])
+    return verts, faces, dropped
 
 
 def is_watertight(verts: np.ndarray, faces: np.ndarray) -> bool:
@@ -89,9 +124,26 @@ def fill_holes(verts: np.ndarray, faces: np.ndarray, max_edges: int = 100,
     return np.concatenate([verts, cent[fill]]), np.concatenate([faces, fan]), int(fill.sum())
 
 
+def close_mesh(verts: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Make a mesh watertight: faces repeated on the same three vertices go (all copies: a
+    fold that encloses nothing; quadric decimation leaves some -- 524 pairs in 30k faces
+    on the object-on-table scene), then :func:`make_manifold`, then every hole is filled.
+    Returns (verts, faces, faces dropped, holes filled)."""
+    if len(faces) == 0:
+        return verts, faces, 0, 0
+    _, inv, counts = np.unique(np.sort(faces, axis=1), axis=0, return_inverse=True, return_counts=True)
+    single = counts[inv.reshape(-1)] == 1
+    dropped = int((~single).sum())
+    if dropped:
+        verts, faces = compact(verts, faces[single])
+    verts, faces, more = make_manifold(verts, faces)
+    verts, faces, filled = fill_holes(verts, faces, len(faces) + 1)
+    return verts, faces, dropped + more, filled
+
+
 def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: Plane | None = None,
                 cut: float = 0.0, max_hole_edges: int = 100, min_component: float = 0.02,
-                min_component_faces: int = 64) -> tuple[np.ndarray, np.ndarray, dict]:
+                min_component_faces: int = 64, close: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
     """Clean a marching-cubes mesh; returns (verts, faces, report).
 
     plane / cut: keep only the part above the plane ``plane.distance(x) >= cut`` (world
@@ -100,7 +152,8 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
     centroid lies outside this box are dropped (what the bounds leave out). Then the
     components under max(``min_component_faces``, ``min_component`` x the largest) go
     (engine/mesh/clean.py) and holes of at most ``max_hole_edges`` boundary edges are
-    filled. report: face counts after each step, holes filled, caps, watertightness and
+    filled; ``close``: :func:`close_mesh` instead, every hole filled (an object the
+    cameras went all around: watertight). report: face counts after each step, holes filled, caps, watertightness and
     the largest component's share before and after."""
     import trimesh.intersections as ti
 
@@ -124,11 +177,14 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
         verts, faces, removed = remove_small_components(verts, faces, min_component, min_component_faces)
     report["components_removed"] = int(removed)
     report["faces_after_components"] = int(len(faces))
-    filled = 0
-    if len(faces):
+    filled = dropped = 0
+    if close:
+        verts, faces, dropped, filled = close_mesh(verts, faces)
+    elif len(faces):
         # the cut's loops lie on the plane at height ``cut``: closed whatever their size
         on_cut = np.abs(plane.distance(verts) - cut) <= 1e-6 * scale if plane is not None else None
         verts, faces, filled = fill_holes(verts, faces, max_hole_edges, on_cut)
+    report["faces_dropped_to_close"] = int(dropped)
     report["holes_filled"] = int(filled)
     report["faces_out"] = int(len(faces))
     report["watertight_after"] = is_watertight(verts, faces)

@@ -15,6 +15,8 @@ Three steps, each usable alone (all NumPy, vectorised; world units, OpenCV camer
    Only hypotheses whose normal is within ``max_tilt_deg`` of the cameras' up, with the look
    point and nearly all cameras on its upper side, are scored: a tangent plane of an object
    floating in empty space with cameras below it (the torus of tests/mesh) is no support.
+   Nor is a plane with more than 5% of the splats near the look point under it: with a
+   textureless table the best plane is often a slice along the object's own edges.
 3. :func:`grow_subject`: opaque splat centres above the plane (a band of ``margin`` above it
    removed so the object comes apart from the table), counted on a coarse grid; voxels with
    at least ``min_count`` centres seen by at least ``min_views`` of the cameras (drops
@@ -22,6 +24,10 @@ Three steps, each usable alone (all NumPy, vectorised; world units, OpenCV camer
    reach within ``seed_radius`` of the look point are the subject (the look point itself
    may be empty: a torus' hole, a mug's inside). Its axis-aligned box, padded, reaching
    down to the plane when it stands on it, is the region to mesh.
+4. :func:`base_plane`, when no support plane is found (a textureless table holds almost no
+   opaque splats: the photometric loss cannot place them): the plane normal to the orbit's
+   axis under the subject's lowest splats, when the cameras all look down on it. The
+   object's bottom is then never seen, and closing it there is what makes it watertight.
 
 :func:`find_subject` chains the three and falls back to the scene bounds
 (engine/mesh/grid.py ``splat_bounds``) when the capture is not an orbit or no subject is
@@ -45,12 +51,15 @@ from .grid import splat_bounds
 class Plane:
     """Oriented plane n.x + offset = 0; ``normal`` [3] unit, pointing to the cameras' side.
     inliers: support points within the RANSAC tolerance; thickness: 2.5 x the RMS distance
-    of those inliers to the refined plane (world units), how thick the table's splats lie."""
+    of those inliers to the refined plane (world units), how thick the table's splats lie.
+    source: "table" (fitted to the support's splats) or "base" (no support surface in the
+    splats: the plane under the subject's lowest splats, normal to the orbit's axis)."""
 
     normal: np.ndarray
     offset: float
     inliers: int = 0
     thickness: float = 0.0
+    source: str = "table"
 
     def distance(self, points: np.ndarray) -> np.ndarray:
         """[N] signed distance of world points [N, 3] (positive above)."""
@@ -58,7 +67,7 @@ class Plane:
 
     def to_json(self) -> dict:
         return {"normal": [float(v) for v in self.normal], "offset": float(self.offset),
-                "inliers": int(self.inliers), "thickness": float(self.thickness)}
+                "inliers": int(self.inliers), "thickness": float(self.thickness), "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -192,14 +201,16 @@ def detect_orbit(c2w: np.ndarray, max_miss: float = 0.25, min_share: float = 0.7
 
 def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypotheses: int = 512,
               up: np.ndarray | None = None, max_tilt_deg: float = 35.0, above: np.ndarray | None = None,
-              above_share: float = 0.95, min_inliers: int = 30) -> tuple[Plane, np.ndarray] | None:
+              above_share: float = 0.95, min_inliers: int = 30,
+              all_above: np.ndarray | None = None) -> tuple[Plane, np.ndarray] | None:
     """RANSAC plane on points [M, 3] with inlier tolerance ``tol`` (world units): (plane,
     inlier mask [M]) or None when no admissible hypothesis has ``min_inliers`` inliers.
 
     All ``hypotheses`` triples are scored at once. With ``up`` [3]: only planes whose normal
     is within ``max_tilt_deg`` of it count, oriented to it. With ``above`` [K, 3]: only planes
     with at least ``above_share`` of those points on the upper side count (the cameras and
-    the look point stand above a table). The winner is refined by least squares (SVD) on
+    the look point stand above a table); with ``all_above`` [J, 3]: only planes with all of
+    those above (the look point: not the flat top of the object itself). The winner is refined by least squares (SVD) on
     its inliers, then on the inliers of the refined plane."""
     pts = np.asarray(points, np.float64)
     if len(pts) < 3:
@@ -216,6 +227,8 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     off = -(n * tri[:, 0]).sum(1)
     if above is not None:
         good &= ((np.asarray(above, np.float64) @ n.T + off) > 0).mean(0) >= above_share
+    if all_above is not None:
+        good &= ((np.asarray(all_above, np.float64).reshape(-1, 3) @ n.T + off) > 0).all(0)
     if not good.any():
         return None
     n, off = n[good], off[good]
@@ -257,9 +270,9 @@ def seen_counts(points: np.ndarray, w2c: np.ndarray, intrinsics: np.ndarray, chu
 
 def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_radius: float,
                  plane: Plane | None = None, margin: float = 0.0, min_count: int = 2,
-                 visible: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """(lo [3], hi [3], occupied voxels of the subject) or None when no occupied voxel
-    reaches within ``seed_radius`` of ``look_point``.
+                 visible: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int, bool] | None:
+    """(lo [3], hi [3], occupied voxels of the subject, whether it stands on the plane) or
+    None when no occupied voxel reaches within ``seed_radius`` of ``look_point``.
 
     points [M, 3]: opaque splat centres (world); voxel: grid edge (world units); plane /
     margin: centres below plane + margin are left out (the table is not the subject);
@@ -292,10 +305,30 @@ def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_
         return None
     sub = centres[np.isin(labels[tuple(occ.T)], seeds)]
     lo, hi = sub.min(0) - 1.5 * voxel, sub.max(0) + 1.5 * voxel
-    if plane is not None and plane.distance(sub).min() <= margin + 3 * voxel:
+    stands = plane is not None and plane.distance(sub).min() <= margin + 3 * voxel
+    if stands:
         foot = sub - (plane.distance(sub) + 2 * voxel)[:, None] * plane.normal  # 2 voxels under the plane
         lo, hi = np.minimum(lo, foot.min(0)), np.maximum(hi, foot.max(0))
-    return lo, hi, int(len(sub))
+    return lo, hi, int(len(sub)), bool(stands)
+
+
+def base_plane(heights: np.ndarray, up: np.ndarray, above_heights: np.ndarray, quantile: float = 0.0025,
+               above_share: float = 0.95, min_points: int = 50) -> Plane | None:
+    """The plane n = ``up`` at the ``quantile`` of the subject's splat heights [M] (heights
+    along up, world units) -- a low quantile, not the minimum, so a few stray splats under
+    the table do not lower it -- or None when fewer than ``min_points`` heights are given
+    or fewer than ``above_share`` of ``above_heights`` [K] (cameras, look point) lie above
+    it: an object seen from below as well (the torus in empty space) has no support."""
+    h = np.asarray(heights, np.float64)
+    if len(h) < min_points:
+        return None
+    base = float(np.quantile(h, quantile))
+    if (np.asarray(above_heights, np.float64) > base).mean() < above_share:
+        return None
+    return Plane(_unit(np.asarray(up, np.float64)), -base, 0, 0.0, "base")
+
+
+MAX_BELOW_SUPPORT = 0.05   # share of the splats near the look point a support plane may leave under it
 
 
 def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray, scales: np.ndarray | None = None,
@@ -331,8 +364,11 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     sample = pts[rng.choice(len(pts), min(len(pts), 20000), replace=False)] if len(pts) else pts
     above = np.concatenate([c2w[:, :3, 3], orbit.look_point[None]])
     found = fit_plane(sample, 0.5 * voxel, rng, up=orbit.up, above=above,
-                      min_inliers=max(30, int(0.05 * len(sample))))
+                      min_inliers=max(30, int(0.05 * len(sample))), all_above=orbit.look_point)
     plane = found[0] if found else None
+    near = pts[np.linalg.norm(pts - orbit.look_point, axis=1) < 0.2 * orbit.distance]
+    if plane is not None and (plane.distance(near) < -max(voxel, plane.thickness)).mean() > MAX_BELOW_SUPPORT:
+        plane = None   # a slice through the subject (a tilted plane along its edges), not a table
     visible = None
     if intrinsics is not None and len(pts):
         w2c = np.linalg.inv(c2w)
@@ -343,13 +379,23 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     if grown is None:
         return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, None,
                              "orbit, but no opaque splats near the look point", extra)
-    lo, hi, cells = grown
+    lo, hi, cells, stands = grown
+    if plane is not None and not stands:   # e.g. the floor under a table without texture
+        plane = None
+    if plane is None:
+        box = ((pts >= lo) & (pts <= hi)).all(1) & (visible if visible is not None else True)
+        plane = base_plane(pts[box] @ orbit.up, orbit.up, above @ orbit.up)
+        if plane is not None:   # the box reaches 2 voxels under the base, as onto a table
+            corners = np.array(np.meshgrid(*zip(lo, hi), indexing="ij")).reshape(3, -1).T
+            foot = corners - (plane.distance(corners) + 2 * voxel)[:, None] * plane.normal
+            lo, hi = np.minimum(lo, foot.min(0)), np.maximum(hi, foot.max(0))
     lo, hi = np.maximum(lo, scene_lo), np.minimum(hi, scene_hi)  # never more than the scene
     if (hi <= lo).any():
         return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, None,
                              "orbit, but the subject lies outside the scene bounds", extra)
     why = f"orbit around the look point; subject of {cells} coarse voxels" + (
-        "; support plane found" if plane else "; no support plane")
+        "; no support plane" if plane is None else "; support plane found" if plane.source == "table"
+        else "; no table surface in the splats: closed under the subject's lowest splats")
     return SubjectBounds("auto", "subject", lo, hi, orbit, plane, why, {**extra, "subject_voxels": cells})
 
 

@@ -1,31 +1,24 @@
-"""Issue 21's bar on a capture with a known object, CI-sized: a textured box on a
-textureless table top inside a textured room (tests/mesh/room_scene.py: an analytic NumPy
-ray caster, not our splats or renderer), 32 cameras orbiting the box at two heights at
-128 px -> `spirula train`'s training (run_training, 300 steps from SfM-like points) ->
-`spirula mesh` -> the mesh against the exact box.
+"""Issue 21's bar on a capture with a known object: a textured box on a textureless table
+top inside a textured room (tests/mesh/room_scene.py: an analytic NumPy ray caster, not our
+splats or renderer), 32 cameras orbiting the box at two heights at 256 px -> `spirula
+train`'s training (run_training, 1,200 steps from SfM-like points) -> `spirula mesh` -> the
+mesh against the exact box.
 
 The numbers, printed: object Chamfer as % of the box diagonal, F-score at 0.5% of it, the
 share of faces whose centre lies outside the box grown by TOL x the diagonal, and whether
-the mesh is watertight (the box's bottom stands on the table and is never seen: only a
-support-plane cap closes it). The bars: Chamfer <= 1%, F@0.5% >= 0.85, <= 1% of the faces
-outside, watertight. The mesh stage runs with its defaults except the sizes a CI run can
-afford (faces, texture, resolution), as tests/mesh/test_synthetic_quality.py does.
+the mesh is watertight (the box's bottom stands on the table and is never seen). The bars:
+Chamfer <= 1%, F@0.5% >= 0.85, <= 1% of the faces outside, watertight. The mesh stage runs
+with its defaults except the sizes a CI run can afford (faces, texture, resolution).
 
-With the default bounds (auto: engine/mesh/subject.py finds the orbit's subject and the
-table plane) the bars are not met yet at CI size, measured on lavapipe after the subject
-bounds landed: Chamfer 1.31%, F@0.5% 0.38, 18% of the faces outside the box, not
-watertight: xfail until they are. The second test gives the true box as explicit bounds,
-which measures the fusion itself; it asserts what fusion alone must reach (no cap: not
-watertight, the bottom missing from the recall) and prints the bars' numbers.
-
-Measured on lavapipe (this commit, before the subject bounds): default bounds: Chamfer 86%,
-F@0.5% 0.01, 99% of the faces outside the box (the room); the true box as bounds: Chamfer
-1.2%, F@0.5% 0.45 (P 0.51, R 0.41), F@1% 0.79, 6.9% of the faces outside (the grid is rounded
-up to whole bricks past the bounds and nothing crops the mesh to them: a ring of table is
-left), not watertight. The fused surface lies about 2 mm (median) outside the true faces,
-with a 5-95% spread of -15..+9 mm (pixels ~9 mm on the box). At 160 px and 500 steps
-(4x the CI time): Chamfer 1.0%, F@0.5% 0.67; cameras closer (1.05 m) were worse (0.41).
-SfM-like points, as tests/mesh/test_synthetic_quality.py found: random starts need more steps.
+Why 256 px and 1,200 steps (about 3 min of training on 2 cores): at 128 px 0.5% of the
+diagonal is 0.55 px of a view, and after 300 steps the fused surface's noise alone (the
+true box as bounds) gave F@0.5% 0.45. Measured on lavapipe (2026-12-04), default bounds:
+- before: Chamfer 0.86%, F@0.5% 0.883, 2.3% of the faces outside, not watertight (no
+  support plane: the textureless table holds almost no opaque splats);
+- with the base plane under the subject's lowest splats (engine/mesh/subject.py) and every
+  hole of the subject closed (engine/mesh/repair.close_mesh, also after decimation):
+  Chamfer 0.24%, F@0.5% 0.940, 0.1% outside, watertight. At 128 px / 300 steps the same
+  code gives Chamfer 0.77%, F@0.5% 0.34, 18.9% outside, watertight.
 """
 
 import json
@@ -40,7 +33,7 @@ from engine.jobs.train import run_training
 from tests.mesh import room_scene as R
 from tests.mesh import synthetic as S
 
-SIZE, PER_RING, HEIGHTS, RADIUS, STEPS = 128, 16, (0.5, 1.25), 1.3, 300
+SIZE, PER_RING, HEIGHTS, RADIUS, STEPS = 256, 16, (0.5, 1.25), 1.3, 1200
 MESH_ARGS = ["--faces", "30000", "--texture-size", "256", "--resolution", "256"]
 TOL = 0.01   # x the box diagonal: how far outside the box a face may lie and still count as on it
 
@@ -51,8 +44,8 @@ def project(tmp_path_factory):
     R.write_room_dataset(root / "data", R.orbit(PER_RING, RADIUS, HEIGHTS, SIZE, SIZE * 1.1),
                          np.random.default_rng(11))
     cfg = RunConfig(dataset=DatasetConfig(max_size=SIZE, eval_every=0),
-                    train=TrainConfig(steps=STEPS, sh_degree=0, strategy="adc", densify_from=100,
-                                      densify_until=240, densify_interval=50, opacity_reset_interval=0,
+                    train=TrainConfig(steps=STEPS, sh_degree=0, strategy="adc", densify_from=400,
+                                      densify_until=960, densify_interval=100, opacity_reset_interval=0,
                                       checkpoint_every=0, seed=1))
     run_training(root / "data", root / "project", cfg)
     return root / "project"
@@ -83,15 +76,6 @@ def report(label: str, project, n: dict) -> str:
             f"mesh stage {secs:.1f} s")
 
 
-# At CI size 0.5% of the box diagonal is 0.55 px of a view: sub-pixel depth from 300 steps. At 256 px
-# and 1,200 steps (/tmp script, 2026-12-04, software Vulkan) the same defaults gave Chamfer 0.86%,
-# F@0.5% 0.883 (P 0.956, R 0.821; seen faces 0.974): those two bars met; but 2.3% of the faces
-# outside the box and not watertight: no support plane was found, the textureless table's splat
-# centres spreading over +-0.1 in height (the photometric loss cannot place them), so nothing is cut
-# or capped; a plane fitted to them anyway came out tilted 10 degrees through the box.
-@pytest.mark.xfail(strict=False, reason="bars not met at CI size: the fusion itself reaches F@0.5% ~0.45 even "
-                                        "with the true box (second test); auto bounds keep ~18% of the faces "
-                                        "outside the box and the cap does not close the mesh (issue 21)")
 def test_object_on_table_meets_the_bars_with_default_bounds(project, capsys):
     assert main(["mesh", str(project), *MESH_ARGS]) == 0
     n = object_numbers(project)

@@ -80,14 +80,17 @@ def test_ransac_plane_on_noisy_points_with_outliers():
     assert fit_plane(pts, 0.01, rng, up=UP, above=np.concatenate([cams, cams * [1, 1, -1]])) is None
 
 
-def _box_surface(rng, lo, hi, count):
-    """Area-uniform samples on the faces of the box [lo, hi]."""
+def _box_surface(rng, lo, hi, count, bottom=True):
+    """Area-uniform samples on the faces of the box [lo, hi] (without its -z face when
+    ``bottom`` is False: a box standing on a table is never seen from below)."""
     lo, hi = np.asarray(lo, float), np.asarray(hi, float)
     p = rng.uniform(lo, hi, (count, 3))
     size = hi - lo
     areas = np.array([size[1] * size[2], size[0] * size[2], size[0] * size[1]])
     axis = rng.choice(3, count, p=areas / areas.sum())
     side = rng.integers(0, 2, count)
+    if not bottom:
+        side[axis == 2] = 1
     p[np.arange(count), axis] = np.where(side == 1, hi[axis], lo[axis])
     return p
 
@@ -114,6 +117,25 @@ def test_box_on_a_table_in_a_room_is_found_and_cut_at_the_table():
     assert np.all(np.abs(sb.lo[:2] - lo_true[:2]) < 2 * vox), (sb.lo, lo_true, vox)
     assert -3 * vox < sb.lo[2] < 0.0
     assert sb.to_json()["plane"]["normal"][2] > 0.999
+
+
+def test_textureless_table_gives_a_base_plane_under_the_box():
+    """A textureless table holds almost no opaque splats (the photometric loss cannot place
+    them): no RANSAC plane, but the box still gets closed under its lowest splats."""
+    rng = np.random.default_rng()
+    lo_true, hi_true = np.array([-0.3, -0.2, 0.0]), np.array([0.25, 0.3, 0.45])
+    subject = _box_surface(rng, lo_true, hi_true, 15000, bottom=False)
+    table = np.concatenate([rng.uniform(-1.5, 1.5, (25, 2)), rng.normal(0, 0.1, (25, 1))], 1)
+    room = _box_surface(rng, [-6, -6, -1], [6, 6, 4], 20000)
+    means = np.concatenate([subject, table, room])
+    scales = np.log(np.full((len(means), 3), 0.005))
+    c2w, _ = _two_ring_orbit(rng, np.array([0, 0, 0.2]), 2.0, 48, jitter=0.02)
+    sb = find_subject(c2w, means, np.full(len(means), 3.0), scales)
+    assert sb.found == "subject" and sb.plane is not None and sb.plane.source == "base", sb.reason
+    vox = sb.extra["coarse_voxel"]
+    assert sb.plane.normal @ UP > 0.999 and abs(sb.plane.offset) < 0.5 * vox, (sb.plane, vox)
+    assert -3 * vox < sb.lo[2] < -vox and "lowest splats" in sb.reason
+    assert np.all(np.abs(sb.hi - hi_true) < 2 * vox)
 
 
 def test_torus_around_the_look_point_is_not_cut():
