@@ -191,6 +191,8 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     if cfg.remove_hidden:   # within half the truncation band of the front surface counts as on it
         seen = visible_faces(gpu, verts, faces, cams, sizes, 0.5 * cfg.trunc_voxels * spec.voxel,
                              on_progress=lambda d, n: rep.sub(d, n, "visibility "))
+        meter.gpu("visibility", 12 * len(verts) + 16 * len(faces) + 4 * max(w * h for w, h in sizes))
+        meter.gpu("visibility", 0)
         hidden = int((~seen).sum())
         verts, faces = compact(verts, faces[seen])
     # the cut sits above the table's splat layer and at least 2 voxels up (its own surface);
