@@ -1,6 +1,6 @@
 """The subject of a capture, found from the cameras and the trained splats: the region to mesh.
 
-Three steps, each usable alone (all NumPy, vectorised; world units, OpenCV camera axes:
+Four steps, each usable alone (all NumPy, vectorised; world units, OpenCV camera axes:
 +z forward, +y down in the image):
 
 1. :func:`detect_orbit`: the *look point* is the point nearest to all optical axes in least
@@ -29,7 +29,7 @@ Three steps, each usable alone (all NumPy, vectorised; world units, OpenCV camer
    axis under the subject's lowest splats, when the cameras all look down on it. The
    object's bottom is then never seen, and closing it there is what makes it watertight.
 
-:func:`find_subject` chains the three and falls back to the scene bounds
+:func:`find_subject` chains them and falls back to the scene bounds
 (engine/mesh/grid.py ``splat_bounds``) when the capture is not an orbit or no subject is
 found; :func:`resolve_bounds` maps the ``--bounds`` setting (auto, scene, six numbers) to a
 :class:`SubjectBounds`. The cut at the plane and the closing of the mesh are in
@@ -210,8 +210,8 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     is within ``max_tilt_deg`` of it count, oriented to it. With ``above`` [K, 3]: only planes
     with at least ``above_share`` of those points on the upper side count (the cameras and
     the look point stand above a table); with ``all_above`` [J, 3]: only planes with all of
-    those above (the look point: not the flat top of the object itself). The winner is refined by least squares (SVD) on
-    its inliers, then on the inliers of the refined plane."""
+    those above (the look point: not the flat top of the object itself). The winner is
+    refined by least squares (SVD) on its inliers, then on the inliers of the refined plane."""
     pts = np.asarray(points, np.float64)
     if len(pts) < 3:
         return None

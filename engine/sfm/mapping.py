@@ -87,7 +87,7 @@ def reconstruct(database: Path, image_dir: Path, work_dir: Path, n_images: int, 
     tried = {}
     best, best_n, best_mapper = None, 0, None
     for mapper, relaxed in order:
-        name = f"{mapper} (relaxed)" if relaxed else mapper
+        name, folder = (f"{mapper} (relaxed)", f"{mapper}-relaxed") if relaxed else (mapper, mapper)
         count = [0]
 
         def on_image(m=mapper, c=count) -> None:
@@ -97,7 +97,7 @@ def reconstruct(database: Path, image_dir: Path, work_dir: Path, n_images: int, 
 
         if progress is not None:
             progress(mapper, 0, n_images)
-        out = work_dir / name.replace(" (relaxed)", "-relaxed")
+        out = work_dir / folder
         shutil.rmtree(out, ignore_errors=True)
         try:
             recs = _run(mapper, database, image_dir, out, cfg, on_image, relaxed)
