@@ -64,6 +64,7 @@ class Meshing:
         for kind in ("glb", "obj", "ply"):
             if kind in files:
                 e.emit(M.Saved(f"mesh {kind}", files[kind], f"{report['faces']:,} faces"))
-        e.state("idle", f"mesh of {project.name}: {report['faces']:,} faces")
+        closed = "watertight" if report.get("watertight") else "not watertight"
+        e.state("idle", f"mesh of {project.name}: {report['faces']:,} faces, {closed}")
         if cmd.show and "glb" in files:
             e.loads.open_mesh(M.OpenMesh(files["glb"]))
