@@ -94,7 +94,8 @@ def test_object_on_table_with_the_true_box_as_bounds(project, capsys):
     n = object_numbers(project)
     with capsys.disabled():
         print(report("the true box as --bounds", project, n))
-    # what the fusion alone reaches here (the bars themselves are the test above's)
-    assert n["chamfer_pct"] <= 2.0
-    assert n["fscore_1pct"] >= 0.7
-    assert n["outside_pct"] <= 10.0
+    # what the fusion alone reaches here (the bars themselves are the test above's); measured
+    # at 3e9093b: Chamfer 0.85%, F@1% 0.913, 0.0% outside, not watertight (explicit bounds: no closing)
+    assert n["chamfer_pct"] <= 1.5
+    assert n["fscore_1pct"] >= 0.85
+    assert n["outside_pct"] <= 2.0

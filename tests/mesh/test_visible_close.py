@@ -9,6 +9,7 @@ import numpy as np
 import trimesh
 
 from engine.mesh.repair import boundary_edges, close_mesh, fill_holes, is_watertight
+from engine.mesh.visible import visible_faces
 from engine.splat.camera_table import camera_row
 from tests.mesh.analytic import orbit_cameras
 
@@ -20,8 +21,6 @@ def test_a_sphere_inside_a_sphere_is_hidden_and_the_outer_one_seen(gpu):
     shift = rng.uniform(-0.05, 0.05, 3)
     v = np.concatenate([outer.vertices, inner.vertices]) + shift
     f = np.concatenate([outer.faces, inner.faces + len(outer.vertices)])
-    from engine.mesh.visible import visible_faces
-
     views = orbit_cameras(24, 3.5, 128, 150.0, seed_offset=rng.uniform(0.2, 0.8))
     cams = gpu.upload(np.concatenate([camera_row(*c) for c in views]), "test.cams")
     # tolerance: 2 voxels of a 256-voxel grid over the sphere, as the mesh job sets it
