@@ -33,7 +33,8 @@
 #     timeout_s: 600           (the script keeps to BUDGET_S=540 s and then writes the summary)
 #     kind:      nvidia-h200
 # Knobs (env): BUDGET_S=540 STEPS=7000 MAX_SIZE=1000 FACES=500000 TEX=4096 RES=512
-#   DEVICE=vulkan PREVIEW_SIZE=800 CHAIR_SRC (photo folder) MOUSE_SRC (dataset) ONLY="mouse chair" (order; also mouse-geometry) OUT WORK
+#   DEVICE=vulkan PREVIEW_SIZE=800 CHAIR_SRC (photo folder) MOUSE_SRC (dataset) ONLY="mouse chair" (order; also
+#   mouse-geometry, and book / chair-video: `spirula run` on the COLMAP dataset carried as $P/data/<name>) OUT WORK
 #   MESH_PARALLEL=1 (0: the two meshes one after the other)
 #   CHAIR_MODE=photos (refmodel: skip SfM, train on the reference model -- the fallback)
 #   SFM_ARGS="" (extra `spirula run` options for the chair, e.g. "--sfm-size 1000")
@@ -193,6 +194,21 @@ train_chair() {
   return 0
 }
 
+# ---------------------------------------------------------------- (d) a carried dataset
+# `spirula run <dataset>` (train -> export -> mesh) on $P/data/<name>: a COLMAP dataset, e.g.
+# `book`, or `chair-video`, the undistorted dataset that `spirula run office_chair.mp4
+# --until undistort` made on the CPU machine (decode -> select -> SfM -> undistort; pycolmap
+# does not fit the carry), so the video's own poses are trained and meshed here
+train_dataset() {  # name
+  local name=$1 D=$W/$1
+  [ -d "$P/data/$name" ] || { say "no $P/data/$name: $name left out"; return 0; }
+  rm -rf "$D"
+  step "$name:run" 45 240 python3 -m engine.cli run "$P/data/$name" -o "$D" "${train_args[@]}"
+  keep_json "$name" "$D"
+  [ -f "$D/train/splat.ply" ] && TRAINED+=("$name:$D")
+  return 0
+}
+
 # ---------------------------------------------------------------- (c) meshes and their views
 mesh_one() {  # name project: only when its run did not end with the mesh
   [ -f "$2/mesh.json" ] && return 0
@@ -229,7 +245,8 @@ for s in $ONLY; do
     mouse) train_mouse ;;
     mouse-geometry) train_mouse_geometry ;;
     chair) train_chair ;;
-    *) say "unknown scene $s (ONLY: mouse mouse-geometry chair)" ;;
+    book|chair-video) train_dataset "$s" ;;
+    *) say "unknown scene $s (ONLY: mouse mouse-geometry chair book chair-video)" ;;
   esac
 done
 for_each_trained mesh_one
