@@ -19,7 +19,9 @@ from pathlib import Path
 def load(paths: list[Path]) -> list[tuple[str, dict]]:
     files = []
     for p in paths:
-        files += sorted(p.rglob("*.json")) if p.is_dir() else [p]
+        if not p.exists():
+            print(f"(missing: {p})")
+        files += sorted(p.rglob("*.json")) if p.is_dir() else [p] if p.exists() else []
     out = []
     for f in files:
         r = json.loads(f.read_text())
