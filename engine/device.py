@@ -68,7 +68,10 @@ class Gpu:
         kind = {"vulkan": spy.DeviceType.vulkan, "cuda": spy.DeviceType.cuda}[backend]
         # `precise` exists in SPIR-V only (shaders/common/footprint.slang)
         defines = {} if backend == "vulkan" else {"PRECISE": ""}
-        opts = spy.SlangCompilerOptions({"include_paths": [str(shader_dir())], "defines": defines})
+        opts = {"include_paths": [str(shader_dir())], "defines": defines}
+        if backend == "cuda":
+            opts["floating_point_mode"] = _cuda_fp_mode()
+        opts = spy.SlangCompilerOptions(opts)
         self.adapter_luid = _chosen_adapter(kind, backend)
         try:
             self.device = spy.Device(type=kind, compiler_options=opts, enable_hot_reload=False,
@@ -133,8 +136,10 @@ class Gpu:
                 except Exception as exc:
                     raise DeviceError(f"compiling shaders/{module}.slang:{entry} failed: {exc}") from exc
                 # cached call-site arguments (Kernel.record): verified on Vulkan (lavapipe,
-                # NVIDIA); other backends record through slangpy's own dispatch
-                k = Kernel(raw, f"{module}:{entry}", self.device if self.backend == "vulkan" else None)
+                # NVIDIA); CUDA records through slangpy's own dispatch unless
+                # $SPIRULA_CUDA_BINDINGS=cached (to measure; not verified there yet)
+                cached = self.backend == "vulkan" or os.environ.get("SPIRULA_CUDA_BINDINGS") == "cached"
+                k = Kernel(raw, f"{module}:{entry}", self.device if cached else None)
                 if self.prof is not None:
                     k.dispatch = self.prof.dispatcher(k)
                     k.profiled = True
@@ -341,6 +346,19 @@ class _Site:
 
 
 _UNSET = object()
+
+
+def _cuda_fp_mode():
+    """Float mode of the CUDA backend's kernels: "fast" (default) makes nvrtc compile with
+    --use_fast_math, approximate division, exp and sqrt with denormals flushed, as NVIDIA's
+    Vulkan driver compiles SPIR-V's float ops; nvrtc's IEEE division alone took
+    rasterize_backward from 64 to 82 registers (docs/cuda-backend.md).
+    $SPIRULA_CUDA_FP_MODE=default|precise gives nvrtc's IEEE defaults back (to compare)."""
+    name = os.environ.get("SPIRULA_CUDA_FP_MODE", "fast").strip() or "fast"
+    modes = {m.name.rstrip("_"): m for m in spy.SlangFloatingPointMode}
+    if name not in modes:
+        raise DeviceError(f"$SPIRULA_CUDA_FP_MODE={name}: choose one of {', '.join(sorted(modes))}")
+    return modes[name]
 
 
 def _slang_type(v) -> str:
