@@ -398,8 +398,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                                          f"(saved {msg.saved.replace('T', ' ')})", 0)
         elif isinstance(msg, M.StageStarted):
             if msg.stage == "train" and msg.total:
-                self.training.progress.setRange(0, msg.total)
-                self.training.total = msg.total
+                self.training.set_total(msg.total)
             self.statusBar().showMessage(f"{msg.stage}: {msg.detail}", 5000)
         elif isinstance(msg, M.ProfilerSnapshot):
             self.profiler.on_snapshot(msg)
