@@ -363,7 +363,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.controller.set_scene(msg)
             self.dataset.set_scene(msg)
             self.partition.set_scene(msg)
-            self.export.set_project(msg.project)
+            self.export.set_project(msg.project, training=msg.kind == "dataset")
             if msg.kind in ("dataset", "review", "ply"):
                 self.export.set_extent(msg.center, msg.radius if msg.kind == "ply" else 0.5 * msg.radius)
             self.export.set_can_export(msg.kind not in ("mesh", "empty"))
