@@ -384,7 +384,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             if self.export.meshing and msg.state in ("idle", "failed"):  # cancelled, or it failed
                 self.export.mesh_ended(msg.detail, False)
             self.training.set_state(msg.state, msg.detail)
-            self.status_job.setText(msg.state + (f": {msg.detail}" if msg.detail and len(msg.detail) < 60 else ""))
+            # the state alone: the detail (in the panels too) took the room of the status messages
+            self.status_job.setText(msg.state)
+            self.status_job.setToolTip(msg.detail or "")
             if self.saving_to_close and msg.state == "finished":  # it ended by itself meanwhile: all saved
                 QtCore.QTimer.singleShot(0, self._close_after_save)
         elif isinstance(msg, M.CheckpointSaved):
