@@ -41,6 +41,19 @@ def load_style(app: QtWidgets.QApplication) -> None:
         app.setWindowIcon(QtGui.QIcon(str(icon)))
 
 
+def _scrolling(panel: QtWidgets.QWidget) -> QtWidgets.QScrollArea:
+    """``panel`` in a vertical scroll area: the Training panel alone needs ~820 px, which
+    made the window taller than a 768 or 900 px screen (its bottom off the screen)."""
+    area = QtWidgets.QScrollArea()
+    area.setWidgetResizable(True)
+    area.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    area.setWidget(panel)
+    bar = area.style().pixelMetric(QtWidgets.QStyle.PixelMetric.PM_ScrollBarExtent)
+    area.setMinimumWidth(panel.minimumSizeHint().width() + bar)  # as wide as before: no sideways scrolling
+    return area
+
+
 class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
     def __init__(self, session, ready: M.EngineReady, dialogs: bool = True):
         super().__init__()
@@ -87,7 +100,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                          ("Profiler", self.profiler), ("Export", self.export)):
             d = QtWidgets.QDockWidget(title, self)
             d.setObjectName(f"dock-{title}")
-            d.setWidget(w)
+            d.setWidget(_scrolling(w))
             d.setFeatures(QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetMovable
                           | QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetFloatable)
             self.addDockWidget(QtCore.Qt.DockWidgetArea.RightDockWidgetArea, d)
