@@ -134,8 +134,10 @@ def _drag(app, win, paths) -> DragSource:
         assert win.drops.overlay.isVisible(), "the overlay went while the drag hovered over the viewport"
         src.hover_text = win.drops.text
         _run(app, "mouseup", "1")
+        # the source's drag can end (XdndDrop sent) before the studio has handled the drop
+        assert spin(app, 20, lambda: "Drop" in got.types), \
+            f"the drop did not reach the viewport's native window: {got.types}"
         assert spin(app, 20, lambda: any(s.startswith("drag-ended") for s in src.lines)), src.lines
-        assert "Drop" in got.types, f"the drop did not reach the viewport's native window: {got.types}"
         assert "drag-ended copy" in src.lines, f"the studio did not accept the drop: {src.lines}"
         return src
     finally:
