@@ -45,7 +45,7 @@ def plot(title: str, left: str, log_y: bool = False) -> pg.PlotWidget:
     w.setLogMode(y=log_y)
     w.getAxis("left").enableAutoSIPrefix(False)
     w.getAxis("bottom").enableAutoSIPrefix(False)
-    w.setMinimumHeight(110)
+    w.setMinimumHeight(90)  # three in the Training panel fit a 1440 x 900 window unscrolled
     w.setMouseEnabled(x=False, y=False)
     w.hideButtons()
     return w

@@ -23,6 +23,7 @@ from .partition_panel import PartitionPanel
 from .export_panel import ExportPanel
 from . import remembered
 from .opening import Opening
+from .panel_scroll import PanelScroll
 from .profiler_panel import PROFILE_BY_DEFAULT, ProfilerPanel
 from .training_panel import TrainingPanel
 from .viewport import ViewController, Viewport
@@ -39,19 +40,6 @@ def load_style(app: QtWidgets.QApplication) -> None:
     icon = RESOURCES / "icons" / "spirula.svg"
     if icon.is_file():
         app.setWindowIcon(QtGui.QIcon(str(icon)))
-
-
-def _scrolling(panel: QtWidgets.QWidget) -> QtWidgets.QScrollArea:
-    """``panel`` in a vertical scroll area: the Training panel alone needs ~820 px, which
-    made the window taller than a 768 or 900 px screen (its bottom off the screen)."""
-    area = QtWidgets.QScrollArea()
-    area.setWidgetResizable(True)
-    area.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-    area.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-    area.setWidget(panel)
-    bar = area.style().pixelMetric(QtWidgets.QStyle.PixelMetric.PM_ScrollBarExtent)
-    area.setMinimumWidth(panel.minimumSizeHint().width() + bar)  # as wide as before: no sideways scrolling
-    return area
 
 
 class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
@@ -100,7 +88,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                          ("Profiler", self.profiler), ("Export", self.export)):
             d = QtWidgets.QDockWidget(title, self)
             d.setObjectName(f"dock-{title}")
-            d.setWidget(_scrolling(w))
+            d.setWidget(PanelScroll(w))  # the window fits a small screen
             d.setFeatures(QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetMovable
                           | QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetFloatable)
             self.addDockWidget(QtCore.Qt.DockWidgetArea.RightDockWidgetArea, d)

@@ -198,8 +198,13 @@ def test_the_window_fits_a_small_screen(studio):
     app, win = studio
     hint = win.minimumSizeHint()
     assert hint.width() <= 1024 and hint.height() <= 600, hint
-    win.resize(1366, 700)
-    assert spin(app, 5, lambda: win.height() == 700), win.size()
+    area = win.docks["Training"].widget()
+    win.resize(1440, 900)                    # the default size: the panel fills its dock, unscrolled
+    assert spin(app, 5, lambda: win.height() == 900 and area.widget().height() == area.height()), \
+        (area.widget().size(), area.size())
+    win.resize(1366, 700)                    # a small screen: the panel keeps its minimum and scrolls
+    assert spin(app, 5, lambda: win.height() == 700 and area.verticalScrollBar().maximum() > 0), win.size()
+    assert area.widget().height() == win.training.minimumSizeHint().height()
     export = win.docks["Export"].widget()
     assert export.widget() is win.export and export.width() >= win.export.minimumSizeHint().width()
 
