@@ -178,12 +178,16 @@ class ExportPanel(QtWidgets.QWidget):
         if self.project_path:
             self.mesh_requested.emit(self.mesh_command())
 
-    def set_project(self, path: str) -> None:
-        self.project_path = path if path and self.trained(path) else ""
+    def set_project(self, path: str, training: bool = False) -> None:
+        """The project the mesh is made from; ``training``: its training is under way (so the
+        hint is to wait, not to train)."""
+        self.project_path = path if path and not training and self.trained(path) else ""
         self.project.setText(f"Project folder: {path or '–'}")
         if not self.meshing and not self.mesh_status.text().startswith("Wrote"):
-            self.mesh_status.setText("Ready: the mesh goes to exports/ in the project folder" if self.project_path
-                                     else "Train or open a trained project first (it needs splat.ply and train.json)")
+            self.mesh_status.setText(
+                "Ready: the mesh goes to exports/ in the project folder" if self.project_path
+                else "Available when the training has finished (or Stop & save)" if training
+                else "Train or open a trained project first (it needs splat.ply and train.json)")
         self._update_mesh_buttons()
 
     @staticmethod

@@ -50,6 +50,11 @@ def setup(level: str = "WARNING") -> Path | None:
     line each). Returns the file, or None when it cannot be written (then only the terminal)."""
     root = logging.getLogger()
     root.setLevel(logging.DEBUG if level.upper() == "DEBUG" else logging.INFO)  # the file gets info and up
+    for h in root.handlers[:]:
+        # `spirula`'s logging.basicConfig handler: with the level lowered for the file it would
+        # print every info and warning a second time (subclasses, files and pytest's, stay)
+        if type(h) is logging.StreamHandler:
+            root.removeHandler(h)
     console = logging.StreamHandler()
     console.setLevel(logging.WARNING)
     console.setFormatter(_OneLine())

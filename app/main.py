@@ -75,6 +75,14 @@ def wait_ready(session, app, timeout: float = 600.0, on_wait=None, on_progress=N
     raise RuntimeError(f"the engine did not start within {timeout:.0f} s")
 
 
+def _splash_message(sp, text: str) -> None:
+    """The splash's progress line, wrapped: the kernel-compiling lines are wider than it."""
+    from PySide6 import QtCore, QtGui
+
+    flags = (QtCore.Qt.AlignmentFlag.AlignBottom | QtCore.Qt.AlignmentFlag.AlignHCenter).value
+    sp.showMessage(text, flags | QtCore.Qt.TextFlag.TextWordWrap.value, QtGui.QColor("white"))
+
+
 def create_studio(path: str | os.PathLike | None = None, device: str | None = None, dialogs: bool = True,
                   projects: str | os.PathLike | None = None, splash: bool = True, size=(1440, 900)):
     """(app, window, session) with the window shown and the viewport attached; the caller
@@ -104,17 +112,15 @@ def create_studio(path: str | os.PathLike | None = None, device: str | None = No
         p.drawText(pm.rect().adjusted(0, -30, 0, 0), QtCore.Qt.AlignmentFlag.AlignCenter, "Spirula Studio")
         p.end()
         sp = QtWidgets.QSplashScreen(pm)
-        sp.showMessage("Starting the GPU engine and compiling kernels (the first launch takes a while; "
-                       "later ones reuse the compiled kernels)…",
-                       QtCore.Qt.AlignmentFlag.AlignBottom | QtCore.Qt.AlignmentFlag.AlignHCenter, QtGui.QColor("white"))
+        _splash_message(sp, "Starting the GPU engine and compiling kernels (the first launch takes a while; "
+                            "later ones reuse the compiled kernels)…")
         sp.show()
         app.processEvents()
     session = Session(backend=device, projects=projects).start()
     try:
         def show(text: str) -> None:
             if sp is not None:
-                sp.showMessage(text, QtCore.Qt.AlignmentFlag.AlignBottom | QtCore.Qt.AlignmentFlag.AlignHCenter,
-                               QtGui.QColor("white"))
+                _splash_message(sp, text)
 
         ready = wait_ready(session, app, on_progress=show)
     except RuntimeError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
@@ -15,8 +16,28 @@ BLUE = (90, 200, 255)
 GREEN = (120, 220, 120)
 
 
+LABEL_PX = 18   # the least distance between two value labels of the left axis
+
+
+class SparseAxis(pg.AxisItem):
+    """A left axis whose value labels never overlap: pyqtgraph keeps at least two or three
+    major ticks however short the axis is, and the panels' plots are short on a small screen."""
+
+    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802,N803 (pyqtgraph names)
+        levels = super().tickSpacing(minVal, maxVal, size)
+        dif = abs(maxVal - minVal)
+        if not levels or dif == 0 or size <= 0 or self._tickSpacing is not None or self.logMode:
+            return levels
+        least = dif * LABEL_PX / size
+        if levels[0][0] >= least:
+            return levels
+        e = math.floor(math.log10(least))
+        step = min(m * 10.0 ** k for k in (e, e + 1) for m in (1, 2, 5) if m * 10.0 ** k >= least)
+        return [(step, 0)]
+
+
 def plot(title: str, left: str, log_y: bool = False) -> pg.PlotWidget:
-    w = pg.PlotWidget()
+    w = pg.PlotWidget(axisItems={"left": SparseAxis("left")})
     w.setTitle(title, size="9pt")
     w.setLabel("bottom", "step")
     w.setLabel("left", left)
@@ -24,7 +45,7 @@ def plot(title: str, left: str, log_y: bool = False) -> pg.PlotWidget:
     w.setLogMode(y=log_y)
     w.getAxis("left").enableAutoSIPrefix(False)
     w.getAxis("bottom").enableAutoSIPrefix(False)
-    w.setMinimumHeight(110)
+    w.setMinimumHeight(90)  # three in the Training panel fit a 1440 x 900 window unscrolled
     w.setMouseEnabled(x=False, y=False)
     w.hideButtons()
     return w

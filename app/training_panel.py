@@ -125,7 +125,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.progress = QtWidgets.QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
-        self.progress.setFormat("%v / %m steps")
+        self.progress.setFormat("no training yet")  # "%v / %m steps" once a run has its length
         lay.addWidget(self.progress)
         self.status = QtWidgets.QLabel("idle")
         self.status.setWordWrap(True)
@@ -230,11 +230,15 @@ class TrainingPanel(QtWidgets.QWidget):
             w.setEnabled(not running)
         self.status.setText(f"{state}: {detail}" if detail else state)
 
+    def set_total(self, total: int) -> None:
+        self.total = total
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setFormat("%v / %m steps")
+
     def reset_curves(self, total: int) -> None:
         self.steps_x, self.loss_y, self.count_y, self.psnr_x, self.psnr_y = [], [], [], [], []
-        self.total = total
         self.rate = None
-        self.progress.setRange(0, max(total, 1))
+        self.set_total(total)
         self.progress.setValue(0)
         for p in (self.loss_plot, self.count_plot, self.psnr_plot):  # a fixed x axis: no re-layout per point
             p.enableAutoRange(x=False)

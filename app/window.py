@@ -23,6 +23,7 @@ from .partition_panel import PartitionPanel
 from .export_panel import ExportPanel
 from . import remembered
 from .opening import Opening
+from .panel_scroll import PanelScroll
 from .profiler_panel import PROFILE_BY_DEFAULT, ProfilerPanel
 from .training_panel import TrainingPanel
 from .viewport import ViewController, Viewport
@@ -87,7 +88,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                          ("Profiler", self.profiler), ("Export", self.export)):
             d = QtWidgets.QDockWidget(title, self)
             d.setObjectName(f"dock-{title}")
-            d.setWidget(w)
+            d.setWidget(PanelScroll(w))  # the window fits a small screen
             d.setFeatures(QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetMovable
                           | QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetFloatable)
             self.addDockWidget(QtCore.Qt.DockWidgetArea.RightDockWidgetArea, d)
@@ -363,7 +364,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.controller.set_scene(msg)
             self.dataset.set_scene(msg)
             self.partition.set_scene(msg)
-            self.export.set_project(msg.project)
+            self.export.set_project(msg.project, training=msg.kind == "dataset")
             if msg.kind in ("dataset", "review", "ply"):
                 self.export.set_extent(msg.center, msg.radius if msg.kind == "ply" else 0.5 * msg.radius)
             self.export.set_can_export(msg.kind not in ("mesh", "empty"))
@@ -384,7 +385,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             if self.export.meshing and msg.state in ("idle", "failed"):  # cancelled, or it failed
                 self.export.mesh_ended(msg.detail, False)
             self.training.set_state(msg.state, msg.detail)
-            self.status_job.setText(msg.state + (f": {msg.detail}" if msg.detail and len(msg.detail) < 60 else ""))
+            # the state alone: the detail (in the panels too) took the room of the status messages
+            self.status_job.setText(msg.state)
+            self.status_job.setToolTip(msg.detail or "")
             if self.saving_to_close and msg.state == "finished":  # it ended by itself meanwhile: all saved
                 QtCore.QTimer.singleShot(0, self._close_after_save)
         elif isinstance(msg, M.CheckpointSaved):
@@ -398,8 +401,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                                          f"(saved {msg.saved.replace('T', ' ')})", 0)
         elif isinstance(msg, M.StageStarted):
             if msg.stage == "train" and msg.total:
-                self.training.progress.setRange(0, msg.total)
-                self.training.total = msg.total
+                self.training.set_total(msg.total)
             self.statusBar().showMessage(f"{msg.stage}: {msg.detail}", 5000)
         elif isinstance(msg, M.ProfilerSnapshot):
             self.profiler.on_snapshot(msg)

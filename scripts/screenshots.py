@@ -2,7 +2,7 @@
 """Screenshots of the studio window for docs/screenshots/, one per screen, on the embedded
 fox sample, as a user goes through them:
 
-    studio-empty.png      first launch, nothing open
+    studio-empty.png      first launch, nothing open, a dataset dragged over the viewport
     studio-review.png     the dataset opened for review (cameras, thumbnails, split, settings)
     studio-bounds.png     the mesh bounds box (Export panel) drawn in the viewport, with its face handles
     studio.png            training, live (Training panel)
@@ -118,7 +118,12 @@ def main() -> int:
             return failed(f"{args.mesh_from / 'splat.ply'} did not open")
         return mesh_screen() or close()
 
+    # the overlay a drag of the dataset over the viewport shows (what the README's step 1 says)
+    from app.drops import classify_many, describe_many
+
+    win.drops.overlay.show_over(win.viewport, describe_many(classify_many([args.dataset])), True)
     grab("studio-empty.png")
+    win.drops.overlay.hide()
     win.training.steps.setValue(args.steps)
     win.training.max_size.setValue(args.max_size)
     win.training.eval_interval.setValue(max(args.steps // 4, 1))

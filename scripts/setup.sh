@@ -47,8 +47,10 @@ SRC
   vulkan_ok || { echo "[setup] Vulkan still unavailable after installing Mesa" >&2; exit 1; }
 fi
 # The studio window's tests run Qt on a private Xvfb display (the Vulkan viewport presents
-# into it): Xvfb and the X11 libraries Qt's xcb platform loads. Root only; a no-op once there.
-qt_x11_pkgs=(xvfb xauth libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0
+# into it): Xvfb and the X11 libraries Qt's xcb platform loads, and xdotool, which drives the
+# real mouse for the drag from another application (tests/app/test_studio_xdnd.py). Root
+# only; a no-op once there.
+qt_x11_pkgs=(xvfb xauth xdotool libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0
              libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 libegl1 libgl1 libfontconfig1
              libdbus-1-3)
 if as_root; then
@@ -61,8 +63,11 @@ if as_root; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
-elif ! command -v Xvfb >/dev/null; then
-  echo "[setup] note: Xvfb is missing, so the studio window tests will be skipped (apt-get install xvfb)"
+else
+  command -v Xvfb >/dev/null ||
+    echo "[setup] note: Xvfb is missing, so the studio window tests will be skipped (apt-get install xvfb)"
+  command -v xdotool >/dev/null ||
+    echo "[setup] note: xdotool is missing, so the drag from another application is not tested (apt-get install xdotool)"
 fi
 # The independent reader of the splat formats' interop tests (tests/io/test_interop.py):
 # PlayCanvas's splat-transform (npm), pinned, in the ignored .tools/ folder. Node.js and npm

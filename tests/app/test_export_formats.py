@@ -1,5 +1,5 @@
 """The export panel's format chooser: every format with the size it would have (no Qt for
-the model; pytest-qt for the panel)."""
+the model; pytest-qt for the panel), and the mesh button's hint."""
 
 from __future__ import annotations
 
@@ -41,3 +41,19 @@ def test_panel_chooser_follows_the_scene(qapp):
     p.set_scene_size(200_000, 0)
     assert "68 B/splat" in p.format.itemText(p.format.findData("ply"))   # 17 floats without SH
     p.deleteLater()
+
+
+def test_the_mesh_hint_says_to_wait_while_training_and_ready_after(qapp, tmp_path):
+    from app.export_panel import ExportPanel
+
+    p = ExportPanel()
+    p.set_project(str(tmp_path), training=True)         # training under way, nothing saved yet
+    assert not p.mesh_btn.isEnabled() and p.mesh_status.text().startswith("Available when the training has finished")
+    (tmp_path / "splat.ply").write_bytes(b"ply")
+    (tmp_path / "train.json").write_text("{}")
+    p.set_project(str(tmp_path), training=True)         # a rerun's old outputs: not meshed while it trains
+    assert not p.mesh_btn.isEnabled()
+    p.set_project(str(tmp_path))                        # done: it can be meshed
+    assert p.mesh_btn.isEnabled() and p.mesh_status.text().startswith("Ready")
+    p.set_project("")
+    assert p.mesh_status.text().startswith("Train or open a trained project first")

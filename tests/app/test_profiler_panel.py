@@ -4,6 +4,8 @@ and viewer apart, VRAM with the device budget, and axes that say so when there i
 
 from __future__ import annotations
 
+import math
+
 from engine.studio import messages as M
 
 
@@ -61,3 +63,14 @@ def test_flat_curves_get_a_sensible_range(qapp):
     fit_y(w, [18.2, 18.2])
     lo, hi = w.getViewBox().viewRange()[1]
     assert 15 < lo < 18.2 < hi < 21
+
+
+def test_a_short_plot_keeps_its_value_labels_apart(qapp):
+    from app.plots import LABEL_PX, plot
+
+    axis = plot("Held-out PSNR", "dB").getAxis("left")
+    for lo, hi, px in ((13.6, 16.2, 34), (0.14, 0.29, 35), (0, 14_000, 30), (0, 14_000, 400)):
+        spacing = axis.tickSpacing(lo, hi, px)[0][0]
+        assert spacing * px / (hi - lo) >= LABEL_PX, (lo, hi, px, spacing)
+        assert spacing / 10 ** math.floor(math.log10(spacing)) in (1, 2, 2.5, 5)   # a round step
+    assert len(axis.tickSpacing(0, 14_000, 400)) > 1   # a tall one keeps pyqtgraph's levels

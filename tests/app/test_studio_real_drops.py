@@ -3,7 +3,8 @@ office chair dropped on the viewport's native render window, under Xvfb on softw
 Vulkan. Nothing is stood in for: the drag events carry file URLs, the overlay says what
 the drop will do, and the real pipeline (decode or import, pycolmap SfM, undistortion)
 runs until the review screen shows the reconstructed cameras. (Splat files, project and
-dataset folders dropped on the viewport: tests/app/test_studio_drops.py.)"""
+dataset folders dropped on the viewport: tests/app/test_studio_drops.py; a drag from
+another application through the X server: tests/app/test_studio_xdnd.py.)"""
 
 from __future__ import annotations
 

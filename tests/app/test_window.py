@@ -192,6 +192,23 @@ def test_drops(studio, tmp_path):
     del win.errors[e:]
 
 
+def test_the_window_fits_a_small_screen(studio):
+    """The panels scroll: a 1366 x 768 laptop's screen holds the whole window (the Training
+    panel alone once made it 951 px tall)."""
+    app, win = studio
+    hint = win.minimumSizeHint()
+    assert hint.width() <= 1024 and hint.height() <= 600, hint
+    area = win.docks["Training"].widget()
+    win.resize(1440, 900)                    # the default size: the panel fills its dock, unscrolled
+    assert spin(app, 5, lambda: win.height() == 900 and area.widget().height() == area.height()), \
+        (area.widget().size(), area.size())
+    win.resize(1366, 700)                    # a small screen: the panel keeps its minimum and scrolls
+    assert spin(app, 5, lambda: win.height() == 700 and area.verticalScrollBar().maximum() > 0), win.size()
+    assert area.widget().height() == win.training.minimumSizeHint().height()
+    export = win.docks["Export"].widget()
+    assert export.widget() is win.export and export.width() >= win.export.minimumSizeHint().width()
+
+
 def test_resize_and_readback_fallback(studio):
     app, win = studio
     win.resize(900, 640)

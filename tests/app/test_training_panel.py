@@ -1,0 +1,14 @@
+"""The Training panel on its own (no engine): what its progress bar says before and during a run."""
+
+from __future__ import annotations
+
+
+def test_the_progress_bar_says_no_training_until_a_run_has_its_length(qapp):
+    from app.training_panel import TrainingPanel
+
+    panel = TrainingPanel()
+    assert panel.progress.text() == "no training yet"     # not "0 / 1 steps" on a first launch
+    panel.reset_curves(2000)
+    assert panel.progress.text() == "0 / 2000 steps" and panel.total == 2000
+    panel.set_total(3000)                                # the engine's StageStarted says the real length
+    assert panel.progress.text() == "0 / 3000 steps" and panel.total == 3000
