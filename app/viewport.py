@@ -118,7 +118,7 @@ class ViewController(QtCore.QObject):
             # frustum is below the line of sight, not in front of the subject
             back = eye - center
             eye = center + back * 1.5 + np.asarray(msg.up, float) * 0.4 * float(np.linalg.norm(back))
-            cam.look_at(eye, center)
+            cam.look_at(fit_points(eye, center, self.centers, cam.fov_y_deg, self.size), center)
         else:
             self.centers = None
             cam.fov_y_deg = 50.0
@@ -410,3 +410,23 @@ class Viewport(QtWidgets.QWidget):
 
     def show_frame(self, frame: M.PreviewFrame) -> None:
         self.image_view.set_frame(frame)
+
+
+def fit_points(eye, center, points, fov_y_deg: float, size, margin: float = 0.9) -> np.ndarray:
+    """``eye`` moved back along its line of sight to ``center`` until every point of
+    ``points`` [N, 3] lies inside the view (the narrower of the vertical and horizontal
+    fields of view, times ``margin``): the start view shows every camera of a wide capture."""
+    eye, center = np.asarray(eye, float), np.asarray(center, float)
+    d = center - eye
+    dist = float(np.linalg.norm(d))
+    if dist <= 0 or points is None or len(points) == 0:
+        return eye
+    d /= dist
+    aspect = size.width() / size.height() if size.height() > 0 else 1.0
+    half_y = np.radians(fov_y_deg) / 2
+    half = min(half_y, np.arctan(np.tan(half_y) * aspect))
+    rel = np.asarray(points, float) - center
+    along = rel @ d                                          # [N] depth past the centre
+    lateral = np.linalg.norm(rel - along[:, None] * d, axis=1)
+    need = float(np.max(lateral / np.tan(half * margin) - along))
+    return center - d * max(dist, need)

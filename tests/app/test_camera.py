@@ -63,3 +63,27 @@ def test_pick_finds_the_camera_under_the_cursor():
     assert np.allclose(uv[0], (320, 240))
     assert pick(cam, centers, 640, 480, *uv[1]) == 1
     assert pick(cam, centers, 640, 480, uv[1][0] + 40, uv[1][1]) is None
+
+
+def test_start_view_fits_every_camera():
+    """fit_points moves the eye back until every camera centre is inside the narrower field
+    of view (checked by the angle from the line of sight, not by the formula it uses)."""
+    from PySide6 import QtCore
+
+    from app.viewport import fit_points
+
+    rng = np.random.default_rng()
+    center = rng.normal(size=3)
+    points = center + rng.normal(scale=3.0, size=(40, 3))
+    eye = center + np.array([0.5, 0.3, 1.0])          # too close: most points outside
+    size = QtCore.QSize(800, 450)
+    fov_y = 50.0
+    new_eye = fit_points(eye, center, points, fov_y, size)
+    d = (center - new_eye) / np.linalg.norm(center - new_eye)
+    assert np.allclose(d, (center - eye) / np.linalg.norm(center - eye))   # same line of sight
+    rays = points - new_eye
+    ang = np.arccos(np.clip((rays @ d) / np.linalg.norm(rays, axis=1), -1, 1))
+    assert ang.max() <= np.radians(fov_y / 2) + 1e-9                     # 16:9: the vertical is narrower
+    assert ang.max() > np.radians(fov_y / 2) * 0.8                        # and not much farther than needed
+    far = center + (eye - center) * 100
+    assert np.allclose(fit_points(far, center, points, fov_y, size), far)  # already fits: unchanged
