@@ -1,7 +1,10 @@
 """Per-image appearance (issue 28 item 5): held-out PSNR with --appearance off / affine /
 bilagrid, on a dataset as it is and with a synthetic exposure change (every other training
 image times ``--gain``; held-out images untouched). Held-out views are scored with the
-identity appearance (engine/splat/evaluate.py). Prints one ``RESULT {json}`` line per run:
+identity appearance (engine/splat/evaluate.py: ``psnr``) and, as quality_bench.py does, on
+their right halves as rendered (``psnr_right``) and after an affine colour fitted on their
+left halves (``psnr_right_fitted``: the protocol that does not depend on which exposure
+the model's colours settled at). Prints one ``RESULT {json}`` line per run:
 
     python benchmarks/appearance_exposure.py --data .gpu/data/office_chair --steps 7000 --max-size 1000
 
@@ -22,12 +25,18 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine.config import TrainConfig  # noqa: E402
 from engine.device import get_gpu  # noqa: E402
 from engine.ingest import load_dataset  # noqa: E402
 from engine.splat.evaluate import evaluate  # noqa: E402
+from engine.splat.appearance import default_settings  # noqa: E402
 from engine.splat.trainer import Trainer  # noqa: E402
+from quality_bench import right_half_psnrs  # noqa: E402
+
+# --app-* options: the appearance settings of a run (AppearanceSettings), default ones otherwise
+OVERRIDES = {"lr": float, "reg": float, "start": int, "form": str, "reg_bias": float}
 
 
 def effective_gains(trainer, colours: dict) -> dict:
@@ -44,12 +53,23 @@ def run(args, mode: str, condition: str, seed: int) -> dict:
         ds.cameras[i].image = np.clip(ds.cameras[i].image * args.gain + 0.5, 0, 255).astype(np.uint8)
     cfg = TrainConfig(steps=args.steps, seed=seed, checkpoint_every=0, appearance=mode, log_interval=100)
     t = Trainer(get_gpu(args.device), ds, train, cfg)
+    changed = {k: conv(getattr(args, "app_" + k)) for k, conv in OVERRIDES.items()
+               if getattr(args, "app_" + k) is not None}
+    if t.appearance is not None:
+        for k, v in changed.items():
+            setattr(t.appearance.settings, k, v)
     t0 = time.perf_counter()
     t.train()
     secs = time.perf_counter() - t0
     ev = evaluate(t, test)
+    halves = [right_half_psnrs(np.clip(t.render(i), 0.0, 1.0), ds.cameras[i].image.astype(np.float32) / 255.0)
+              for i in test]
+    settings = vars(t.appearance.settings) if t.appearance is not None else {}
     out = {"dataset": Path(args.data).name, "condition": condition, "appearance": mode, "seed": seed,
+           "settings": {k: settings[k] for k in OVERRIDES if k in settings},
            "steps": args.steps, "max_size": args.max_size, "psnr": ev["psnr"], "ssim": ev["ssim"],
+           "psnr_right": float(np.mean([a for a, _ in halves])),
+           "psnr_right_fitted": float(np.mean([b for _, b in halves])),
            "sec_per_1k_steps": 1000 * secs / args.steps, "num_gaussians": t.model.n,
            "train_images": len(train), "held_out": len(test)}
     if t.appearance is not None:
@@ -73,6 +93,10 @@ def main() -> None:
     p.add_argument("--seeds", default="0")
     p.add_argument("--gain", type=float, default=0.7)
     p.add_argument("--device", default="vulkan")
+    defaults = vars(default_settings("affine", 2500))
+    for k, conv in OVERRIDES.items():
+        p.add_argument("--app-" + k.replace("_", "-"), dest="app_" + k, default=None,
+                       help=f"appearance setting {k} (affine's default: {defaults[k]})")
     args = p.parse_args()
     for seed in (int(s) for s in args.seeds.split(",")):
         for condition in args.conditions.split(","):

@@ -71,10 +71,18 @@ class AppearanceSettings:
     reg: float = 0.0           # L2 towards identity: reg * ||D||^2 per trained step of an image
     tv_weight: float = 0.0     # total variation of the grid (bilagrid)
     start: int = 0             # steps before the transforms train (identity and no dispatch until then)
+    form: str = "affine"       # which entries of [A | b] train (FORMS); the grid trains all
+    reg_bias: float = 1.0      # the offsets' pull is reg * reg_bias
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-15
 
+
+# entries k = 4 r + c of [A | b] that train (bit k), and whether the diagonal is one gain
+FORMS = {"affine": (0xFFF, False),          # 3x3 A and b: 12 per image
+         "gains": (0x421, False),           # A diagonal (per-channel gain: exposure and white balance), b = 0
+         "gains_bias": (0x421 | 0x888, False),  # per-channel gain and offset
+         "gain": (0x421, True)}             # one gain for the three channels (exposure only)
 
 START_STEPS = 500  # the transforms start training here, or at a fifth of a shorter run
 
@@ -108,6 +116,8 @@ class Appearance:
         if self.shape is None:
             raise ValueError(f"appearance mode must be 'affine' or 'bilagrid', not {mode!r}")
         self.settings = settings or default_settings(mode)
+        if self.settings.form not in FORMS:
+            raise ValueError(f"appearance form must be one of {', '.join(FORMS)}, not {self.settings.form!r}")
         gx, gy, gz = self.shape
         self.cells = gx * gy * gz
         self.per_image = 12 * self.cells
@@ -154,11 +164,13 @@ class Appearance:
                              isect_capacity=int(capacity), image_index=i, tv_weight=float(s.tv_weight))
         self.steps[i] += 1
         t = int(self.steps[i])
+        mask, tie = FORMS[s.form] if self.mode == "affine" else FORMS["affine"]
         self.k_adam.record(enc, threads, params=self.buf["params"], exp_avg=self.buf["exp_avg"],
                            exp_avg_sq=self.buf["exp_avg_sq"], accum=accum, flags=flags, isect_total=total,
                            isect_capacity=int(capacity), image_index=i, lr=float(s.lr), reg=float(s.reg),
                            beta1=float(s.beta1), beta2=float(s.beta2), eps=float(s.eps),
-                           bias1=1.0 - s.beta1 ** t, bias2=1.0 - s.beta2 ** t, step=int(step) & 0xFFFFFFFF)
+                           bias1=1.0 - s.beta1 ** t, bias2=1.0 - s.beta2 ** t, step=int(step) & 0xFFFFFFFF,
+                           free_mask=mask, tie_diag=int(tie), reg_bias=float(s.reg_bias))
 
     def _index(self, index: int) -> int:
         if not 0 <= int(index) < self.num_images:
