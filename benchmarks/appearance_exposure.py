@@ -36,7 +36,8 @@ from engine.splat.trainer import Trainer  # noqa: E402
 from quality_bench import right_half_psnrs  # noqa: E402
 
 # --app-* options: the appearance settings of a run (AppearanceSettings), default ones otherwise
-OVERRIDES = {"lr": float, "reg": float, "start": int, "form": str, "reg_bias": float}
+OVERRIDES = {"lr": float, "reg": float, "start": int, "form": str, "reg_bias": float, "lr_final": float,
+             "eps": float}
 
 
 def effective_gains(trainer, colours: dict) -> dict:

@@ -37,6 +37,9 @@ Learning rates and weights (:class:`AppearanceSettings`):
 * bilagrid ``lr`` 2e-3 and ``tv_weight`` 10: the peer's (gsplat 1.5.3 simple_trainer)
   values. Its TV term is averaged over all images every step; here image i's grid gets its
   TV gradient when i is trained on, once per pass, which sums to the same per pass.
+* ``form`` (affine only): which entries of [A | b] train (FORMS: all 12; the three
+  per-channel gains; gains and offsets; one gain); ``reg_bias`` weights the offsets' pull;
+  ``lr_final`` > 0 decays the lr exponentially from ``start`` to ``end`` (the run's steps).
 * ``start``: the transforms stay identity (and nothing is recorded) for the first steps,
   while the Gaussians' colours settle from the initialisation; otherwise every transform
   first absorbs the initial colours' overall error, a common part the regulariser then
@@ -72,6 +75,8 @@ class AppearanceSettings:
     tv_weight: float = 0.0     # total variation of the grid (bilagrid)
     start: int = 0             # steps before the transforms train (identity and no dispatch until then)
     form: str = "affine"       # which entries of [A | b] train (FORMS); the grid trains all
+    lr_final: float = 0.0      # > 0: lr decays exponentially from start to lr_final at step end
+    end: int = 0               # the run's last step (the lr decay's end)
     reg_bias: float = 1.0      # the offsets' pull is reg * reg_bias
     beta1: float = 0.9
     beta2: float = 0.999
@@ -92,10 +97,11 @@ def default_settings(mode: str, steps: int | None = None) -> AppearanceSettings:
     docstring says why. ``start`` is START_STEPS, or a fifth of a shorter run (which would
     otherwise end with every transform at identity)."""
     start = START_STEPS if steps is None else min(START_STEPS, max(int(steps) // 5, 1))
+    end = 0 if steps is None else int(steps)
     if mode == "affine":
-        return AppearanceSettings(lr=5e-3, reg=0.01, start=start)
+        return AppearanceSettings(lr=5e-3, reg=0.01, start=start, end=end)
     if mode == "bilagrid":
-        return AppearanceSettings(lr=2e-3, tv_weight=10.0, start=start)
+        return AppearanceSettings(lr=2e-3, tv_weight=10.0, start=start, end=end)
     raise ValueError(f"no appearance settings for mode {mode!r}")
 
 
@@ -165,9 +171,12 @@ class Appearance:
         self.steps[i] += 1
         t = int(self.steps[i])
         mask, tie = FORMS[s.form] if self.mode == "affine" else FORMS["affine"]
+        lr = s.lr
+        if s.lr_final > 0.0 and s.end > s.start:
+            lr = s.lr * (s.lr_final / s.lr) ** min(max((step - s.start) / (s.end - s.start), 0.0), 1.0)
         self.k_adam.record(enc, threads, params=self.buf["params"], exp_avg=self.buf["exp_avg"],
                            exp_avg_sq=self.buf["exp_avg_sq"], accum=accum, flags=flags, isect_total=total,
-                           isect_capacity=int(capacity), image_index=i, lr=float(s.lr), reg=float(s.reg),
+                           isect_capacity=int(capacity), image_index=i, lr=float(lr), reg=float(s.reg),
                            beta1=float(s.beta1), beta2=float(s.beta2), eps=float(s.eps),
                            bias1=1.0 - s.beta1 ** t, bias2=1.0 - s.beta2 ** t, step=int(step) & 0xFFFFFFFF,
                            free_mask=mask, tie_diag=int(tie), reg_bias=float(s.reg_bias))

@@ -278,7 +278,8 @@ def restrict_gradient(gd, d, form, reg, reg_bias):
 def test_step_matches_numpy_adam_with_regulariser(gpu, mode, form):
     """record_backward: backward + (TV) + Adam of one image; twice, so the moments carry.
     The affine's restricted forms: entries outside the form keep their (random) values, a
-    tied gain's three diagonal entries (equal at the start) stay equal."""
+    tied gain's three diagonal entries (equal at the start) stay equal; the lr decayed
+    exponentially from start to end."""
     rng = np.random.default_rng()
     n_img, w, h = 4, 29, 21
     app, params = make(gpu, mode, n_img, rng, 0.1, form=form)
@@ -286,6 +287,8 @@ def test_step_matches_numpy_adam_with_regulariser(gpu, mode, form):
         params[:, [5, 10]] = params[:, [0]]
         gpu.write(app.buf["params"], params.astype(np.float32))
     s = app.settings
+    s.start, s.end, s.lr_final = 2, 12, 2e-3  # step 7: half-way down the decay
+    lr = s.lr * (s.lr_final / s.lr) ** 0.5
     gx_, gy_, gz_ = app.shape
     m = np.zeros_like(params)
     v = np.zeros_like(params)
@@ -303,7 +306,7 @@ def test_step_matches_numpy_adam_with_regulariser(gpu, mode, form):
             gd += s.tv_weight * ref_tv_grad(d.reshape(gz_, gy_, gx_, 12)).reshape(-1)
         for k, gk in enumerate(restrict_gradient(gd, d, form, s.reg, s.reg_bias)):
             if gk is not None:
-                params[i, k], m[i, k], v[i, k] = ref_adam(params[i, k], m[i, k], v[i, k], gk, s.lr, t)
+                params[i, k], m[i, k], v[i, k] = ref_adam(params[i, k], m[i, k], v[i, k], gk, lr, t)
         img, grad = gpu.upload(x.astype(np.float32)), gpu.upload(g.astype(np.float32))
         enc = gpu.encoder()
         app.record_backward(enc, img, grad, i, w, h, flags, step=7, overflow_guard=(total, 10))
