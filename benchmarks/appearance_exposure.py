@@ -45,6 +45,25 @@ def effective_gains(trainer, colours: dict) -> dict:
     return {i: float((x @ m[i, :, :3].T + m[i, :, 3]).sum() / x.sum()) for i, x in colours.items()}
 
 
+def neighbour_psnr(trainer, test: list[int], train: list[int]) -> float:
+    """Mean held-out PSNR with each view's transform interpolated (by camera index, the
+    frames' order in time for a video) between the nearest trained images before and after
+    it (affine forms only): what a held-out frame's exposure is expected to be when it
+    drifts smoothly in time."""
+    from engine.splat.metrics import psnr
+
+    m = trainer.appearance.matrices()[:, 0, 0, 0]
+    out = []
+    for i in test:
+        lo, hi = max((j for j in train if j < i), default=None), min((j for j in train if j > i), default=None)
+        w = 0.5 if lo is not None and hi is not None else 0.0
+        mat = (1 - w) * m[lo if lo is not None else hi] + w * m[hi if hi is not None else lo]
+        x = trainer.render(i)
+        img = np.clip(x.reshape(-1, 3) @ mat[:, :3].T + mat[:, 3], 0.0, 1.0).reshape(x.shape).astype(np.float32)
+        out.append(psnr(img, trainer.dataset.cameras[i].image.astype(np.float32) / 255.0))
+    return float(np.mean(out))
+
+
 def run(args, mode: str, condition: str, seed: int) -> dict:
     ds = load_dataset(Path(args.data), args.max_size)
     train, test = ds.split(8)
@@ -78,6 +97,12 @@ def run(args, mode: str, condition: str, seed: int) -> dict:
         rest = [g[i] for i in train if i not in dark]
         out["gain_mean_undarkened"] = float(np.mean(rest))
         out["gain_spread_undarkened"] = float(np.std(rest))
+        # smooth in time (a video's auto exposure) or noise: the neighbours' correlation
+        seq = np.array([g[i] for i in train if i not in dark])
+        out["gain_lag1_corr"] = float(np.corrcoef(seq[:-1], seq[1:])[0, 1])
+        out["gains"] = [round(g[i], 4) for i in train]
+        if t.appearance.cells == 1:
+            out["psnr_neighbours"] = neighbour_psnr(t, test, train)
         if dark:
             out["gain_ratio_darkened"] = float(np.mean([g[i] for i in dark]) / np.mean(rest))
     t.release()
