@@ -7,6 +7,10 @@ backward, and T_i's own parameters take one Adam step, all in the training step'
 buffer (shaders/appearance/appearance.slang, where the forward and backward math is
 written out). Modes (TrainConfig.appearance):
 
+* ``"exposure"``: T_i(I) = diag(g_i) I, a gain per channel (3 parameters per image):
+  exposure and white balance, what a phone's camera changes between frames (a gain in
+  linear light stays a gain after the sRGB curve). ``spirula run``'s default on a video.
+  With regulariser ``reg`` (||g_i - 1||^2) pulling towards identity.
 * ``"affine"``: T_i(I) = A_i I + b_i per pixel, A_i 3x3, b_i 3 (12 parameters per image),
   with the regulariser ``reg`` (||A_i - I||^2 + ||b_i||^2) pulling towards identity.
 * ``"bilagrid"``: a bilateral grid per image (Wang et al. 2024, "Bilateral Guided Radiance
@@ -15,7 +19,8 @@ written out). Modes (TrainConfig.appearance):
   the rendered colour); the gradient flows through the luma guide as well. Regulariser: the
   grid's total variation times ``tv_weight`` (10, as the paper and gsplat's default).
 
-Parameters of all images live in one buffer [num_images, cells, 12] (cells = 1 for affine),
+Parameters of all images live in one buffer [num_images, cells, 12] (cells = 1 for
+exposure and affine: exposure trains only A's diagonal, the others stay 0),
 indexed by the dataset's camera index (held-out images are never trained and stay
 identity), stored as the deviation from identity D = [A | b] - [I | 0], row-major. Each
 image has its own Adam moments, advanced when that image is trained on (a lazy, per-image
@@ -92,14 +97,18 @@ FORMS = {"affine": (0xFFF, False),          # 3x3 A and b: 12 per image
 START_STEPS = 500  # the transforms start training here, or at a fifth of a shorter run
 
 
+# the modes of one affine cell per image and the entries each trains (FORMS)
+CELL_FORMS = {"exposure": "gains", "affine": "affine"}
+
+
 def default_settings(mode: str, steps: int | None = None) -> AppearanceSettings:
-    """The settings of ``mode`` ("affine" or "bilagrid") for a run of ``steps``; the module
-    docstring says why. ``start`` is START_STEPS, or a fifth of a shorter run (which would
+    """The settings of ``mode`` ("exposure", "affine" or "bilagrid") for a run of ``steps``;
+    the module docstring says why. ``start`` is START_STEPS, or a fifth of a shorter run (which would
     otherwise end with every transform at identity)."""
     start = START_STEPS if steps is None else min(START_STEPS, max(int(steps) // 5, 1))
     end = 0 if steps is None else int(steps)
-    if mode == "affine":
-        return AppearanceSettings(lr=5e-3, reg=0.01, start=start, end=end)
+    if mode in CELL_FORMS:
+        return AppearanceSettings(lr=5e-3, reg=0.01, start=start, end=end, form=CELL_FORMS[mode])
     if mode == "bilagrid":
         return AppearanceSettings(lr=2e-3, tv_weight=10.0, start=start, end=end)
     raise ValueError(f"no appearance settings for mode {mode!r}")
@@ -108,7 +117,7 @@ def default_settings(mode: str, steps: int | None = None) -> AppearanceSettings:
 class Appearance:
     """The per-image transforms of one training run and their optimizer (module docstring).
 
-    ``mode``: "affine" or "bilagrid"; ``num_images``: the dataset's camera count.
+    ``mode``: "exposure", "affine" or "bilagrid"; ``num_images``: the dataset's camera count.
     Buffers (float32): params, exp_avg, exp_avg_sq [num_images, cells, 12]; accum [cells, 12]
     (the current step's gradient, zero between steps). ``steps`` [num_images] int64: Adam
     steps taken per image (host).
@@ -118,9 +127,9 @@ class Appearance:
         if num_images < 1:
             raise ValueError("appearance needs at least one image")
         self.gpu, self.mode, self.num_images = gpu, mode, int(num_images)
-        self.shape = (1, 1, 1) if mode == "affine" else BILAGRID_SHAPE if mode == "bilagrid" else None
+        self.shape = (1, 1, 1) if mode in CELL_FORMS else BILAGRID_SHAPE if mode == "bilagrid" else None
         if self.shape is None:
-            raise ValueError(f"appearance mode must be 'affine' or 'bilagrid', not {mode!r}")
+            raise ValueError(f"appearance mode must be 'exposure', 'affine' or 'bilagrid', not {mode!r}")
         self.settings = settings or default_settings(mode)
         if self.settings.form not in FORMS:
             raise ValueError(f"appearance form must be one of {', '.join(FORMS)}, not {self.settings.form!r}")
@@ -170,7 +179,7 @@ class Appearance:
                              isect_capacity=int(capacity), image_index=i, tv_weight=float(s.tv_weight))
         self.steps[i] += 1
         t = int(self.steps[i])
-        mask, tie = FORMS[s.form] if self.mode == "affine" else FORMS["affine"]
+        mask, tie = FORMS[s.form] if self.cells == 1 else FORMS["affine"]
         lr = s.lr
         if s.lr_final > 0.0 and s.end > s.start:
             lr = s.lr * (s.lr_final / s.lr) ** min(max((step - s.start) / (s.end - s.start), 0.0), 1.0)
@@ -260,8 +269,8 @@ class Appearance:
 
     def save(self, folder: Path, names: list[str], trained: list[int]) -> list[Path]:
         """Write the transforms beside the PLY for later stages: ``appearance.json``
-        ({mode, convention, grid, images: [{name, trained, matrix}]}; affine: each image's
-        3x4 matrix inline) and, for the grid, ``appearance.npy`` (float32 [num_images, GZ,
+        ({mode, convention, grid, images: [{name, trained, matrix}]}; exposure and affine:
+        each image's 3x4 matrix inline) and, for the grid, ``appearance.npy`` (float32 [num_images, GZ,
         GY, GX, 3, 4], image order of ``images``). ``names``: the dataset's image names by
         camera index; ``trained``: the camera indices trained on (the others are identity).
         Returns the paths written (atomically)."""
@@ -272,7 +281,7 @@ class Appearance:
         meta = {"mode": self.mode, "convention": "out = A x + b per pixel, x the rendered linear RGB in [0, 1]; "
                 "matrix = [A | b] (3 rows of 4)", "grid": None, "images": images}
         written = []
-        if self.mode == "affine":
+        if self.cells == 1:
             for entry, mat in zip(images, m[:, 0, 0, 0]):
                 entry["matrix"] = mat.round(7).tolist()
         else:
@@ -293,7 +302,7 @@ def read_appearance(folder: Path) -> dict:
     float64 [num_images, GZ, GY, GX, 3, 4]}."""
     folder = Path(folder)
     meta = json.loads((folder / "appearance.json").read_text(encoding="utf-8"))
-    if meta["mode"] == "affine":
+    if meta.get("grid") is None:  # one matrix per image (exposure, affine)
         mats = np.array([e["matrix"] for e in meta["images"]], np.float64).reshape(-1, 1, 1, 1, 3, 4)
     else:
         mats = np.load(folder / meta["grid"]["file"]).astype(np.float64)

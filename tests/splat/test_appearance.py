@@ -329,7 +329,7 @@ def test_step_matches_numpy_adam_with_regulariser(gpu, mode, form):
 
 def test_state_and_files_round_trip(gpu, tmp_path):
     rng = np.random.default_rng()
-    for mode in ("affine", "bilagrid"):
+    for mode in ("exposure", "affine", "bilagrid"):
         app, params = make(gpu, mode, 3, rng, 0.1)
         app.steps[:] = [4, 0, 2]
         state = app.state_dict()
