@@ -1,17 +1,20 @@
-"""Per-image appearance (issue 28 item 5): held-out PSNR with --appearance off / affine /
-bilagrid, on a dataset as it is and with a synthetic exposure change (every other training
-image times ``--gain``; held-out images untouched). Held-out views are scored with the
-identity appearance (engine/splat/evaluate.py: ``psnr``) and, as quality_bench.py does, on
-their right halves as rendered (``psnr_right``) and after an affine colour fitted on their
-left halves (``psnr_right_fitted``: the protocol that does not depend on which exposure
-the model's colours settled at). Prints one ``RESULT {json}`` line per run:
+"""Per-image appearance (issue 28 item 5): held-out PSNR with --appearance off / exposure /
+affine / bilagrid, on a dataset as it is and with a synthetic exposure change (every other
+training image times ``--gain``; held-out images untouched). Held-out views are scored with
+the identity appearance (engine/splat/evaluate.py: ``psnr``) and, as quality_bench.py does,
+on their right halves as rendered (``psnr_right``) and after an affine colour fitted on
+their left halves (``psnr_right_fitted``: the protocol that does not depend on which
+exposure the model's colours settled at). Prints one ``RESULT {json}`` line per run:
 
     python benchmarks/appearance_exposure.py --data .gpu/data/office_chair --steps 7000 --max-size 1000
 
 Per run also: seconds per 1,000 steps (wall, the whole loop) and, with appearance on, the
 effective gain of each training image's learned transform on its own undarkened colours,
 sum(A x + b) / sum(x) (affine; the grid's cell average for bilagrid), as the ratio of the
-darkened images' mean to the others'.
+darkened images' mean to the others', each training image's gain (``gains``, camera
+order) with the lag-1 correlation of the undarkened ones (a video's auto exposure drifts
+smoothly; noise does not), and for the one-cell modes ``psnr_neighbours``: held-out views
+with the mean transform of the training frames on either side.
 """
 
 from __future__ import annotations
@@ -114,7 +117,7 @@ def main() -> None:
     p.add_argument("--data", required=True)
     p.add_argument("--steps", type=int, default=7000)
     p.add_argument("--max-size", type=int, default=1000)
-    p.add_argument("--modes", default="off,affine,bilagrid")
+    p.add_argument("--modes", default="off,exposure,affine,bilagrid")
     p.add_argument("--conditions", default="none,exposure")
     p.add_argument("--seeds", default="0")
     p.add_argument("--gain", type=float, default=0.7)
