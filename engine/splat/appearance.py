@@ -39,6 +39,21 @@ Learning rates and weights (:class:`AppearanceSettings`):
   regulariser's 2 reg D = 0.006 at D = 0.3 barely resists a real change, yet it is the only
   force on the direction the loss cannot see (all images darker, the Gaussians brighter),
   and keeps the transforms' common part at identity, which held-out views use.
+* exposure: affine's ``lr`` and ``reg``, Adam's ``eps`` 0.03 (1e-15 elsewhere). Adam
+  normalises the gradient, so a gain moves by about ``lr`` per visit whatever its
+  gradient's size: with 1e-15 the small per-visit gradients of residuals a gain should not
+  absorb moved it as fast as a real exposure change (~0.1), and the gains spread 3.7% in
+  a video of constant-ish exposure. With eps 0.03 a gradient well below 0.03 moves it by
+  lr g / 0.03 (a fraction of lr), one of ~0.1 by ~0.75 lr. Measured (software Vulkan,
+  office_chair's reference frames at 128 px, 2,500 steps, seeds 0-1,
+  benchmarks/results/appearance-2026-12-06-lavapipe.jsonl): as shot, held-out identity
+  PSNR off 29.83, exposure with eps 1e-15 28.94, with 0.03 29.62; half the training
+  images 30% darker, seed 0: off 19.47, exposure 20.81 (right halves after a left-half
+  fit: 26.65 and 27.78). The frames as shot do change exposure: the gains learned with
+  1e-15 follow the video's auto exposure (0.94-1.09, lag-1 correlation 0.97 in time),
+  held-out frames scored with their neighbours' mean gain: 30.28 against off's 29.88, so
+  the identity protocol charges the model's mean exposure against each held-out frame's
+  own; eps 0.03 follows that drift less (spread 2.4%) and loses less under it.
 * bilagrid ``lr`` 2e-3 and ``tv_weight`` 10: the peer's (gsplat 1.5.3 simple_trainer)
   values. Its TV term is averaged over all images every step; here image i's grid gets its
   TV gradient when i is trained on, once per pass, which sums to the same per pass.
@@ -51,7 +66,10 @@ Learning rates and weights (:class:`AppearanceSettings`):
   removes only slowly.
 
 Held-out views have no trained appearance: they are rendered and scored with the identity
-(engine/splat/evaluate.py). :meth:`Appearance.save` writes the learned transforms beside
+(engine/splat/evaluate.py); comparisons of appearance modes use the right half of each
+held-out view after an affine colour fitted on its left half (benchmarks/
+appearance_exposure.py, quality_bench.py), which does not charge a held-out frame's own
+exposure to the model. :meth:`Appearance.save` writes the learned transforms beside
 the PLY (``appearance.json``, plus ``appearance.npy`` for the grid) for later stages.
 """
 
@@ -97,8 +115,7 @@ FORMS = {"affine": (0xFFF, False),          # 3x3 A and b: 12 per image
 START_STEPS = 500  # the transforms start training here, or at a fifth of a shorter run
 
 
-# the modes of one affine cell per image and the entries each trains (FORMS)
-CELL_FORMS = {"exposure": "gains", "affine": "affine"}
+CELL_MODES = ("exposure", "affine")  # one affine cell per image (exposure trains its diagonal only)
 
 
 def default_settings(mode: str, steps: int | None = None) -> AppearanceSettings:
@@ -107,8 +124,10 @@ def default_settings(mode: str, steps: int | None = None) -> AppearanceSettings:
     otherwise end with every transform at identity)."""
     start = START_STEPS if steps is None else min(START_STEPS, max(int(steps) // 5, 1))
     end = 0 if steps is None else int(steps)
-    if mode in CELL_FORMS:
-        return AppearanceSettings(lr=5e-3, reg=0.01, start=start, end=end, form=CELL_FORMS[mode])
+    if mode == "exposure":
+        return AppearanceSettings(lr=5e-3, reg=0.01, start=start, end=end, form="gains", eps=0.03)
+    if mode == "affine":
+        return AppearanceSettings(lr=5e-3, reg=0.01, start=start, end=end)
     if mode == "bilagrid":
         return AppearanceSettings(lr=2e-3, tv_weight=10.0, start=start, end=end)
     raise ValueError(f"no appearance settings for mode {mode!r}")
@@ -127,7 +146,7 @@ class Appearance:
         if num_images < 1:
             raise ValueError("appearance needs at least one image")
         self.gpu, self.mode, self.num_images = gpu, mode, int(num_images)
-        self.shape = (1, 1, 1) if mode in CELL_FORMS else BILAGRID_SHAPE if mode == "bilagrid" else None
+        self.shape = (1, 1, 1) if mode in CELL_MODES else BILAGRID_SHAPE if mode == "bilagrid" else None
         if self.shape is None:
             raise ValueError(f"appearance mode must be 'exposure', 'affine' or 'bilagrid', not {mode!r}")
         self.settings = settings or default_settings(mode)

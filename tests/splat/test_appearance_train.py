@@ -109,6 +109,7 @@ def test_settings_flow():
     assert default_appearance("dataset") == "off"
     # exposure: the affine cell with only A's diagonal trained (appearance.FORMS)
     assert default_settings("exposure").form == "gains" and default_settings("affine").form == "affine"
+    assert default_settings("exposure").eps == 0.03  # a dead zone for small gradients (appearance.py)
     with pytest.raises(ValueError, match="appearance"):
         Trainer(None, tiny_dataset(), [0], TrainConfig(appearance="gain"))  # refused before the GPU is used
 
@@ -143,8 +144,9 @@ def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data, mode):
     / 15.64 dB, affine 14.80 / 15.23 / 15.00 / 14.36), so this asserts what is robust: the
     effective gain of each image's transform on its own (undarkened) colours,
     g_i = sum(A_i x + b_i) / sum(x), is lower on every darkened image than on every other one,
-    and the ratio of their means is near 0.7 (measured 0.65-0.67 over 6 seeds; the scene
-    takes up a little of the change itself)."""
+    and the ratio of their means is near 0.7 (affine: measured 0.65-0.67 over 6 seeds; the
+    scene takes up a little of the change itself; exposure, whose Adam eps of 0.03 slows
+    the gains in this 200-step run: 0.825-0.829 over 3 seeds)."""
     from engine.ingest import load_dataset
 
     ds = load_dataset(shared_data / "book", 96)
@@ -163,7 +165,7 @@ def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data, mode):
     normal = [gain[i] for i in train if i not in dark]
     darker = [gain[i] for i in dark]
     assert max(darker) < min(normal), gain
-    assert 0.55 < np.mean(darker) / np.mean(normal) < 0.8, gain
+    assert 0.55 < np.mean(darker) / np.mean(normal) < (0.8 if mode == "affine" else 0.86), gain
     t.release()
 
 
