@@ -47,9 +47,9 @@ Learning rates and weights (:class:`AppearanceSettings`):
   lr g / 0.03 (a fraction of lr), one of ~0.1 by ~0.75 lr. Measured (software Vulkan,
   office_chair's reference frames at 128 px, 2,500 steps, seeds 0-1,
   benchmarks/results/appearance-2026-12-06-lavapipe.jsonl): as shot, held-out identity
-  PSNR off 29.83, exposure with eps 1e-15 28.94, with 0.03 29.62; half the training
-  images 30% darker, seed 0: off 19.47, exposure 20.81 (right halves after a left-half
-  fit: 26.65 and 27.78). The frames as shot do change exposure: the gains learned with
+  PSNR off 29.83, exposure with eps 1e-15 28.94, with 0.03 29.62 (right halves after a
+  left-half fit: 29.85, 29.87, 29.80); half the training images 30% darker: off 20.55,
+  exposure with eps 0.03 21.69 (right halves: 26.81 and 27.92). The frames as shot do change exposure: the gains learned with
   1e-15 follow the video's auto exposure (0.94-1.09, lag-1 correlation 0.97 in time),
   held-out frames scored with their neighbours' mean gain: 30.28 against off's 29.88, so
   the identity protocol charges the model's mean exposure against each held-out frame's
