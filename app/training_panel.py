@@ -45,7 +45,8 @@ class TrainingPanel(QtWidgets.QWidget):
 
     MOMENTS = (("float32", "fp32"), ("bfloat16 (half the memory)", "bf16"))
     STRATEGIES = (("Auto (MCMC; ADC for short runs)", "auto"), ("ADC (3DGS)", "adc"), ("MCMC (exact budget)", "mcmc"))
-    APPEARANCES = (("Automatic (affine for a video)", ""), ("Off", "off"), ("Affine (exposure, white balance)", "affine"),
+    APPEARANCES = (("Automatic (exposure for a video)", ""), ("Off", "off"),
+                   ("Exposure (gain per channel)", "exposure"), ("Affine (3x4 colour matrix)", "affine"),
                    ("Bilateral grid", "bilagrid"))
 
     def __init__(self, parent=None):

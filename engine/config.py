@@ -11,7 +11,7 @@ STRATEGIES = ("auto", "adc", "mcmc")  # TrainConfig.strategy (resolve_strategy)
 RANDOM_INITS = ("views", "box")   # TrainConfig.init_random (engine/splat/init.py)
 MCMC_MIN_STEPS = 500              # "auto" picks MCMC from this many steps on SfM points (resolve_strategy)
 MCMC_MIN_STEPS_RANDOM = 7_000     # ... and from this many from random points
-APPEARANCES = ("off", "affine", "bilagrid")  # TrainConfig.appearance (engine/splat/appearance.py)
+APPEARANCES = ("off", "exposure", "affine", "bilagrid")  # TrainConfig.appearance (engine/splat/appearance.py)
 
 
 @dataclass
@@ -63,7 +63,7 @@ class TrainConfig:
     antialias: bool = False           # Mip-Splatting's 3D smoothing and 2D Mip filters (engine/splat/antialias.py)
     res_levels: int = 1               # coarse-to-fine: the first steps at 1/2^k size, k < levels (engine/splat/res_schedule.py)
     res_until: float = 0.5            # ... full size from this fraction of the steps on
-    appearance: str = "off"           # per-image colour: "off", "affine" (exposure / white balance) or "bilagrid"
+    appearance: str = "off"           # per-image colour: "off", "exposure" (gain per channel), "affine" or "bilagrid"
     geometry: bool = False            # the geometry phase: flattened Gaussians, depth-normal consistency (engine/splat/geometry.py)
     geometry_from: float = 0.25       # geometry: the phase starts after this fraction of the steps (2DGS: 7k of 30k)
     lambda_normal: float = 0.05       # geometry: depth-normal consistency weight
@@ -144,8 +144,9 @@ def added_later(section: str) -> dict:
 def default_appearance(input_kind: str) -> str:
     """TrainConfig.appearance when none is chosen, by input kind ("video", "photos" or
     "dataset", engine/jobs/pipeline.py detect_input): a phone video changes exposure and white
-    balance between frames, so "affine" there; "off" otherwise."""
-    return "affine" if input_kind == "video" else TrainConfig.appearance
+    balance between frames, so "exposure" there (a gain per channel and image; the full
+    "affine" lost on held-out views, engine/splat/appearance.py); "off" otherwise."""
+    return "exposure" if input_kind == "video" else TrainConfig.appearance
 
 
 def override(cfg, **values):

@@ -182,8 +182,9 @@ def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: s
 def add_appearance_option(p, t: TrainConfig, by_input: bool = False) -> None:
     """--appearance (spirula train; spirula run with ``by_input``: no default, the input
     kind decides, engine/config.py default_appearance)."""
-    default = "affine for a video input, off otherwise" if by_input else t.appearance
+    default = "exposure for a video input, off otherwise" if by_input else t.appearance
     p.add_argument("--appearance", choices=APPEARANCES, default=None if by_input else t.appearance,
                    help="per-image colour learned beside the splats, so exposure / white-balance changes between "
-                        "images are not baked into them: affine (a 3x4 colour matrix per image) or bilagrid (a "
-                        f"bilateral grid per image, Wang et al. 2024); held-out views use none. Default {default}")
+                        "images are not baked into them: exposure (a gain per colour channel and image), affine "
+                        "(a 3x4 colour matrix per image) or bilagrid (a bilateral grid per image, Wang et al. 2024); "
+                        f"held-out views use none. Default {default}")

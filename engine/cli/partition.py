@@ -68,7 +68,7 @@ def add_parser(sub) -> None:
     t.add_argument("--seed", type=int_at_least(0), default=d.seed,
                    help=f"random seed of every part's training (default {d.seed})")
     t.add_argument("--appearance", choices=APPEARANCES, default=d.appearance,
-                   help=f"per-image colour of every part: off, affine or bilagrid (default {d.appearance})")
+                   help=f"per-image colour of every part: off, exposure, affine or bilagrid (default {d.appearance})")
     t.add_argument("--checkpoint-every", type=int_at_least(0), default=d.checkpoint_every, metavar="K",
                    help=f"each part checkpoints every K of its steps (default {d.checkpoint_every})")
     add_device_option(t)

@@ -2,7 +2,7 @@
 project folder:
 
     <project>/splat.ply        the trained Gaussians (standard 3DGS PLY)
-    <project>/appearance.json  with --appearance affine|bilagrid: each training image's learned colour
+    <project>/appearance.json  with --appearance exposure|affine|bilagrid: each training image's learned colour
                                transform (+ appearance.npy for the grid; engine/splat/appearance.py)
     <project>/metrics.json     held-out PSNR / SSIM (final and every --eval-interval steps)
     <project>/eval/            held-out renders beside their ground truth (PNG)

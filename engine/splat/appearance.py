@@ -7,6 +7,10 @@ backward, and T_i's own parameters take one Adam step, all in the training step'
 buffer (shaders/appearance/appearance.slang, where the forward and backward math is
 written out). Modes (TrainConfig.appearance):
 
+* ``"exposure"``: T_i(I) = diag(g_i) I, a gain per channel (3 parameters per image):
+  exposure and white balance, what a phone's camera changes between frames (a gain in
+  linear light stays a gain after the sRGB curve). ``spirula run``'s default on a video.
+  With regulariser ``reg`` (||g_i - 1||^2) pulling towards identity.
 * ``"affine"``: T_i(I) = A_i I + b_i per pixel, A_i 3x3, b_i 3 (12 parameters per image),
   with the regulariser ``reg`` (||A_i - I||^2 + ||b_i||^2) pulling towards identity.
 * ``"bilagrid"``: a bilateral grid per image (Wang et al. 2024, "Bilateral Guided Radiance
@@ -15,7 +19,8 @@ written out). Modes (TrainConfig.appearance):
   the rendered colour); the gradient flows through the luma guide as well. Regulariser: the
   grid's total variation times ``tv_weight`` (10, as the paper and gsplat's default).
 
-Parameters of all images live in one buffer [num_images, cells, 12] (cells = 1 for affine),
+Parameters of all images live in one buffer [num_images, cells, 12] (cells = 1 for
+exposure and affine: exposure trains only A's diagonal, the others stay 0),
 indexed by the dataset's camera index (held-out images are never trained and stay
 identity), stored as the deviation from identity D = [A | b] - [I | 0], row-major. Each
 image has its own Adam moments, advanced when that image is trained on (a lazy, per-image
@@ -34,16 +39,36 @@ Learning rates and weights (:class:`AppearanceSettings`):
   regulariser's 2 reg D = 0.006 at D = 0.3 barely resists a real change, yet it is the only
   force on the direction the loss cannot see (all images darker, the Gaussians brighter),
   and keeps the transforms' common part at identity, which held-out views use.
+* exposure: affine's ``lr`` and ``reg``, Adam's ``eps`` 0.03 (1e-15 elsewhere). Adam
+  normalises the gradient, so with eps 1e-15 a gain moves by about ``lr`` per visit
+  whatever its gradient's size; with 0.03 a gradient well below 0.03 moves it by lr g / 0.03
+  (a fraction of lr), a real exposure jump's (~0.1) by ~0.75 lr. The frames of a phone
+  video drift in exposure: on office_chair the gains learned with 1e-15 span 0.94-1.09,
+  smooth along the frames (lag-1 correlation 0.97); the model shows their mean, so each
+  held-out frame's own drift counts against it under the identity protocol. Eps 0.03
+  takes up less of that drift (spread 2.4% instead of 3.7%). Measured (software Vulkan,
+  office_chair's reference frames at 128 px, 2,500 steps, seeds 0-1,
+  benchmarks/results/appearance-2026-12-06-lavapipe.jsonl): as shot, held-out identity
+  PSNR off 29.83, exposure with eps 1e-15 28.94, with 0.03 29.62 (right halves after a
+  left-half fit: 29.85, 29.87, 29.80; held-out frames with their neighbours' mean gain:
+  30.28 and 30.22 against off's 29.88, seed 1); half the training images 30% darker: off
+  20.55, exposure with eps 0.03 21.69 (right halves: 26.81 and 27.92).
 * bilagrid ``lr`` 2e-3 and ``tv_weight`` 10: the peer's (gsplat 1.5.3 simple_trainer)
   values. Its TV term is averaged over all images every step; here image i's grid gets its
   TV gradient when i is trained on, once per pass, which sums to the same per pass.
+* ``form`` (affine only): which entries of [A | b] train (FORMS: all 12; the three
+  per-channel gains; gains and offsets; one gain); ``reg_bias`` weights the offsets' pull;
+  ``lr_final`` > 0 decays the lr exponentially from ``start`` to ``end`` (the run's steps).
 * ``start``: the transforms stay identity (and nothing is recorded) for the first steps,
   while the Gaussians' colours settle from the initialisation; otherwise every transform
   first absorbs the initial colours' overall error, a common part the regulariser then
   removes only slowly.
 
 Held-out views have no trained appearance: they are rendered and scored with the identity
-(engine/splat/evaluate.py). :meth:`Appearance.save` writes the learned transforms beside
+(engine/splat/evaluate.py); comparisons of appearance modes use the right half of each
+held-out view after an affine colour fitted on its left half (benchmarks/
+appearance_exposure.py, quality_bench.py), which does not charge a held-out frame's own
+exposure to the model. :meth:`Appearance.save` writes the learned transforms beside
 the PLY (``appearance.json``, plus ``appearance.npy`` for the grid) for later stages.
 """
 
@@ -71,30 +96,46 @@ class AppearanceSettings:
     reg: float = 0.0           # L2 towards identity: reg * ||D||^2 per trained step of an image
     tv_weight: float = 0.0     # total variation of the grid (bilagrid)
     start: int = 0             # steps before the transforms train (identity and no dispatch until then)
+    form: str = "affine"       # which entries of [A | b] train (FORMS); the grid trains all
+    lr_final: float = 0.0      # > 0: lr decays exponentially from start to lr_final at step end
+    end: int = 0               # the run's last step (the lr decay's end)
+    reg_bias: float = 1.0      # the offsets' pull is reg * reg_bias
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-15
 
 
+# entries k = 4 r + c of [A | b] that train (bit k), and whether the diagonal is one gain
+FORMS = {"affine": (0xFFF, False),          # 3x3 A and b: 12 per image
+         "gains": (0x421, False),           # A diagonal (per-channel gain: exposure and white balance), b = 0
+         "gains_bias": (0x421 | 0x888, False),  # per-channel gain and offset
+         "gain": (0x421, True)}             # one gain for the three channels (exposure only)
+
 START_STEPS = 500  # the transforms start training here, or at a fifth of a shorter run
 
 
+CELL_MODES = ("exposure", "affine")  # one affine cell per image (exposure trains its diagonal only)
+
+
 def default_settings(mode: str, steps: int | None = None) -> AppearanceSettings:
-    """The settings of ``mode`` ("affine" or "bilagrid") for a run of ``steps``; the module
-    docstring says why. ``start`` is START_STEPS, or a fifth of a shorter run (which would
+    """The settings of ``mode`` ("exposure", "affine" or "bilagrid") for a run of ``steps``;
+    the module docstring says why. ``start`` is START_STEPS, or a fifth of a shorter run (which would
     otherwise end with every transform at identity)."""
     start = START_STEPS if steps is None else min(START_STEPS, max(int(steps) // 5, 1))
+    end = 0 if steps is None else int(steps)
+    if mode == "exposure":
+        return AppearanceSettings(lr=5e-3, reg=0.01, start=start, end=end, form="gains", eps=0.03)
     if mode == "affine":
-        return AppearanceSettings(lr=5e-3, reg=0.01, start=start)
+        return AppearanceSettings(lr=5e-3, reg=0.01, start=start, end=end)
     if mode == "bilagrid":
-        return AppearanceSettings(lr=2e-3, tv_weight=10.0, start=start)
+        return AppearanceSettings(lr=2e-3, tv_weight=10.0, start=start, end=end)
     raise ValueError(f"no appearance settings for mode {mode!r}")
 
 
 class Appearance:
     """The per-image transforms of one training run and their optimizer (module docstring).
 
-    ``mode``: "affine" or "bilagrid"; ``num_images``: the dataset's camera count.
+    ``mode``: "exposure", "affine" or "bilagrid"; ``num_images``: the dataset's camera count.
     Buffers (float32): params, exp_avg, exp_avg_sq [num_images, cells, 12]; accum [cells, 12]
     (the current step's gradient, zero between steps). ``steps`` [num_images] int64: Adam
     steps taken per image (host).
@@ -104,10 +145,12 @@ class Appearance:
         if num_images < 1:
             raise ValueError("appearance needs at least one image")
         self.gpu, self.mode, self.num_images = gpu, mode, int(num_images)
-        self.shape = (1, 1, 1) if mode == "affine" else BILAGRID_SHAPE if mode == "bilagrid" else None
+        self.shape = (1, 1, 1) if mode in CELL_MODES else BILAGRID_SHAPE if mode == "bilagrid" else None
         if self.shape is None:
-            raise ValueError(f"appearance mode must be 'affine' or 'bilagrid', not {mode!r}")
+            raise ValueError(f"appearance mode must be 'exposure', 'affine' or 'bilagrid', not {mode!r}")
         self.settings = settings or default_settings(mode)
+        if self.settings.form not in FORMS:
+            raise ValueError(f"appearance form must be one of {', '.join(FORMS)}, not {self.settings.form!r}")
         gx, gy, gz = self.shape
         self.cells = gx * gy * gz
         self.per_image = 12 * self.cells
@@ -154,11 +197,16 @@ class Appearance:
                              isect_capacity=int(capacity), image_index=i, tv_weight=float(s.tv_weight))
         self.steps[i] += 1
         t = int(self.steps[i])
+        mask, tie = FORMS[s.form] if self.cells == 1 else FORMS["affine"]
+        lr = s.lr
+        if s.lr_final > 0.0 and s.end > s.start:
+            lr = s.lr * (s.lr_final / s.lr) ** min(max((step - s.start) / (s.end - s.start), 0.0), 1.0)
         self.k_adam.record(enc, threads, params=self.buf["params"], exp_avg=self.buf["exp_avg"],
                            exp_avg_sq=self.buf["exp_avg_sq"], accum=accum, flags=flags, isect_total=total,
-                           isect_capacity=int(capacity), image_index=i, lr=float(s.lr), reg=float(s.reg),
+                           isect_capacity=int(capacity), image_index=i, lr=float(lr), reg=float(s.reg),
                            beta1=float(s.beta1), beta2=float(s.beta2), eps=float(s.eps),
-                           bias1=1.0 - s.beta1 ** t, bias2=1.0 - s.beta2 ** t, step=int(step) & 0xFFFFFFFF)
+                           bias1=1.0 - s.beta1 ** t, bias2=1.0 - s.beta2 ** t, step=int(step) & 0xFFFFFFFF,
+                           free_mask=mask, tie_diag=int(tie), reg_bias=float(s.reg_bias))
 
     def _index(self, index: int) -> int:
         if not 0 <= int(index) < self.num_images:
@@ -239,8 +287,8 @@ class Appearance:
 
     def save(self, folder: Path, names: list[str], trained: list[int]) -> list[Path]:
         """Write the transforms beside the PLY for later stages: ``appearance.json``
-        ({mode, convention, grid, images: [{name, trained, matrix}]}; affine: each image's
-        3x4 matrix inline) and, for the grid, ``appearance.npy`` (float32 [num_images, GZ,
+        ({mode, convention, grid, images: [{name, trained, matrix}]}; exposure and affine:
+        each image's 3x4 matrix inline) and, for the grid, ``appearance.npy`` (float32 [num_images, GZ,
         GY, GX, 3, 4], image order of ``images``). ``names``: the dataset's image names by
         camera index; ``trained``: the camera indices trained on (the others are identity).
         Returns the paths written (atomically)."""
@@ -251,7 +299,7 @@ class Appearance:
         meta = {"mode": self.mode, "convention": "out = A x + b per pixel, x the rendered linear RGB in [0, 1]; "
                 "matrix = [A | b] (3 rows of 4)", "grid": None, "images": images}
         written = []
-        if self.mode == "affine":
+        if self.cells == 1:
             for entry, mat in zip(images, m[:, 0, 0, 0]):
                 entry["matrix"] = mat.round(7).tolist()
         else:
@@ -272,7 +320,7 @@ def read_appearance(folder: Path) -> dict:
     float64 [num_images, GZ, GY, GX, 3, 4]}."""
     folder = Path(folder)
     meta = json.loads((folder / "appearance.json").read_text(encoding="utf-8"))
-    if meta["mode"] == "affine":
+    if meta.get("grid") is None:  # one matrix per image (exposure, affine)
         mats = np.array([e["matrix"] for e in meta["images"]], np.float64).reshape(-1, 1, 1, 1, 3, 4)
     else:
         mats = np.load(folder / meta["grid"]["file"]).astype(np.float64)

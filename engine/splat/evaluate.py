@@ -7,9 +7,11 @@ and scored with the identity (the raw render of the Gaussians), after the transf
 is moved into the Gaussians' colours (Trainer.recentre_appearance: the model then shows the
 mean training appearance; the regulariser's pull towards identity alone left it off by a
 global colour shift: -2.1 dB on the office_chair video at 7k steps, BENCHMARKS.md). A
-held-out frame whose exposure differs from the mean counts against the score. The
-benchmark (benchmarks/quality_bench.py) also scores the right half of each view after an
-affine colour fitted on its left half. metrics.json records the mode that trained
+held-out frame whose exposure differs from the mean counts against the score (a phone
+video's auto exposure drifts: on office_chair the gains learned per frame span 0.94-1.09,
+smooth in time). Appearance modes are therefore compared on the right half of each view
+after an affine colour fitted on its left half (benchmarks/quality_bench.py,
+benchmarks/appearance_exposure.py). metrics.json records the mode that trained
 (``appearance``)."""
 
 from __future__ import annotations

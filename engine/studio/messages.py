@@ -161,7 +161,7 @@ class StartTraining:
     adam_moments: str = TrainConfig.adam_moments    # "fp32" or "bf16" (half the optimizer memory)
     strategy: str = TrainConfig.strategy            # "auto", "adc" or "mcmc" (engine.config.resolve_strategy)
     antialias: bool = TrainConfig.antialias         # Mip-Splatting's filters (engine/splat/antialias.py)
-    appearance: str = ""       # per-image colour: "off", "affine", "bilagrid"; "" = by input (off for a dataset)
+    appearance: str = ""       # "off", "exposure", "affine", "bilagrid"; "" = by input (off for a dataset)
     densify_from: int = TrainConfig.densify_from      # first densification after this many steps
     densify_interval: int = TrainConfig.densify_interval
     held_out: tuple = ()       # image names evaluated, never trained on; () = every eval_every-th
@@ -205,7 +205,7 @@ class StartPipeline:
     adam_moments: str = TrainConfig.adam_moments
     strategy: str = TrainConfig.strategy
     antialias: bool = TrainConfig.antialias
-    appearance: str = ""       # "" = by input: affine for a video (engine/config.py default_appearance)
+    appearance: str = ""       # "" = by input: exposure for a video (engine/config.py default_appearance)
     drop_sfm_cache: bool = False  # remove <project>/cache/sfm once the reconstruction has finished
 
 

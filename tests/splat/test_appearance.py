@@ -11,7 +11,8 @@ functional L = sum(g_out * out) for a random g_out, on random inputs: to the ren
 within 1e-4 of a cell boundary, where the derivative is one-sided, are left out) and to
 the parameters (affine: all 12; grid: a scatter-with-trilinear-weights reference on all
 entries, itself checked by differences on every entry of 40 touched cells and 200 random
-entries). The Adam step (+ the L2 pull, + the grid's total variation) against a NumPy
+entries). The Adam step (+ the L2 pull, the offsets' own weight, + the grid's total
+variation; the affine's restricted forms: frozen entries, one tied gain) against a NumPy
 step whose TV gradient is itself checked by finite differences; an overflowed step changes
 nothing.
 
@@ -26,7 +27,7 @@ import numpy as np
 import pytest
 from scipy.ndimage import map_coordinates
 
-from engine.splat.appearance import BILAGRID_SHAPE, Appearance, AppearanceSettings, read_appearance
+from engine.splat.appearance import BILAGRID_SHAPE, FORMS, Appearance, AppearanceSettings, read_appearance
 
 LW = np.array([0.299, 0.587, 0.114])
 
@@ -91,8 +92,9 @@ def ref_adam(p, m, v, g, lr, t, b1=0.9, b2=0.999, eps=1e-15):
 
 # ---- helpers ---------------------------------------------------------------------------
 
-def make(gpu, mode, num_images, rng, scale):
-    app = Appearance(gpu, mode, num_images, AppearanceSettings(lr=1e-2, reg=0.3, tv_weight=7.0))
+def make(gpu, mode, num_images, rng, scale, form="affine"):
+    app = Appearance(gpu, mode, num_images, AppearanceSettings(lr=1e-2, reg=0.3, tv_weight=7.0, form=form,
+                                                               reg_bias=3.0))
     params = (rng.normal(size=(num_images, app.per_image)) * scale).astype(np.float32)
     gpu.write(app.buf["params"], params)
     return app, params.astype(np.float64)
@@ -252,13 +254,41 @@ def ref_tv_grad(grid):
     return g
 
 
-@pytest.mark.parametrize("mode", ["affine", "bilagrid"])
-def test_step_matches_numpy_adam_with_regulariser(gpu, mode):
-    """record_backward: backward + (TV) + Adam of one image; twice, so the moments carry."""
+def restrict_gradient(gd, d, form, reg, reg_bias):
+    """The Adam kernel's gradient of one affine image for ``form`` (FORMS): gd the photometric
+    gradient [12] plus each entry's pull 2 reg_k d_k (offsets: reg * reg_bias); entries that
+    do not train get None; a tied gain: every diagonal entry gets the diagonal's summed
+    photometric gradient plus 3 times its pull."""
+    mask, tie = FORMS[form]
+    diag = [0, 5, 10]
+    out = []
+    for k in range(gd.size):
+        r = reg * (reg_bias if k % 4 == 3 else 1.0)
+        if not (mask >> (k % 12)) & 1:
+            out.append(None)
+        elif tie and k % 12 in diag:
+            out.append(sum(gd[k - k % 12 + j] for j in diag) + 6 * r * d[k])
+        else:
+            out.append(gd[k] + 2 * r * d[k])
+    return out
+
+
+@pytest.mark.parametrize("mode,form", [("affine", "affine"), ("bilagrid", "affine"), ("affine", "gains"),
+                                       ("affine", "gains_bias"), ("affine", "gain")])
+def test_step_matches_numpy_adam_with_regulariser(gpu, mode, form):
+    """record_backward: backward + (TV) + Adam of one image; twice, so the moments carry.
+    The affine's restricted forms: entries outside the form keep their (random) values, a
+    tied gain's three diagonal entries (equal at the start) stay equal; the lr decayed
+    exponentially from start to end."""
     rng = np.random.default_rng()
     n_img, w, h = 4, 29, 21
-    app, params = make(gpu, mode, n_img, rng, 0.1)
+    app, params = make(gpu, mode, n_img, rng, 0.1, form=form)
+    if FORMS[form][1]:
+        params[:, [5, 10]] = params[:, [0]]
+        gpu.write(app.buf["params"], params.astype(np.float32))
     s = app.settings
+    s.start, s.end, s.lr_final = 2, 12, 2e-3  # step 7: half-way down the decay
+    lr = s.lr * (s.lr_final / s.lr) ** 0.5
     gx_, gy_, gz_ = app.shape
     m = np.zeros_like(params)
     v = np.zeros_like(params)
@@ -274,14 +304,17 @@ def test_step_matches_numpy_adam_with_regulariser(gpu, mode):
         else:
             gd = ref_grid_param_grad(x, g, app.shape)
             gd += s.tv_weight * ref_tv_grad(d.reshape(gz_, gy_, gx_, 12)).reshape(-1)
-        gd += 2 * s.reg * d
-        params[i], m[i], v[i] = ref_adam(params[i], m[i], v[i], gd, s.lr, t)
+        for k, gk in enumerate(restrict_gradient(gd, d, form, s.reg, s.reg_bias)):
+            if gk is not None:
+                params[i, k], m[i, k], v[i, k] = ref_adam(params[i, k], m[i, k], v[i, k], gk, lr, t)
         img, grad = gpu.upload(x.astype(np.float32)), gpu.upload(g.astype(np.float32))
         enc = gpu.encoder()
         app.record_backward(enc, img, grad, i, w, h, flags, step=7, overflow_guard=(total, 10))
         gpu.submit(enc)
         got = gpu.read(app.buf["params"], np.float32, shape=params.shape)
         np.testing.assert_allclose(got, params, rtol=1e-5, atol=1e-6)
+    if FORMS[form][1]:
+        np.testing.assert_array_equal(got[i, [5, 10]], got[i, [0, 0]])
     assert app.steps.tolist() == [2 if j == i else 0 for j in range(n_img)]
     assert not gpu.read(app.buf["accum"], np.float32).any(), "the step clears the accumulated gradient"
     assert not gpu.read(flags, np.uint32).any()
@@ -296,7 +329,7 @@ def test_step_matches_numpy_adam_with_regulariser(gpu, mode):
 
 def test_state_and_files_round_trip(gpu, tmp_path):
     rng = np.random.default_rng()
-    for mode in ("affine", "bilagrid"):
+    for mode in ("exposure", "affine", "bilagrid"):
         app, params = make(gpu, mode, 3, rng, 0.1)
         app.steps[:] = [4, 0, 2]
         state = app.state_dict()

@@ -13,6 +13,7 @@ import pytest
 from engine import checkpoint
 from engine.config import RunConfig, TrainConfig, added_later
 from engine.device import Kernel
+from engine.splat.appearance import default_settings
 from engine.splat.trainer import Trainer
 from tests.splat.scenes import tiny_dataset
 
@@ -47,7 +48,7 @@ def test_off_records_the_plain_step_and_on_adds_only_its_own_dispatches(gpu, mon
     ds = tiny_dataset(seed=1)
     train = list(range(len(ds.cameras)))
     runs = {}
-    for mode in ("off", "affine", "bilagrid"):
+    for mode in ("off", "exposure", "affine", "bilagrid"):
         t = Trainer(gpu, ds, train, _config(appearance=mode, log_interval=100))
         if t.appearance is not None:
             t.appearance.settings.start = 3
@@ -57,7 +58,8 @@ def test_off_records_the_plain_step_and_on_adds_only_its_own_dispatches(gpu, mon
     off = runs["off"]
     assert all(s == off[0] for s in off) and not any("appearance" in k for k in off[0])
     assert "raster/raster:rasterize_forward" in off[0] and "loss/ssim:ssim_bwd" in off[0]
-    for mode, extra in (("affine", ["forward", "backward", "adam"]), ("bilagrid", ["forward", "backward", "tv", "adam"])):
+    for mode, extra in (("exposure", ["forward", "backward", "adam"]), ("affine", ["forward", "backward", "adam"]),
+                        ("bilagrid", ["forward", "backward", "tv", "adam"])):
         steps = runs[mode]
         assert steps[0] == off[0] and steps[1] == off[1], "before its start step the step is the plain one"
         for s in steps[2:]:
@@ -103,12 +105,16 @@ def test_settings_flow():
     from engine.config import default_appearance
 
     assert TrainConfig().appearance == "off" and added_later("train")["appearance"] == "off"
-    assert default_appearance("video") == "affine" and default_appearance("photos") == "off"
+    assert default_appearance("video") == "exposure" and default_appearance("photos") == "off"
+    assert default_appearance("dataset") == "off"
+    # exposure: the affine cell with only A's diagonal trained (appearance.FORMS)
+    assert default_settings("exposure").form == "gains" and default_settings("affine").form == "affine"
+    assert default_settings("exposure").eps == 0.03  # a dead zone for small gradients (appearance.py)
     with pytest.raises(ValueError, match="appearance"):
-        Trainer(None, tiny_dataset(), [0], TrainConfig(appearance="exposure"))  # refused before the GPU is used
+        Trainer(None, tiny_dataset(), [0], TrainConfig(appearance="gain"))  # refused before the GPU is used
 
 
-def test_run_defaults_to_affine_on_video_only(tmp_path):
+def test_run_defaults_to_exposure_on_video_only(tmp_path):
     from engine.cli.run import add_parser, config_from_args
 
     parser = argparse.ArgumentParser()
@@ -122,22 +128,25 @@ def test_run_defaults_to_affine_on_video_only(tmp_path):
     Image.new("RGB", (8, 8)).save(photos / "a.jpg")
     Image.new("RGB", (8, 8)).save(photos / "b.jpg")
     get = lambda *argv: config_from_args(parser.parse_args(["run", *argv, "-o", str(tmp_path / "p")])).run.train
-    assert get(str(video)).appearance == "affine"
+    assert get(str(video)).appearance == "exposure"
     assert get(str(photos)).appearance == "off"
     assert get(str(video), "--appearance", "off").appearance == "off"
     assert get(str(photos), "--appearance", "bilagrid").appearance == "bilagrid"
 
 
-def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data):
-    """Half of book's training images 30% darker; the affine transforms must take it up.
+@pytest.mark.parametrize("mode", ["exposure", "affine"])
+def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data, mode):
+    """Half of book's training images 30% darker; the per-image transforms (per-channel
+    gains, or the full affine) must take it up.
 
     At this size (96 px, 250 steps) the held-out PSNR with appearance on and off differ by
     less than the run-to-run spread (128 px, 300 steps, seeds 1-4: off 14.47 / 14.49 / 15.03
     / 15.64 dB, affine 14.80 / 15.23 / 15.00 / 14.36), so this asserts what is robust: the
     effective gain of each image's transform on its own (undarkened) colours,
     g_i = sum(A_i x + b_i) / sum(x), is lower on every darkened image than on every other one,
-    and the ratio of their means is near 0.7 (measured 0.65-0.67 over 6 seeds; the scene
-    takes up a little of the change itself)."""
+    and the ratio of their means is near 0.7 (affine: measured 0.65-0.67 over 6 seeds; the
+    scene takes up a little of the change itself; exposure, whose Adam eps of 0.03 slows
+    the gains in this 200-step run: 0.825-0.829 over 3 seeds)."""
     from engine.ingest import load_dataset
 
     ds = load_dataset(shared_data / "book", 96)
@@ -147,7 +156,7 @@ def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data):
     for i in dark:
         ds.cameras[i].image = np.clip(ds.cameras[i].image * 0.7 + 0.5, 0, 255).astype(np.uint8)
     cfg = TrainConfig(steps=250, seed=int(np.random.default_rng().integers(1000)), densify_from=50,
-                      densify_interval=50, log_interval=50, checkpoint_every=0, appearance="affine")
+                      densify_interval=50, log_interval=50, checkpoint_every=0, appearance=mode)
     t = Trainer(gpu, ds, train, cfg)
     t.appearance.settings.start = 50
     t.train()
@@ -156,7 +165,7 @@ def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data):
     normal = [gain[i] for i in train if i not in dark]
     darker = [gain[i] for i in dark]
     assert max(darker) < min(normal), gain
-    assert 0.55 < np.mean(darker) / np.mean(normal) < 0.8, gain
+    assert 0.55 < np.mean(darker) / np.mean(normal) < (0.8 if mode == "affine" else 0.86), gain
     t.release()
 
 
