@@ -19,11 +19,7 @@ def test_tracebacks_go_to_the_file_and_the_terminal_gets_one_line(tmp_path, monk
         for h in root.handlers:
             h.flush()
     finally:
-        for h in root.handlers[:]:
-            if h not in before:
-                root.removeHandler(h)
-                h.close()
-        root.setLevel(level)
+        _restore_root(root, before, level)
     text = (tmp_path / "studio.log").read_text()
     assert "handling a drop failed" in text and "Traceback" in text and "KeyError" in text
     err = capsys.readouterr().err
@@ -47,12 +43,17 @@ def test_the_terminal_gets_each_warning_once_after_the_clis_basic_config(tmp_pat
         logging.getLogger("engine.ingest").warning("17 of 67 frames have no image file")
         logging.getLogger("spirula.session").info("viewport: presenting")
     finally:
-        for h in root.handlers[:]:
-            if h not in before:
-                root.removeHandler(h)
-                h.close()
-        root.setLevel(level)
+        _restore_root(root, before, level)
     err = capsys.readouterr().err
     assert err.count("17 of 67 frames") == 1 and "warning: 17 of 67 frames" in err
     assert "presenting" not in err                       # info goes to the file only
     assert "presenting" in (tmp_path / "studio.log").read_text()
+
+
+def _restore_root(root, before, level) -> None:
+    """Take off (and close) the handlers a test added to the root logger; restore its level."""
+    for h in root.handlers[:]:
+        if h not in before:
+            root.removeHandler(h)
+            h.close()
+    root.setLevel(level)
