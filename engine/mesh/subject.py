@@ -203,7 +203,7 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
               up: np.ndarray | None = None, max_tilt_deg: float = 35.0, above: np.ndarray | None = None,
               above_share: float = 0.95, min_inliers: int = 30,
               all_above: np.ndarray | None = None, column: np.ndarray | None = None,
-              below_share: float = 0.05) -> tuple[Plane, np.ndarray] | None:
+              below_share: float = 0.05, accept=None, tries: int = 8) -> tuple[Plane, np.ndarray] | None:
     """RANSAC plane on points [M, 3] with inlier tolerance ``tol`` (world units): (plane,
     inlier mask [M]) or None when no admissible hypothesis has ``min_inliers`` inliers.
 
@@ -215,7 +215,9 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     [K, 3]: only planes with at most ``below_share`` of those points more than ``tol`` under
     them (the splats over and under the look point: a chair's seat, its legs under it, is
     no support). The winner is refined by least squares (SVD) on its inliers, then on the
-    inliers of the refined plane."""
+    inliers of the refined plane; with ``accept`` (Plane -> bool), the first of the ``tries``
+    best hypotheses whose refined plane it accepts wins (the refinement can tilt a plane
+    into the subject: on the mouse capture the best of 4096 did)."""
     pts = np.asarray(points, np.float64)
     if len(pts) < 3:
         return None
@@ -243,21 +245,24 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     counts = np.zeros(len(n), np.int64)
     for s in range(0, len(n), 64):  # [64, M] distance blocks keep the memory small
         counts[s:s + 64] = (np.abs(pts @ n[s:s + 64].T + off[s:s + 64]) < tol).sum(0)
-    best = int(np.argmax(counts))
-    if counts[best] < max(min_inliers, 3):
-        return None
-    normal, offset = n[best], off[best]
-    for _ in range(2):
+    for best in np.argsort(-counts, kind="stable")[:tries if accept is not None else 1]:
+        if counts[best] < max(min_inliers, 3):
+            return None
+        normal, offset = n[best], off[best]
+        for _ in range(2):
+            inl = np.abs(pts @ normal + offset) < tol
+            if inl.sum() < 3:
+                break
+            c = pts[inl].mean(0)
+            refined = np.linalg.svd(pts[inl] - c, full_matrices=False)[2][2]
+            normal = refined * (1.0 if refined @ normal >= 0 else -1.0)
+            offset = -float(normal @ c)
         inl = np.abs(pts @ normal + offset) < tol
-        if inl.sum() < 3:
-            break
-        c = pts[inl].mean(0)
-        refined = np.linalg.svd(pts[inl] - c, full_matrices=False)[2][2]
-        normal = refined * (1.0 if refined @ normal >= 0 else -1.0)
-        offset = -float(normal @ c)
-    inl = np.abs(pts @ normal + offset) < tol
-    rms = float(np.sqrt(np.mean((pts[inl] @ normal + offset) ** 2))) if inl.any() else 0.0
-    return Plane(normal, float(offset), int(inl.sum()), 2.5 * rms), inl
+        rms = float(np.sqrt(np.mean((pts[inl] @ normal + offset) ** 2))) if inl.any() else 0.0
+        plane = Plane(normal, float(offset), int(inl.sum()), 2.5 * rms)
+        if accept is None or accept(plane):
+            return plane, inl
+    return None
 
 
 def seen_counts(points: np.ndarray, w2c: np.ndarray, intrinsics: np.ndarray, chunk: int = 8192) -> np.ndarray:
@@ -406,17 +411,24 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     # the splats over and under the look point (a vertical column of the seed radius): a
     # support lies under nearly all of them, a flat part of the subject does not (the seat of
     # a chair on a glossy floor, which holds few opaque splats, won RANSAC without this).
-    # 4096 hypotheses: such a floor had 6% of the points, 512 triples drew it 1 time in 10
     rel = pts - orbit.look_point
     column = pts[np.linalg.norm(rel - np.outer(rel @ orbit.up, orbit.up), axis=1) < 0.2 * orbit.distance]
-    column = column[rng.choice(len(column), min(len(column), 5000), replace=False)] if len(column) else column
-    found = fit_plane(sample, 0.5 * voxel, rng, hypotheses=4096, up=orbit.up, above=above,
-                      min_inliers=max(30, int(0.05 * len(sample))), all_above=orbit.look_point,
-                      column=column, below_share=MAX_BELOW_SUPPORT)
-    plane = found[0] if found else None
+    sub = np.random.default_rng(seed + 1)   # the hypotheses draw from rng as they did before
+    column = column[sub.choice(len(column), min(len(column), 5000), replace=False)] if len(column) else column
     near = pts[np.linalg.norm(pts - orbit.look_point, axis=1) < 0.2 * orbit.distance]
-    if plane is not None and (plane.distance(near) < -max(voxel, plane.thickness)).mean() > MAX_BELOW_SUPPORT:
-        plane = None   # a slice through the subject (a tilted plane along its edges), not a table
+    # a refined plane with the subject under it is a slice through it (a tilted plane along
+    # its edges, a flat part), not a table
+    under = lambda p, q: (p.distance(q) < -max(voxel, p.thickness)).mean() > MAX_BELOW_SUPPORT if len(q) else False
+    # 512 hypotheses, then 4096 more when none qualifies: a glossy floor had 6% of the
+    # points (few opaque splats on it), and 512 triples drew it about 1 time in 10
+    for hypotheses in (512, 4096):
+        found = fit_plane(sample, 0.5 * voxel, rng, hypotheses=hypotheses, up=orbit.up, above=above,
+                          min_inliers=max(30, int(0.05 * len(sample))), all_above=orbit.look_point,
+                          column=column, below_share=MAX_BELOW_SUPPORT,
+                          accept=lambda p: not (under(p, near) or under(p, column)))
+        if found:
+            break
+    plane = found[0] if found else None
     visible = None
     if intrinsics is not None and len(pts):
         w2c = np.linalg.inv(c2w)
