@@ -203,7 +203,8 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
               up: np.ndarray | None = None, max_tilt_deg: float = 35.0, above: np.ndarray | None = None,
               above_share: float = 0.95, min_inliers: int = 30,
               all_above: np.ndarray | None = None, column: np.ndarray | None = None,
-              below_share: float = 0.05, accept=None, tries: int = 8) -> tuple[Plane, np.ndarray] | None:
+              below_share: float = 0.05, off_column: np.ndarray | None = None, around_share: float = 0.5,
+              accept=None, tries: int = 8, draw: np.ndarray | None = None) -> tuple[Plane, np.ndarray] | None:
     """RANSAC plane on points [M, 3] with inlier tolerance ``tol`` (world units): (plane,
     inlier mask [M]) or None when no admissible hypothesis has ``min_inliers`` inliers.
 
@@ -214,14 +215,18 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     those above (the look point: not the flat top of the object itself); with ``column``
     [K, 3]: only planes with at most ``below_share`` of those points more than ``tol`` under
     them (the splats over and under the look point: a chair's seat, its legs under it, is
-    no support). The winner is refined by least squares (SVD) on its inliers, then on the
-    inliers of the refined plane; with ``accept`` (Plane -> bool), the first of the ``tries``
+    no support); with ``off_column`` [M] bool (the points off that column): only planes with
+    at least ``around_share`` of their inliers there (a table shows around what stands on
+    it; a plane along the subject's rim or its base's legs does not). The winner is refined by least squares (SVD) on its inliers, then on the
+    inliers of the refined plane; with ``accept`` ((Plane, its inliers [I, 3]) -> bool), the first of the ``tries``
     best hypotheses whose refined plane it accepts wins (the refinement can tilt a plane
-    into the subject: on the mouse capture the best of 4096 did)."""
+    into the subject: on the mouse capture the best of 4096 did). ``draw`` [M] bool: the
+    points the triples are drawn from (default all)."""
     pts = np.asarray(points, np.float64)
     if len(pts) < 3:
         return None
-    tri = pts[rng.integers(0, len(pts), (hypotheses, 3))]                 # [H, 3, 3]
+    pool = pts if draw is None or np.count_nonzero(draw) < 3 else pts[np.asarray(draw, bool)]
+    tri = pool[rng.integers(0, len(pool), (hypotheses, 3))]               # [H, 3, 3]
     n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
     good = np.linalg.norm(n, axis=1) > 1e-12
     n = _unit(n)
@@ -244,7 +249,10 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     n, off = n[good], off[good]
     counts = np.zeros(len(n), np.int64)
     for s in range(0, len(n), 64):  # [64, M] distance blocks keep the memory small
-        counts[s:s + 64] = (np.abs(pts @ n[s:s + 64].T + off[s:s + 64]) < tol).sum(0)
+        near = np.abs(pts @ n[s:s + 64].T + off[s:s + 64]) < tol
+        counts[s:s + 64] = near.sum(0)
+        if off_column is not None:   # too few inliers around: no candidate
+            counts[s:s + 64] *= near[np.asarray(off_column, bool)].sum(0) >= around_share * counts[s:s + 64]
     for best in np.argsort(-counts, kind="stable")[:tries if accept is not None else 1]:
         if counts[best] < max(min_inliers, 3):
             return None
@@ -260,7 +268,7 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
         inl = np.abs(pts @ normal + offset) < tol
         rms = float(np.sqrt(np.mean((pts[inl] @ normal + offset) ** 2))) if inl.any() else 0.0
         plane = Plane(normal, float(offset), int(inl.sum()), 2.5 * rms)
-        if accept is None or accept(plane):
+        if accept is None or accept(plane, pts[inl]):
             return plane, inl
     return None
 
@@ -374,6 +382,13 @@ def base_plane(heights: np.ndarray, up: np.ndarray, above_heights: np.ndarray, q
 
 
 MAX_BELOW_SUPPORT = 0.05   # share of the splats near the look point a support plane may leave under it
+MIN_AROUND = 0.5           # share of a support plane's inliers off the subject's column
+
+
+def _off_axis(points: np.ndarray, orbit: Orbit) -> np.ndarray:
+    """[M] distance of world points [M, 3] from the orbit's axis (through the look point, along up)."""
+    rel = np.asarray(points, np.float64) - orbit.look_point
+    return np.linalg.norm(rel - np.outer(rel @ orbit.up, orbit.up), axis=1)
 
 
 def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray, scales: np.ndarray | None = None,
@@ -411,21 +426,25 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     # the splats over and under the look point (a vertical column of the seed radius): a
     # support lies under nearly all of them, a flat part of the subject does not (the seat of
     # a chair on a glossy floor, which holds few opaque splats, won RANSAC without this).
-    rel = pts - orbit.look_point
-    column = pts[np.linalg.norm(rel - np.outer(rel @ orbit.up, orbit.up), axis=1) < 0.2 * orbit.distance]
+    column = pts[_off_axis(pts, orbit) < 0.2 * orbit.distance]
     sub = np.random.default_rng(seed + 1)   # the hypotheses draw from rng as they did before
     column = column[sub.choice(len(column), min(len(column), 5000), replace=False)] if len(column) else column
     near = pts[np.linalg.norm(pts - orbit.look_point, axis=1) < 0.2 * orbit.distance]
     # a refined plane with the subject under it is a slice through it (a tilted plane along
     # its edges, a flat part), not a table
     under = lambda p, q: (p.distance(q) < -max(voxel, p.thickness)).mean() > MAX_BELOW_SUPPORT if len(q) else False
-    # 512 hypotheses, then 4096 more when none qualifies: a glossy floor had 6% of the
-    # points (few opaque splats on it), and 512 triples drew it about 1 time in 10
-    for hypotheses in (512, 4096):
+    # and a table shows around what stands on it: most of its inliers lie outside the column
+    # (a plane along the subject's own rim or the legs of its base has them all inside)
+    shows_around = lambda inl: (_off_axis(inl, orbit) > 0.2 * orbit.distance).mean() >= MIN_AROUND
+    # 512 hypotheses, then, when none qualifies, 4096 drawn off the column: a glossy floor
+    # had 6% of the points (few opaque splats on it), and 512 triples drew it 1 time in 10
+    around = _off_axis(sample, orbit) > 0.2 * orbit.distance
+    for hypotheses, draw in ((512, None), (4096, around)):
         found = fit_plane(sample, 0.5 * voxel, rng, hypotheses=hypotheses, up=orbit.up, above=above,
                           min_inliers=max(30, int(0.05 * len(sample))), all_above=orbit.look_point,
-                          column=column, below_share=MAX_BELOW_SUPPORT,
-                          accept=lambda p: not (under(p, near) or under(p, column)))
+                          column=column, below_share=MAX_BELOW_SUPPORT, draw=draw,
+                          off_column=around, around_share=MIN_AROUND,
+                          accept=lambda p, inl: shows_around(inl) and not (under(p, near) or under(p, column)))
         if found:
             break
     plane = found[0] if found else None
