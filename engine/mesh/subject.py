@@ -15,15 +15,18 @@ Four steps, each usable alone (all NumPy, vectorised; world units, OpenCV camera
    Only hypotheses whose normal is within ``max_tilt_deg`` of the cameras' up, with the look
    point and nearly all cameras on its upper side, are scored: a tangent plane of an object
    floating in empty space with cameras below it (the torus of tests/mesh) is no support.
-   Nor is a plane with more than 5% of the splats near the look point under it: with a
-   textureless table the best plane is often a slice along the object's own edges.
+   Nor is a plane with more than 5% of the splats near the look point, or of those in the
+   vertical column over and under it, under it (a slice along a textureless object's
+   edges; a chair's flat seat, whose base is under it), nor one with most of its inliers
+   inside that column (a table shows around what stands on it).
 3. :func:`grow_subject`: opaque splat centres above the plane (a band of ``margin`` above it
    removed so the object comes apart from the table), counted on a coarse grid; voxels with
    at least ``min_count`` centres seen by at least ``min_views`` of the cameras (drops
    floaters in front of single cameras) are occupied; the 26-connected components that
    reach within ``seed_radius`` of the look point are the subject (the look point itself
-   may be empty: a torus' hole, a mug's inside). Its axis-aligned box, padded, reaching
-   down to the plane when it stands on it, is the region to mesh.
+   may be empty: a torus' hole, a mug's inside), with the cells under its footprint that
+   reach the plane (a base its thin legs keep apart on this grid). Its axis-aligned box,
+   padded, reaching down to the plane when it stands on it, is the region to mesh.
 4. :func:`base_plane`, when no support plane is found (a textureless table holds almost no
    opaque splats: the photometric loss cannot place them): the plane normal to the orbit's
    axis under the subject's lowest splats, when the cameras all look down on it. The
