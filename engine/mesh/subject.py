@@ -15,15 +15,18 @@ Four steps, each usable alone (all NumPy, vectorised; world units, OpenCV camera
    Only hypotheses whose normal is within ``max_tilt_deg`` of the cameras' up, with the look
    point and nearly all cameras on its upper side, are scored: a tangent plane of an object
    floating in empty space with cameras below it (the torus of tests/mesh) is no support.
-   Nor is a plane with more than 5% of the splats near the look point under it: with a
-   textureless table the best plane is often a slice along the object's own edges.
+   Nor is a plane with more than 5% of the splats near the look point, or of those in the
+   vertical column over and under it, under it (a slice along a textureless object's
+   edges; a chair's flat seat, whose base is under it), nor one with most of its inliers
+   inside that column (a table shows around what stands on it).
 3. :func:`grow_subject`: opaque splat centres above the plane (a band of ``margin`` above it
    removed so the object comes apart from the table), counted on a coarse grid; voxels with
    at least ``min_count`` centres seen by at least ``min_views`` of the cameras (drops
    floaters in front of single cameras) are occupied; the 26-connected components that
    reach within ``seed_radius`` of the look point are the subject (the look point itself
-   may be empty: a torus' hole, a mug's inside). Its axis-aligned box, padded, reaching
-   down to the plane when it stands on it, is the region to mesh.
+   may be empty: a torus' hole, a mug's inside), with the cells under its footprint that
+   reach the plane (a base its thin legs keep apart on this grid). Its axis-aligned box,
+   padded, reaching down to the plane when it stands on it, is the region to mesh.
 4. :func:`base_plane`, when no support plane is found (a textureless table holds almost no
    opaque splats: the photometric loss cannot place them): the plane normal to the orbit's
    axis under the subject's lowest splats, when the cameras all look down on it. The
@@ -202,7 +205,9 @@ def detect_orbit(c2w: np.ndarray, max_miss: float = 0.25, min_share: float = 0.7
 def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypotheses: int = 512,
               up: np.ndarray | None = None, max_tilt_deg: float = 35.0, above: np.ndarray | None = None,
               above_share: float = 0.95, min_inliers: int = 30,
-              all_above: np.ndarray | None = None) -> tuple[Plane, np.ndarray] | None:
+              all_above: np.ndarray | None = None, column: np.ndarray | None = None,
+              below_share: float = 0.05, off_column: np.ndarray | None = None, around_share: float = 0.5,
+              accept=None, tries: int = 8, draw: np.ndarray | None = None) -> tuple[Plane, np.ndarray] | None:
     """RANSAC plane on points [M, 3] with inlier tolerance ``tol`` (world units): (plane,
     inlier mask [M]) or None when no admissible hypothesis has ``min_inliers`` inliers.
 
@@ -210,12 +215,21 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     is within ``max_tilt_deg`` of it count, oriented to it. With ``above`` [K, 3]: only planes
     with at least ``above_share`` of those points on the upper side count (the cameras and
     the look point stand above a table); with ``all_above`` [J, 3]: only planes with all of
-    those above (the look point: not the flat top of the object itself). The winner is
-    refined by least squares (SVD) on its inliers, then on the inliers of the refined plane."""
+    those above (the look point: not the flat top of the object itself); with ``column``
+    [K, 3]: only planes with at most ``below_share`` of those points more than ``tol`` under
+    them (the splats over and under the look point: a chair's seat, its legs under it, is
+    no support); with ``off_column`` [M] bool (the points off that column): only planes with
+    at least ``around_share`` of their inliers there (a table shows around what stands on
+    it; a plane along the subject's rim or its base's legs does not). The winner is refined by least squares (SVD) on its inliers, then on the
+    inliers of the refined plane; with ``accept`` ((Plane, its inliers [I, 3]) -> bool), the first of the ``tries``
+    best hypotheses whose refined plane it accepts wins (the refinement can tilt a plane
+    into the subject: on the mouse capture the best of 4096 did). ``draw`` [M] bool: the
+    points the triples are drawn from (default all)."""
     pts = np.asarray(points, np.float64)
     if len(pts) < 3:
         return None
-    tri = pts[rng.integers(0, len(pts), (hypotheses, 3))]                 # [H, 3, 3]
+    pool = pts if draw is None or np.count_nonzero(draw) < 3 else pts[np.asarray(draw, bool)]
+    tri = pool[rng.integers(0, len(pool), (hypotheses, 3))]               # [H, 3, 3]
     n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
     good = np.linalg.norm(n, axis=1) > 1e-12
     n = _unit(n)
@@ -229,27 +243,37 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
         good &= ((np.asarray(above, np.float64) @ n.T + off) > 0).mean(0) >= above_share
     if all_above is not None:
         good &= ((np.asarray(all_above, np.float64).reshape(-1, 3) @ n.T + off) > 0).all(0)
+    if column is not None and len(column):
+        col = np.asarray(column, np.float64)
+        for s in range(0, len(n), 64):  # [K, 64] blocks
+            good[s:s + 64] &= ((col @ n[s:s + 64].T + off[s:s + 64]) < -tol).mean(0) <= below_share
     if not good.any():
         return None
     n, off = n[good], off[good]
     counts = np.zeros(len(n), np.int64)
     for s in range(0, len(n), 64):  # [64, M] distance blocks keep the memory small
-        counts[s:s + 64] = (np.abs(pts @ n[s:s + 64].T + off[s:s + 64]) < tol).sum(0)
-    best = int(np.argmax(counts))
-    if counts[best] < max(min_inliers, 3):
-        return None
-    normal, offset = n[best], off[best]
-    for _ in range(2):
+        near = np.abs(pts @ n[s:s + 64].T + off[s:s + 64]) < tol
+        counts[s:s + 64] = near.sum(0)
+        if off_column is not None:   # too few inliers around: no candidate
+            counts[s:s + 64] *= near[np.asarray(off_column, bool)].sum(0) >= around_share * counts[s:s + 64]
+    for best in np.argsort(-counts, kind="stable")[:tries if accept is not None else 1]:
+        if counts[best] < max(min_inliers, 3):
+            return None
+        normal, offset = n[best], off[best]
+        for _ in range(2):
+            inl = np.abs(pts @ normal + offset) < tol
+            if inl.sum() < 3:
+                break
+            c = pts[inl].mean(0)
+            refined = np.linalg.svd(pts[inl] - c, full_matrices=False)[2][2]
+            normal = refined * (1.0 if refined @ normal >= 0 else -1.0)
+            offset = -float(normal @ c)
         inl = np.abs(pts @ normal + offset) < tol
-        if inl.sum() < 3:
-            break
-        c = pts[inl].mean(0)
-        refined = np.linalg.svd(pts[inl] - c, full_matrices=False)[2][2]
-        normal = refined * (1.0 if refined @ normal >= 0 else -1.0)
-        offset = -float(normal @ c)
-    inl = np.abs(pts @ normal + offset) < tol
-    rms = float(np.sqrt(np.mean((pts[inl] @ normal + offset) ** 2))) if inl.any() else 0.0
-    return Plane(normal, float(offset), int(inl.sum()), 2.5 * rms), inl
+        rms = float(np.sqrt(np.mean((pts[inl] @ normal + offset) ** 2))) if inl.any() else 0.0
+        plane = Plane(normal, float(offset), int(inl.sum()), 2.5 * rms)
+        if accept is None or accept(plane, pts[inl]):
+            return plane, inl
+    return None
 
 
 def seen_counts(points: np.ndarray, w2c: np.ndarray, intrinsics: np.ndarray, chunk: int = 8192) -> np.ndarray:
@@ -303,13 +327,45 @@ def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_
     seeds = np.unique(labels[tuple(occ[near].T)])
     if len(seeds) == 0:
         return None
-    sub = centres[np.isin(labels[tuple(occ.T)], seeds)]
+    lab = labels[tuple(occ.T)]
+    inner = np.isin(lab, seeds)
+    stands = plane is not None and plane.distance(centres[inner]).min() <= margin + 3 * voxel
+    if plane is not None and not stands:
+        inner |= _base_cells(centres, inner, plane, margin + 3 * voxel, voxel)
+        stands = plane.distance(centres[inner]).min() <= margin + 3 * voxel
+    sub = centres[inner]
     lo, hi = sub.min(0) - 1.5 * voxel, sub.max(0) + 1.5 * voxel
-    stands = plane is not None and plane.distance(sub).min() <= margin + 3 * voxel
     if stands:
         foot = sub - (plane.distance(sub) + 2 * voxel)[:, None] * plane.normal  # 2 voxels under the plane
         lo, hi = np.minimum(lo, foot.min(0)), np.maximum(hi, foot.max(0))
     return lo, hi, int(len(sub)), bool(stands)
+
+
+def _base_cells(centres: np.ndarray, inner: np.ndarray, plane: Plane, reach: float, voxel: float,
+               spread: float = 1.5, min_share: float = 0.1) -> np.ndarray:
+    """[K] bool: the occupied cells that carry the subject, or none. A chair's star base, a
+    stool's feet: the pole or legs between them and the seat are too thin for opaque splats
+    at a small training size (the office_chair's pole at 200 px: splats of opacity ~0.03),
+    so on the coarse grid the base is apart from the seat, and in pieces (47 of 1 to 10
+    cells there). The cells under the subject's lowest cell that meet its footprint on the
+    plane (1 cell of slack) and lie within ``spread`` x its radius of its axis are its base
+    when they reach the plane (within ``reach``) and number at least ``min_share`` of the
+    subject's cells (a few floaters under an object on a table that holds no splats do not).
+    centres [K, 3] occupied cell centres, inner [K] bool the subject's; world units."""
+    h = plane.distance(centres)
+    e1 = np.cross(plane.normal, [1.0, 0.0, 0.0] if abs(plane.normal[0]) < 0.9 else [0.0, 1.0, 0.0])
+    e1 /= np.linalg.norm(e1)
+    flat = np.stack([centres @ e1, centres @ np.cross(plane.normal, e1)], 1)     # [K, 2] on the plane
+    cell = np.floor(flat / voxel).astype(np.int64)
+    cell -= cell.min(0) - 1
+    key = lambda c: c[..., 0] * (int(cell[:, 1].max()) + 3) + c[..., 1]
+    slack = np.stack(np.meshgrid([-1, 0, 1], [-1, 0, 1], indexing="ij"), -1).reshape(-1, 2)
+    under_foot = np.isin(key(cell), key(cell[inner][:, None] + slack[None]))    # footprint, 1 cell wider
+    radius = np.linalg.norm(flat - flat[inner].mean(0), axis=1)
+    base = ~inner & (h < h[inner].min()) & under_foot & (radius <= spread * radius[inner].max())
+    if base.sum() < min_share * inner.sum() or not (h[base] <= reach).any():
+        return np.zeros(len(centres), bool)
+    return base
 
 
 def base_plane(heights: np.ndarray, up: np.ndarray, above_heights: np.ndarray, quantile: float = 0.0025,
@@ -329,6 +385,13 @@ def base_plane(heights: np.ndarray, up: np.ndarray, above_heights: np.ndarray, q
 
 
 MAX_BELOW_SUPPORT = 0.05   # share of the splats near the look point a support plane may leave under it
+MIN_AROUND = 0.5           # share of a support plane's inliers off the subject's column
+
+
+def _off_axis(points: np.ndarray, orbit: Orbit) -> np.ndarray:
+    """[M] distance of world points [M, 3] from the orbit's axis (through the look point, along up)."""
+    rel = np.asarray(points, np.float64) - orbit.look_point
+    return np.linalg.norm(rel - np.outer(rel @ orbit.up, orbit.up), axis=1)
 
 
 def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray, scales: np.ndarray | None = None,
@@ -363,12 +426,31 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     rng = np.random.default_rng(seed)
     sample = pts[rng.choice(len(pts), min(len(pts), 20000), replace=False)] if len(pts) else pts
     above = np.concatenate([c2w[:, :3, 3], orbit.look_point[None]])
-    found = fit_plane(sample, 0.5 * voxel, rng, up=orbit.up, above=above,
-                      min_inliers=max(30, int(0.05 * len(sample))), all_above=orbit.look_point)
-    plane = found[0] if found else None
+    # the splats over and under the look point (a vertical column of the seed radius): a
+    # support lies under nearly all of them, a flat part of the subject does not (the seat of
+    # a chair on a glossy floor, which holds few opaque splats, won RANSAC without this).
+    column = pts[_off_axis(pts, orbit) < 0.2 * orbit.distance]
+    sub = np.random.default_rng(seed + 1)   # the hypotheses draw from rng as they did before
+    column = column[sub.choice(len(column), min(len(column), 5000), replace=False)] if len(column) else column
     near = pts[np.linalg.norm(pts - orbit.look_point, axis=1) < 0.2 * orbit.distance]
-    if plane is not None and (plane.distance(near) < -max(voxel, plane.thickness)).mean() > MAX_BELOW_SUPPORT:
-        plane = None   # a slice through the subject (a tilted plane along its edges), not a table
+    # a refined plane with the subject under it is a slice through it (a tilted plane along
+    # its edges, a flat part), not a table
+    under = lambda p, q: (p.distance(q) < -max(voxel, p.thickness)).mean() > MAX_BELOW_SUPPORT if len(q) else False
+    # and a table shows around what stands on it: most of its inliers lie outside the column
+    # (a plane along the subject's own rim or the legs of its base has them all inside)
+    shows_around = lambda inl: (_off_axis(inl, orbit) > 0.2 * orbit.distance).mean() >= MIN_AROUND
+    # 512 hypotheses, then, when none qualifies, 4096 drawn off the column: a glossy floor
+    # had 6% of the points (few opaque splats on it), and 512 triples drew it 1 time in 10
+    around = _off_axis(sample, orbit) > 0.2 * orbit.distance
+    for hypotheses, draw in ((512, None), (4096, around)):
+        found = fit_plane(sample, 0.5 * voxel, rng, hypotheses=hypotheses, up=orbit.up, above=above,
+                          min_inliers=max(30, int(0.05 * len(sample))), all_above=orbit.look_point,
+                          column=column, below_share=MAX_BELOW_SUPPORT, draw=draw,
+                          off_column=around, around_share=MIN_AROUND,
+                          accept=lambda p, inl: shows_around(inl) and not (under(p, near) or under(p, column)))
+        if found:
+            break
+    plane = found[0] if found else None
     visible = None
     if intrinsics is not None and len(pts):
         w2c = np.linalg.inv(c2w)
