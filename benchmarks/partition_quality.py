@@ -41,6 +41,7 @@ def main(argv=None) -> int:
     ap.add_argument("--band", type=float, default=0.5, help="city: border band, world units")
     ap.add_argument("--context-views", type=lambda t: None if t == "auto" else int(t), default=None,
                     help="SplitSettings.context_views: auto (default), or K (0: the region's points only)")
+    ap.add_argument("--seed", type=int, default=0, help="training seed of the whole run and of every part")
     ap.add_argument("--device", default="vulkan")
     ap.add_argument("--steps-rule", choices=["cameras", "gaussians"], default="cameras",
                     help="a part's steps by its share of the cameras (default) or of the Gaussians")
@@ -78,7 +79,7 @@ def run(args, work: Path) -> dict:
     else:
         dataset, budget, size = args.data, args.budget or TrainConfig.mcmc_budget, args.max_size
     cfg = RunConfig(device=args.device, dataset=DatasetConfig(max_size=size, eval_every=8),
-                    train=TrainConfig(steps=args.steps, strategy="mcmc", mcmc_budget=budget, max_gaussians=budget,
+                    train=TrainConfig(steps=args.steps, seed=args.seed, strategy="mcmc", mcmc_budget=budget, max_gaussians=budget,
                                       checkpoint_every=0, mcmc_init_scale=args.init_scale))
     whole = train_whole(dataset, work / "whole", cfg)
     settings = SplitSettings(parts=args.parts, overlap=args.overlap, visibility=args.visibility, total_gaussians=budget,
@@ -88,7 +89,7 @@ def run(args, work: Path) -> dict:
                                steps_rule=args.steps_rule)
     peak = max(merged["part_peak_vram_mib"].values())
     out = {"bench": "partition", "scene": args.scene or str(args.data), "parts": args.parts, "overlap": args.overlap,
-           "steps": args.steps, "budget": budget,
+           "steps": args.steps, "seed": args.seed, "budget": budget,
            "context_views": json.loads((work / "parts" / "partition.json").read_text())["settings"]["context_views"], "size": size, "device": args.device,
            "whole_psnr": whole["psnr"], "merged_psnr": merged["psnr"], "psnr_delta": merged["psnr"] - whole["psnr"],
            "whole_peak_vram_mib": whole["peak_vram_mib"], "part_peak_vram_mib": merged["part_peak_vram_mib"],
