@@ -417,7 +417,7 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
         return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, None, why)
     c2w = np.asarray(c2w, np.float64)
     d_cam = np.linalg.norm(c2w[:, :3, 3] - orbit.look_point, axis=1)
-    voxel = orbit.distance / grid_cells
+    voxel, seed_radius = orbit.distance / grid_cells, 0.2 * orbit.distance
     opaque = 1.0 / (1.0 + np.exp(-logits)) > min_opacity
     if scales is not None:
         opaque &= np.exp(np.asarray(scales, np.float64)).max(1) < 4 * voxel
@@ -429,19 +429,19 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     # the splats over and under the look point (a vertical column of the seed radius): a
     # support lies under nearly all of them, a flat part of the subject does not (the seat of
     # a chair on a glossy floor, which holds few opaque splats, won RANSAC without this).
-    column = pts[_off_axis(pts, orbit) < 0.2 * orbit.distance]
+    column = pts[_off_axis(pts, orbit) < seed_radius]
     sub = np.random.default_rng(seed + 1)   # the hypotheses draw from rng as they did before
     column = column[sub.choice(len(column), min(len(column), 5000), replace=False)] if len(column) else column
-    near = pts[np.linalg.norm(pts - orbit.look_point, axis=1) < 0.2 * orbit.distance]
+    near = pts[np.linalg.norm(pts - orbit.look_point, axis=1) < seed_radius]
     # a refined plane with the subject under it is a slice through it (a tilted plane along
     # its edges, a flat part), not a table
     under = lambda p, q: (p.distance(q) < -max(voxel, p.thickness)).mean() > MAX_BELOW_SUPPORT if len(q) else False
     # and a table shows around what stands on it: most of its inliers lie outside the column
     # (a plane along the subject's own rim or the legs of its base has them all inside)
-    shows_around = lambda inl: (_off_axis(inl, orbit) > 0.2 * orbit.distance).mean() >= MIN_AROUND
+    shows_around = lambda inl: (_off_axis(inl, orbit) > seed_radius).mean() >= MIN_AROUND
     # 512 hypotheses, then, when none qualifies, 4096 drawn off the column: a glossy floor
     # had 6% of the points (few opaque splats on it), and 512 triples drew it 1 time in 10
-    around = _off_axis(sample, orbit) > 0.2 * orbit.distance
+    around = _off_axis(sample, orbit) > seed_radius
     for hypotheses, draw in ((512, None), (4096, around)):
         found = fit_plane(sample, 0.5 * voxel, rng, hypotheses=hypotheses, up=orbit.up, above=above,
                           min_inliers=max(30, int(0.05 * len(sample))), all_above=orbit.look_point,
@@ -456,7 +456,7 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
         w2c = np.linalg.inv(c2w)
         visible = seen_counts(pts, w2c, np.asarray(intrinsics, np.float64)) >= max(2, min_view_share * len(c2w))
     margin = max(voxel, plane.thickness) if plane else 0.0
-    grown = grow_subject(pts, orbit.look_point, voxel, 0.2 * orbit.distance, plane, margin, visible=visible)
+    grown = grow_subject(pts, orbit.look_point, voxel, seed_radius, plane, margin, visible=visible)
     extra = {"coarse_voxel": voxel, "opaque_centres": int(len(pts))}
     if grown is None:
         return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, None,
