@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Render a textured mesh (GLB or OBJ from `spirula mesh`) from four views around it to
+"""Render a textured mesh (GLB or OBJ from `spirula mesh`, or its
+PLY with colours per vertex) from four views around it to
 PNG, on the CPU (engine/mesh/preview.py):
 
     .venv/bin/python scripts/mesh_screenshots.py <project>/exports/mesh.glb docs/screenshots/<name>
@@ -34,7 +35,9 @@ def main() -> int:
     from engine.mesh.preview import orbit_views, render
 
     m = trimesh.load(a.mesh, force="mesh")
-    uvs = tex = None
+    uvs = tex = colours = None
+    if getattr(m.visual, "kind", None) == "vertex":  # the PLY export: colours per vertex
+        colours = np.asarray(m.visual.vertex_colors)[:, :3]
     if getattr(m.visual, "kind", None) == "texture":
         mat = m.visual.material
         img = getattr(mat, "baseColorTexture", None) or getattr(mat, "image", None)
@@ -49,7 +52,8 @@ def main() -> int:
     a.prefix.parent.mkdir(parents=True, exist_ok=True)
     imgs = []
     for k, w2c in enumerate(views):
-        img = render(m.vertices, m.faces, w2c, focal * a.size, a.size, a.size, uvs=uvs, texture=tex)
+        img = render(m.vertices, m.faces, w2c, focal * a.size, a.size, a.size, uvs=uvs, texture=tex,
+                     vertex_colors=colours)
         save_png(Path(f"{a.prefix}_{k}.png"), img)
         imgs.append(img)
     save_png(Path(f"{a.prefix}_views.png"), np.concatenate(imgs, 1))
