@@ -23,3 +23,12 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real datasets not found at {SHARED_DATA} (the ../shared folder beside the repo)")
     return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def _log_dataset_warnings_again():
+    """Each test sees its datasets' warnings in the log: a process logs each one once
+    (engine/ingest/scene.Scene.warn), and many tests read the same shared dataset."""
+    from engine.ingest import scene
+
+    scene._LOGGED.clear()

@@ -50,9 +50,16 @@ class SceneSpec:
     warnings: list[str] = field(default_factory=list)
 
     def warn(self, message: str) -> None:
-        """Record ``message`` in :attr:`warnings` and log it as a warning."""
+        """Record ``message`` in :attr:`warnings` and log it as a warning, once per process:
+        the studio and `spirula run` read one dataset several times (review, split, training),
+        and the same warning three times in the terminal reads as three problems."""
         self.warnings.append(message)
-        log.warning("%s", message)
+        if message not in _LOGGED:
+            _LOGGED.add(message)
+            log.warning("%s", message)
+
+
+_LOGGED: set[str] = set()   # warnings already logged by this process (Scene.warn)
 
 
 def name_list(names: list[str], limit: int = 20) -> str:

@@ -190,6 +190,16 @@ def test_model_locations(tmp_path):
         assert len(load_dataset(root, max_size=None).cameras) == 3
 
 
+def test_a_dataset_read_again_logs_its_warning_once(shared_data, caplog):
+    """The studio reads a dataset for the review, the split and the training: the terminal
+    shows its warning once, while every read scene keeps it for the window's own notes."""
+    root = _dataset(shared_data, "mouse")
+    with caplog.at_level("WARNING", logger="engine.ingest"):
+        scenes = [read_colmap(root) for _ in range(3)]
+    assert all(sum("not registered" in w for w in s.warnings) == 1 for s in scenes)
+    assert sum("not registered" in r.getMessage() for r in caplog.records) == 1
+
+
 def test_several_models_pick_most_registered(tmp_path, caplog):
     rng = np.random.default_rng(4)
     _text_scene(tmp_path, rng, sparse="sparse/0", n_images=2)
