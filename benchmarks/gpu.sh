@@ -16,7 +16,8 @@
 # Protocols (a protocol whose inputs are missing is skipped with the reason):
 #   raster    `spirula bench raster` on Vulkan and CUDA (2M Gaussians, 1237 x 822, SH 3), then
 #             gsplat 1.5.3 on the same scene (benchmarks/raster_bench_gsplat.py) if it imports
-#   train     `spirula bench train` on the embedded sample, Vulkan and CUDA (TRAIN_STEPS 2000)
+#   train     `spirula bench train` at <= 1000 px, Vulkan and CUDA (TRAIN_STEPS 2000), on each of TRAIN_DATA
+#             ("sample": the embedded fox; else .gpu/data/<name> folders, e.g. "sample colmap-mouse")
 #   viewer    `spirula bench viewer` at 1920 x 1080, 1M and 3M Gaussians, Vulkan and CUDA, and
 #             1M on Vulkan with --readback
 #   mesh      `spirula bench mesh $MESH_PROJECT` (a trained project carried under .gpu/); without
@@ -93,9 +94,14 @@ p_raster() {
 }
 
 p_train() {
-  local d=$1 rc=0
-  for dev in $DEVICES; do
-    run "$d" 240 $SPIRULA bench train --device $dev --steps "${TRAIN_STEPS:-2000}" --json "$d/train-$dev.json" || rc=$?
+  local d=$1 rc=0 data name
+  for data in ${TRAIN_DATA:-sample}; do
+    # "sample": the embedded fox; else a dataset carried as .gpu/data/<name>
+    name=$data; [ "$data" = sample ] && name=fox
+    for dev in $DEVICES; do
+      run "$d" 240 $SPIRULA bench train --device $dev --steps "${TRAIN_STEPS:-2000}" --max-size 1000 \
+        $([ "$data" = sample ] || echo "--data .gpu/data/$data") --json "$d/train-$name-$dev.json" || rc=$?
+    done
   done
   return $rc
 }

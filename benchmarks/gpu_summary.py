@@ -19,7 +19,7 @@ def headline(r: dict) -> str:
         return (f"raster {r['backend']}: iteration {r['iteration_gpu_ms']:.3f} ms GPU, "
                 + ", ".join(f"{k} {v:.3f}" for k, v in r["stages_ms"].items() if v))
     if kind == "train":
-        return (f"train {r['backend']}: {r['sec_per_1k_steps']:.3f} s/1k steps, {r['num_gaussians']:,} Gaussians, "
+        return (f"train {Path(r.get('data', '?')).name} {r['backend']}: {r['sec_per_1k_steps']:.3f} s/1k steps, {r['num_gaussians']:,} Gaussians, "
                 f"pool high-water {r['vram_high_water_mib']:.0f} MiB")
     if kind == "viewer":
         return (f"viewer {r['backend']} {r['gaussians']:,} {r['width']}x{r['height']}"
