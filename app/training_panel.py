@@ -212,6 +212,8 @@ class TrainingPanel(QtWidgets.QWidget):
         (self.resume_requested if self.state == "paused" else self.pause_requested).emit()
 
     def set_dataset(self, path: str | None) -> None:
+        if path != self.dataset and self.state == "finished":
+            self.state = "idle"           # another dataset: its first run, not "Train again"
         self.dataset = path
         self.source.setText(f"Dataset: {path}" if path else
                             "Drop a dataset, project or photo folder, a video or a splat file on the window")
@@ -221,6 +223,11 @@ class TrainingPanel(QtWidgets.QWidget):
         self.state = state
         running = state in ("running", "paused", "loading", "stopping", "meshing")
         self.start_btn.setEnabled(self.dataset is not None and not running)
+        # after a finished run Start trains a new project from the same dataset: say so
+        again = state == "finished"
+        self.start_btn.setText("Train again" if again else "Start")
+        self.start_btn.setToolTip("Trains a new project from the same dataset; the finished one stays on disk"
+                                  if again else "Train the dataset with these settings")
         self.pause_btn.setEnabled(state in ("running", "paused"))
         self.pause_btn.setText("Resume" if state == "paused" else "Pause")
         # while loading or reconstructing (decode, SfM) the same button cancels: what finished stays on disk

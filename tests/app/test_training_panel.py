@@ -12,3 +12,20 @@ def test_the_progress_bar_says_no_training_until_a_run_has_its_length(qapp):
     assert panel.progress.text() == "0 / 2000 steps" and panel.total == 2000
     panel.set_total(3000)                                # the engine's StageStarted says the real length
     assert panel.progress.text() == "0 / 3000 steps" and panel.total == 3000
+
+
+def test_start_after_a_finished_run_says_it_trains_again(qapp):
+    """A finished run leaves Start enabled: it names what it does (a new project) rather than
+    reading as the same button that started the finished one."""
+    from app.training_panel import TrainingPanel
+
+    panel = TrainingPanel()
+    panel.set_dataset("/data/mouse")
+    assert panel.start_btn.isEnabled() and panel.start_btn.text() == "Start"
+    panel.set_state("running")
+    assert not panel.start_btn.isEnabled()
+    panel.set_state("finished", "done: 2000 steps")
+    assert panel.start_btn.isEnabled() and panel.start_btn.text() == "Train again"
+    assert "new project" in panel.start_btn.toolTip()
+    panel.set_dataset("/data/fox")                  # another dataset: a first run again
+    assert panel.start_btn.text() == "Start"
