@@ -12,3 +12,21 @@ def test_the_progress_bar_says_no_training_until_a_run_has_its_length(qapp):
     assert panel.progress.text() == "0 / 2000 steps" and panel.total == 2000
     panel.set_total(3000)                                # the engine's StageStarted says the real length
     assert panel.progress.text() == "0 / 3000 steps" and panel.total == 3000
+
+
+def test_the_fast_preset_sends_the_engine_presets_schedule(qapp):
+    """The studio's Fast preset is engine/config.py's `fast` (its steps and its MCMC refine window,
+    set there only); the other presets send the default window."""
+    from app.training_panel import TrainingPanel
+    from engine.config import TrainConfig, preset_settings
+    from engine.studio import messages as M
+
+    panel = TrainingPanel()
+    panel.preset.setCurrentText("Fast (10,000 steps)")
+    s = panel.settings()
+    fast = preset_settings("fast")
+    assert s["steps"] == fast["steps"] and s["mcmc_refine_until"] == fast["mcmc_refine_until"]
+    assert s["max_gaussians"] == TrainConfig.mcmc_budget
+    assert M.StartTraining("d", **s).mcmc_refine_until == fast["mcmc_refine_until"]
+    panel.preset.setCurrentText("Full (3DGS)")
+    assert panel.settings()["mcmc_refine_until"] == TrainConfig.mcmc_refine_until
