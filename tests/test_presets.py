@@ -94,3 +94,20 @@ def test_mcmc_refine_stops_at_the_presets_fraction(gpu, shared_data):
         tr = Trainer(gpu, ds, [0, 1, 2], TrainConfig(steps=10_000, strategy="mcmc", mcmc_budget=2_000,
                                                      max_gaussians=2_000, mcmc_refine_until=until))
         assert tr.strategy == "mcmc" and tr.densifier.s.stop == stop
+
+
+def test_time_to_target_reads_the_first_scored_step_at_the_target():
+    """benchmarks/quality_trajectory.py (gpu.sh's fast protocol): the first scored step, or the
+    end, at or above the target, with its training seconds."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from quality_trajectory import time_to_target
+
+    r = {"steps": 10_000, "psnr": 31.0, "train_s": 18.0, "num_gaussians": 200_000,
+         "trajectory": [{"step": 2000, "psnr": 25.0, "train_s": 3.0, "num_gaussians": 50_000, "views": []},
+                        {"step": 8000, "psnr": 30.2, "train_s": 14.0, "num_gaussians": 200_000, "views": []}]}
+    points, first = time_to_target(r, 30.15)
+    assert [p["step"] for p in points] == [2000, 8000, 10_000] and (first["step"], first["train_s"]) == (8000, 14.0)
+    assert time_to_target(r, 30.9)[1]["step"] == 10_000 and time_to_target(r, 32.0)[1] is None
