@@ -7,7 +7,7 @@ import math
 
 from PySide6 import QtCore, QtWidgets
 
-from engine.config import TrainConfig
+from engine.config import TrainConfig, preset_settings
 from engine.studio import messages as M
 
 from .plots import ACCENT, BLUE, GREEN, fit_y, pg, plot, show_empty
@@ -41,6 +41,9 @@ class TrainingPanel(QtWidgets.QWidget):
                                               densify_from=100, max_gaussians=200_000),
         "Quick": dict(steps=7_000, max_size=960, init_points=100_000, eval_interval=1_000, densify_from=500),
         "Full (3DGS)": dict(steps=30_000, max_size=1600, init_points=100_000, eval_interval=5_000, densify_from=500),
+        # `--preset fast` (engine/config.py PRESETS: its steps and its schedule, set there only)
+        "Fast (10,000 steps)": dict(max_size=1600, init_points=100_000, eval_interval=1_000, densify_from=500,
+                                    max_gaussians=TrainConfig.mcmc_budget, **preset_settings("fast")),
     }
 
     MOMENTS = (("float32", "fp32"), ("bfloat16 (half the memory)", "bf16"))
@@ -52,6 +55,7 @@ class TrainingPanel(QtWidgets.QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.dataset: str | None = None
+        self.preset_extra: dict = {}  # the chosen preset's settings without a widget (_apply_preset)
         lay = QtWidgets.QVBoxLayout(self)
         self.source = QtWidgets.QLabel("Drop a dataset, project or photo folder, a video or a splat file on the window")
         self.source.setWordWrap(True)
@@ -166,6 +170,9 @@ class TrainingPanel(QtWidgets.QWidget):
         self.densify_from.setValue(p.get("densify_from", TrainConfig.densify_from))
         if "max_gaussians" in p:
             self.max_gaussians.setValue(p["max_gaussians"])
+        # the preset's settings without a widget (StartTraining fields), sent with the others
+        shown = {"steps", "max_size", "init_points", "eval_interval", "densify_from", "max_gaussians"}
+        self.preset_extra = {k: v for k, v in p.items() if k not in shown}
 
     def _strategy_changed(self) -> None:
         """Max Gaussians takes the chosen strategy's default (a cap for ADC, the budget for MCMC
@@ -183,7 +190,8 @@ class TrainingPanel(QtWidgets.QWidget):
                     eval_interval=self.eval_interval.value(), max_gaussians=self.max_gaussians.value(),
                     adam_moments=self.adam_moments.currentData(), strategy=self.strategy.currentData(),
                     antialias=self.antialias.isChecked(), appearance=self.appearance.currentData(),
-                    densify_from=self.densify_from.value())
+                    densify_from=self.densify_from.value(),
+                    mcmc_refine_until=self.preset_extra.get("mcmc_refine_until", TrainConfig.mcmc_refine_until))
 
     def values(self) -> dict:
         """The settings and the preset, to remember (app/remembered.py)."""

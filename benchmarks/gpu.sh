@@ -34,6 +34,11 @@
 #   partition benchmarks/partition_quality.py: PARTITION_DATA ("mouse office_chair") each split in 2, whole
 #             against partitioned at PARTITION_STEPS (7000), MCMC 1M, --max-size 1000; COLMAP folders
 #             carried as .gpu/data/colmap-<name> (cp -r shared/data/mouse, shared/data/office_chair/reference)
+#   fast      issue 25's time to quality: quality_bench.py ours --preset $FAST_PRESET (fast) on each of
+#             FAST_DATA ("office_chair fox mouse", .gpu/data/<name>), each alone, scored by our renderer
+#             at FAST_SCORE_AT (2000,4000,6000,8000) and the end; then the first step and seconds at or
+#             above FAST_TARGETS (gsplat-default's 30k PSNR: fox=30.15,mouse=19.171,office_chair=32.82);
+#             FAST_STEPS: other than the preset's steps
 #   quality   benchmarks/h200_quality.sh with its own settings (DATASETS, SEEDS, TIMED, ...); it
 #             sources .gpu/gpu-env.sh itself (a second time would cost gsplat's build again): alone
 #   pipeline  benchmarks/h200_pipeline.sh (video/photos -> SfM -> train -> mesh); carry .gpu-pipe
@@ -46,7 +51,7 @@
 # Writes: <protocol>/ (its JSON and logs), manifest.jsonl (one line per protocol: rc, seconds,
 # skipped reason), gpu.txt (nvidia-smi), and prints a short table last.
 set -u
-PROTOCOLS="raster train viewer mesh large parity overhead renderer appearance partition quality pipeline"
+PROTOCOLS="raster train viewer mesh large parity overhead renderer appearance partition fast quality pipeline"
 if [ "${1:-}" = --list ]; then
   sed -n 's/^#   \([a-z]*\) \+\(.*\)/\1: \2/p' "$0" | grep -E "^($(echo $PROTOCOLS | tr ' ' '|')):"
   exit 0
@@ -174,6 +179,22 @@ p_partition() {
     run "$d" 560 python3 benchmarks/partition_quality.py --data "$data" --parts 2 --steps "${PARTITION_STEPS:-7000}" \
       --max-size 1000 --budget 1000000 --init-scale 0.1 --device vulkan --json "$d/partition-$name.json" || rc=$?
   done
+  return $rc
+}
+
+p_fast() {  # 3 (skipped) only when no dataset was carried
+  local d=$1 rc=0 ran=0 missing=""
+  for name in ${FAST_DATA:-office_chair fox mouse}; do
+    data_dir "$name" >/dev/null || { missing="$missing $name"; continue; }
+    ran=1
+    run "$d" "${FAST_RUN_S:-60}" python3 benchmarks/quality_bench.py --trainer ours-mcmc --cap 200000 \
+      --preset "${FAST_PRESET:-fast}" ${FAST_STEPS:+--steps $FAST_STEPS} --scorer ours --data ".gpu/data/$name" \
+      --score-at "${FAST_SCORE_AT:-2000,4000,6000,8000}" || rc=$?
+  done
+  [ -n "${DRY_RUN:-}" ] || [ ! -f "$d/stdout.txt" ] || python3 benchmarks/quality_trajectory.py "$d/stdout.txt" \
+    --targets "${FAST_TARGETS:-fox=30.15,mouse=19.171,office_chair=32.82}" | tee "$d/time-to-target.txt"
+  [ -n "$missing" ] && echo "  not carried:$missing (.gpu/data/<name>)"
+  [ "$ran" = 1 ] || { echo "skipped: no FAST_DATA dataset carried in .gpu/data"; return 3; }
   return $rc
 }
 

@@ -13,6 +13,10 @@ Trainers (same images, same split as train_bench.py: every 8th image held out):
                         and 2D Mip filters, engine/splat/antialias.py; its PLY has the 3D filter
                         baked in), gsplat with ``rasterize_mode="antialiased"``; their PLYs are
                         scored in gsplat's antialiased mode (the 2D Mip filter), the others' in classic.
+``--preset NAME`` (ours): the TrainConfig settings of engine/config.py PRESETS (e.g. fast, issue
+25's time to quality; its steps unless --steps), labelled ``+preset=NAME``. With ``--score-at``, each
+trajectory entry of ours has ``train_s``: the training seconds to that step, the PLY exports of the
+scored steps left out (``train_s`` of the RESULT: the whole run's, likewise; null when concurrent).
 ``--protocol parity`` is the labelled kernel-parity check instead: every trainer gets our
 Spirula init points (train_bench.parity_points) and gsplat-default runs train_bench.py's
 loop (our schedule); the trainer name gets a ``-parity`` suffix. gsplat-mcmc-parity swaps
@@ -242,23 +246,29 @@ def run_gsplat_user(args, cams, images, pts, cols, ply_out: Path) -> dict:
 def run_ours_quality(args, cams, images, pts, cols, ply_out: Path) -> dict:
     """Our Trainer with strategy adc or mcmc, anti-aliased for ``*-aa`` (train_bench.run_ours:
     warm-up untimed, train() timed, PLY export, our own evaluation as psnr_self)."""
-    from engine.config import TrainConfig, density_settings, override
+    from engine.config import TrainConfig, density_settings, override, preset_settings
 
     strategy = args.trainer.split("-")[1]
     # strategy, and for mcmc its budget (mcmc_budget) and cap = --cap, as `spirula train` sets them
     cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100, antialias=args.trainer.endswith("-aa"),
                       **density_settings(strategy, args.cap if strategy == "mcmc" else None))
+    override(cfg, **{k: v for k, v in preset_settings(args.preset).items() if k != "steps"})  # --steps: args.steps
     override(cfg, **args.settings)  # --set: a labelled variant, not the defaults users get
     has = len(pts) > 0
     on_eval = None
+    args.train_s_at = {}  # step -> training seconds to it (the PLY exports before it left out)
     if args.score_at:
         from engine.jobs.train import export_ply
 
         cfg.eval_interval = eval_interval(args.score_at)
+        args.exports_s = 0.0
 
         def on_eval(trainer, step):
-            if step in args.score_at:
+            if step in args.score_at:  # the steps before it have finished (the evaluation waits)
+                t = time.perf_counter()
+                args.train_s_at[step] = t - trainer.t_start - args.exports_s
                 export_ply(trainer, ply_at(ply_out.parent, step))
+                args.exports_s += time.perf_counter() - t
     return run_ours(args, "vulkan", cams, images, pts if has else None, cols if has else None, cfg=cfg,
                     ply_out=ply_out, on_eval=on_eval)
 
@@ -421,7 +431,10 @@ def main() -> None:
     ap.add_argument("--trainer", choices=TRAINERS, required=True)
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=7000)
+    ap.add_argument("--steps", type=int, default=None, help="training steps (default 7000; the preset's with --preset)")
+    ap.add_argument("--preset", default="default",
+                    help="ours: a preset of engine/config.py PRESETS (e.g. fast: its steps unless --steps, its "
+                         "schedule); the trainer name gets '+preset=NAME' unless it is default")
     ap.add_argument("--cap", type=int, default=1_000_000, help="mcmc trainers: the Gaussian count cap")
     ap.add_argument("--protocol", choices=["user", "parity"], default="user")
     ap.add_argument("--vram", action="store_true", help="sample peak device memory with NVML")
@@ -439,8 +452,18 @@ def main() -> None:
                                        "(benchmarks/quality_trajectory.py)")
     ap.add_argument("--renders", type=Path, help="write the held-out renders of every scored model here (JPEG)")
     args = ap.parse_args()
+    from engine.config import preset_settings
+
+    try:
+        preset = preset_settings(args.preset)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.preset != "default" and not args.trainer.startswith("ours"):
+        ap.error("--preset applies to our trainers only")
+    if args.steps is None:
+        args.steps = preset.get("steps", 7000)
     args.score_at = parse_steps(args.score_at, args.steps)
-    args.label = "".join(f"+{kv}" for kv in args.settings)
+    args.label = ("" if args.preset == "default" else f"+preset={args.preset}") + "".join(f"+{kv}" for kv in args.settings)
     args.settings = parse_settings(args.settings)
     if args.settings and not args.trainer.startswith("ours"):
         ap.error("--set applies to our trainers only")
@@ -476,6 +499,8 @@ def main() -> None:
         args.ply_out.parent, args.score_at,
         lambda ply, where: score_ply(ply, cams, images, test_idx, antialiased=aa, scorer=args.scorer, renders=where,
                                      scales=()), renders)
+    for t in trajectory:  # ours: training seconds to the step (gsplat's loop does not record them)
+        t["train_s"] = getattr(args, "train_s_at", {}).get(t["step"])
     if score["num_gaussians"] is None:
         from engine.io.ply import read_ply
 
@@ -499,8 +524,12 @@ def main() -> None:
             out[key] = r[key]
     if args.sampler:
         out["nvml_index"] = args.sampler.index
+    # the whole run's training seconds without the --score-at PLY exports (sec_per_1k_steps has them)
+    out["train_s"] = r["seconds"] - getattr(args, "exports_s", 0.0)
     if args.concurrent:
-        out.update(sec_per_1k_steps=None, peak_vram_mib=None, concurrent=True)
+        out.update(sec_per_1k_steps=None, peak_vram_mib=None, train_s=None, concurrent=True)
+        for t in trajectory:
+            t["train_s"] = None
     print("RESULT " + json.dumps(out), flush=True)
     if tmp is not None:
         tmp.cleanup()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from ..errors import SpirulaError
-from .options import OneLineParser, add_device_option, add_training_options, resolution_settings
+from .options import OneLineParser, add_device_option, add_training_options, preset_train_settings, resolution_settings
 from .stopping import clean_stop_on_ctrl_c as _clean_stop_on_ctrl_c
 
 
@@ -51,7 +51,7 @@ def cmd_train(args) -> int:
 
         detect(args.init)  # a missing or unknown --init file fails here, not after the dataset is loaded
     cfg = RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
-                    train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
+                    train=TrainConfig(**preset_train_settings(args), eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                       seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                       init_random_points=args.init_points, checkpoint_every=args.checkpoint_every,
                                       antialias=args.antialias, geometry=args.geometry, **resolution_settings(args),

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from ..config import APPEARANCES, MCMC_MIN_STEPS, MCMC_MIN_STEPS_RANDOM, RANDOM_INITS, STRATEGIES, DatasetConfig, TrainConfig
+from ..config import (APPEARANCES, MCMC_MIN_STEPS, MCMC_MIN_STEPS_RANDOM, PRESETS, RANDOM_INITS, STRATEGIES,
+                      DatasetConfig, TrainConfig, preset_settings)
 from ..errors import CPU_REFUSAL
 
 BACKEND_CHOICES = ("vulkan", "cuda")
@@ -141,6 +142,14 @@ def add_resolution_options(p, t: TrainConfig) -> None:
                    help=f"with --res-levels > 1: full size from this fraction of the steps on (default {t.res_until:g})")
 
 
+def preset_train_settings(args) -> dict:
+    """TrainConfig fields of ``--preset`` with ``--steps`` when given (an option given beside
+    a preset wins); always has ``steps``."""
+    out = preset_settings(args.preset)
+    out["steps"] = args.steps if args.steps is not None else out.get("steps", TrainConfig.steps)
+    return out
+
+
 def resolution_settings(args) -> dict:
     """TrainConfig fields of :func:`add_resolution_options`."""
     return {"res_levels": args.res_levels, "res_until": args.res_until}
@@ -150,7 +159,12 @@ def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: s
                          appearance_by_input: bool = False) -> None:
     """The training settings of `spirula train` and `spirula run` (TrainConfig, DatasetConfig);
     ``appearance_by_input``: --appearance defaults by the input kind (spirula run)."""
-    p.add_argument("--steps", type=int_at_least(1), default=t.steps, help=f"training steps (default {t.steps:,})")
+    fast = PRESETS["fast"]["steps"]
+    p.add_argument("--preset", choices=list(PRESETS), default="default",
+                   help=f"a named set of training settings (engine/config.py PRESETS): default, or fast ({fast:,} "
+                        "steps, MCMC's refine ending at 0.8 of them: time to quality); options given beside it win")
+    p.add_argument("--steps", type=int_at_least(1), default=None,
+                   help=f"training steps (default {t.steps:,}; {fast:,} with --preset fast)")
     p.add_argument("--max-size", type=image_side, default=d.max_size,
                    help=f"longer training image side in px, 0 = as stored (default {d.max_size})")
     p.add_argument("--eval-every", type=int_at_least(0), default=d.eval_every,

@@ -15,7 +15,8 @@ from ..ingest.photos import PhotosConfig
 from ..sfm.config import SfmConfig
 from .mesh import add_settings as add_mesh_settings
 from .mesh import config_from_args as mesh_config_from_args
-from .options import DefaultsFormatter, add_training_options, float_range, image_side, int_at_least, resolution_settings
+from .options import (DefaultsFormatter, add_training_options, float_range, image_side, int_at_least,
+                      preset_train_settings, resolution_settings)
 
 ALL_STAGES = ["decode", "select", "import", "sfm", "undistort", "train", "export", "mesh"]
 MESH_PREFIX = "mesh-"
@@ -87,7 +88,7 @@ def config_from_args(args):
                       vocab_tree=args.vocab_tree, camera_model=args.camera_model, max_image_size=args.sfm_size,
                       device=args.sfm_device, seed=args.seed),
         run=RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
-                      train=TrainConfig(steps=args.steps, eval_interval=args.eval_interval, sh_degree=args.sh_degree,
+                      train=TrainConfig(**preset_train_settings(args), eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                         seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                         init_random_points=args.init_points, antialias=args.antialias,
                                         geometry=args.geometry,

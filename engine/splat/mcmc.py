@@ -66,6 +66,15 @@ class McmcSettings:
     scale_reg: float = 0.01
 
 
+def refine_stop_for(fraction: float, steps: int) -> int:
+    """The step MCMC's relocation and growth stop at (McmcSettings.stop): ``fraction`` x
+    ``steps`` (TrainConfig.mcmc_refine_until, the fast preset's 0.8) when positive, else
+    gsplat's fixed 25,000 (its refine_stop_iter, whatever the run's length)."""
+    if fraction > 0.0:
+        return int(round(fraction * steps))
+    return McmcSettings.stop
+
+
 def lr_means_final_for(configured: float, has_points: bool) -> float:
     """Where an MCMC run's means' learning rate decays to (x the scene extent, from
     TrainConfig.lr_means 1.6e-4): ``configured`` when positive, else 1.6e-5 on SfM points

@@ -49,7 +49,7 @@ from .geometry import LOSS_WORD, DepthNormalLoss, GeometrySettings, geometry_sta
 from .guard import raise_if_flagged
 from .init import gaussians_from_file, gaussians_from_points, initial_points, look_point
 from .loss import PhotometricLoss
-from .mcmc import McmcDensifier, McmcSettings, lr_means_final_for, noise_lr_for
+from .mcmc import McmcDensifier, McmcSettings, lr_means_final_for, noise_lr_for, refine_stop_for
 from .model import GaussianModel
 from .render import Rasterizer
 from .res_schedule import ResolutionSchedule, level_camera_table, level_image, level_size
@@ -115,7 +115,7 @@ class Trainer:
         # the density control: one strategy object, called through its hooks (engine/splat/adc.py)
         if mcmc:
             settings = McmcSettings(start=cfg.densify_from, interval=cfg.densify_interval, noise_lr=noise_lr_for(cfg.mcmc_noise_lr, self.has_points),
-                                    scale_reg=cfg.mcmc_scale_reg)
+                                    scale_reg=cfg.mcmc_scale_reg, stop=refine_stop_for(cfg.mcmc_refine_until, cfg.steps))
             budget = min(cfg.mcmc_budget, cfg.max_gaussians)
             unit = self.world_unit()
             self.densifier = McmcDensifier(gpu, self.model, settings, budget, unit)

@@ -164,6 +164,7 @@ class StartTraining:
     appearance: str = ""       # "off", "exposure", "affine", "bilagrid"; "" = by input (off for a dataset)
     densify_from: int = TrainConfig.densify_from      # first densification after this many steps
     densify_interval: int = TrainConfig.densify_interval
+    mcmc_refine_until: float = TrainConfig.mcmc_refine_until  # the fast preset's (engine/config.py PRESETS)
     held_out: tuple = ()       # image names evaluated, never trained on; () = every eval_every-th
     excluded: tuple = ()       # image names neither trained on nor evaluated
 

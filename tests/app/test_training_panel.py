@@ -29,3 +29,21 @@ def test_start_after_a_finished_run_says_it_trains_again(qapp):
     assert "new project" in panel.start_btn.toolTip()
     panel.set_dataset("/data/fox")                  # another dataset: a first run again
     assert panel.start_btn.text() == "Start"
+
+
+def test_the_fast_preset_sends_the_engine_presets_schedule(qapp):
+    """The studio's Fast preset is engine/config.py's `fast` (its steps and its MCMC refine window,
+    set there only); the other presets send the default window."""
+    from app.training_panel import TrainingPanel
+    from engine.config import TrainConfig, preset_settings
+    from engine.studio import messages as M
+
+    panel = TrainingPanel()
+    panel.preset.setCurrentText("Fast (10,000 steps)")
+    s = panel.settings()
+    fast = preset_settings("fast")
+    assert s["steps"] == fast["steps"] and s["mcmc_refine_until"] == fast["mcmc_refine_until"]
+    assert s["max_gaussians"] == TrainConfig.mcmc_budget
+    assert M.StartTraining("d", **s).mcmc_refine_until == fast["mcmc_refine_until"]
+    panel.preset.setCurrentText("Full (3DGS)")
+    assert panel.settings()["mcmc_refine_until"] == TrainConfig.mcmc_refine_until
