@@ -45,6 +45,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="vulkan")
     ap.add_argument("--steps-rule", choices=["cameras", "gaussians"], default="cameras",
                     help="a part's steps by its share of the cameras (default) or of the Gaussians")
+    ap.add_argument("--finetune-steps", type=int, default=0,
+                    help="merge --finetune-steps: train the merged model N steps over all cameras")
     ap.add_argument("--ray", action="store_true", help="train the parts through Ray (default: in-process)")
     ap.add_argument("--out", type=Path, default=None, help="work folder (default: a temporary one, removed)")
     ap.add_argument("--json", type=Path, default=None)
@@ -86,7 +88,7 @@ def run(args, work: Path) -> dict:
                              context_views=args.context_views,
                              max_size=size, min_cameras=4)
     merged = train_partitioned(dataset, work / "parts", work / "merged", cfg, settings, use_ray=args.ray,
-                               steps_rule=args.steps_rule)
+                               steps_rule=args.steps_rule, finetune_steps=args.finetune_steps)
     peak = max(merged["part_peak_vram_mib"].values())
     out = {"bench": "partition", "scene": args.scene or str(args.data), "parts": args.parts, "overlap": args.overlap,
            "steps": args.steps, "seed": args.seed, "budget": budget,
@@ -96,7 +98,8 @@ def run(args, work: Path) -> dict:
            "vram_ratio": peak / whole["peak_vram_mib"], "part_cameras": merged["part_cameras"],
            "part_steps": merged["part_steps"], "steps_rule": args.steps_rule,
            "whole_seconds": whole["seconds"], "partitioned_seconds": merged["seconds"],
-           "merged_gaussians": merged["num_gaussians"]}
+           "merged_gaussians": merged["num_gaussians"], "finetune_steps": args.finetune_steps,
+           "owned_psnr": merged.get("owned_psnr", merged["psnr"])}
     if hits is not None:
         for name, folder in (("whole", work / "whole" / "eval"), ("merged", work / "merged" / "eval")):
             out[f"{name}_seams"] = seam_psnr(folder, hits, work / "parts", args.band)

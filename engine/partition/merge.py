@@ -31,17 +31,19 @@ from .run_parts import is_done
 
 
 def merge_parts(parts_dir: Path, out_dir: Path, max_size: int | None = None, device: str | None = None,
-                emit: Emit = ignore, evaluate_views: bool = True) -> dict:
+                emit: Emit = ignore, evaluate_views: bool = True, finetune_steps: int = 0) -> dict:
     """Merge the parts of ``parts_dir`` into ``out_dir`` (module docstring). ``max_size``:
-    the held-out images' longer side (default: the size the parts trained at). Returns
-    metrics.json's content."""
+    the held-out images' longer side (default: the size the parts trained at).
+    ``finetune_steps`` > 0: then train the merged model that many steps over every training
+    camera of the whole scene (:func:`finetune`; the whole model and every training image
+    in one device's memory). Returns metrics.json's content."""
     import time
 
     t0 = time.perf_counter()
     emit(StageStarted("merge"))
     layout = read_layout(parts_dir)
     kept, counts = [], {}
-    trained_size = None
+    trained_size = part_cfg = None
     for p in layout.parts:
         d = layout.part_dir(p)
         if not is_done(d):
@@ -54,14 +56,23 @@ def merge_parts(parts_dir: Path, out_dir: Path, max_size: int | None = None, dev
         if trained_size is None:
             import json
 
-            cfg = json.loads((d / "train" / "part.json").read_text(encoding="utf-8")).get("config", {})
-            trained_size = cfg.get("dataset", {}).get("max_size")
-            device = device or cfg.get("device")
+            part_cfg = json.loads((d / "train" / "part.json").read_text(encoding="utf-8")).get("config", {})
+            trained_size = part_cfg.get("dataset", {}).get("max_size")
+            device = device or part_cfg.get("device")
     merged = concatenate(kept, [p.name for p in layout.parts])
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_ply(out_dir / "splat.ply", merged)
     metrics = {"num_gaussians": len(merged), "parts": counts, "held_out": len(layout.test)}
+    if finetune_steps > 0:
+        size = max_size or trained_size
+        if evaluate_views and layout.test:  # the owned merge's score, before the fine-tune
+            metrics["owned_psnr"] = evaluate_ply(merged, layout.dataset, layout.test, size or 1600,
+                                                 device or "vulkan")["psnr"]
+        emit(StageStarted("finetune", finetune_steps, f"{len(merged):,} Gaussians, every training camera"))
+        merged = finetune(layout, out_dir, finetune_steps, part_cfg or {}, size, device or "vulkan")
+        metrics["num_gaussians"] = len(merged)
+        metrics["finetune_steps"] = finetune_steps
     if evaluate_views and layout.test:
         metrics.update(evaluate_ply(merged, layout.dataset, layout.test, max_size or trained_size or 1600,
                                     device or "vulkan", out_dir / "eval"))
@@ -70,6 +81,44 @@ def merge_parts(parts_dir: Path, out_dir: Path, max_size: int | None = None, dev
                                                 "config": {"dataset": {"max_size": max_size or trained_size}}})
     emit(StageFinished("merge", time.perf_counter() - t0, {k: metrics.get(k) for k in ("num_gaussians", "psnr", "ssim")}))
     return metrics
+
+
+def finetune(layout, out_dir: Path, steps: int, part_cfg: dict, max_size: int | None, device: str) -> GaussianPly:
+    """Train the merged model ``<out_dir>/splat.ply`` ``steps`` steps over every training
+    camera of the whole scene (the split's held-out views stay out), replacing the file;
+    the run's folder is ``<out_dir>/finetune``. Returns the new model.
+
+    The parts trained their halves against their own context, not against each other's
+    Gaussians, so rays that cross a cut meet two models that never saw each other; a few
+    joint steps make them agree. The settings are the parts' (``part_cfg``, part.json's
+    config), with MCMC at the merged count as its budget (relocation only, no growth) and
+    the means' learning rate held at the parts' final rate (a restart at the initial rate
+    would move the trained Gaussians). This needs what the partition avoided: the whole
+    model and every training image in one device's memory."""
+    from ..config import DatasetConfig, RunConfig, TrainConfig
+    from ..jobs.train import run_training
+    from ..splat.mcmc import lr_means_final_for
+
+    src = Path(out_dir) / "splat.ply"
+    n = len(read_ply(src))
+    train = dict(part_cfg.get("train", {}))
+    train.pop("background", None)
+    tc = TrainConfig(**{k: v for k, v in train.items() if k in TrainConfig.__dataclass_fields__})
+    final = lr_means_final_for(tc.mcmc_lr_means_final, True)
+    tc.steps, tc.init_file, tc.strategy = steps, str(src), "mcmc"
+    tc.mcmc_budget = tc.max_gaussians = n
+    tc.lr_means = tc.mcmc_lr_means_final = final
+    tc.eval_interval, tc.checkpoint_every = 0, 0
+    if "background" in part_cfg.get("train", {}):
+        tc.background = tuple(part_cfg["train"]["background"])
+    cfg = RunConfig(device=device, dataset=DatasetConfig(max_size=max_size or 1600,
+                                                         eval_every=int(layout.settings.get("eval_every", 8))),
+                    train=tc)
+    run_dir = Path(out_dir) / "finetune"
+    run_training(layout.dataset, run_dir, cfg, on_message=lambda _: None, keep_checkpoint=False)
+    tuned = read_ply(run_dir / "splat.ply")
+    write_ply(src, tuned)
+    return tuned
 
 
 def concatenate(parts: list[GaussianPly], names: list[str]) -> GaussianPly:
