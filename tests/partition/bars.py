@@ -37,7 +37,7 @@ def train_whole(dataset: Path, out: Path, cfg) -> dict:
 
 
 def train_partitioned(dataset: Path, parts_dir: Path, project: Path, cfg, settings, use_ray: bool = False,
-                      steps_rule: str = "cameras", finetune_steps: int = 0) -> dict:
+                      steps_rule: str = "cameras", finetune_steps: int | None = None) -> dict:
     """split -> train (in-process unless ``use_ray``) -> merge; the merged metrics plus
     each part's peak VRAM and the seconds."""
     from engine.partition.merge import merge_parts
