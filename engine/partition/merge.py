@@ -44,7 +44,7 @@ def merge_parts(parts_dir: Path, out_dir: Path, max_size: int | None = None, dev
     ``finetune_steps``: then train the merged model that many steps over every training
     camera of the whole scene (:func:`finetune`); None (auto): FINETUNE_SHARE of the
     longest part's steps (at least FINETUNE_MIN_STEPS) when the merged model and every
-    training image fit the device (engine/partition/auto.py device_budget), else none,
+    training image fit the device (engine/partition/fits.py device_budget), else none,
     with a warning; 0: none. Returns metrics.json's content."""
     import time
 
@@ -78,9 +78,9 @@ def merge_parts(parts_dir: Path, out_dir: Path, max_size: int | None = None, dev
                              trained_size or size, device)
     metrics["finetune_steps"] = ft_cfg.train.steps if ft_cfg is not None else 0
     if ft_cfg is not None and finetune_steps is None:
-        from .auto import device_budget
+        from . import fits
 
-        short = device_budget(layout.dataset, ft_cfg)
+        short = fits.device_budget(layout.dataset, ft_cfg)
         if short is not None:
             emit(Warning(f"the merged model is not fine-tuned over every camera: with every training image it needs "
                          f"about {short[0] / 2**30:.2f} GiB, the device has {short[1] / 2**30:.2f} GiB (held-out PSNR "

@@ -18,7 +18,7 @@ import pytest
 from engine.config import DatasetConfig, RunConfig, TrainConfig
 from engine.io.ply import read_ply, write_ply
 from engine.messages import Warning
-from engine.partition import auto, merge
+from engine.partition import fits, merge
 from engine.partition.layout import read_layout
 from engine.partition.parts import split_dataset
 from engine.partition.split import SplitSettings
@@ -84,7 +84,7 @@ def test_the_default_finetunes_a_share_of_the_parts_steps_when_it_fits(made, mon
     _make_parts(root, cfg, part_steps=4000)
     calls = []
     monkeypatch.setattr(merge, "finetune", lambda layout, out_dir, c: calls.append(c) or read_ply(out_dir / "splat.ply"))
-    monkeypatch.setattr(auto, "device_budget", lambda dataset, c: None)  # fits
+    monkeypatch.setattr(fits, "device_budget", lambda dataset, c: None)  # fits
     m = merge.merge_parts(root / "parts", root / "auto", evaluate_views=False)
     assert m["finetune_steps"] == 200 and calls[0].train.steps == 200  # 5 % of 4,000
     assert calls[0].train.mcmc_budget == m["num_gaussians"]
@@ -94,7 +94,7 @@ def test_the_default_finetunes_a_share_of_the_parts_steps_when_it_fits(made, mon
     assert m["finetune_steps"] == 100  # at least 100
 
     said = []
-    monkeypatch.setattr(auto, "device_budget", lambda dataset, c: (3 * 2**30, 2**30))  # does not fit
+    monkeypatch.setattr(fits, "device_budget", lambda dataset, c: (3 * 2**30, 2**30))  # does not fit
     m = merge.merge_parts(root / "parts", root / "auto-big", evaluate_views=False, emit=said.append)
     assert m["finetune_steps"] == 0 and len(calls) == 2
     assert any(isinstance(w, Warning) and "not fine-tuned" in w.text for w in said), said
