@@ -77,7 +77,18 @@ def add_parser(sub) -> None:
     m.add_argument("parts", type=Path, help="parts folder, every part trained")
     m.add_argument("-o", "--output", type=Path, required=True, help="project folder (splat.ply, metrics.json, eval/)")
     m.add_argument("--max-size", type=image_side, default=None, help="held-out image side (default: the training size)")
+    m.add_argument("--finetune-steps", type=_auto_or_count, default=None, metavar="N|auto",
+                   help="then train the merged model N steps over every training camera, so the parts agree "
+                        "across the cuts (needs the whole model and all images in one device's memory). Default "
+                        "auto: 5%% of the parts' steps (at least 100) when they fit the device, else none; 0: none")
     add_device_option(m, None)
+
+
+def _auto_or_count(text: str):
+    """argparse type: auto (None) or a count >= 0."""
+    if text.strip().lower() == "auto":
+        return None
+    return int_at_least(0)(text)
 
 
 def _context_views(text: str):
@@ -177,9 +188,12 @@ def _train(args) -> int:
 def _merge(args) -> int:
     from ..partition.merge import merge_parts
 
-    m = merge_parts(args.parts, args.output, max_size=args.max_size, device=args.device)
+    m = merge_parts(args.parts, args.output, max_size=args.max_size, device=args.device,
+                    finetune_steps=args.finetune_steps)
     kept = ", ".join(f"{k} {v['kept']:,}/{v['trained']:,}" for k, v in m["parts"].items())
     print(f"wrote {args.output / 'splat.ply'} ({m['num_gaussians']:,} Gaussians; kept {kept})")
     if m.get("psnr") is not None:
+        if m.get("owned_psnr") is not None:
+            print(f"held-out PSNR before the fine-tune {m['owned_psnr']:.2f} dB")
         print(f"held-out PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.4f} over {m['held_out']} views of the whole scene")
     return 0

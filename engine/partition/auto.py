@@ -13,24 +13,9 @@ from pathlib import Path
 
 from ..config import RunConfig
 from ..messages import Emit, Warning
+from .fits import device_budget
 
 PART_FRACTION = 0.8
-
-
-def device_budget(dataset: Path, cfg: RunConfig) -> tuple[int, int] | None:
-    """(bytes needed, bytes available) when the run does not fit the device; None when it
-    fits or when the device memory is unknown. Available: the device's memory less what
-    this process holds already (the studio's viewer, a job before)."""
-    from ..device import get_gpu
-    from ..preflight import device_available, estimate
-
-    gpu = get_gpu(cfg.device)
-    have, _ = device_available(gpu)
-    if have is None:
-        return None
-    have -= gpu.pool.live_bytes()
-    need = estimate(dataset, cfg).device()
-    return (need, have) if need > have else None
 
 
 def train_partitioned_if_needed(dataset: Path, parts_dir: Path, out_dir: Path, cfg: RunConfig, emit: Emit,

@@ -37,7 +37,7 @@ def train_whole(dataset: Path, out: Path, cfg) -> dict:
 
 
 def train_partitioned(dataset: Path, parts_dir: Path, project: Path, cfg, settings, use_ray: bool = False,
-                      steps_rule: str = "cameras") -> dict:
+                      steps_rule: str = "cameras", finetune_steps: int | None = None) -> dict:
     """split -> train (in-process unless ``use_ray``) -> merge; the merged metrics plus
     each part's peak VRAM and the seconds."""
     from engine.partition.merge import merge_parts
@@ -48,7 +48,7 @@ def train_partitioned(dataset: Path, parts_dir: Path, project: Path, cfg, settin
     split_dataset(dataset, parts_dir, settings, on_message=lambda _: None)
     out = train_parts(parts_dir, cfg, use_ray=use_ray, steps_rule=steps_rule)
     steps = {k: v["metrics"]["step"] for k, v in out["parts"].items()}
-    merged = merge_parts(parts_dir, project)
+    merged = merge_parts(parts_dir, project, finetune_steps=finetune_steps)
     peaks = {k: v["peak_vram_mib"] for k, v in out["parts"].items()}
     cams = {p["name"]: len(p["cameras"]) for p in json.loads((parts_dir / "partition.json").read_text())["parts"]}
     return {**merged, "part_peak_vram_mib": peaks, "part_cameras": cams, "part_steps": steps, "seconds": time.perf_counter() - t0}
