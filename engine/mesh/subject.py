@@ -294,7 +294,8 @@ def seen_counts(points: np.ndarray, w2c: np.ndarray, intrinsics: np.ndarray, chu
 
 def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_radius: float,
                  plane: Plane | None = None, margin: float = 0.0, min_count: int = 2,
-                 visible: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int, bool] | None:
+                 visible: np.ndarray | None = None,
+                 gap_share: float = 0.25) -> tuple[np.ndarray, np.ndarray, int, bool] | None:
     """(lo [3], hi [3], occupied voxels of the subject, whether it stands on the plane) or
     None when no occupied voxel reaches within ``seed_radius`` of ``look_point``.
 
@@ -302,8 +303,9 @@ def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_
     margin: centres below plane + margin are left out (the table is not the subject);
     visible [M] bool: centres that enough cameras see (others left out). A voxel is occupied
     with at least ``min_count`` centres. The box spans the subject's voxels and 1 voxel of
-    padding; when the subject comes within 3 voxels + margin of the plane, it reaches down
-    to 2 voxels below the plane under the subject."""
+    padding; when the subject stands on the plane (:func:`_stands_on`: its lowest cell
+    within margin + max(3 voxels, ``gap_share`` x its height) of it), it reaches down to 2
+    voxels below the plane under the subject."""
     pts = np.asarray(points, np.float64)
     keep = np.ones(len(pts), bool) if visible is None else np.asarray(visible, bool).copy()
     if plane is not None:
@@ -329,10 +331,10 @@ def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_
         return None
     lab = labels[tuple(occ.T)]
     inner = np.isin(lab, seeds)
-    stands = plane is not None and plane.distance(centres[inner]).min() <= margin + 3 * voxel
+    stands = plane is not None and _stands_on(plane.distance(centres[inner]), margin, voxel, gap_share)
     if plane is not None and not stands:
-        inner |= _base_cells(centres, inner, plane, margin + 3 * voxel, voxel)
-        stands = plane.distance(centres[inner]).min() <= margin + 3 * voxel
+        inner |= _base_cells(centres, inner, plane, margin, voxel, gap_share)
+        stands = _stands_on(plane.distance(centres[inner]), margin, voxel, gap_share)
     sub = centres[inner]
     lo, hi = sub.min(0) - 1.5 * voxel, sub.max(0) + 1.5 * voxel
     if stands:
@@ -341,15 +343,29 @@ def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_
     return lo, hi, int(len(sub)), bool(stands)
 
 
-def _base_cells(centres: np.ndarray, inner: np.ndarray, plane: Plane, reach: float, voxel: float,
-               spread: float = 1.5, min_share: float = 0.1) -> np.ndarray:
+def _stands_on(heights: np.ndarray, margin: float, voxel: float, gap_share: float) -> bool:
+    """Does a subject whose occupied cells lie at ``heights`` [K] over a plane stand on it?
+    Its lowest cell must come within margin + max(3 voxels, ``gap_share`` x its height) of
+    the plane. What touches the floor is often too thin or dark for opaque splats: the
+    office chair video's casters left its star base 0.4-0.6 over the floor (1/9 of the
+    chair's height, 5-7 coarse voxels) at 256 px, and the floor was dropped for a plane
+    under the seat (no legs). An object on a textureless table, with the floor found
+    under it, floats by more than its own height (the table's) and does not stand."""
+    h = np.asarray(heights, np.float64)
+    if len(h) == 0:
+        return False
+    return bool(h.min() <= margin + max(3 * voxel, gap_share * (h.max() - h.min())))
+
+
+def _base_cells(centres: np.ndarray, inner: np.ndarray, plane: Plane, margin: float, voxel: float,
+               gap_share: float = 0.25, spread: float = 1.5, min_share: float = 0.1) -> np.ndarray:
     """[K] bool: the occupied cells that carry the subject, or none. A chair's star base, a
     stool's feet: the pole or legs between them and the seat are too thin for opaque splats
     at a small training size (the office_chair's pole at 200 px: splats of opacity ~0.03),
     so on the coarse grid the base is apart from the seat, and in pieces (47 of 1 to 10
     cells there). The cells under the subject's lowest cell that meet its footprint on the
     plane (1 cell of slack) and lie within ``spread`` x its radius of its axis are its base
-    when they reach the plane (within ``reach``) and number at least ``min_share`` of the
+    when the subject stands on the plane with them (:func:`_stands_on`) and they number at least ``min_share`` of the
     subject's cells (a few floaters under an object on a table that holds no splats do not).
     centres [K, 3] occupied cell centres, inner [K] bool the subject's; world units."""
     h = plane.distance(centres)
@@ -363,7 +379,7 @@ def _base_cells(centres: np.ndarray, inner: np.ndarray, plane: Plane, reach: flo
     under_foot = np.isin(key(cell), key(cell[inner][:, None] + slack[None]))    # footprint, 1 cell wider
     radius = np.linalg.norm(flat - flat[inner].mean(0), axis=1)
     base = ~inner & (h < h[inner].min()) & under_foot & (radius <= spread * radius[inner].max())
-    if base.sum() < min_share * inner.sum() or not (h[base] <= reach).any():
+    if base.sum() < min_share * inner.sum() or not _stands_on(h[inner | base], margin, voxel, gap_share):
         return np.zeros(len(centres), bool)
     return base
 
