@@ -200,11 +200,17 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     # a base plane lies under the subject's own lowest splats: one voxel up clears the junk
     plane = region.plane
     cut = 0.0 if plane is None else spec.voxel if plane.source == "base" else max(2.0 * spec.voxel, plane.thickness)
+    # a scene's support (engine/mesh/subject.py scene_plane): its layer flattened onto it and
+    # kept, what lies under it cut a quarter voxel down (the cut's caps fill the support's holes)
+    flat = 0.0 if plane is None or plane.source != "scene" else max(2.0 * spec.voxel, plane.thickness)
+    if flat:
+        cut = -0.25 * spec.voxel
     clip = region.found != "scene"  # "scene" keeps everything the grid holds
     # an orbit's subject was seen all around: every hole is closed, so it comes out watertight
     closing = cfg.close and region.found == "subject"
     verts, faces, repair = repair_mesh(verts, faces, region.lo if clip else None, region.hi if clip else None,
-                                       region.plane, cut, cfg.max_hole_edges, cfg.min_component, close=closing)
+                                       region.plane, cut, cfg.max_hole_edges, cfg.min_component, close=closing,
+                                       flat=flat)
     if len(faces) == 0:
         raise SpirulaError(f"no surface left in the bounds {region.box} ({region.reason}); "
                            "try --bounds scene or explicit numbers")

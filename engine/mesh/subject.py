@@ -55,8 +55,10 @@ class Plane:
     """Oriented plane n.x + offset = 0; ``normal`` [3] unit, pointing to the cameras' side.
     inliers: support points within the RANSAC tolerance; thickness: 2.5 x the RMS distance
     of those inliers to the refined plane (world units), how thick the table's splats lie.
-    source: "table" (fitted to the support's splats) or "base" (no support surface in the
-    splats: the plane under the subject's lowest splats, normal to the orbit's axis)."""
+    source: "table" (fitted to the support's splats), "base" (no support surface in the
+    splats: the plane under the subject's lowest splats, normal to the orbit's axis) or
+    "scene" (the dominant plane of a capture that is no orbit, every camera on its front
+    side: :func:`scene_plane`)."""
 
     normal: np.ndarray
     offset: float
@@ -400,6 +402,56 @@ def base_plane(heights: np.ndarray, up: np.ndarray, above_heights: np.ndarray, q
     return Plane(_unit(np.asarray(up, np.float64)), -base, 0, 0.0, "base")
 
 
+def scene_plane(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray, seed: int = 0,
+                min_opacity: float = 0.2, tol_share: float = 0.02, min_share: float = 0.3,
+                max_tilt_deg: float = 75.0, hypotheses: int = 2048) -> Plane | None:
+    """The support of a capture that is no orbit (photos of a book on a table from one side,
+    a walk over a floor), or None: the RANSAC plane (:func:`fit_plane`, tolerance
+    ``tol_share`` x the diagonal of the opaque splats' bounds) that holds at least
+    ``min_share`` of the opaque splat centres, with every camera on its front side and its
+    normal within ``max_tilt_deg`` of the cameras' mean backward direction (the up of a
+    top-down capture is far from the images' up), then fitted again to its inliers at a
+    quarter of the tolerance (a book on the table lies within the first and would lift it).
+    source "scene"; thickness: 2.5 x the RMS distance of the first inliers under it (its own
+    spread: what stands on it lies over it).
+
+    Why: few views of fuzzy splats (7 photos; a table of splats 0.4-1.6 units wide on the
+    book capture) give depth maps that disagree by several truncation bands, and the fused
+    table comes out as a slab of torn sheets 1-2 units thick, a quarter of its area under
+    the table's splats. Nothing behind a surface that every camera sees from its front was
+    observed (what lies there came from a view's depth sliding through it), and the
+    sheets in its layer are that surface (engine/mesh/repair.py ``flatten``)."""
+    c2w = np.asarray(c2w, np.float64)
+    means = np.asarray(means, np.float64)
+    opaque = 1.0 / (1.0 + np.exp(-np.asarray(opacity_logits, np.float64))) > min_opacity
+    pts = means[opaque]
+    if len(pts) < 30:
+        return None
+    lo, hi = splat_bounds(means, opacity_logits, min_opacity)
+    rng = np.random.default_rng(seed)
+    sample = pts[rng.choice(len(pts), min(len(pts), 20000), replace=False)]
+    back = _unit(-c2w[:, :3, 2].mean(0))
+    found = fit_plane(sample, tol_share * float(np.linalg.norm(hi - lo)), rng, hypotheses=hypotheses, up=back,
+                      max_tilt_deg=max_tilt_deg, above=c2w[:, :3, 3], above_share=1.0,
+                      min_inliers=max(30, int(min_share * len(sample))))
+    if found is None:
+        return None
+    tol = tol_share * float(np.linalg.norm(hi - lo))
+    coarse = sample[found[1]]
+    # again at a quarter of the tolerance on those inliers: the table's dense layer, not the
+    # book on it, has the most of them (the book lay within the first tolerance, lifting it)
+    fine = fit_plane(coarse, 0.25 * tol, rng, hypotheses=hypotheses, up=found[0].normal, max_tilt_deg=10.0,
+                     min_inliers=max(3, int(0.5 * min_share * len(coarse))))
+    p = fine[0] if fine is not None else found[0]
+    if (p.distance(c2w[:, :3, 3]) <= 0).any():   # the refinement may tilt it under a camera
+        return None
+    # its thickness from the side under it, where only its own spread lies (objects stand on it)
+    d = p.distance(coarse)
+    under = d[d < 0]
+    rms = float(np.sqrt(np.mean(under ** 2))) if len(under) else p.thickness / 2.5
+    return Plane(p.normal, p.offset, int(found[0].inliers), 2.5 * rms, "scene")
+
+
 MAX_BELOW_SUPPORT = 0.05   # share of the splats near the look point a support plane may leave under it
 MIN_AROUND = 0.5           # share of a support plane's inliers off the subject's column
 
@@ -430,7 +482,10 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     if not orbit.is_orbit:
         why = (f"not an orbit: {100 * orbit.hit_share:.0f}% of the cameras look at one point, "
                f"largest azimuth gap {orbit.azimuth_gap_deg:.0f} deg")
-        return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, None, why)
+        plane = scene_plane(c2w, means, logits, seed=seed)
+        if plane is not None:
+            why += "; the cameras face a support plane from one side: what lies behind it goes, its layer is flattened"
+        return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, plane, why)
     c2w = np.asarray(c2w, np.float64)
     d_cam = np.linalg.norm(c2w[:, :3, 3] - orbit.look_point, axis=1)
     voxel, seed_radius = orbit.distance / grid_cells, 0.2 * orbit.distance
