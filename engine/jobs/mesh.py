@@ -127,7 +127,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     from ..mesh.depth import DepthRenderer
     from ..mesh.export import export_meshes
     from ..mesh.extract import extract_mesh
-    from ..mesh.grid import grid_for_bounds
+    from ..mesh.grid import grid_for_bounds, splat_trunc
     from ..mesh.repair import close_mesh, is_watertight, largest_component_share, repair_mesh
     from ..mesh.subject import resolve_bounds
     from ..mesh.tsdf import fuse_depth_maps
@@ -156,6 +156,10 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     intrinsics = np.array([[c.fx, c.fy, c.cx, c.cy, c.width, c.height] for c in dataset.cameras], np.float64)
     region = resolve_bounds(cfg.bounds, c2w, g.means, g.opacities, g.scales, intrinsics)
     spec = grid_for_bounds(region.lo, region.hi, cfg.resolution, voxel=cfg.voxel, trunc_voxels=cfg.trunc_voxels)
+    # the band as wide as the splats' spread of depths, so the views' surfaces average into one
+    spec = grid_for_bounds(region.lo, region.hi, cfg.resolution, voxel=cfg.voxel,
+                           trunc=splat_trunc(g.means, g.scales, g.opacities, region.lo, region.hi, spec.voxel,
+                                             cfg.trunc_voxels, cfg.max_trunc_voxels))
 
     rep.step("depth")
     raster = Rasterizer(gpu, deg)
