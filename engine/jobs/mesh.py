@@ -127,7 +127,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     from ..mesh.depth import DepthRenderer
     from ..mesh.export import export_meshes
     from ..mesh.extract import extract_mesh
-    from ..mesh.grid import grid_for_bounds
+    from ..mesh.grid import grid_for_bounds, splat_trunc
     from ..mesh.repair import close_mesh, is_watertight, largest_component_share, repair_mesh
     from ..mesh.subject import resolve_bounds
     from ..mesh.tsdf import fuse_depth_maps
@@ -156,6 +156,10 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     intrinsics = np.array([[c.fx, c.fy, c.cx, c.cy, c.width, c.height] for c in dataset.cameras], np.float64)
     region = resolve_bounds(cfg.bounds, c2w, g.means, g.opacities, g.scales, intrinsics)
     spec = grid_for_bounds(region.lo, region.hi, cfg.resolution, voxel=cfg.voxel, trunc_voxels=cfg.trunc_voxels)
+    # the band as wide as the splats' spread of depths, so the views' surfaces average into one
+    spec = grid_for_bounds(region.lo, region.hi, cfg.resolution, voxel=cfg.voxel,
+                           trunc=splat_trunc(g.means, g.scales, g.opacities, region.lo, region.hi, spec.voxel,
+                                             cfg.trunc_voxels, cfg.max_trunc_voxels))
 
     rep.step("depth")
     raster = Rasterizer(gpu, deg)
@@ -200,11 +204,17 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     # a base plane lies under the subject's own lowest splats: one voxel up clears the junk
     plane = region.plane
     cut = 0.0 if plane is None else spec.voxel if plane.source == "base" else max(2.0 * spec.voxel, plane.thickness)
+    # a scene's support (engine/mesh/subject.py scene_plane): its layer flattened onto it and
+    # kept, what lies under it cut a quarter voxel down (the cut's caps fill the support's holes)
+    flat = 0.0 if plane is None or plane.source != "scene" else max(2.0 * spec.voxel, plane.thickness)
+    if flat:
+        cut = -0.25 * spec.voxel
     clip = region.found != "scene"  # "scene" keeps everything the grid holds
     # an orbit's subject was seen all around: every hole is closed, so it comes out watertight
     closing = cfg.close and region.found == "subject"
     verts, faces, repair = repair_mesh(verts, faces, region.lo if clip else None, region.hi if clip else None,
-                                       region.plane, cut, cfg.max_hole_edges, cfg.min_component, close=closing)
+                                       region.plane, cut, cfg.max_hole_edges, cfg.min_component, close=closing,
+                                       flat=flat)
     if len(faces) == 0:
         raise SpirulaError(f"no surface left in the bounds {region.box} ({region.reason}); "
                            "try --bounds scene or explicit numbers")

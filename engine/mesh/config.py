@@ -11,7 +11,9 @@ class MeshConfig:
     texture_size: int = 4096          # square texture edge, texels
     resolution: int = 512             # voxels along the longest side of the bounds
     voxel: float | None = None        # voxel edge in world units (overrides resolution)
-    trunc_voxels: float = 4.0         # TSDF truncation distance, in voxels
+    trunc_voxels: float = 4.0         # TSDF truncation distance, in voxels: the least
+    # ... grown to the opaque splats' median largest standard deviation, up to this (grid.splat_trunc)
+    max_trunc_voxels: float = 16.0
     max_voxels: int = 48_000_000      # GPU budget of allocated voxels (12 B each); coarsens beyond
     depth: str = "median"             # "median" (opacity level set 0.5) or "expected" (alpha-weighted mean)
     alpha_min: float = 0.5            # splat opacity above which a pixel's depth is fused

@@ -140,9 +140,21 @@ def close_mesh(verts: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.nda
     return verts, faces, dropped + more, filled
 
 
+def flatten(verts: np.ndarray, plane: Plane, band: float) -> tuple[np.ndarray, int]:
+    """Project the vertices within ``band`` (world units) of the plane onto it: (verts [V, 3],
+    how many moved). The layer of a support surface that the depth maps of few fuzzy views
+    tore into sheets at several heights (a tabletop) becomes the one surface it is."""
+    h = plane.distance(verts)
+    near = np.abs(h) <= band
+    out = np.array(verts, np.float64, copy=True)
+    out[near] -= h[near, None] * plane.normal
+    return out, int(near.sum())
+
+
 def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: Plane | None = None,
                 cut: float = 0.0, max_hole_edges: int = 100, min_component: float = 0.02,
-                min_component_faces: int = 64, close: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+                min_component_faces: int = 64, close: bool = False,
+                flat: float = 0.0) -> tuple[np.ndarray, np.ndarray, dict]:
     """Clean a marching-cubes mesh; returns (verts, faces, report).
 
     plane / cut: keep only the part above the plane ``plane.distance(x) >= cut`` (world
@@ -153,13 +165,17 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
     (engine/mesh/clean.py) and holes of at most ``max_hole_edges`` boundary edges are
     filled; ``close``: :func:`close_mesh` instead, every hole filled (an object the
     cameras went all around: watertight). report: face counts after each step, holes
-    filled, caps, watertightness and the largest component's share before and after."""
+    filled, caps, watertightness and the largest component's share before and after.
+    flat: first flatten the layer within this distance of the plane onto it (:func:`flatten`;
+    a scene's support, whose cut lies under that layer)."""
     import trimesh.intersections as ti
 
     verts, faces = np.asarray(verts, np.float64), np.asarray(faces, np.int64)
     report = {"faces_in": int(len(faces)), "watertight_before": is_watertight(verts, faces),
               "largest_share_before": largest_component_share(verts, faces)}
     scale = float(np.ptp(verts, axis=0).max()) if len(verts) else 1.0
+    if plane is not None and flat > 0 and len(faces):
+        verts, report["vertices_flattened"] = flatten(verts, plane, flat)
     if plane is not None and len(faces):
         origin = -plane.normal * (plane.offset - cut)          # a point at height ``cut``
         verts, faces, _ = ti.slice_faces_plane(verts, faces, plane.normal, origin)

@@ -55,8 +55,10 @@ class Plane:
     """Oriented plane n.x + offset = 0; ``normal`` [3] unit, pointing to the cameras' side.
     inliers: support points within the RANSAC tolerance; thickness: 2.5 x the RMS distance
     of those inliers to the refined plane (world units), how thick the table's splats lie.
-    source: "table" (fitted to the support's splats) or "base" (no support surface in the
-    splats: the plane under the subject's lowest splats, normal to the orbit's axis)."""
+    source: "table" (fitted to the support's splats), "base" (no support surface in the
+    splats: the plane under the subject's lowest splats, normal to the orbit's axis) or
+    "scene" (the dominant plane of a capture that is no orbit, every camera on its front
+    side: :func:`scene_plane`)."""
 
     normal: np.ndarray
     offset: float
@@ -294,7 +296,8 @@ def seen_counts(points: np.ndarray, w2c: np.ndarray, intrinsics: np.ndarray, chu
 
 def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_radius: float,
                  plane: Plane | None = None, margin: float = 0.0, min_count: int = 2,
-                 visible: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int, bool] | None:
+                 visible: np.ndarray | None = None,
+                 gap_share: float = 0.25) -> tuple[np.ndarray, np.ndarray, int, bool] | None:
     """(lo [3], hi [3], occupied voxels of the subject, whether it stands on the plane) or
     None when no occupied voxel reaches within ``seed_radius`` of ``look_point``.
 
@@ -302,8 +305,9 @@ def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_
     margin: centres below plane + margin are left out (the table is not the subject);
     visible [M] bool: centres that enough cameras see (others left out). A voxel is occupied
     with at least ``min_count`` centres. The box spans the subject's voxels and 1 voxel of
-    padding; when the subject comes within 3 voxels + margin of the plane, it reaches down
-    to 2 voxels below the plane under the subject."""
+    padding; when the subject stands on the plane (:func:`_stands_on`: its lowest cell
+    within margin + max(3 voxels, ``gap_share`` x its height) of it), it reaches down to 2
+    voxels below the plane under the subject."""
     pts = np.asarray(points, np.float64)
     keep = np.ones(len(pts), bool) if visible is None else np.asarray(visible, bool).copy()
     if plane is not None:
@@ -329,10 +333,10 @@ def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_
         return None
     lab = labels[tuple(occ.T)]
     inner = np.isin(lab, seeds)
-    stands = plane is not None and plane.distance(centres[inner]).min() <= margin + 3 * voxel
+    stands = plane is not None and _stands_on(plane.distance(centres[inner]), margin, voxel, gap_share)
     if plane is not None and not stands:
-        inner |= _base_cells(centres, inner, plane, margin + 3 * voxel, voxel)
-        stands = plane.distance(centres[inner]).min() <= margin + 3 * voxel
+        inner |= _base_cells(centres, inner, plane, margin, voxel, gap_share)
+        stands = _stands_on(plane.distance(centres[inner]), margin, voxel, gap_share)
     sub = centres[inner]
     lo, hi = sub.min(0) - 1.5 * voxel, sub.max(0) + 1.5 * voxel
     if stands:
@@ -341,15 +345,29 @@ def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_
     return lo, hi, int(len(sub)), bool(stands)
 
 
-def _base_cells(centres: np.ndarray, inner: np.ndarray, plane: Plane, reach: float, voxel: float,
-               spread: float = 1.5, min_share: float = 0.1) -> np.ndarray:
+def _stands_on(heights: np.ndarray, margin: float, voxel: float, gap_share: float) -> bool:
+    """Does a subject whose occupied cells lie at ``heights`` [K] over a plane stand on it?
+    Its lowest cell must come within margin + max(3 voxels, ``gap_share`` x its height) of
+    the plane. What touches the floor is often too thin or dark for opaque splats: the
+    office chair video's casters left its star base 0.4-0.6 over the floor (1/9 of the
+    chair's height, 5-7 coarse voxels) at 256 px, and the floor was dropped for a plane
+    under the seat (no legs). An object on a textureless table, with the floor found
+    under it, floats by more than its own height (the table's) and does not stand."""
+    h = np.asarray(heights, np.float64)
+    if len(h) == 0:
+        return False
+    return bool(h.min() <= margin + max(3 * voxel, gap_share * (h.max() - h.min())))
+
+
+def _base_cells(centres: np.ndarray, inner: np.ndarray, plane: Plane, margin: float, voxel: float,
+               gap_share: float = 0.25, spread: float = 1.5, min_share: float = 0.1) -> np.ndarray:
     """[K] bool: the occupied cells that carry the subject, or none. A chair's star base, a
     stool's feet: the pole or legs between them and the seat are too thin for opaque splats
     at a small training size (the office_chair's pole at 200 px: splats of opacity ~0.03),
     so on the coarse grid the base is apart from the seat, and in pieces (47 of 1 to 10
     cells there). The cells under the subject's lowest cell that meet its footprint on the
     plane (1 cell of slack) and lie within ``spread`` x its radius of its axis are its base
-    when they reach the plane (within ``reach``) and number at least ``min_share`` of the
+    when the subject stands on the plane with them (:func:`_stands_on`) and they number at least ``min_share`` of the
     subject's cells (a few floaters under an object on a table that holds no splats do not).
     centres [K, 3] occupied cell centres, inner [K] bool the subject's; world units."""
     h = plane.distance(centres)
@@ -363,7 +381,7 @@ def _base_cells(centres: np.ndarray, inner: np.ndarray, plane: Plane, reach: flo
     under_foot = np.isin(key(cell), key(cell[inner][:, None] + slack[None]))    # footprint, 1 cell wider
     radius = np.linalg.norm(flat - flat[inner].mean(0), axis=1)
     base = ~inner & (h < h[inner].min()) & under_foot & (radius <= spread * radius[inner].max())
-    if base.sum() < min_share * inner.sum() or not (h[base] <= reach).any():
+    if base.sum() < min_share * inner.sum() or not _stands_on(h[inner | base], margin, voxel, gap_share):
         return np.zeros(len(centres), bool)
     return base
 
@@ -382,6 +400,56 @@ def base_plane(heights: np.ndarray, up: np.ndarray, above_heights: np.ndarray, q
     if (np.asarray(above_heights, np.float64) > base).mean() < above_share:
         return None
     return Plane(_unit(np.asarray(up, np.float64)), -base, 0, 0.0, "base")
+
+
+def scene_plane(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray, seed: int = 0,
+                min_opacity: float = 0.2, tol_share: float = 0.02, min_share: float = 0.3,
+                max_tilt_deg: float = 75.0, hypotheses: int = 2048) -> Plane | None:
+    """The support of a capture that is no orbit (photos of a book on a table from one side,
+    a walk over a floor), or None: the RANSAC plane (:func:`fit_plane`, tolerance
+    ``tol_share`` x the diagonal of the opaque splats' bounds) that holds at least
+    ``min_share`` of the opaque splat centres, with every camera on its front side and its
+    normal within ``max_tilt_deg`` of the cameras' mean backward direction (the up of a
+    top-down capture is far from the images' up), then fitted again to its inliers at a
+    quarter of the tolerance (a book on the table lies within the first and would lift it).
+    source "scene"; thickness: 2.5 x the RMS distance of the first inliers under it (its own
+    spread: what stands on it lies over it).
+
+    Why: few views of fuzzy splats (7 photos; a table of splats 0.4-1.6 units wide on the
+    book capture) give depth maps that disagree by several truncation bands, and the fused
+    table comes out as a slab of torn sheets 1-2 units thick, a quarter of its area under
+    the table's splats. Nothing behind a surface that every camera sees from its front was
+    observed (what lies there came from a view's depth sliding through it), and the
+    sheets in its layer are that surface (engine/mesh/repair.py ``flatten``)."""
+    c2w = np.asarray(c2w, np.float64)
+    means = np.asarray(means, np.float64)
+    opaque = 1.0 / (1.0 + np.exp(-np.asarray(opacity_logits, np.float64))) > min_opacity
+    pts = means[opaque]
+    if len(pts) < 30:
+        return None
+    lo, hi = splat_bounds(means, opacity_logits, min_opacity)
+    rng = np.random.default_rng(seed)
+    sample = pts[rng.choice(len(pts), min(len(pts), 20000), replace=False)]
+    back = _unit(-c2w[:, :3, 2].mean(0))
+    found = fit_plane(sample, tol_share * float(np.linalg.norm(hi - lo)), rng, hypotheses=hypotheses, up=back,
+                      max_tilt_deg=max_tilt_deg, above=c2w[:, :3, 3], above_share=1.0,
+                      min_inliers=max(30, int(min_share * len(sample))))
+    if found is None:
+        return None
+    tol = tol_share * float(np.linalg.norm(hi - lo))
+    coarse = sample[found[1]]
+    # again at a quarter of the tolerance on those inliers: the table's dense layer, not the
+    # book on it, has the most of them (the book lay within the first tolerance, lifting it)
+    fine = fit_plane(coarse, 0.25 * tol, rng, hypotheses=hypotheses, up=found[0].normal, max_tilt_deg=10.0,
+                     min_inliers=max(3, int(0.5 * min_share * len(coarse))))
+    p = fine[0] if fine is not None else found[0]
+    if (p.distance(c2w[:, :3, 3]) <= 0).any():   # the refinement may tilt it under a camera
+        return None
+    # its thickness from the side under it, where only its own spread lies (objects stand on it)
+    d = p.distance(coarse)
+    under = d[d < 0]
+    rms = float(np.sqrt(np.mean(under ** 2))) if len(under) else p.thickness / 2.5
+    return Plane(p.normal, p.offset, int(found[0].inliers), 2.5 * rms, "scene")
 
 
 MAX_BELOW_SUPPORT = 0.05   # share of the splats near the look point a support plane may leave under it
@@ -414,7 +482,10 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     if not orbit.is_orbit:
         why = (f"not an orbit: {100 * orbit.hit_share:.0f}% of the cameras look at one point, "
                f"largest azimuth gap {orbit.azimuth_gap_deg:.0f} deg")
-        return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, None, why)
+        plane = scene_plane(c2w, means, logits, seed=seed)
+        if plane is not None:
+            why += "; the cameras face a support plane from one side: what lies behind it goes, its layer is flattened"
+        return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, plane, why)
     c2w = np.asarray(c2w, np.float64)
     d_cam = np.linalg.norm(c2w[:, :3, 3] - orbit.look_point, axis=1)
     voxel, seed_radius = orbit.distance / grid_cells, 0.2 * orbit.distance
