@@ -25,6 +25,7 @@ of different SH degrees.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -153,7 +154,9 @@ def _part_steps(layout, p) -> int:
 def finetune(layout, out_dir: Path, cfg) -> GaussianPly:
     """Train the merged model ``<out_dir>/splat.ply`` by ``cfg`` (:func:`finetune_config`)
     over every training camera of the whole scene (the split's held-out views stay out),
-    replacing the file; the run's folder is ``<out_dir>/finetune``. Returns the new model.
+    replacing the file; the run's folder is ``<out_dir>/finetune`` (its metrics, held-out
+    renders and log).
+    Returns the new model.
 
     Why: the parts trained their halves against their own context, not against each
     other's Gaussians. Where the model is made of many semi-transparent layers (mouse at
@@ -171,7 +174,7 @@ def finetune(layout, out_dir: Path, cfg) -> GaussianPly:
     run_dir = Path(out_dir) / "finetune"
     run_training(layout.dataset, run_dir, cfg, on_message=lambda _: None, keep_checkpoint=False)
     tuned = read_ply(run_dir / "splat.ply")
-    write_ply(src, tuned)
+    os.replace(run_dir / "splat.ply", src)  # atomic; the run's folder keeps its metrics and eval/
     return tuned
 
 

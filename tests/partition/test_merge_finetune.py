@@ -83,7 +83,8 @@ def test_the_default_finetunes_a_share_of_the_parts_steps_when_it_fits(made, mon
     root, cfg, _ = made
     _make_parts(root, cfg, part_steps=4000)
     calls = []
-    monkeypatch.setattr(merge, "finetune", lambda layout, out_dir, c: calls.append(c) or read_ply(out_dir / "splat.ply"))
+    monkeypatch.setattr(merge, "finetune",
+                        lambda layout, out_dir, c: calls.append(c) or read_ply(out_dir / "splat.ply"))
     monkeypatch.setattr(fits, "device_budget", lambda dataset, c: None)  # fits
     m = merge.merge_parts(root / "parts", root / "auto", evaluate_views=False)
     assert m["finetune_steps"] == 200 and calls[0].train.steps == 200  # 5 % of 4,000
