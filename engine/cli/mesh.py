@@ -48,7 +48,8 @@ def add_settings(p, prefix: str = "") -> None:
     opt("resolution", type=int_at_least(8), default=d.resolution,
         help=f"voxels along the longest side of the bounds (default {d.resolution})")
     opt("voxel", type=float_range(0.0, inclusive=False), default=None, help=f"voxel size in world units (overrides --{prefix}resolution)")
-    opt("trunc", type=float_range(0.0, inclusive=False), default=d.trunc_voxels, help=f"TSDF truncation in voxels (default {d.trunc_voxels:g})")
+    opt("trunc", type=float_range(0.0, inclusive=False), default=d.trunc_voxels, help=f"least TSDF truncation in voxels (default {d.trunc_voxels:g}); the band widens to twice the opaque "
+        f"splats' median size, up to {d.max_trunc_voxels:g} voxels, so that views that disagree by a splat fuse into one surface")
     opt("max-voxels", type=int_at_least(1), default=d.max_voxels,
         help=f"budget of allocated voxels, 12 bytes each on the GPU (default {d.max_voxels:,}); "
              "the voxel size doubles until the surface band fits")
