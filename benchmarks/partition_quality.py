@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps-rule", choices=["cameras", "gaussians"], default="cameras",
                     help="a part's steps by its share of the cameras (default) or of the Gaussians")
     ap.add_argument("--finetune-steps", type=lambda t: None if t == "auto" else int(t), default=None,
-                    help="merge's --finetune-steps: auto (default: 5%% of the parts' steps when it fits), N, 0 (none)")
+                    help="merge's --finetune-steps: auto (default: 5%% of the parts' steps with context, when it fits), N, 0 (none)")
     ap.add_argument("--ray", action="store_true", help="train the parts through Ray (default: in-process)")
     ap.add_argument("--out", type=Path, default=None, help="work folder (default: a temporary one, removed)")
     ap.add_argument("--json", type=Path, default=None)

@@ -80,7 +80,7 @@ def add_parser(sub) -> None:
     m.add_argument("--finetune-steps", type=_auto_or_count, default=None, metavar="N|auto",
                    help="then train the merged model N steps over every training camera, so the parts agree "
                         "across the cuts (needs the whole model and all images in one device's memory). Default "
-                        "auto: 5%% of the parts' steps (at least 100) when they fit the device, else none; 0: none")
+                        "auto: 5%% of the parts' steps (at least 100) when the parts trained with an orbit's context and fit the device, else none; 0: none")
     add_device_option(m, None)
 
 

@@ -79,6 +79,13 @@ def test_the_finetune_mends_parts_that_disagree_across_the_cut(made):
     assert len(g) == tuned["num_gaussians"] == owned["num_gaussians"]  # MCMC at the merged count: no growth
 
 
+def _set_context_views(root, views: int) -> None:
+    path = root / "parts" / "partition.json"
+    d = json.loads(path.read_text())
+    d["settings"]["context_views"] = views
+    path.write_text(json.dumps(d))
+
+
 def test_the_default_finetunes_a_share_of_the_parts_steps_when_it_fits(made, monkeypatch):
     root, cfg, _ = made
     _make_parts(root, cfg, part_steps=4000)
@@ -86,6 +93,11 @@ def test_the_default_finetunes_a_share_of_the_parts_steps_when_it_fits(made, mon
     monkeypatch.setattr(merge, "finetune",
                         lambda layout, out_dir, c: calls.append(c) or read_ply(out_dir / "splat.ply"))
     monkeypatch.setattr(fits, "device_budget", lambda dataset, c: None)  # fits
+    # the city is no orbit: its parts trained without context, and auto leaves the owned merge
+    assert not read_layout(root / "parts").settings.get("context_views")
+    m = merge.merge_parts(root / "parts", root / "auto-city", evaluate_views=False)
+    assert m["finetune_steps"] == 0 and not calls
+    _set_context_views(root, 2)  # parts trained with an orbit's context: auto fine-tunes
     m = merge.merge_parts(root / "parts", root / "auto", evaluate_views=False)
     assert m["finetune_steps"] == 200 and calls[0].train.steps == 200  # 5 % of 4,000
     assert calls[0].train.mcmc_budget == m["num_gaussians"]
