@@ -35,7 +35,7 @@
 # Knobs (env): BUDGET_S=540 STEPS=7000 MAX_SIZE=1000 FACES=500000 TEX=4096 RES=512
 #   DEVICE=vulkan PREVIEW_SIZE=800 CHAIR_SRC (photo folder) MOUSE_SRC (dataset) ONLY="mouse chair" (order; also
 #   mouse-geometry, and book / chair-video: `spirula run` on the COLMAP dataset carried as $P/data/<name>) OUT WORK
-#   MESH_PARALLEL=1 (0: the two meshes one after the other)
+#   MESH_PARALLEL=1 (0: the two meshes one after the other) VIEWS_S=90 (each mesh's four-view render)
 #   CHAIR_MODE=photos (refmodel: skip SfM, train on the reference model -- the fallback)
 #   SFM_ARGS="" (extra `spirula run` options for the chair, e.g. "--sfm-size 1000")
 # Local check on lavapipe (CPU machine, Python 3.12 without the carried packages):
@@ -218,7 +218,7 @@ views_one() {  # name project: four views of <project>/train/exports/mesh.glb ->
   local name=$1 pr=$2 ds k
   [ -f "$pr/exports/mesh.glb" ] || return 0
   ds=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["dataset"])' "$pr/train/train.json")
-  step "$name:views" 10 90 python3 scripts/mesh_screenshots.py "$pr/exports/mesh.glb" "$W/shots/$name" \
+  step "$name:views" 10 "${VIEWS_S:-90}" python3 scripts/mesh_screenshots.py "$pr/exports/mesh.glb" "$W/shots/$name" \
     --size "$PREVIEW_SIZE" --dataset "$ds"   # --dataset: 'up' from the cameras
   for k in 0 1 2 3; do
     [ -f "$W/shots/${name}_$k.png" ] && cp "$W/shots/${name}_$k.png" "$OUT/screenshots/$name-view$k.png"
