@@ -9,12 +9,18 @@ the wall time until the GPU is idle:
   dispatch      slangpy's ``ComputeKernel.dispatch`` (binds every argument each call)
   record        a kept root shader object, only the pass, pipeline and dispatch per call
                 (engine/device.py ``Kernel.record``)
+  record_set    as record, with one scalar of the kept root object changed before each record
+  step_like     27 kept roots of a 14-buffer, 18-uniform kernel, a scalar changed in each, one
+                submit per 27, at most two submits in flight (a training step's shape)
   copy          ``CommandEncoder.copy_buffer`` of COPY_BYTES
   clear         ``CommandEncoder.clear_buffer`` of the whole buffer (max(items, COPY_BYTES/4) floats)
   submit        one encoder per dispatch, each submitted (per-submit cost)
   readback      submit one dispatch, then read 16 bytes back (a step's scalars)
 
     python benchmarks/host_overhead.py --device vulkan cuda --json out.json
+    python benchmarks/host_overhead.py --device vulkan cuda --train-steps 300   (also: a real
+        `spirula bench train` with Kernel.record and Gpu.submit/copy/clear/wait_for timed on the
+        host, phase by phase and kernel by kernel)
 
 Each line: microseconds per command on the host (recording + submit) and per command until idle.
 """
@@ -35,6 +41,26 @@ void scale(uint3 t: SV_DispatchThreadID, RWStructuredBuffer<float> dst, Structur
 {
     if (t.x < n)
         dst[t.x] = src[t.x] * s;
+}
+"""
+# the shape of the fused projection backward's signature: 14 buffers and 18 uniforms
+WIDE_SOURCE = """
+[shader("compute")]
+[numthreads(256, 1, 1)]
+void wide(uint3 t: SV_DispatchThreadID, RWStructuredBuffer<float> dst, StructuredBuffer<float> b1,
+          StructuredBuffer<float> b2, StructuredBuffer<float> b3, StructuredBuffer<float> b4,
+          StructuredBuffer<float> b5, StructuredBuffer<float> b6, StructuredBuffer<float> b7,
+          StructuredBuffer<float> b8, StructuredBuffer<float> b9, StructuredBuffer<float> b10,
+          StructuredBuffer<float> b11, StructuredBuffer<float> b12, StructuredBuffer<float> b13,
+          uniform uint n, uniform uint u1, uniform uint u2, uniform uint u3, uniform uint u4,
+          uniform uint u5, uniform uint u6, uniform uint u7, uniform uint u8, uniform float f1,
+          uniform float f2, uniform float f3, uniform float f4, uniform float f5, uniform float f6,
+          uniform float f7, uniform float f8, uniform float s)
+{
+    if (t.x < n)
+        dst[t.x] = (b1[t.x] + b2[t.x] + b3[t.x] + b4[t.x] + b5[t.x] + b6[t.x] + b7[t.x] + b8[t.x] + b9[t.x]
+                    + b10[t.x] + b11[t.x] + b12[t.x] + b13[t.x]) * s + float(u1 + u2 + u3 + u4 + u5 + u6 + u7 + u8)
+                   + f1 + f2 + f3 + f4 + f5 + f6 + f7 + f8;
 }
 """
 USAGE = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access | spy.BufferUsage.copy_source \
@@ -71,6 +97,53 @@ def measure(backend: str, reps: int, items: int, copy_bytes: int) -> dict:
         p.dispatch([items, 1, 1])
         p.end()
 
+    flip = [0]
+
+    def rec_record_set(enc):  # the root object changes between records, as a step's arguments do
+        flip[0] += 1
+        cur["s"] = 1.0 + (flip[0] & 1)
+        rec_record(enc)
+
+    wmod = dev.load_module_from_source("host_overhead_wide", WIDE_SOURCE)
+    wprog = dev.link_program([wmod], [wmod.entry_point("wide")])
+    wkern = dev.create_compute_kernel(wprog)
+    wroots = []
+    for _ in range(27):  # a step's 27 call sites, each with its kept root object
+        r = dev.create_root_shader_object(wprog)
+        c = spy.ShaderCursor(r).find_entry_point(0)
+        c["dst"] = dst
+        for i in range(1, 14):
+            c[f"b{i}"] = src
+        for i in range(1, 9):
+            c[f"u{i}"] = i
+            c[f"f{i}"] = float(i)
+        c["n"] = items
+        c["s"] = 1.0
+        wroots.append((r, c))
+
+    def step_like():
+        """Like a training step: 27 wide records whose roots each change a scalar, one submit,
+        at most two steps in flight."""
+        dev.wait_for_idle()
+        ids = []
+        t0 = time.perf_counter()
+        for step in range(reps // 27 + 1):
+            enc = dev.create_command_encoder()
+            for r, c in wroots:
+                c["f1"] = float(step)
+                p = enc.begin_compute_pass()
+                p.bind_pipeline(wkern.pipeline, r)
+                p.dispatch([items, 1, 1])
+                p.end()
+            ids.append(dev.submit_command_buffer(enc.finish()))
+            if len(ids) > 2:
+                dev.wait_for_submit(ids[-3])
+        t1 = time.perf_counter()
+        dev.wait_for_idle()
+        t2 = time.perf_counter()
+        k = (reps // 27 + 1) * 27
+        return (t1 - t0) / k * 1e6, (t2 - t0) / k * 1e6
+
     def rec_copy(enc):
         enc.copy_buffer(dst, 0, src, 0, copy_bytes)
 
@@ -105,7 +178,8 @@ def measure(backend: str, reps: int, items: int, copy_bytes: int) -> dict:
         return (t1 - t0) / reps * 1e6, (t2 - t0) / reps * 1e6
 
     cases = {"dispatch": lambda: batched(rec_dispatch), "record": lambda: batched(rec_record),
-             "copy": lambda: batched(rec_copy), "clear": lambda: batched(rec_clear),
+             "record_set": lambda: batched(rec_record_set),
+             "step_like": step_like, "copy": lambda: batched(rec_copy), "clear": lambda: batched(rec_clear),
              "submit": lambda: per_submit(False), "readback": lambda: per_submit(True)}
     out = {"backend": backend, "device": f"{dev.info.adapter_name} ({dev.info.api_name})", "reps": reps,
            "items": items, "copy_bytes": copy_bytes, "cases": {}}
@@ -120,15 +194,96 @@ def measure(backend: str, reps: int, items: int, copy_bytes: int) -> dict:
     return out
 
 
+def train_phases(backend: str, steps: int, top: int = 12) -> dict:
+    """`spirula bench train` on the sample with the host side of each recorded command timed."""
+    from collections import defaultdict
+
+    from engine import device as D
+    from engine.cli.main import main as spirula
+
+    pc = time.perf_counter
+    phases = ("set", "begin", "bind", "dispatch", "end")
+    per_kernel: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(phases) + 1))
+    first: dict[str, float] = {}  # a kernel's first record: its pipeline's compile
+    calls: dict[str, list] = defaultdict(lambda: [0, 0.0])
+    orig_record = D.Kernel.record
+
+    def record(self, enc, thread_count, site="", **args):
+        if self.profiled or self._device is None:
+            return orig_record(self, enc, thread_count, site, **args)
+        t0 = pc()
+        st = self._sites.get(site)
+        if st is None:
+            st = self._sites[site] = D._Site(self._device, self.raw.program)
+        st.set(args)
+        t1 = pc()
+        p = enc.begin_compute_pass()
+        t2 = pc()
+        p.bind_pipeline(self.raw.pipeline, st.root)
+        t3 = pc()
+        p.dispatch(thread_count)
+        t4 = pc()
+        p.end()
+        t5 = pc()
+        if self.name not in first:
+            first[self.name] = t5 - t0
+            return
+        per_kernel[self.name] += (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, 1)
+
+    def timed(name, fn):
+        def wrapper(*a, **kw):
+            t0 = pc()
+            try:
+                return fn(*a, **kw)
+            finally:
+                c = calls[name]
+                c[0] += 1
+                c[1] += pc() - t0
+        return wrapper
+
+    D.Kernel.record = record
+    saved = {n: getattr(D.Gpu, n) for n in ("submit", "copy", "clear", "wait_for", "read", "encoder")
+             if hasattr(D.Gpu, n)}
+    for n, fn in saved.items():
+        setattr(D.Gpu, n, timed(n, fn))
+    t0 = pc()
+    try:
+        spirula(["bench", "train", "--device", backend, "--steps", str(steps), "--max-size", "1000"])
+    finally:
+        D.Kernel.record = orig_record
+        for n, fn in saved.items():
+            setattr(D.Gpu, n, fn)
+    wall = pc() - t0
+    tot = sum(per_kernel.values()) if per_kernel else np.zeros(len(phases) + 1)
+    out = {"backend": backend, "steps": steps, "wall_s": wall,
+           "record_ms_per_step": {ph: float(tot[i]) / steps * 1e3 for i, ph in enumerate(phases)},
+           "records_per_step": float(tot[-1]) / steps, "first_records_s": sum(first.values()),
+           "gpu_calls": {n: {"calls": c[0], "ms_per_step": c[1] / steps * 1e3} for n, c in calls.items()},
+           "kernels": {}}
+    print(f"{backend}: {steps} steps, first records (compiles) {out['first_records_s']:.2f} s; "
+          f"records/step {out['records_per_step']:.1f}; host ms/step by phase (first records excluded): "
+          + ", ".join(f"{k} {v:.3f}" for k, v in out["record_ms_per_step"].items()), flush=True)
+    print("   " + ", ".join(f"{n} {v['ms_per_step']:.3f} ms ({v['calls']})" for n, v in out["gpu_calls"].items()))
+    ranked = sorted(per_kernel.items(), key=lambda kv: -kv[1][:-1].sum())
+    for name, v in ranked[:top]:
+        us = v[:-1] / max(v[-1], 1) * 1e6
+        out["kernels"][name] = {"calls": int(v[-1]), **{ph: float(us[i]) for i, ph in enumerate(phases)}}
+        print(f"   {name:40s} {int(v[-1]):6d} calls  us/call: " + " ".join(f"{ph} {us[i]:7.1f}" for i, ph in enumerate(phases)))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", nargs="+", default=["vulkan"], choices=["vulkan", "cuda"])
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--items", type=int, default=4096, help="threads per dispatch (small: host-bound)")
     ap.add_argument("--copy-bytes", type=int, default=1 << 16)
+    ap.add_argument("--train-steps", type=int, default=0, help="also time a real training run's records")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     results = [measure(b, a.reps, a.items, a.copy_bytes) for b in a.device]
+    if a.train_steps:
+        results += [train_phases(b, a.train_steps) for b in a.device]
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
