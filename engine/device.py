@@ -358,13 +358,17 @@ def _rhi_validation() -> bool:
 
 def _shader_cache(backend: str) -> str | None:
     """slang-rhi's persistent cache of compiled kernels (nvrtc's on CUDA, the driver's on
-    Vulkan), so a second run does not compile them again: $SPIRULA_SHADER_CACHE (a folder, or
-    "off"), else $XDG_CACHE_HOME or ~/.cache, under spirula-studio/shaders/<backend>. None (no
-    cache) when "off" or the folder cannot be made."""
+    Vulkan), so a second run need not compile them again: $SPIRULA_SHADER_CACHE, a folder
+    (kernels go under <folder>/<backend>), or "default" for $XDG_CACHE_HOME (else ~/.cache)
+    /spirula-studio/shaders. Opt-in (None: no cache) until its gain and its sharing between
+    processes are measured on a GPU; None too when the folder cannot be made."""
     chosen = os.environ.get("SPIRULA_SHADER_CACHE", "").strip()
-    if chosen.lower() in ("off", "0", "none"):
+    if chosen.lower() in ("", "off", "0", "none"):
         return None
-    root = Path(chosen) if chosen else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "spirula-studio" / "shaders"
+    if chosen.lower() == "default":
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "spirula-studio" / "shaders"
+    else:
+        root = Path(chosen)
     try:
         (root / backend).mkdir(parents=True, exist_ok=True)
     except OSError:
