@@ -47,7 +47,7 @@ import numpy as np
 from scipy import ndimage
 
 from ..errors import SpirulaError
-from .grid import splat_bounds
+from .grid import opaque_cut, splat_bounds
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,8 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
               above_share: float = 0.95, min_inliers: int = 30,
               all_above: np.ndarray | None = None, column: np.ndarray | None = None,
               below_share: float = 0.05, off_column: np.ndarray | None = None, around_share: float = 0.5,
-              accept=None, tries: int = 8, draw: np.ndarray | None = None) -> tuple[Plane, np.ndarray] | None:
+              accept=None, tries: int = 8, draw: np.ndarray | None = None, seed_normals: np.ndarray | None = None,
+              peaks: int = 6) -> tuple[Plane, np.ndarray] | None:
     """RANSAC plane on points [M, 3] with inlier tolerance ``tol`` (world units): (plane,
     inlier mask [M]) or None when no admissible hypothesis has ``min_inliers`` inliers.
 
@@ -226,7 +227,9 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     inliers of the refined plane; with ``accept`` ((Plane, its inliers [I, 3]) -> bool), the first of the ``tries``
     best hypotheses whose refined plane it accepts wins (the refinement can tilt a plane
     into the subject: on the mouse capture the best of 4096 did). ``draw`` [M] bool: the
-    points the triples are drawn from (default all)."""
+    points the triples are drawn from (default all). ``seed_normals`` [S, 3]: more
+    hypotheses besides the triples, a Hough vote: for each of these normals, the planes at
+    the ``peaks`` most populated slices (``tol`` thick) of the points' heights along it."""
     pts = np.asarray(points, np.float64)
     if len(pts) < 3:
         return None
@@ -235,12 +238,17 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
     good = np.linalg.norm(n, axis=1) > 1e-12
     n = _unit(n)
+    anchor = tri[:, 0]
+    if seed_normals is not None and len(seed_normals):
+        sn, sp = _hough_seeds(pts, _unit(np.asarray(seed_normals, np.float64).reshape(-1, 3)), tol, peaks)
+        n, anchor = np.concatenate([n, sn]), np.concatenate([anchor, sp])
+        good = np.concatenate([good, np.ones(len(sn), bool)])
     if up is not None:
         up = _unit(np.asarray(up, np.float64))
         s = np.sign(n @ up)
         n = n * np.where(s == 0, 1.0, s)[:, None]
         good &= n @ up >= np.cos(np.radians(max_tilt_deg))
-    off = -(n * tri[:, 0]).sum(1)
+    off = -(n * anchor).sum(1)
     if above is not None:
         good &= ((np.asarray(above, np.float64) @ n.T + off) > 0).mean(0) >= above_share
     if all_above is not None:
@@ -276,6 +284,41 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
         if accept is None or accept(plane, pts[inl]):
             return plane, inl
     return None
+
+
+def _hough_seeds(pts: np.ndarray, normals: np.ndarray, tol: float, peaks: int) -> tuple[np.ndarray, np.ndarray]:
+    """(normals [H, 3], a point on each plane [H, 3]): for each normal [S, 3], the planes
+    through the centres of the ``peaks`` fullest slices of width ``tol`` of pts [M, 3] along it.
+    Why: a floor that holds a few percent of the opaque splats (most of them translucent
+    or on the subject) is drawn by a random triple of splats too rarely; the heights along
+    the orbit's axis pile up on it whatever its share."""
+    out_n, out_p = [], []
+    for nrm in normals:
+        h = pts @ nrm
+        edges = np.arange(h.min(), h.max() + tol, tol)
+        if len(edges) < 2:
+            continue
+        hist = np.histogram(h, edges)[0]
+        top = np.argsort(-hist, kind="stable")[:peaks]
+        top = top[hist[top] > 0]
+        centre = 0.5 * (edges[top] + edges[top + 1])
+        out_n.append(np.repeat(nrm[None], len(top), 0))
+        out_p.append(centre[:, None] * nrm[None])
+    if not out_n:
+        return np.zeros((0, 3)), np.zeros((0, 3))
+    return np.concatenate(out_n), np.concatenate(out_p)
+
+
+def _cone(axis: np.ndarray, tilts_deg=(0.0, 3.0, 6.0, 10.0, 15.0), azimuths: int = 8) -> np.ndarray:
+    """[1 + (len(tilts)-1) x azimuths, 3] unit directions around ``axis`` at those tilts."""
+    axis = _unit(np.asarray(axis, np.float64))
+    e1 = _unit(np.cross(axis, [1.0, 0.0, 0.0] if abs(axis[0]) < 0.9 else [0.0, 1.0, 0.0]))
+    e2 = np.cross(axis, e1)
+    out = [axis]
+    for t in np.radians([t for t in tilts_deg if t > 0]):
+        az = np.linspace(0, 2 * np.pi, azimuths, endpoint=False)
+        out.append(np.cos(t) * axis + np.sin(t) * (np.cos(az)[:, None] * e1 + np.sin(az)[:, None] * e2))
+    return np.vstack(out)
 
 
 def seen_counts(points: np.ndarray, w2c: np.ndarray, intrinsics: np.ndarray, chunk: int = 8192) -> np.ndarray:
@@ -423,7 +466,7 @@ def scene_plane(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray, 
     sheets in its layer are that surface (engine/mesh/repair.py ``flatten``)."""
     c2w = np.asarray(c2w, np.float64)
     means = np.asarray(means, np.float64)
-    opaque = 1.0 / (1.0 + np.exp(-np.asarray(opacity_logits, np.float64))) > min_opacity
+    opaque = 1.0 / (1.0 + np.exp(-np.asarray(opacity_logits, np.float64))) > opaque_cut(opacity_logits, min_opacity)
     pts = means[opaque]
     if len(pts) < 30:
         return None
@@ -489,7 +532,7 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     c2w = np.asarray(c2w, np.float64)
     d_cam = np.linalg.norm(c2w[:, :3, 3] - orbit.look_point, axis=1)
     voxel, seed_radius = orbit.distance / grid_cells, 0.2 * orbit.distance
-    opaque = 1.0 / (1.0 + np.exp(-logits)) > min_opacity
+    opaque = 1.0 / (1.0 + np.exp(-logits)) > opaque_cut(logits, min_opacity)
     if scales is not None:
         opaque &= np.exp(np.asarray(scales, np.float64)).max(1) < 4 * voxel
     inside = np.linalg.norm(means - orbit.look_point, axis=1) < 0.9 * np.quantile(d_cam, 0.1)
@@ -517,7 +560,7 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
         found = fit_plane(sample, 0.5 * voxel, rng, hypotheses=hypotheses, up=orbit.up, above=above,
                           min_inliers=max(30, int(0.05 * len(sample))), all_above=orbit.look_point,
                           column=column, below_share=MAX_BELOW_SUPPORT, draw=draw,
-                          off_column=around, around_share=MIN_AROUND,
+                          off_column=around, around_share=MIN_AROUND, seed_normals=_cone(orbit.up), tries=24,
                           accept=lambda p, inl: shows_around(inl) and not (under(p, near) or under(p, column)))
         if found:
             break
