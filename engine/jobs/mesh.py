@@ -214,7 +214,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     closing = cfg.close and region.found == "subject"
     verts, faces, repair = repair_mesh(verts, faces, region.lo if clip else None, region.hi if clip else None,
                                        region.plane, cut, cfg.max_hole_edges, cfg.min_component, close=closing,
-                                       flat=flat)
+                                       flat=flat, cells=region.cells if clip else None, cell=region.cell)
     if len(faces) == 0:
         raise SpirulaError(f"no surface left in the bounds {region.box} ({region.reason}); "
                            "try --bounds scene or explicit numbers")

@@ -151,10 +151,52 @@ def flatten(verts: np.ndarray, plane: Plane, band: float) -> tuple[np.ndarray, i
     return out, int(near.sum())
 
 
+def near_cells(points: np.ndarray, cells: np.ndarray, cell: float, dilation: int = 1) -> np.ndarray:
+    """[P] bool: points [P, 3] within ``dilation`` voxels of an occupied voxel (centres
+    ``cells`` [K, 3] of a grid of edge ``cell``, world units)."""
+    cells = np.asarray(cells, np.float64)
+    origin = cells.min(0) - (dilation + 1.5) * cell
+    ijk = np.round((cells - origin) / cell - 0.5).astype(np.int64)
+    dims = ijk.max(0) + dilation + 2
+    occ = np.zeros(dims, bool)
+    occ[tuple(ijk.T)] = True
+    if dilation:
+        from scipy import ndimage
+        occ = ndimage.binary_dilation(occ, np.ones((3, 3, 3), bool), iterations=dilation)
+    p = np.floor((np.asarray(points, np.float64) - origin) / cell).astype(np.int64)
+    inside = ((p >= 0) & (p < dims)).all(1)
+    out = np.zeros(len(p), bool)
+    out[inside] = occ[tuple(p[inside].T)]
+    return out
+
+
+def drop_off_subject(verts: np.ndarray, faces: np.ndarray, cells: np.ndarray, cell: float,
+                     min_share: float = 0.25) -> tuple[np.ndarray, np.ndarray, int]:
+    """Drop the components (all but the largest) with under ``min_share`` of their faces
+    within one voxel of the subject's occupied coarse voxels (``cells`` [K, 3] centres, edge
+    ``cell``: engine/mesh/subject.py). Returns (verts, faces, components dropped).
+
+    Why: a glossy floor's reflections fuse into flakes of floor a few tenths over the cut
+    (the office chair video at 1000 px: two flakes 1.3-1.5 units wide beside its base, as
+    large as one of its legs, none of their faces near the splats of the chair; the legs
+    cut off from the seat at 256 voxels had 55-75% of theirs there)."""
+    if len(faces) == 0 or cells is None or len(cells) == 0:
+        return verts, faces, 0
+    labels = face_components(faces, len(verts))
+    near = near_cells(verts[faces].mean(1), cells, cell)
+    count = np.bincount(labels)
+    share = np.bincount(labels, weights=near, minlength=len(count)) / np.maximum(count, 1)
+    keep = share >= min_share
+    keep[np.argmax(count)] = True
+    dropped = int(((count > 0) & ~keep).sum())
+    return (*compact(verts, faces[keep[labels]]), dropped) if dropped else (verts, faces, 0)
+
+
 def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: Plane | None = None,
                 cut: float = 0.0, max_hole_edges: int = 100, min_component: float = 0.02,
                 min_component_faces: int = 64, close: bool = False,
-                flat: float = 0.0) -> tuple[np.ndarray, np.ndarray, dict]:
+                flat: float = 0.0, cells: np.ndarray | None = None,
+                cell: float = 0.0) -> tuple[np.ndarray, np.ndarray, dict]:
     """Clean a marching-cubes mesh; returns (verts, faces, report).
 
     plane / cut: keep only the part above the plane ``plane.distance(x) >= cut`` (world
@@ -167,7 +209,8 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
     cameras went all around: watertight). report: face counts after each step, holes
     filled, caps, watertightness and the largest component's share before and after.
     flat: first flatten the layer within this distance of the plane onto it (:func:`flatten`;
-    a scene's support, whose cut lies under that layer)."""
+    a scene's support, whose cut lies under that layer). cells [K, 3] / cell: the subject's
+    occupied coarse voxels; components far from them go (:func:`drop_off_subject`)."""
     import trimesh.intersections as ti
 
     verts, faces = np.asarray(verts, np.float64), np.asarray(faces, np.int64)
@@ -187,6 +230,8 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
         inside = ((c >= np.asarray(lo) - eps) & (c <= np.asarray(hi) + eps)).all(1)
         verts, faces = compact(verts, faces[inside]) if inside.any() else (np.zeros((0, 3)), np.zeros((0, 3), np.int64))
     report["faces_in_bounds"] = int(len(faces))
+    if cells is not None and len(faces):
+        verts, faces, report["components_off_subject"] = drop_off_subject(verts, faces, cells, cell)
     removed = 0
     if len(faces):
         verts, faces, removed = remove_small_components(verts, faces, min_component, min_component_faces)
