@@ -128,7 +128,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     from ..mesh.export import export_meshes
     from ..mesh.extract import extract_mesh
     from ..mesh.grid import grid_for_bounds, splat_trunc
-    from ..mesh.repair import close_mesh, is_watertight, largest_component_share, repair_mesh
+    from ..mesh.repair import close_mesh, is_watertight, largest_component_share, precull, repair_mesh
     from ..mesh.subject import resolve_bounds
     from ..mesh.tsdf import fuse_depth_maps
     from ..mesh.visible import visible_faces
@@ -192,14 +192,6 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
                            "(check the bounds, or lower --min-support)")
 
     rep.step("clean")
-    hidden = 0
-    if cfg.remove_hidden:   # within half the truncation band of the front surface counts as on it
-        seen = visible_faces(gpu, verts, faces, cams, sizes, 0.5 * cfg.trunc_voxels * spec.voxel,
-                             on_progress=lambda d, n: rep.sub(d, n, "visibility "))
-        meter.gpu("visibility", 12 * len(verts) + 16 * len(faces) + 4 * max(w * h for w, h in sizes))
-        meter.gpu("visibility", 0)
-        hidden = int((~seen).sum())
-        verts, faces = compact(verts, faces[seen])
     # the cut sits above the table's splat layer and at least 2 voxels up (its own surface);
     # a base plane lies under the subject's own lowest splats: one voxel up clears the junk
     plane = region.plane
@@ -210,6 +202,18 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     if flat:
         cut = -0.25 * spec.voxel
     clip = region.found != "scene"  # "scene" keeps everything the grid holds
+    # what the cut and the bounds drop goes before the visibility pass and the repair
+    verts, faces = precull(verts, faces, region.lo if clip else None, region.hi if clip else None, plane, cut,
+                           flat + spec.voxel)
+    culled = raw_faces - len(faces)
+    hidden = 0
+    if cfg.remove_hidden:   # within half the truncation band of the front surface counts as on it
+        seen = visible_faces(gpu, verts, faces, cams, sizes, 0.5 * cfg.trunc_voxels * spec.voxel,
+                             on_progress=lambda d, n: rep.sub(d, n, "visibility "))
+        meter.gpu("visibility", 12 * len(verts) + 16 * len(faces) + 4 * max(w * h for w, h in sizes))
+        meter.gpu("visibility", 0)
+        hidden = int((~seen).sum())
+        verts, faces = compact(verts, faces[seen])
     # an orbit's subject was seen all around: every hole is closed, so it comes out watertight
     closing = cfg.close and region.found == "subject"
     verts, faces, repair = repair_mesh(verts, faces, region.lo if clip else None, region.hi if clip else None,
@@ -252,7 +256,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
                  "dims": spec.dims},
         "bounds": {**region.to_json(), "cut_height": cut},
         "views": len(dataset.cameras), "gaussians": len(rows), "faces_marching_cubes": raw_faces,
-        "faces_hidden": hidden,
+        "faces_culled": culled, "faces_hidden": hidden,
         "components_removed": repair["components_removed"], "repair": repair,
         "watertight": repair["watertight_decimated"], "faces": int(len(faces)), "vertices": int(len(verts)),
         "uv_vertices": int(len(uv.vertices)), "charts": uv.charts, "texture_size": size,

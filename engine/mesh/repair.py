@@ -30,8 +30,8 @@ from .subject import Plane
 def _edge_keys(faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(directed edges [3F, 2] as the faces wind them: all first edges, then second, then
     third; [3F] int64 key of each undirected edge): a 1-D key to sort instead of rows."""
-    e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
-    lo, hi = e.min(1), e.max(1)
+    e = np.stack([faces.T.reshape(-1), faces[:, [1, 2, 0]].T.reshape(-1)], 1)
+    lo, hi = np.minimum(e[:, 0], e[:, 1]), np.maximum(e[:, 0], e[:, 1])
     return e, lo * (int(faces.max()) + 1 if len(faces) else 1) + hi
 
 
@@ -71,13 +71,19 @@ def make_manifold(verts: np.ndarray, faces: np.ndarray, rounds: int = 8) -> tupl
 
 
 def is_watertight(verts: np.ndarray, faces: np.ndarray) -> bool:
-    """trimesh's check: every edge shared by exactly two faces, with consistent winding."""
-    import trimesh
-
+    """trimesh's check (``is_watertight and is_winding_consistent``): every edge shared by
+    exactly two faces, which wind it in opposite directions (no directed edge twice). On
+    integer keys: a third of trimesh's time on the chair's 2.3M marching-cubes faces."""
+    faces = np.asarray(faces, np.int64)
     if len(faces) == 0:
         return False
-    m = trimesh.Trimesh(verts, faces, process=False)
-    return bool(m.is_watertight and m.is_winding_consistent)
+    e, key = _edge_keys(faces)
+    key = np.sort(key)
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    if not (np.diff(np.r_[starts, len(key)]) == 2).all():
+        return False
+    directed = np.sort(e[:, 0] * (int(faces.max()) + 1) + e[:, 1])
+    return bool((directed[1:] != directed[:-1]).all())
 
 
 def largest_component_share(verts: np.ndarray, faces: np.ndarray) -> float:
@@ -123,6 +129,44 @@ def fill_holes(verts: np.ndarray, faces: np.ndarray, max_edges: int = 100,
     return np.concatenate([verts, cent[fill]]), np.concatenate([faces, fan]), int(fill.sum())
 
 
+def _single_faces(faces: np.ndarray) -> np.ndarray:
+    """[F] bool: faces whose three vertices no other face has (in any order). One int64
+    key per face when the vertex count allows (np.unique over rows is 5x slower)."""
+    tri = np.sort(faces, axis=1)
+    n = int(faces.max()) + 1
+    if float(n) ** 3 >= 2.0 ** 62:
+        _, inv, counts = np.unique(tri, axis=0, return_inverse=True, return_counts=True)
+        return counts[inv.reshape(-1)] == 1
+    key = (tri[:, 0] * n + tri[:, 1]) * n + tri[:, 2]
+    order = np.argsort(key)
+    k = key[order]
+    dup = np.zeros(len(k), bool)
+    same = k[1:] == k[:-1]
+    dup[1:] |= same
+    dup[:-1] |= same
+    out = np.empty(len(k), bool)
+    out[order] = ~dup
+    return out
+
+
+def precull(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: Plane | None = None,
+            cut: float = 0.0, pad: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Drop, before the costly steps, the faces that the cut and the bounds will drop anyway:
+    those with all three vertices under ``plane`` at height ``cut`` - ``pad`` and those whose
+    vertices all lie outside the box [lo - pad, hi + pad] on one side (world units). On the
+    chair video's 3.3M marching-cubes faces, 45% lay under the floor (its reflection)."""
+    if len(faces) == 0:
+        return verts, faces
+    keep = np.ones(len(faces), bool)
+    if plane is not None:
+        keep &= (plane.distance(verts) >= cut - pad)[faces].any(1)
+    if lo is not None and hi is not None:
+        out_lo = verts < np.asarray(lo, np.float64) - pad
+        out_hi = verts > np.asarray(hi, np.float64) + pad
+        keep &= ~(out_lo[faces].all(1).any(1) | out_hi[faces].all(1).any(1))
+    return (verts, faces) if keep.all() else compact(verts, faces[keep])
+
+
 def close_mesh(verts: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Make a mesh watertight: faces repeated on the same three vertices go (all copies: a
     fold that encloses nothing; quadric decimation leaves some -- 524 pairs in 30k faces
@@ -130,8 +174,7 @@ def close_mesh(verts: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.nda
     Returns (verts, faces, faces dropped, holes filled)."""
     if len(faces) == 0:
         return verts, faces, 0, 0
-    _, inv, counts = np.unique(np.sort(faces, axis=1), axis=0, return_inverse=True, return_counts=True)
-    single = counts[inv.reshape(-1)] == 1
+    single = _single_faces(faces)
     dropped = int((~single).sum())
     if dropped:
         verts, faces = compact(verts, faces[single])
@@ -219,6 +262,7 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
     scale = float(np.ptp(verts, axis=0).max()) if len(verts) else 1.0
     if plane is not None and flat > 0 and len(faces):
         verts, report["vertices_flattened"] = flatten(verts, plane, flat)
+    verts, faces = precull(verts, faces, lo, hi, plane, cut, 1e-6 * scale)
     if plane is not None and len(faces):
         origin = -plane.normal * (plane.offset - cut)          # a point at height ``cut``
         verts, faces, _ = ti.slice_faces_plane(verts, faces, plane.normal, origin)
