@@ -214,10 +214,14 @@ def near_cells(points: np.ndarray, cells: np.ndarray, cell: float, dilation: int
 
 
 def drop_off_subject(verts: np.ndarray, faces: np.ndarray, cells: np.ndarray, cell: float,
-                     min_share: float = 0.25) -> tuple[np.ndarray, np.ndarray, int]:
+                     min_share: float = 0.25, plane: Plane | None = None,
+                     layer_share: float = 0.15) -> tuple[np.ndarray, np.ndarray, int]:
     """Drop the components (all but the largest) with under ``min_share`` of their faces
     within one voxel of the subject's occupied coarse voxels (``cells`` [K, 3] centres, edge
-    ``cell``: engine/mesh/subject.py). Returns (verts, faces, components dropped).
+    ``cell``: engine/mesh/subject.py). Returns (verts, faces, components dropped). With the
+    support ``plane``, first the faces within 30 degrees of level, in the layer over it
+    (``layer_share`` of the subject's height, at least 2 voxels) and not within one voxel
+    of the subject's: flakes of the floor that grew onto the subject's feet.
 
     Why: a glossy floor's reflections fuse into flakes of floor a few tenths over the cut
     (the office chair video at 1000 px: two flakes 1.3-1.5 units wide beside its base, as
@@ -225,8 +229,17 @@ def drop_off_subject(verts: np.ndarray, faces: np.ndarray, cells: np.ndarray, ce
     cut off from the seat at 256 voxels had 55-75% of theirs there)."""
     if len(faces) == 0 or cells is None or len(cells) == 0:
         return verts, faces, 0
-    labels = face_components(faces, len(verts))
     near = near_cells(verts[faces].mean(1), cells, cell)
+    if plane is not None:   # flat faces in the support's layer away from the subject: its flakes
+        h = plane.distance(verts[faces].mean(1))
+        n = np.cross(verts[faces[:, 1]] - verts[faces[:, 0]], verts[faces[:, 2]] - verts[faces[:, 0]])
+        flat = np.abs(n @ plane.normal) > np.cos(np.radians(30.0)) * np.linalg.norm(n, axis=1)
+        layer = max(2.0 * cell, layer_share * float(np.ptp(plane.distance(cells)) + cell))
+        flake = flat & (h < layer) & ~near
+        if flake.any():
+            verts, faces = compact(verts, faces[~flake])
+            near = near[~flake]
+    labels = face_components(faces, len(verts))
     count = np.bincount(labels)
     share = np.bincount(labels, weights=near, minlength=len(count)) / np.maximum(count, 1)
     keep = share >= min_share
@@ -275,7 +288,7 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
         verts, faces = compact(verts, faces[inside]) if inside.any() else (np.zeros((0, 3)), np.zeros((0, 3), np.int64))
     report["faces_in_bounds"] = int(len(faces))
     if cells is not None and len(faces):
-        verts, faces, report["components_off_subject"] = drop_off_subject(verts, faces, cells, cell)
+        verts, faces, report["components_off_subject"] = drop_off_subject(verts, faces, cells, cell, plane=plane)
     removed = 0
     if len(faces):
         verts, faces, removed = remove_small_components(verts, faces, min_component, min_component_faces)

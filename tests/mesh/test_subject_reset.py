@@ -109,3 +109,30 @@ def test_floor_flakes_over_the_cut_are_dropped_and_the_legs_kept():
     v3, f3, rep = repair_mesh(verts, faces, [-2, -2, -0.1], [2, 2, 1], plane, 0.01, close=True, cells=cells,
                               cell=voxel)
     assert rep["components_off_subject"] == 2 and np.abs(v3[:, 0]).max() < 0.31 + 1e-9
+
+
+def test_floor_flake_grown_onto_a_leg_is_cut_off_it():
+    """A flat flake of floor 0.05 over it, joined to the end of a leg by a triangle (one
+    component with it): its level faces in the floor's layer and away from the subject's
+    voxels go, the leg stays whole."""
+    leg_v, leg_f = trimesh.remesh.subdivide_to_size(*_box([-0.02, -0.35, 0.02], [0.02, 0.35, 0.1]), 0.02)
+    seat_v, seat_f = _box([-0.3, -0.3, 0.4], [0.3, 0.3, 0.5])
+    gx, gy = np.meshgrid(np.linspace(0.1, 0.7, 16), np.linspace(0.2, 0.6, 11), indexing="ij")
+    sheet_v = np.stack([gx.ravel(), gy.ravel(), np.full(gx.size, 0.05)], 1)
+    i = np.arange(15)[:, None] * 11 + np.arange(10)[None]
+    sheet_f = np.concatenate([np.stack([i, i + 11, i + 1], -1).reshape(-1, 3),
+                              np.stack([i + 1, i + 11, i + 12], -1).reshape(-1, 3)])
+    verts, faces = _merge((leg_v, leg_f), (seat_v, seat_f), (sheet_v, sheet_f))
+    corner = int(np.argmin(np.linalg.norm(leg_v - [0.02, 0.35, 0.02], axis=1)))
+    s0 = len(leg_v) + len(seat_v)
+    faces = np.concatenate([faces, [[corner, s0, s0 + 1]]])      # the flake grown onto the leg's end
+    voxel = 0.08
+    grid = np.stack(np.meshgrid(*[np.arange(-0.4, 0.4, voxel) + voxel / 2] * 2, np.arange(0, 0.6, voxel) + voxel / 2,
+                                indexing="ij"), -1).reshape(-1, 3)
+    on_seat = (np.abs(grid[:, :2]) < 0.3).all(1) & (grid[:, 2] > 0.36) & (grid[:, 2] < 0.54)
+    on_leg = (np.abs(grid[:, 0]) < 0.05) & (np.abs(grid[:, 1]) < 0.36) & (grid[:, 2] < 0.14)
+    plane = Plane(np.array([0.0, 0.0, 1.0]), 0.0, 100, 0.0)
+    v2, f2, _ = drop_off_subject(verts, faces, grid[on_seat | on_leg], voxel, plane=plane)
+    assert v2[:, 0].max() < 0.31 and len(f2) >= len(leg_f) + len(seat_f)
+    v3, f3, _ = drop_off_subject(verts, faces, grid[on_seat | on_leg], voxel)        # without the plane: kept
+    assert v3[:, 0].max() > 0.6
