@@ -198,7 +198,8 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     cut = 0.0 if plane is None else spec.voxel if plane.source == "base" else max(2.0 * spec.voxel, plane.thickness)
     # a scene's support (engine/mesh/subject.py scene_plane): its layer flattened onto it and
     # kept, what lies under it cut a quarter voxel down (the cut's caps fill the support's holes)
-    flat = 0.0 if plane is None or plane.source != "scene" else max(2.0 * spec.voxel, plane.thickness)
+    # (the layer: as thick as the fusion band, the depth the views of its fuzzy splats disagree by)
+    flat = 0.0 if plane is None or plane.source != "scene" else max(2.0 * spec.voxel, plane.thickness, spec.trunc)
     if flat:
         cut = -0.25 * spec.voxel
     clip = region.found != "scene"  # "scene" keeps everything the grid holds

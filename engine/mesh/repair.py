@@ -94,12 +94,17 @@ def largest_component_share(verts: np.ndarray, faces: np.ndarray) -> float:
 
 
 def fill_holes(verts: np.ndarray, faces: np.ndarray, max_edges: int = 100,
-               always: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+               always: np.ndarray | None = None, on_plane: np.ndarray | None = None,
+               normal: np.ndarray | None = None, plane_share: float = 0.8) -> tuple[np.ndarray, np.ndarray, int]:
     """Close boundary loops of at most ``max_edges`` edges (and every loop whose vertices
     are all flagged in ``always`` [V] bool, e.g. on the cut plane) by a fan of triangles
     from a new vertex at the loop's centroid, wound against the boundary edge so the
     winding stays consistent. Returns (verts, faces, loops filled). Loops are the connected
-    components of the boundary edges; two loops touching at a vertex count as one."""
+    components of the boundary edges; two loops touching at a vertex count as one.
+    on_plane [V] bool with ``normal`` [3]: also every loop with at least ``plane_share`` of
+    its edges between flagged vertices that is a hole, not the outer rim (its edges wind
+    clockwise about ``normal``: negative signed area), whatever its size: the holes of a
+    flattened support, which every camera saw from its front."""
     be = boundary_edges(faces)
     if len(be) == 0:
         return verts, faces, 0
@@ -115,6 +120,11 @@ def fill_holes(verts: np.ndarray, faces: np.ndarray, max_edges: int = 100,
         flagged = np.ones(loops, bool)
         np.logical_and.at(flagged, loop, always[be[:, 0]] & always[be[:, 1]])
         fill |= flagged
+    if on_plane is not None and normal is not None:
+        flat = np.bincount(loop, weights=on_plane[be[:, 0]] & on_plane[be[:, 1]], minlength=loops)
+        area = np.bincount(loop, weights=np.cross(verts[be[:, 0]], verts[be[:, 1]]) @ np.asarray(normal, np.float64),
+                           minlength=loops)
+        fill |= (flat >= plane_share * size) & (area < 0)
     fill &= size >= 3
     if not fill.any():
         return verts, faces, 0
@@ -300,7 +310,10 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
     elif len(faces):
         # the cut's loops lie on the plane at height ``cut``: closed whatever their size
         on_cut = np.abs(plane.distance(verts) - cut) <= 1e-6 * scale if plane is not None else None
-        verts, faces, filled = fill_holes(verts, faces, max_hole_edges, on_cut)
+        # a flattened support's holes (what the views' disagreement tore out of it) are closed
+        on_plane = np.abs(plane.distance(verts)) <= 1e-6 * scale if plane is not None and flat > 0 else None
+        verts, faces, filled = fill_holes(verts, faces, max_hole_edges, on_cut, on_plane,
+                                          plane.normal if plane is not None else None)
     report["faces_dropped_to_close"] = int(dropped)
     report["holes_filled"] = int(filled)
     report["faces_out"] = int(len(faces))

@@ -136,3 +136,35 @@ def test_floor_flake_grown_onto_a_leg_is_cut_off_it():
     assert v2[:, 0].max() < 0.31 and len(f2) >= len(leg_f) + len(seat_f)
     v3, f3, _ = drop_off_subject(verts, faces, grid[on_seat | on_leg], voxel)        # without the plane: kept
     assert v3[:, 0].max() > 0.6
+
+
+def test_holes_torn_out_of_a_flattened_table_are_closed_and_its_rim_kept():
+    """The book's table (7 photos, no orbit): the views' disagreement tore holes of hundreds
+    of edges out of the support's layer, over the small-hole limit (20 here). Flattened onto the
+    scene's support, each hole (its edges clockwise about the normal) is closed; the table's
+    outer rim (counter-clockwise) stays open, and the box on the table stays as it was."""
+    rng = np.random.default_rng()
+    n = 81
+    gx, gy = np.meshgrid(np.linspace(-2, 2, n), np.linspace(-2, 2, n), indexing="ij")
+    verts = np.stack([gx.ravel(), gy.ravel(), rng.normal(0, 0.01, gx.size)], 1)   # a wavy sheet of table
+    i = np.arange(n - 1)[:, None] * n + np.arange(n - 1)[None]
+    faces = np.concatenate([np.stack([i, i + n, i + 1], -1).reshape(-1, 3),
+                            np.stack([i + 1, i + n, i + n + 1], -1).reshape(-1, 3)])
+    c = verts[faces].mean(1)
+    holes = [(-1.0, -1.0, 0.5), (1.0, 0.8, 0.35), (0.9, -1.1, 0.3)]
+    torn = np.zeros(len(faces), bool)
+    for x, y, r in holes:
+        torn |= np.hypot(c[:, 0] - x, c[:, 1] - y) < r
+    box = trimesh.remesh.subdivide_to_size(*_box([-0.3, -0.2, 0.2], [0.3, 0.2, 0.5]), 0.05)
+    verts, faces = _merge((verts, faces[~torn]), box)
+    plane = Plane(np.array([0.0, 0.0, 1.0]), 0.0, 1000, 0.02, "scene")
+    v2, f2, rep = repair_mesh(verts, faces, None, None, plane, -0.01, max_hole_edges=20, flat=0.05)
+    assert rep["holes_filled"] == 3
+    from engine.mesh.repair import boundary_edges
+    rim = boundary_edges(f2)
+    assert len(rim) == 4 * (n - 1) and (np.abs(np.abs(v2[rim[:, 0], :2]).max(1) - 2) < 1e-9).all()
+    assert (v2[:, 2] > 0.49).sum() == (box[0][:, 2] > 0.49).sum()          # the box stays
+    # filled: the table's area is whole again
+    a = trimesh.Trimesh(v2, f2, process=False).area_faces
+    table = np.abs(v2[f2][:, :, 2]).max(1) < 1e-9
+    assert abs(a[table].sum() - 16.0) < 0.05, a[table].sum()
