@@ -77,10 +77,12 @@ def opaque_cut(opacity_logits: np.ndarray, min_opacity: float = 0.2, quantile: f
 def splat_bounds(means: np.ndarray, opacity_logits: np.ndarray, min_opacity: float = 0.2,
                  quantile: float = 0.005, pad: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     """(lo [3], hi [3]): per-axis ``quantile`` .. 1 - ``quantile`` range of the centres of
-    Gaussians with opacity >= :func:`opaque_cut` (all if none are), padded by ``pad`` x size.
-    The quantiles drop the few far-away background splats that would stretch the grid."""
+    Gaussians with opacity >= ``min_opacity`` (all if none are), padded by ``pad`` x size.
+    The quantiles drop the few far-away background splats that would stretch the grid. (The
+    fixed cut, not :func:`opaque_cut`: with translucent splats it keeps the fewer, surer ones
+    and a smaller box; the book's mesh came out the same either way.)"""
     means = np.asarray(means, np.float64)
-    keep = 1.0 / (1.0 + np.exp(-np.asarray(opacity_logits, np.float64))) >= opaque_cut(opacity_logits, min_opacity)
+    keep = 1.0 / (1.0 + np.exp(-np.asarray(opacity_logits, np.float64))) >= min_opacity
     pts = means[keep] if keep.sum() >= 8 else means
     lo = np.quantile(pts, quantile, axis=0)
     hi = np.quantile(pts, 1.0 - quantile, axis=0)
