@@ -128,7 +128,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     from ..mesh.export import export_meshes
     from ..mesh.extract import extract_mesh
     from ..mesh.grid import grid_for_bounds, splat_trunc
-    from ..mesh.repair import close_mesh, is_watertight, largest_component_share, repair_mesh
+    from ..mesh.repair import close_mesh, is_watertight, largest_component_share, precull, repair_mesh
     from ..mesh.subject import resolve_bounds
     from ..mesh.tsdf import fuse_depth_maps
     from ..mesh.visible import visible_faces
@@ -192,6 +192,21 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
                            "(check the bounds, or lower --min-support)")
 
     rep.step("clean")
+    # the cut sits above the table's splat layer and at least 2 voxels up (its own surface);
+    # a base plane lies under the subject's own lowest splats: one voxel up clears the junk
+    plane = region.plane
+    cut = 0.0 if plane is None else spec.voxel if plane.source == "base" else max(2.0 * spec.voxel, plane.thickness)
+    # a scene's support (engine/mesh/subject.py scene_plane): its layer flattened onto it and
+    # kept, what lies under it cut a quarter voxel down (the cut's caps fill the support's holes)
+    # (the layer: as thick as the fusion band, the depth the views of its fuzzy splats disagree by)
+    flat = 0.0 if plane is None or plane.source != "scene" else max(2.0 * spec.voxel, plane.thickness, spec.trunc)
+    if flat:
+        cut = -0.25 * spec.voxel
+    clip = region.found != "scene"  # "scene" keeps everything the grid holds
+    # what the cut and the bounds drop goes before the visibility pass and the repair
+    verts, faces = precull(verts, faces, region.lo if clip else None, region.hi if clip else None, plane, cut,
+                           flat + spec.voxel)
+    culled = raw_faces - len(faces)
     hidden = 0
     if cfg.remove_hidden:   # within half the truncation band of the front surface counts as on it
         seen = visible_faces(gpu, verts, faces, cams, sizes, 0.5 * cfg.trunc_voxels * spec.voxel,
@@ -200,21 +215,11 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
         meter.gpu("visibility", 0)
         hidden = int((~seen).sum())
         verts, faces = compact(verts, faces[seen])
-    # the cut sits above the table's splat layer and at least 2 voxels up (its own surface);
-    # a base plane lies under the subject's own lowest splats: one voxel up clears the junk
-    plane = region.plane
-    cut = 0.0 if plane is None else spec.voxel if plane.source == "base" else max(2.0 * spec.voxel, plane.thickness)
-    # a scene's support (engine/mesh/subject.py scene_plane): its layer flattened onto it and
-    # kept, what lies under it cut a quarter voxel down (the cut's caps fill the support's holes)
-    flat = 0.0 if plane is None or plane.source != "scene" else max(2.0 * spec.voxel, plane.thickness)
-    if flat:
-        cut = -0.25 * spec.voxel
-    clip = region.found != "scene"  # "scene" keeps everything the grid holds
     # an orbit's subject was seen all around: every hole is closed, so it comes out watertight
     closing = cfg.close and region.found == "subject"
     verts, faces, repair = repair_mesh(verts, faces, region.lo if clip else None, region.hi if clip else None,
                                        region.plane, cut, cfg.max_hole_edges, cfg.min_component, close=closing,
-                                       flat=flat)
+                                       flat=flat, cells=region.cells if clip else None, cell=region.cell)
     if len(faces) == 0:
         raise SpirulaError(f"no surface left in the bounds {region.box} ({region.reason}); "
                            "try --bounds scene or explicit numbers")
@@ -252,7 +257,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
                  "dims": spec.dims},
         "bounds": {**region.to_json(), "cut_height": cut},
         "views": len(dataset.cameras), "gaussians": len(rows), "faces_marching_cubes": raw_faces,
-        "faces_hidden": hidden,
+        "faces_culled": culled, "faces_hidden": hidden,
         "components_removed": repair["components_removed"], "repair": repair,
         "watertight": repair["watertight_decimated"], "faces": int(len(faces)), "vertices": int(len(verts)),
         "uv_vertices": int(len(uv.vertices)), "charts": uv.charts, "texture_size": size,

@@ -47,32 +47,8 @@ import numpy as np
 from scipy import ndimage
 
 from ..errors import SpirulaError
-from .grid import splat_bounds
-
-
-@dataclass(frozen=True)
-class Plane:
-    """Oriented plane n.x + offset = 0; ``normal`` [3] unit, pointing to the cameras' side.
-    inliers: support points within the RANSAC tolerance; thickness: 2.5 x the RMS distance
-    of those inliers to the refined plane (world units), how thick the table's splats lie.
-    source: "table" (fitted to the support's splats), "base" (no support surface in the
-    splats: the plane under the subject's lowest splats, normal to the orbit's axis) or
-    "scene" (the dominant plane of a capture that is no orbit, every camera on its front
-    side: :func:`scene_plane`)."""
-
-    normal: np.ndarray
-    offset: float
-    inliers: int = 0
-    thickness: float = 0.0
-    source: str = "table"
-
-    def distance(self, points: np.ndarray) -> np.ndarray:
-        """[N] signed distance of world points [N, 3] (positive above)."""
-        return np.asarray(points, np.float64) @ self.normal + self.offset
-
-    def to_json(self) -> dict:
-        return {"normal": [float(v) for v in self.normal], "offset": float(self.offset),
-                "inliers": int(self.inliers), "thickness": float(self.thickness), "source": self.source}
+from .grid import opaque_cut, splat_bounds
+from .plane import Plane, _cone, _unit, base_plane, fit_plane, scene_plane  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -110,6 +86,8 @@ class SubjectBounds:
     plane: Plane | None = None
     reason: str = ""
     extra: dict = field(default_factory=dict)
+    cells: np.ndarray | None = None   # [K, 3] centres of the subject's occupied coarse voxels
+    cell: float = 0.0                 # their edge (world units)
 
     @property
     def box(self) -> tuple[float, ...]:
@@ -120,10 +98,6 @@ class SubjectBounds:
         return {"mode": self.mode, "found": self.found, "box": list(self.box), "reason": self.reason,
                 "orbit": self.orbit.to_json() if self.orbit else None,
                 "plane": self.plane.to_json() if self.plane else None, **self.extra}
-
-
-def _unit(v: np.ndarray) -> np.ndarray:
-    return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-300)
 
 
 def camera_up(c2w: np.ndarray) -> np.ndarray:
@@ -204,80 +178,6 @@ def detect_orbit(c2w: np.ndarray, max_miss: float = 0.25, min_share: float = 0.7
     return Orbit(ok, point, up, share, gap, float(np.median(dist)))
 
 
-def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypotheses: int = 512,
-              up: np.ndarray | None = None, max_tilt_deg: float = 35.0, above: np.ndarray | None = None,
-              above_share: float = 0.95, min_inliers: int = 30,
-              all_above: np.ndarray | None = None, column: np.ndarray | None = None,
-              below_share: float = 0.05, off_column: np.ndarray | None = None, around_share: float = 0.5,
-              accept=None, tries: int = 8, draw: np.ndarray | None = None) -> tuple[Plane, np.ndarray] | None:
-    """RANSAC plane on points [M, 3] with inlier tolerance ``tol`` (world units): (plane,
-    inlier mask [M]) or None when no admissible hypothesis has ``min_inliers`` inliers.
-
-    All ``hypotheses`` triples are scored at once. With ``up`` [3]: only planes whose normal
-    is within ``max_tilt_deg`` of it count, oriented to it. With ``above`` [K, 3]: only planes
-    with at least ``above_share`` of those points on the upper side count (the cameras and
-    the look point stand above a table); with ``all_above`` [J, 3]: only planes with all of
-    those above (the look point: not the flat top of the object itself); with ``column``
-    [K, 3]: only planes with at most ``below_share`` of those points more than ``tol`` under
-    them (the splats over and under the look point: a chair's seat, its legs under it, is
-    no support); with ``off_column`` [M] bool (the points off that column): only planes with
-    at least ``around_share`` of their inliers there (a table shows around what stands on
-    it; a plane along the subject's rim or its base's legs does not). The winner is refined by least squares (SVD) on its inliers, then on the
-    inliers of the refined plane; with ``accept`` ((Plane, its inliers [I, 3]) -> bool), the first of the ``tries``
-    best hypotheses whose refined plane it accepts wins (the refinement can tilt a plane
-    into the subject: on the mouse capture the best of 4096 did). ``draw`` [M] bool: the
-    points the triples are drawn from (default all)."""
-    pts = np.asarray(points, np.float64)
-    if len(pts) < 3:
-        return None
-    pool = pts if draw is None or np.count_nonzero(draw) < 3 else pts[np.asarray(draw, bool)]
-    tri = pool[rng.integers(0, len(pool), (hypotheses, 3))]               # [H, 3, 3]
-    n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
-    good = np.linalg.norm(n, axis=1) > 1e-12
-    n = _unit(n)
-    if up is not None:
-        up = _unit(np.asarray(up, np.float64))
-        s = np.sign(n @ up)
-        n = n * np.where(s == 0, 1.0, s)[:, None]
-        good &= n @ up >= np.cos(np.radians(max_tilt_deg))
-    off = -(n * tri[:, 0]).sum(1)
-    if above is not None:
-        good &= ((np.asarray(above, np.float64) @ n.T + off) > 0).mean(0) >= above_share
-    if all_above is not None:
-        good &= ((np.asarray(all_above, np.float64).reshape(-1, 3) @ n.T + off) > 0).all(0)
-    if column is not None and len(column):
-        col = np.asarray(column, np.float64)
-        for s in range(0, len(n), 64):  # [K, 64] blocks
-            good[s:s + 64] &= ((col @ n[s:s + 64].T + off[s:s + 64]) < -tol).mean(0) <= below_share
-    if not good.any():
-        return None
-    n, off = n[good], off[good]
-    counts = np.zeros(len(n), np.int64)
-    for s in range(0, len(n), 64):  # [64, M] distance blocks keep the memory small
-        near = np.abs(pts @ n[s:s + 64].T + off[s:s + 64]) < tol
-        counts[s:s + 64] = near.sum(0)
-        if off_column is not None:   # too few inliers around: no candidate
-            counts[s:s + 64] *= near[np.asarray(off_column, bool)].sum(0) >= around_share * counts[s:s + 64]
-    for best in np.argsort(-counts, kind="stable")[:tries if accept is not None else 1]:
-        if counts[best] < max(min_inliers, 3):
-            return None
-        normal, offset = n[best], off[best]
-        for _ in range(2):
-            inl = np.abs(pts @ normal + offset) < tol
-            if inl.sum() < 3:
-                break
-            c = pts[inl].mean(0)
-            refined = np.linalg.svd(pts[inl] - c, full_matrices=False)[2][2]
-            normal = refined * (1.0 if refined @ normal >= 0 else -1.0)
-            offset = -float(normal @ c)
-        inl = np.abs(pts @ normal + offset) < tol
-        rms = float(np.sqrt(np.mean((pts[inl] @ normal + offset) ** 2))) if inl.any() else 0.0
-        plane = Plane(normal, float(offset), int(inl.sum()), 2.5 * rms)
-        if accept is None or accept(plane, pts[inl]):
-            return plane, inl
-    return None
-
-
 def seen_counts(points: np.ndarray, w2c: np.ndarray, intrinsics: np.ndarray, chunk: int = 8192) -> np.ndarray:
     """[M] int: how many cameras see each world point [M, 3] inside their image and in
     front. w2c [N, 4, 4]; intrinsics [N, 6] (fx, fy, cx, cy, width, height) in pixels."""
@@ -297,8 +197,9 @@ def seen_counts(points: np.ndarray, w2c: np.ndarray, intrinsics: np.ndarray, chu
 def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_radius: float,
                  plane: Plane | None = None, margin: float = 0.0, min_count: int = 2,
                  visible: np.ndarray | None = None,
-                 gap_share: float = 0.25) -> tuple[np.ndarray, np.ndarray, int, bool] | None:
-    """(lo [3], hi [3], occupied voxels of the subject, whether it stands on the plane) or
+                 gap_share: float = 0.25) -> tuple[np.ndarray, np.ndarray, int, bool, np.ndarray] | None:
+    """(lo [3], hi [3], occupied voxels of the subject, whether it stands on the plane,
+    their centres [K, 3]) or
     None when no occupied voxel reaches within ``seed_radius`` of ``look_point``.
 
     points [M, 3]: opaque splat centres (world); voxel: grid edge (world units); plane /
@@ -342,7 +243,7 @@ def grow_subject(points: np.ndarray, look_point: np.ndarray, voxel: float, seed_
     if stands:
         foot = sub - (plane.distance(sub) + 2 * voxel)[:, None] * plane.normal  # 2 voxels under the plane
         lo, hi = np.minimum(lo, foot.min(0)), np.maximum(hi, foot.max(0))
-    return lo, hi, int(len(sub)), bool(stands)
+    return lo, hi, int(len(sub)), bool(stands), sub
 
 
 def _stands_on(heights: np.ndarray, margin: float, voxel: float, gap_share: float) -> bool:
@@ -386,72 +287,6 @@ def _base_cells(centres: np.ndarray, inner: np.ndarray, plane: Plane, margin: fl
     return base
 
 
-def base_plane(heights: np.ndarray, up: np.ndarray, above_heights: np.ndarray, quantile: float = 0.0025,
-               above_share: float = 0.95, min_points: int = 50) -> Plane | None:
-    """The plane n = ``up`` at the ``quantile`` of the subject's splat heights [M] (heights
-    along up, world units) -- a low quantile, not the minimum, so a few stray splats under
-    the table do not lower it -- or None when fewer than ``min_points`` heights are given
-    or fewer than ``above_share`` of ``above_heights`` [K] (cameras, look point) lie above
-    it: an object seen from below as well (the torus in empty space) has no support."""
-    h = np.asarray(heights, np.float64)
-    if len(h) < min_points:
-        return None
-    base = float(np.quantile(h, quantile))
-    if (np.asarray(above_heights, np.float64) > base).mean() < above_share:
-        return None
-    return Plane(_unit(np.asarray(up, np.float64)), -base, 0, 0.0, "base")
-
-
-def scene_plane(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray, seed: int = 0,
-                min_opacity: float = 0.2, tol_share: float = 0.02, min_share: float = 0.3,
-                max_tilt_deg: float = 75.0, hypotheses: int = 2048) -> Plane | None:
-    """The support of a capture that is no orbit (photos of a book on a table from one side,
-    a walk over a floor), or None: the RANSAC plane (:func:`fit_plane`, tolerance
-    ``tol_share`` x the diagonal of the opaque splats' bounds) that holds at least
-    ``min_share`` of the opaque splat centres, with every camera on its front side and its
-    normal within ``max_tilt_deg`` of the cameras' mean backward direction (the up of a
-    top-down capture is far from the images' up), then fitted again to its inliers at a
-    quarter of the tolerance (a book on the table lies within the first and would lift it).
-    source "scene"; thickness: 2.5 x the RMS distance of the first inliers under it (its own
-    spread: what stands on it lies over it).
-
-    Why: few views of fuzzy splats (7 photos; a table of splats 0.4-1.6 units wide on the
-    book capture) give depth maps that disagree by several truncation bands, and the fused
-    table comes out as a slab of torn sheets 1-2 units thick, a quarter of its area under
-    the table's splats. Nothing behind a surface that every camera sees from its front was
-    observed (what lies there came from a view's depth sliding through it), and the
-    sheets in its layer are that surface (engine/mesh/repair.py ``flatten``)."""
-    c2w = np.asarray(c2w, np.float64)
-    means = np.asarray(means, np.float64)
-    opaque = 1.0 / (1.0 + np.exp(-np.asarray(opacity_logits, np.float64))) > min_opacity
-    pts = means[opaque]
-    if len(pts) < 30:
-        return None
-    lo, hi = splat_bounds(means, opacity_logits, min_opacity)
-    rng = np.random.default_rng(seed)
-    sample = pts[rng.choice(len(pts), min(len(pts), 20000), replace=False)]
-    back = _unit(-c2w[:, :3, 2].mean(0))
-    found = fit_plane(sample, tol_share * float(np.linalg.norm(hi - lo)), rng, hypotheses=hypotheses, up=back,
-                      max_tilt_deg=max_tilt_deg, above=c2w[:, :3, 3], above_share=1.0,
-                      min_inliers=max(30, int(min_share * len(sample))))
-    if found is None:
-        return None
-    tol = tol_share * float(np.linalg.norm(hi - lo))
-    coarse = sample[found[1]]
-    # again at a quarter of the tolerance on those inliers: the table's dense layer, not the
-    # book on it, has the most of them (the book lay within the first tolerance, lifting it)
-    fine = fit_plane(coarse, 0.25 * tol, rng, hypotheses=hypotheses, up=found[0].normal, max_tilt_deg=10.0,
-                     min_inliers=max(3, int(0.5 * min_share * len(coarse))))
-    p = fine[0] if fine is not None else found[0]
-    if (p.distance(c2w[:, :3, 3]) <= 0).any():   # the refinement may tilt it under a camera
-        return None
-    # its thickness from the side under it, where only its own spread lies (objects stand on it)
-    d = p.distance(coarse)
-    under = d[d < 0]
-    rms = float(np.sqrt(np.mean(under ** 2))) if len(under) else p.thickness / 2.5
-    return Plane(p.normal, p.offset, int(found[0].inliers), 2.5 * rms, "scene")
-
-
 MAX_BELOW_SUPPORT = 0.05   # share of the splats near the look point a support plane may leave under it
 MIN_AROUND = 0.5           # share of a support plane's inliers off the subject's column
 
@@ -489,7 +324,7 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     c2w = np.asarray(c2w, np.float64)
     d_cam = np.linalg.norm(c2w[:, :3, 3] - orbit.look_point, axis=1)
     voxel, seed_radius = orbit.distance / grid_cells, 0.2 * orbit.distance
-    opaque = 1.0 / (1.0 + np.exp(-logits)) > min_opacity
+    opaque = 1.0 / (1.0 + np.exp(-logits)) > opaque_cut(logits, min_opacity)
     if scales is not None:
         opaque &= np.exp(np.asarray(scales, np.float64)).max(1) < 4 * voxel
     inside = np.linalg.norm(means - orbit.look_point, axis=1) < 0.9 * np.quantile(d_cam, 0.1)
@@ -517,7 +352,7 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
         found = fit_plane(sample, 0.5 * voxel, rng, hypotheses=hypotheses, up=orbit.up, above=above,
                           min_inliers=max(30, int(0.05 * len(sample))), all_above=orbit.look_point,
                           column=column, below_share=MAX_BELOW_SUPPORT, draw=draw,
-                          off_column=around, around_share=MIN_AROUND,
+                          off_column=around, around_share=MIN_AROUND, seed_normals=_cone(orbit.up), tries=24,
                           accept=lambda p, inl: shows_around(inl) and not (under(p, near) or under(p, column)))
         if found:
             break
@@ -532,7 +367,7 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     if grown is None:
         return SubjectBounds("auto", "scene", scene_lo, scene_hi, orbit, None,
                              "orbit, but no opaque splats near the look point", extra)
-    lo, hi, cells, stands = grown
+    lo, hi, cells, stands, centres = grown
     if plane is not None and not stands:   # e.g. the floor under a table without texture
         plane = None
     if plane is None:
@@ -549,7 +384,8 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
     why = f"orbit around the look point; subject of {cells} coarse voxels" + (
         "; no support plane" if plane is None else "; support plane found" if plane.source == "table"
         else "; no table surface in the splats: closed under the subject's lowest splats")
-    return SubjectBounds("auto", "subject", lo, hi, orbit, plane, why, {**extra, "subject_voxels": cells})
+    return SubjectBounds("auto", "subject", lo, hi, orbit, plane, why, {**extra, "subject_voxels": cells},
+                         centres, voxel)
 
 
 def resolve_bounds(setting, c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
