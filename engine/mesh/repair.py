@@ -275,7 +275,8 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
     cameras went all around: watertight). report: face counts after each step, holes
     filled, caps, watertightness and the largest component's share before and after.
     flat: first flatten the layer within this distance of the plane onto it (:func:`flatten`;
-    a scene's support, whose cut lies under that layer). cells [K, 3] / cell: the subject's
+    a scene's support, whose cut lies under that layer), then re-mesh that layer as one flat
+    sheet over the region it covers (engine/mesh/support.py). cells [K, 3] / cell: the subject's
     occupied coarse voxels; components far from them go (:func:`drop_off_subject`)."""
     import trimesh.intersections as ti
 
@@ -297,6 +298,11 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
         inside = ((c >= np.asarray(lo) - eps) & (c <= np.asarray(hi) + eps)).all(1)
         verts, faces = compact(verts, faces[inside]) if inside.any() else (np.zeros((0, 3)), np.zeros((0, 3), np.int64))
     report["faces_in_bounds"] = int(len(faces))
+    if plane is not None and flat > 0 and len(faces):  # the flattened support as one flat sheet
+        from .support import remesh_support
+
+        verts, faces, sup = remesh_support(verts, faces, plane, 1e-6 * scale)
+        report.update(sup)
     if cells is not None and len(faces):
         verts, faces, report["components_off_subject"] = drop_off_subject(verts, faces, cells, cell, plane=plane)
     removed = 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.mesh.clean import remove_small_components
 from engine.mesh.extract import extract_mesh
 from engine.mesh.grid import grid_for_bounds, splat_trunc
 from engine.mesh.repair import is_watertight, largest_component_share
@@ -66,7 +67,9 @@ def test_views_that_disagree_by_a_splat_fuse_into_one_surface(gpu):
     print(f"\nband {band / spec.voxel:.1f} voxels: watertight {is_watertight(*wide)}, largest "
           f"{largest_component_share(*wide):.3f}, radius {r.mean():.3f} +- {r.std():.3f}; 4 voxels: "
           f"watertight {is_watertight(*narrow)}, largest {share_narrow:.3f}")
-    # one closed surface: a stray speck of a few faces may survive the random draw (0.02% seen)
-    assert is_watertight(*wide) and largest_component_share(*wide) >= 0.995
+    # one closed surface: a stray speck of a few faces may survive the random draw (0.02% seen;
+    # an open speck once in ~35 runs), so the largest component is the one that must be closed
+    largest = remove_small_components(*wide, 0.5, 0)[:2]
+    assert is_watertight(*largest) and largest_component_share(*wide) >= 0.995
     assert abs(r.mean() - 1.0) < 0.1 and r.std() < 0.05
     assert not (is_watertight(*narrow) and share_narrow >= 0.995)

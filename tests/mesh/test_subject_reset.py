@@ -141,8 +141,9 @@ def test_floor_flake_grown_onto_a_leg_is_cut_off_it():
 def test_holes_torn_out_of_a_flattened_table_are_closed_and_its_rim_kept():
     """The book's table (7 photos, no orbit): the views' disagreement tore holes of hundreds
     of edges out of the support's layer, over the small-hole limit (20 here). Flattened onto the
-    scene's support, each hole (its edges clockwise about the normal) is closed; the table's
-    outer rim (counter-clockwise) stays open, and the box on the table stays as it was."""
+    scene's support and re-meshed as one sheet (engine/mesh/support.py), the holes are gone;
+    the table's outer rim stays where it was (within the sheet's grid cell, 0.1 here), and the
+    box on the table stays as it was."""
     rng = np.random.default_rng()
     n = 81
     gx, gy = np.meshgrid(np.linspace(-2, 2, n), np.linspace(-2, 2, n), indexing="ij")
@@ -159,12 +160,15 @@ def test_holes_torn_out_of_a_flattened_table_are_closed_and_its_rim_kept():
     verts, faces = _merge((verts, faces[~torn]), box)
     plane = Plane(np.array([0.0, 0.0, 1.0]), 0.0, 1000, 0.02, "scene")
     v2, f2, rep = repair_mesh(verts, faces, None, None, plane, -0.01, max_hole_edges=20, flat=0.05)
-    assert rep["holes_filled"] == 3
+    assert rep["support_faces_replaced"] > 0
     from engine.mesh.repair import boundary_edges
     rim = boundary_edges(f2)
-    assert len(rim) == 4 * (n - 1) and (np.abs(np.abs(v2[rim[:, 0], :2]).max(1) - 2) < 1e-9).all()
+    table_v = np.abs(v2[:, 2]) < 1e-9
+    assert table_v[rim].all()                                              # no hole in the box either
+    edge = np.abs(v2[rim.reshape(-1), :2]).max(1)
+    assert (np.abs(edge - 2.0) <= 0.1 + 1e-9).all(), (edge.min(), edge.max())  # only the outer rim is open
     assert (v2[:, 2] > 0.49).sum() == (box[0][:, 2] > 0.49).sum()          # the box stays
-    # filled: the table's area is whole again
+    # filled: the table's area is whole again (16 within the rim's cell)
     a = trimesh.Trimesh(v2, f2, process=False).area_faces
     table = np.abs(v2[f2][:, :, 2]).max(1) < 1e-9
-    assert abs(a[table].sum() - 16.0) < 0.05, a[table].sum()
+    assert abs(a[table].sum() - 16.0) < 4 * 4 * 0.1, a[table].sum()
