@@ -78,6 +78,7 @@ def test_photos_for_bake_reads_the_training_files(gpu, tmp_path):
     rng = np.random.default_rng()
     app = Appearance(gpu, "affine", 3)
     dev = rng.normal(size=(3, 12)) * 0.1
+    dev += 0.05 * np.sign(dev)  # each at least 0.05 off identity: the photo visibly changes (line below)
     dev[2] = 0.0  # the held-out image: never trained, identity
     gpu.write(app.buf["params"], dev.astype(np.float32))
     names = ["a.jpg", "b.jpg", "c.jpg"]
