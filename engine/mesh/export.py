@@ -88,17 +88,15 @@ def glb_bytes(vertices: np.ndarray, faces: np.ndarray, uvs: np.ndarray, png: byt
             + struct.pack("<I4s", len(body), b"BIN\0") + body)
 
 
-def _textured(uv: UvMesh, texture: np.ndarray, pbr: bool, name: str):
+def _obj_mesh(uv: UvMesh, name: str):
+    """The trimesh mesh whose OBJ and MTL trimesh writes: its material's texture is a 1-texel
+    stand-in (the PNG beside them is ours, encoded once)."""
     import trimesh
     from trimesh.visual import TextureVisuals
-    from trimesh.visual.material import PBRMaterial, SimpleMaterial
+    from trimesh.visual.material import SimpleMaterial
 
-    img = Image.fromarray(texture)
-    if pbr:
-        mat = PBRMaterial(name=name, baseColorTexture=img, metallicFactor=0.0, roughnessFactor=1.0)
-    else:
-        mat = SimpleMaterial(name=name, image=img, diffuse=(255, 255, 255, 255), ambient=(255, 255, 255, 255),
-                             specular=(0, 0, 0, 255))
+    mat = SimpleMaterial(name=name, image=Image.fromarray(np.zeros((1, 1, 3), np.uint8)),
+                         diffuse=(255, 255, 255, 255), ambient=(255, 255, 255, 255), specular=(0, 0, 0, 255))
     return trimesh.Trimesh(uv.vertices, uv.faces, visual=TextureVisuals(uv=uv.uvs, material=mat), process=False)
 
 
@@ -119,9 +117,8 @@ def export_meshes(out_dir: Path, uv: UvMesh, texture: np.ndarray, verts: np.ndar
         paths["glb"] = out_dir / f"{stem}.glb"
         _atomic_write(paths["glb"], glb_bytes(uv.vertices, uv.faces, uv.uvs, png, stem))
     if "obj" in formats:
-        # trimesh writes the OBJ and MTL of a 1-texel stand-in; the PNG beside them is ours
-        text, files = export_obj(_textured(uv, np.zeros((1, 1, 3), np.uint8), False, stem), include_normals=False,
-                                 include_texture=True, return_texture=True, mtl_name=f"{stem}.mtl")
+        text, files = export_obj(_obj_mesh(uv, stem), include_normals=False, include_texture=True,
+                                 return_texture=True, mtl_name=f"{stem}.mtl")
         for name in sorted(files, key=lambda n: n.endswith(".mtl")):  # texture, then material
             _atomic_write(out_dir / name, files[name] if name.endswith(".mtl") else png)
             paths["mtl" if name.endswith(".mtl") else "png"] = out_dir / name

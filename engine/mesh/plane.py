@@ -41,6 +41,14 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-300)
 
 
+def perpendicular_basis(normal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors e1, e2 [3] with (e1, e2, normal) an orthonormal right-handed frame
+    (``normal`` [3] unit): coordinates on a plane, azimuths about an axis."""
+    n = np.asarray(normal, np.float64)
+    e1 = _unit(np.cross(n, [1.0, 0.0, 0.0] if abs(n[0]) < 0.9 else [0.0, 1.0, 0.0]))
+    return e1, np.cross(n, e1)
+
+
 
 def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypotheses: int = 512,
               up: np.ndarray | None = None, max_tilt_deg: float = 35.0, above: np.ndarray | None = None,
@@ -150,8 +158,7 @@ def _hough_seeds(pts: np.ndarray, normals: np.ndarray, tol: float, peaks: int) -
 def _cone(axis: np.ndarray, tilts_deg=(0.0, 3.0, 6.0, 10.0, 15.0), azimuths: int = 8) -> np.ndarray:
     """[1 + (len(tilts)-1) x azimuths, 3] unit directions around ``axis`` at those tilts."""
     axis = _unit(np.asarray(axis, np.float64))
-    e1 = _unit(np.cross(axis, [1.0, 0.0, 0.0] if abs(axis[0]) < 0.9 else [0.0, 1.0, 0.0]))
-    e2 = np.cross(axis, e1)
+    e1, e2 = perpendicular_basis(axis)
     out = [axis]
     for t in np.radians([t for t in tilts_deg if t > 0]):
         az = np.linspace(0, 2 * np.pi, azimuths, endpoint=False)

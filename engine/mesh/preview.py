@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..pose import look_at  # noqa: F401  (part of this module's API: orbit_views, scripts)
+from .plane import perpendicular_basis
 
 
 def render(verts, faces, w2c, focal: float, width: int, height: int, uvs=None, texture=None,
@@ -88,9 +89,7 @@ def orbit_views(verts, count: int = 4, elevation_deg: float = 25.0, up=(0.0, 0.0
     radius = max(float(np.linalg.norm(v - centre, axis=1).max()), 1e-9)
     up = np.asarray(up, np.float64)
     up /= np.linalg.norm(up)
-    a = np.cross(up, [1.0, 0.0, 0.0] if abs(up[0]) < 0.9 else [0.0, 1.0, 0.0])
-    a /= np.linalg.norm(a)
-    b = np.cross(up, a)
+    a, b = perpendicular_basis(up)
     el = np.radians(elevation_deg)
     out = []
     for k in range(count):

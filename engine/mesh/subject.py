@@ -48,7 +48,7 @@ from scipy import ndimage
 
 from ..errors import SpirulaError
 from .grid import opaque_cut, splat_bounds
-from .plane import Plane, _cone, _unit, base_plane, fit_plane, scene_plane  # noqa: F401 (re-exported)
+from .plane import Plane, _cone, _unit, base_plane, fit_plane, perpendicular_basis, scene_plane  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -119,8 +119,7 @@ def nearest_point_to_lines(centres: np.ndarray, dirs: np.ndarray, weights: np.nd
 
 def _azimuth_gap(vectors: np.ndarray, up: np.ndarray) -> float:
     """Largest gap (degrees) between the azimuths of vectors [N, 3] about the axis up."""
-    e1 = _unit(np.cross(up, [1.0, 0.0, 0.0] if abs(up[0]) < 0.9 else [0.0, 1.0, 0.0]))
-    e2 = np.cross(up, e1)
+    e1, e2 = perpendicular_basis(up)
     flat = vectors - (vectors @ up)[:, None] * up
     keep = np.linalg.norm(flat, axis=1) > 1e-9 * max(np.linalg.norm(vectors, axis=1).max(), 1e-300)
     if keep.sum() < 2:
@@ -272,9 +271,8 @@ def _base_cells(centres: np.ndarray, inner: np.ndarray, plane: Plane, margin: fl
     subject's cells (a few floaters under an object on a table that holds no splats do not).
     centres [K, 3] occupied cell centres, inner [K] bool the subject's; world units."""
     h = plane.distance(centres)
-    e1 = np.cross(plane.normal, [1.0, 0.0, 0.0] if abs(plane.normal[0]) < 0.9 else [0.0, 1.0, 0.0])
-    e1 /= np.linalg.norm(e1)
-    flat = np.stack([centres @ e1, centres @ np.cross(plane.normal, e1)], 1)     # [K, 2] on the plane
+    e1, e2 = perpendicular_basis(plane.normal)
+    flat = np.stack([centres @ e1, centres @ e2], 1)     # [K, 2] on the plane
     cell = np.floor(flat / voxel).astype(np.int64)
     cell -= cell.min(0) - 1
     key = lambda c: c[..., 0] * (int(cell[:, 1].max()) + 3) + c[..., 1]

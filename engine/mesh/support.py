@@ -15,19 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plane import Plane
+from .plane import Plane, perpendicular_basis
 
 CLOSE_SHARE = 0.03   # the closing's radius: this share of the region's larger side (cells)
 MAX_CELLS = 600      # the grid's cells along the region's larger side at most
-
-
-def _basis(normal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Two unit vectors u, w with (u, w, normal) right-handed."""
-    n = np.asarray(normal, np.float64)
-    a = np.array([1.0, 0.0, 0.0]) if abs(n[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-    u = np.cross(a, n)
-    u /= np.linalg.norm(u)
-    return u, np.cross(n, u)
 
 
 def support_region(xy: np.ndarray, cell: float) -> tuple[np.ndarray, np.ndarray]:
@@ -57,7 +48,7 @@ def support_region(xy: np.ndarray, cell: float) -> tuple[np.ndarray, np.ndarray]
 def grid_mesh(region: np.ndarray, origin: np.ndarray, cell: float, plane: Plane) -> tuple[np.ndarray, np.ndarray]:
     """Two triangles per cell of ``region`` [H, W] on ``plane`` (vertices shared between
     cells), wound so their normals point along ``plane.normal``."""
-    u, w = _basis(plane.normal)
+    u, w = perpendicular_basis(plane.normal)
     ci, cj = np.nonzero(region)
     corners = np.stack([np.stack([ci, cj], 1), np.stack([ci + 1, cj], 1), np.stack([ci + 1, cj + 1], 1),
                         np.stack([ci, cj + 1], 1)], 1)                            # [C, 4, 2]
@@ -88,7 +79,7 @@ def remesh_support(verts: np.ndarray, faces: np.ndarray, plane: Plane,
     report = {"support_faces_replaced": 0, "support_cells": 0}
     if int(flat.sum()) < 64:
         return verts, faces, report
-    u, w = _basis(plane.normal)
+    u, w = perpendicular_basis(plane.normal)
     sf = faces[flat]
     edge = float(np.median(np.linalg.norm(verts[sf[:, 1]] - verts[sf[:, 0]], axis=1)))
     pts = verts[sf].mean(1)          # face centroids: the region ends where the faces do
