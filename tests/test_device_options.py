@@ -57,4 +57,3 @@ def test_a_kernel_runs_with_the_shader_cache_on(monkeypatch, tmp_path):
         gpu.wait_idle()
         got = gpu.read(buf_k, np.uint32, keys.size)
         np.testing.assert_array_equal(got, np.sort(keys))
-    assert (tmp_path / BACKEND).is_dir()
