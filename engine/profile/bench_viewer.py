@@ -69,11 +69,11 @@ def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int
             times.append(1000 * (time.perf_counter() - t))
             if progress is not None:
                 progress(k + 1 - warmup, frames)
-    r = v.rasterizer(sh_degree)
     t = np.array(times)
     return {"bench": "viewer", "device": gpu.adapter, "backend": gpu.backend, "gaussians": len(rows),
             "width": width, "height": height, "sh_degree": sh_degree, "frames": len(t), "warmup": warmup,
-            "seed": seed, "readback": readback, "intersections": int(r.m), "setup_s": setup_s,
+            "seed": seed, "readback": readback, "intersections": v.last_intersections, "setup_s": setup_s,
+            "overflows": v.overflows,
             "median_ms": float(np.median(t)), "p90_ms": float(np.percentile(t, 90)), "min_ms": float(t.min()),
             "fps_median": float(1000 / np.median(t)), "frame_ms_each": t.tolist()}
 

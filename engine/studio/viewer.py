@@ -35,10 +35,6 @@ MODES = ("splats", "gt", "error")
 _MODE_ID = {"splats": 0, "gt": 1, "error": 2}
 BG_TOP = (0.16, 0.17, 0.20)
 BG_BOTTOM = (0.05, 0.05, 0.06)
-COLOR_TRAIN = (255, 170, 60)
-COLOR_TEST = (90, 200, 255)
-COLOR_SELECTED = (255, 255, 255)
-COLOR_EXCLUDED = (110, 110, 116)
 
 
 def wait_polling(gpu: Gpu, submit_id: int | None = None, timeout_s: float = 600.0) -> None:
@@ -58,11 +54,9 @@ def wait_polling(gpu: Gpu, submit_id: int | None = None, timeout_s: float = 600.
 
 
 def install_polling_waits(gpu: Gpu) -> None:
-    """Make the device helpers that wait for the GPU (read, wait_idle, upload, write,
-    wait_for) wait by
-    polling first, on this ``gpu`` instance: slangpy's own waits hold the GIL, which would
-    freeze the GUI thread for as long as the GPU (or software Vulkan) works. The helpers'
-    behaviour is otherwise unchanged; their blocking wait then finds the queue idle."""
+    """Make ``gpu``'s waiting helpers (read, wait_idle, upload, write, wait_for) poll first:
+    slangpy's own waits hold the GIL, which would freeze the GUI thread while the GPU (or
+    software Vulkan) works. Their blocking wait then finds the queue idle."""
     if getattr(gpu, "_polling_waits", False):
         return
 
@@ -82,11 +76,6 @@ def install_polling_waits(gpu: Gpu) -> None:
         wrap(name)
     gpu.wait_for = lambda submit_id: wait_polling(gpu, submit_id)
     gpu._polling_waits = True
-
-
-def _bgra(rgb) -> int:
-    r, g, b = rgb
-    return int(b) | (int(g) << 8) | (int(r) << 16) | (0xFF << 24)
 
 
 @dataclass
@@ -118,63 +107,19 @@ class ViewState:
     mesh_shading: str = "texture"
 
 
-COLOR_BOUNDS = (250, 230, 80)
-COLOR_HANDLES = (255, 140, 40)
-COLOR_HOVER = (255, 255, 255)
+@dataclass
+class _Frame:
+    """One frame's plan (Viewer._plan): what it draws, at which render size, fitted how."""
 
-
-def box_segments(bounds, highlight: int = -1) -> tuple[np.ndarray, np.ndarray]:
-    """The 12 edges of the box (xmin, ymin, zmin, xmax, ymax, zmax) and its 6 face handles
-    (engine/studio/bounds_box.py, what the mouse drags), face ``highlight``'s handle (under
-    the mouse, or dragged) larger and in COLOR_HOVER: ([30, 6], [30] BGRA)."""
-    from .bounds_box import handle_segments
-
-    lo, hi = np.asarray(bounds[:3], np.float64), np.asarray(bounds[3:], np.float64)
-    corners = np.array([[hi[i] if (k >> i) & 1 else lo[i] for i in range(3)] for k in range(8)])
-    edges = [(a, a | (1 << i)) for a in range(8) for i in range(3) if not (a >> i) & 1]
-    segs = np.array([np.concatenate([corners[a], corners[b]]) for a, b in edges], np.float32)
-    handles = handle_segments(bounds, highlight)
-    hcols = np.full(len(handles), _bgra(COLOR_HANDLES), np.uint32)
-    if 0 <= highlight < 6:
-        hcols[3 * highlight:3 * highlight + 3] = _bgra(COLOR_HOVER)
-    cols = np.concatenate([np.full(len(segs), _bgra(COLOR_BOUNDS), np.uint32), hcols])
-    return np.concatenate([segs, handles]), cols
-
-
-def frustum_segments(cameras, size: float, selected: int | None = None,
-                     splits: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Line segments of camera frustums: ([S, 6] float32 world endpoints, [S] uint32 BGRA).
-
-    Each camera: 4 edges from the centre to the image corners at depth ``size``, the image
-    rectangle, and a small triangle over the top edge showing which way is up."""
-    if not cameras:
-        return np.zeros((0, 6), np.float32), np.zeros(0, np.uint32)
-    segs, cols = [], []
-    for i, c in enumerate(cameras):
-        c2w = np.linalg.inv(np.asarray(c.w2c, np.float64))
-        # image corners in camera coordinates (OpenCV: x right, y down, z forward) at depth 1
-        u = np.array([0.0, c.width, c.width, 0.0])
-        v = np.array([0.0, 0.0, c.height, c.height])
-        pts = np.stack([(u - c.cx) / c.fx, (v - c.cy) / c.fy, np.ones(4)], axis=1)
-        pts *= size / np.linalg.norm(pts, axis=1).max()
-        tl, tr = pts[0] * 0.75 + pts[1] * 0.25, pts[0] * 0.25 + pts[1] * 0.75
-        apex = (pts[0] + pts[1]) / 2 - np.array([0.0, 0.3 * (pts[3, 1] - pts[0, 1]), 0.0])
-        local = np.vstack([np.zeros((1, 3)), pts, tl, apex, tr])
-        world = local @ c2w[:3, :3].T + c2w[:3, 3]
-        o, k, t0, up, t1 = world[0], world[1:5], world[5], world[6], world[7]
-        lines = [(o, k[j]) for j in range(4)] + [(k[j], k[(j + 1) % 4]) for j in range(4)]
-        lines += [(t0, up), (up, t1)]
-        if splits is not None and i < len(splits) and splits[i] == "test":
-            color = COLOR_TEST
-        elif splits is not None and i < len(splits) and splits[i] == "excluded":
-            color = COLOR_EXCLUDED
-        else:
-            color = COLOR_TRAIN
-        if i == selected:
-            color = COLOR_SELECTED
-        segs += [np.concatenate([a, b]) for a, b in lines]
-        cols += [_bgra(color)] * len(lines)
-    return np.asarray(segs, np.float32), np.asarray(cols, np.uint32)
+    mode: str
+    camera: int | None
+    has_render: bool
+    draw_mesh: bool
+    gt_buf: object
+    rw: int
+    rh: int
+    scale: tuple[float, float]
+    offset: tuple[float, float]
 
 
 class PresentError(RuntimeError):
@@ -199,6 +144,10 @@ class Viewer:
         self.segments: tuple[np.ndarray, np.ndarray] | None = None
         self._seg_bufs: tuple[spy.Buffer, spy.Buffer, int] | None = None
         self.frames = 0
+        self.overflows = 0  # frames rendered twice: their intersections outgrew the capacity
+        self._count_readback = gpu.readback_buffer(16, "viewer.count")
+        self._last_count: tuple[tuple, int] | None = None  # ((params, n, width, height), its last count)
+        self._count_key: tuple = ()
         self.last_frame_ms = 0.0
         self.last_render_size = (0, 0)
         self.last_full_res = True
@@ -353,7 +302,13 @@ class Viewer:
     def render(self, src: ViewSource | None, readback: bool = False, full_res: bool = False) -> np.ndarray | None:
         """Render, compose and present (or read back) one frame. Returns the [H, W] uint32
         BGRA pixels when ``readback`` or when not presenting, else None. Raises PresentError
-        when the swapchain failed (the viewer has switched to readback)."""
+        when the swapchain failed (the viewer has switched to readback).
+
+        The splats go in one submission with no host wait inside (the rasterizer's capacity
+        mode, engine/splat/render.py): the tile lists are sized from the last frame's
+        intersection count, and the count is read once the frame has finished. A frame whose
+        count outgrew that capacity is rendered again, exactly (the prepare/count path), before
+        it is presented or read back, so a cut list never shows."""
         st = self.state
         w, h = st.width, st.height
         if w <= 0 or h <= 0:
@@ -361,9 +316,61 @@ class Viewer:
         gpu = self.gpu
         wait_polling(gpu)  # training work queued earlier: wait for it without the GIL
         t0 = time.perf_counter()
+        self._trim()
+        f = self._plan(src, readback, full_res)
+        rows = np.stack([self.view_row(src, w, h), self.view_row(src, f.rw, f.rh)])
+        enc = gpu.encoder()
+        enc.upload_buffer_data(self.cam, 0, rows.reshape(-1))
+        gpu.submit(enc)
+        t_render = time.perf_counter()
+        capacity = self._capacity(src, f)
+        tex = None
+        if self.surface is not None:
+            try:
+                tex = self._acquire(w, h)
+            except Exception as exc:
+                self._fail_present(None, exc)
+        counted = self._submit_frame(src, f, capacity, tex)
+        if counted is not None and counted > capacity:  # the lists were cut: again, exactly
+            self.overflows += 1
+            self._submit_frame(src, f, None, tex)
+        self.last_full_res = full_res or self.render_scale <= 1.0 or f.mode != "splats" or not f.has_render
+        if f.has_render and f.mode == "splats" and not full_res:
+            self._adapt(1000.0 * (time.perf_counter() - t_render), f.rw * f.rh)
+        if tex is not None:
+            try:
+                self.surface.present()
+                self._present_failures = 0
+            except Exception as exc:  # e.g. out of date after a resize: reconfigure next frame
+                self._present_failures += 1
+                self.surface_size = (0, 0)
+                if self._present_failures >= 3:
+                    self._fail_present(None, exc)
+        pixels = None
+        if readback or (self.surface is None and self.readback_when_headless):
+            pixels = gpu.read(self.bufs.get("out", 4 * w * h), np.uint32, count=w * h).reshape(h, w)
+        self.frames += 1
+        self.last_frame_ms = 1000.0 * (time.perf_counter() - t0)
+        self.last_render_size = (f.rw, f.rh)
+        return pixels
+
+    @property
+    def last_intersections(self) -> int:
+        """Tile/Gaussian intersections of the last splat render (0 before one)."""
+        return self._last_count[1] if self._last_count is not None else 0
+
+    def _trim(self) -> None:
+        """Free outgrown scratch (the GPU is idle here). Only when something outgrew: a trim
+        drops every kernel's cached bindings, which the next frame would then rebuild."""
         self.bufs.trim()
         for r in self.rasters.values():
-            r.trim()
+            if r.outgrown_bytes():
+                r.trim()
+
+    def _plan(self, src: ViewSource | None, readback: bool, full_res: bool) -> "_Frame":
+        """What this frame draws and at which render size."""
+        st = self.state
+        w, h = st.width, st.height
         ci = st.camera
         dataset_view = (src is not None and ci is not None and 0 <= ci < len(src.cameras) and src.cams is not None)
         mode = st.mode if dataset_view else "splats"
@@ -381,29 +388,50 @@ class Viewer:
         else:  # a dataset camera at its own resolution, fitted into the viewport
             c = src.cameras[ci]
             rw, rh = c.width, c.height
-            f = min(w / rw, h / rh)
-            scale, offset = (f, f), ((w - rw * f) / 2, (h - rh * f) / 2)
-        rows = np.stack([self.view_row(src, w, h), self.view_row(src, rw, rh)])
-        enc = gpu.encoder()
-        enc.upload_buffer_data(self.cam, 0, rows.reshape(-1))
-        gpu.submit(enc)
-        image = final_t = None
-        t_render = time.perf_counter()
-        if has_render and not draw_mesh:
+            s = min(w / rw, h / rh)
+            scale, offset = (s, s), ((w - rw * s) / 2, (h - rh * s) / 2)
+        return _Frame(mode, ci, has_render, draw_mesh, gt_buf, rw, rh, scale, offset)
+
+    def _capacity(self, src: ViewSource | None, f: "_Frame") -> int | None:
+        """Intersection capacity of this frame's splat render from the last one's count
+        (25% headroom), or None to count exactly (the first frame, a new model or size)."""
+        if not f.has_render or f.draw_mesh or src is None:
+            return None
+        self._count_key = (id(src.params), src.n, f.rw, f.rh)
+        if self._last_count is None or self._last_count[0] != self._count_key:
+            return None
+        last = self._last_count[1]
+        r = self.rasterizer(src.max_sh_degree)
+        cap = int(last * 1.25) + 4096
+        return cap if cap <= r.max_intersections_per_pass else None
+
+    def _submit_frame(self, src: ViewSource | None, f: "_Frame", capacity: int | None, tex) -> int | None:
+        """Record the splat (or mesh) render, the compose, the frustums and the copy into the
+        swapchain image ``tex``; submit and wait (polling). Returns the intersection count of
+        a capacity-mode render (else None)."""
+        st, gpu = self.state, self.gpu
+        w, h = st.width, st.height
+        image = final_t = r = None
+        if f.has_render and not f.draw_mesh:
             r = self.rasterizer(src.max_sh_degree)
-            if mode == "splats":
-                r.prepare(src.params, src.n, self.cam, View(1, rw, rh), src.sh_degree, filter3d=src.filter3d)
+            cams, view = (self.cam, View(1, f.rw, f.rh)) if f.mode == "splats" else (src.cams, View(f.camera, f.rw, f.rh))
+            if capacity is None:
+                count = r.prepare(src.params, src.n, cams, view, src.sh_degree, filter3d=src.filter3d)
+                self._last_count = (self._count_key, count)
             else:
-                r.prepare(src.params, src.n, src.cams, View(ci, rw, rh), src.sh_degree, filter3d=src.filter3d)
+                r.setup(src.params, src.n, cams, view, src.sh_degree, capacity=capacity, filter3d=src.filter3d)
         enc = gpu.encoder()
-        if draw_mesh and has_render:
+        if f.draw_mesh and f.has_render:
             mr = self.mesh_rasterizer()
             # row 1 is the render camera in splats mode; a dataset camera's own row otherwise
-            cams, index = (self.cam, 1) if mode == "splats" else (src.cams, ci)
-            mr.record(enc, src.mesh, cams, index, rw, rh, st.mesh_shading)
+            cams, index = (self.cam, 1) if f.mode == "splats" else (src.cams, f.camera)
+            mr.record(enc, src.mesh, cams, index, f.rw, f.rh, st.mesh_shading)
             image, final_t = mr.image, mr.final_t
-        elif has_render:
+        elif r is not None:
+            r.record_prepare(enc)  # nothing when prepare() counted already
             r.record_forward(enc)
+            if r.count_on_gpu:
+                r.record_count_copy(enc, self._count_readback, 0)
             image = r.image
             try:
                 final_t = r.bufs["final_T"]
@@ -413,11 +441,11 @@ class Viewer:
         self.k_compose.dispatch(
             thread_count=[w, h, 1], command_encoder=enc, image=image if image is not None else self.dummy,
             final_T=final_t if final_t is not None else self.dummy, has_final_t=int(final_t is not None),
-            gt=gt_buf if gt_buf is not None else self.dummy, out_image=out, out_w=w, out_h=h, src_w=rw, src_h=rh,
-            scale=spy.float2(*scale), offset=spy.float2(*offset), mode=_MODE_ID[mode],
-            has_render=int(has_render), has_gt=int(gt_buf is not None), error_gain=2.0,
+            gt=f.gt_buf if f.gt_buf is not None else self.dummy, out_image=out, out_w=w, out_h=h, src_w=f.rw,
+            src_h=f.rh, scale=spy.float2(*f.scale), offset=spy.float2(*f.offset), mode=_MODE_ID[f.mode],
+            has_render=int(f.has_render), has_gt=int(f.gt_buf is not None), error_gain=2.0,
             bg_top=spy.float3(*BG_TOP), bg_bottom=spy.float3(*BG_BOTTOM))
-        if st.frustums and mode == "splats" and self.segments is not None and len(self.segments[0]):
+        if st.frustums and f.mode == "splats" and self.segments is not None and len(self.segments[0]):
             if self._seg_bufs is None:
                 segs, cols = self.segments
                 self._seg_bufs = (gpu.upload(segs, "viewer.segments"), gpu.upload(cols, "viewer.colors"), len(segs))
@@ -426,35 +454,19 @@ class Viewer:
             self.k_segments.dispatch(thread_count=[count * samples, 1, 1], command_encoder=enc, segs=sbuf,
                                      colors=cbuf, cams=self.cam, out_image=out, cam_index=0, num_segs=count,
                                      samples=samples, out_w=w, out_h=h)
-        tex = None
-        if self.surface is not None:
+        if tex is not None:
             try:
-                tex = self._acquire(w, h)
                 enc.copy_buffer_to_texture(tex, 0, 0, spy.uint3(0, 0, 0), out, 0, 4 * w * h, 4 * w, spy.uint3(w, h, 1))
                 enc.set_texture_state(tex, spy.ResourceState.present)
             except Exception as exc:
                 self._fail_present(enc, exc)
         sid = gpu.submit(enc)
         wait_polling(gpu, sid)
-        self.last_full_res = full_res or self.render_scale <= 1.0 or mode != "splats" or not has_render
-        if has_render and mode == "splats" and not full_res:
-            self._adapt(1000.0 * (time.perf_counter() - t_render), rw * rh)
-        if tex is not None:
-            try:
-                self.surface.present()
-                self._present_failures = 0
-            except Exception as exc:  # e.g. out of date after a resize: reconfigure next frame
-                self._present_failures += 1
-                self.surface_size = (0, 0)
-                if self._present_failures >= 3:
-                    self._fail_present(None, exc)
-        pixels = None
-        if readback or (self.surface is None and self.readback_when_headless):
-            pixels = gpu.read(out, np.uint32, count=w * h).reshape(h, w)
-        self.frames += 1
-        self.last_frame_ms = 1000.0 * (time.perf_counter() - t0)
-        self.last_render_size = (rw, rh)
-        return pixels
+        if r is None or not r.count_on_gpu:
+            return None
+        count = int(gpu.read_finished(self._count_readback, np.uint32)[0])
+        self._last_count = (self._count_key, count)
+        return count
 
     def _acquire(self, w: int, h: int):
         """The next swapchain image at w x h; one retry with a fresh swapchain (a window

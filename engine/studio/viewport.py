@@ -156,7 +156,7 @@ class Viewport:
         self.view_dirty = True
 
     def update_segments(self) -> None:
-        from .viewer import box_segments, frustum_segments
+        from .overlays import box_segments, frustum_segments
 
         v = self.viewer
         sc = self.e.scene

@@ -54,7 +54,7 @@ def warmup(gpu, viewer, progress=None) -> None:
     tr.render(0)
     phase(3)
     if viewer is not None:
-        from .viewer import frustum_segments
+        from .overlays import frustum_segments
 
         v = viewer
         v.resize(64, 48)

@@ -1,11 +1,11 @@
-"""The bounds box as the viewer draws it (engine/studio/viewer.box_segments): twelve edges on
+"""The bounds box as the viewer draws it (engine/studio/overlays.box_segments): twelve edges on
 its faces and six face handles, each on its face's centre."""
 
 import numpy as np
 
 
 def test_the_bounds_box_has_twelve_edges_on_its_faces_and_six_face_handles():
-    from engine.studio.viewer import COLOR_BOUNDS, box_segments
+    from engine.studio.overlays import COLOR_BOUNDS, box_segments
 
     allsegs, cols = box_segments((-1, -2, -3, 1, 2, 3))
     assert allsegs.shape == (30, 6) and len(cols) == 30 and len(set(cols[:12])) == 1 and cols[12] != cols[0]
@@ -26,7 +26,7 @@ def test_the_bounds_box_has_twelve_edges_on_its_faces_and_six_face_handles():
 
 
 def test_the_highlighted_handle_is_larger_and_in_the_hover_colour():
-    from engine.studio.viewer import COLOR_HANDLES, COLOR_HOVER, box_segments
+    from engine.studio.overlays import COLOR_HANDLES, COLOR_HOVER, box_segments
 
     rng = np.random.default_rng(4)
     lo = rng.normal(size=3)

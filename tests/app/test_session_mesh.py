@@ -94,7 +94,7 @@ def test_the_highlighted_bounds_handle_is_drawn_white(driver, tmp_path):
     """SetBounds.highlight: that face's handle is drawn in COLOR_HOVER (white; nothing else
     on screen is), the others in the handle colour."""
     from engine.studio.bounds_box import face_centers
-    from engine.studio.viewer import COLOR_HANDLES
+    from engine.studio.overlays import COLOR_HANDLES
 
     s = driver.s
     s.send(M.OpenMesh(str(_glb(cube(np.random.default_rng(12), checker()), tmp_path / "c.glb"))))
