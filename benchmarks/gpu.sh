@@ -18,7 +18,7 @@
 #             gsplat 1.5.3 on the same scene (benchmarks/raster_bench_gsplat.py) if it imports
 #   train     `spirula bench train` at <= 1000 px, Vulkan and CUDA (TRAIN_STEPS 2000), on each of TRAIN_DATA
 #             ("sample": the embedded fox; else .gpu/data/<name> folders, e.g. "sample colmap-mouse")
-#   viewer    `spirula bench viewer` at 1920 x 1080, 1M and 3M Gaussians, Vulkan and CUDA, and
+#   viewer    `spirula bench viewer` at 1920 x 1080, VIEWER_GAUSSIANS (1M and 3M), Vulkan and CUDA, and
 #             1M on Vulkan with --readback
 #   mesh      `spirula bench mesh $MESH_PROJECT` (a trained project carried under .gpu/); without
 #             MESH_PROJECT, `spirula train $MESH_DATA --steps $MESH_STEPS` first (defaults: the
@@ -115,7 +115,9 @@ p_viewer() {
   local d=$1 rc=0 sizes=${VIEWER_GAUSSIANS:-1000000 3000000}
   for dev in $DEVICES; do
     for n in $sizes; do
-      run "$d" 240 $SPIRULA bench viewer --device $dev --gaussians $n --frames 60 --warmup 5 ${VIEWER_ARGS:-} \
+      # 60 warm-up frames: with 5, the 6M frames still sped up from 24 to 7 ms during the timed
+      # ones (fast-2026-12-06/viewer); with 60 they are steady (speed-2026-12-06c/)
+      run "$d" 240 $SPIRULA bench viewer --device $dev --gaussians $n --frames 120 --warmup 60 ${VIEWER_ARGS:-} \
         --json "$d/viewer-$dev-$n.json" || rc=$?
     done
   done
