@@ -15,10 +15,10 @@ def scene(gpu):
     return ViewSource(gpu.upload(rows, "test.viewer.params"), len(rows), 1, 1)
 
 
-def _viewer(gpu) -> Viewer:
+def _viewer(gpu, width: int = 160, height: int = 120) -> Viewer:
     v = Viewer(gpu)
     v.adaptive, v.render_scale = False, 1.0
-    v.resize(160, 120)
+    v.resize(width, height)
     return v
 
 
@@ -48,3 +48,47 @@ def test_capacity_frames_match_exact_frames_and_overflow_renders_again(gpu, scen
     fresh.state.w2c = orbit_w2c(2, 12)
     np.testing.assert_array_equal(moved, fresh.render(scene))
     assert (moved != exact).mean() > 0.05  # the view did change
+
+
+@pytest.fixture(scope="module")
+def opaque_scene(gpu):
+    rows = ball_scene(20_000, 1, seed=3)
+    rows[:, 10] = 6.0  # opacity logits (engine/splat/layout.py): a ball whose front hides its back
+    return ViewSource(gpu.upload(rows, "test.viewer.opaque"), len(rows), 1, 1)
+
+
+def _exact(gpu, src, w2c) -> tuple[np.ndarray, int]:
+    """The frame of a viewer with no occlusion culling, counted exactly, and its intersections."""
+    v = _viewer(gpu, 320, 240)
+    v.occlusion = None
+    v.state.w2c = w2c
+    return v.render(src), v.last_intersections
+
+
+def test_occlusion_cut_bins_less_and_shows_exactly_the_same_frames(gpu, opaque_scene):
+    # 20 x 15 tiles: the cut widens each tile's opaque depth over 2 tiles around it, so a
+    # smaller view would keep no tile inside the ball's outline
+    v = _viewer(gpu, 320, 240)
+    for k in range(4):  # frame 0 counts exactly and maps the opaque depths, frames 1-3 cut
+        v.state.w2c = orbit_w2c(k, 40)
+        img = v.render(opaque_scene)
+        exact, uncut = _exact(gpu, opaque_scene, orbit_w2c(k, 40))
+        np.testing.assert_array_equal(img, exact)
+        assert v.occlusion.use_cut == (k > 0)
+        if k > 0:
+            assert v.last_intersections < 0.85 * uncut, (k, v.last_intersections, uncut)
+    assert v.recuts == 0 and v.overflows == 0
+
+
+def test_a_cut_too_tight_renders_the_frame_again_without_it(gpu, opaque_scene):
+    v = _viewer(gpu, 320, 240)
+    for k in range(2):
+        v.state.w2c = orbit_w2c(k, 40)
+        v.render(opaque_scene)
+    occ = v.occlusion
+    tx, ty = occ.tiles
+    gpu.write(occ.sat, np.full(tx * ty, 1e-3, np.float32))  # "opaque right at the camera": culls nearly all
+    v.state.w2c = orbit_w2c(2, 40)
+    img = v.render(opaque_scene)
+    assert v.recuts == 1
+    np.testing.assert_array_equal(img, _exact(gpu, opaque_scene, orbit_w2c(2, 40))[0])

@@ -73,7 +73,7 @@ def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int
     return {"bench": "viewer", "device": gpu.adapter, "backend": gpu.backend, "gaussians": len(rows),
             "width": width, "height": height, "sh_degree": sh_degree, "frames": len(t), "warmup": warmup,
             "seed": seed, "readback": readback, "intersections": v.last_intersections, "setup_s": setup_s,
-            "overflows": v.overflows,
+            "overflows": v.overflows, "recuts": v.recuts, "occlusion": v.occlusion is not None,
             "median_ms": float(np.median(t)), "p90_ms": float(np.percentile(t, 90)), "min_ms": float(t.min()),
             "fps_median": float(1000 / np.median(t)), "frame_ms_each": t.tolist()}
 

@@ -142,11 +142,12 @@ class Rasterizer:
 
     # --- pass 1: projection, depth order, tile counts ------------------------------------
     def prepare(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
-                filter3d: spy.Buffer | None = None, geometry: bool = False) -> int:
+                filter3d: spy.Buffer | None = None, geometry: bool = False, occlusion=None) -> int:
         """Project ``n`` Gaussians for ``view`` and count intersections; returns that count
         (Python int, 64-bit exact; the one host synchronisation of a step, two on the large
         path). ``geometry``: as :meth:`setup`'s."""
-        self.setup(params, n, cams, view, sh_degree, capacity=None, filter3d=filter3d, geometry=geometry)
+        self.setup(params, n, cams, view, sh_degree, capacity=None, filter3d=filter3d, geometry=geometry,
+                   occlusion=occlusion)
         return self._count()
 
     def _count(self) -> int:
@@ -188,20 +189,26 @@ class Rasterizer:
         return w[0::2] | (w[1::2] << np.uint64(32))
 
     def setup(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
-              capacity: int | None, filter3d: spy.Buffer | None = None, geometry: bool = False) -> None:
+              capacity: int | None, filter3d: spy.Buffer | None = None, geometry: bool = False,
+              occlusion=None) -> None:
         """Set the render's inputs without recording anything. ``capacity``: the number of
         intersections the buffers and dispatches are sized for (capacity mode, see the
         module docstring); ``None`` for :meth:`prepare`'s exact mode. A capacity over
         :attr:`max_intersections_per_pass` takes the large path: the projection and count
         run here, synchronously, and :meth:`record_prepare` then records nothing.
         ``filter3d``: [n] float32 3D filter variances for the anti-aliased projection
-        (None: classic). ``geometry``: composite the surfel geometry too (module docstring)."""
+        (None: classic). ``geometry``: composite the surfel geometry too (module docstring).
+        ``occlusion``: an engine/splat/occlusion.Occlusion fitted to the view (the viewer): bin
+        behind its cut when its ``use_cut`` is set (not on the large path), and write its map."""
         self.gpu.check_gaussians(n, "rendering")
         if filter3d is not None and filter3d.size < 4 * n:
             raise ValueError(f"the 3D filter holds {filter3d.size // 4} values for {n} Gaussians")
         self.n, self.view, self.params, self.cams, self.sh_degree = n, view, params, cams, sh_degree
         self.filter3d = filter3d
         self.geometry = bool(geometry)
+        if occlusion is not None and occlusion.use_cut and (capacity is None or capacity > self.max_intersections_per_pass):
+            raise ValueError("an occlusion cut needs a capacity within one pass (the large path counts without it)")
+        self.occlusion = occlusion
         self.capacity = None if capacity is None else int(capacity)
         self.count_on_gpu = capacity is not None
         self.m = int(capacity) if capacity is not None else 0
@@ -231,10 +238,10 @@ class Rasterizer:
         n, v = self.n, self.view
         aa = self._antialias()
         k = self.gpu.kernel("project/project", "project_forward", **self._project_constants(),
-                            DEPTH_KEY_BITS=DEPTH_KEY_BITS) if aa or self.geometry else self.k_project
+                            DEPTH_KEY_BITS=DEPTH_KEY_BITS) if aa or self.geometry or self.occlusion else self.k_project
         geo = {"geom": self._b("geom", 4 * n)} if self.geometry else {}
         k.record(
-            enc, [max(n, 1), 1, 1], **aa, **geo, params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
+            enc, [max(n, 1), 1, 1], **aa, **geo, **self._occlusion_args("project"), params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
             depths=self._b("depths", n), radii=self._b("radii", 2 * n),
             tiles_touched=self._b("tiles_touched", n), depth_keys=self._b("depth_keys", n),
@@ -256,9 +263,11 @@ class Rasterizer:
         v = self.view
         npix = v.width * v.height
         self._checkpointed = backward and self._split_backward()
-        k = self.gpu.kernel("raster/raster", "rasterize_forward", GEOMETRY=1) if self.geometry else self.k_fwd
+        k = self.gpu.kernel("raster/raster", "rasterize_forward", **self._raster_constants()) \
+            if self.geometry or self.occlusion else self.k_fwd
         geo = dict(geom=self._b("geom", 4 * self.n), geom_image=self.geom_image,
                    geom_checkpoints=self._checkpoints("geom_checkpoints")) if self.geometry else {}
+        geo.update(self._occlusion_args("raster"))
         for row0, row1, isect_ids, ranges in self._record_bins(enc):
             k.record(
                 enc, [v.tiles_x * TILE, (row1 - row0) * TILE, 1], "band" if self.bands else "", **geo,
@@ -321,8 +330,9 @@ class Rasterizer:
         n, v = self.n, self.view
         if m > 0:
             isect_tiles = scratch.get("isect_tiles", 4 * m)
-            self.k_emit.record(
-                enc, [max(n, 1), 1, 1], site, order=self._b("depth_ids", n),
+            k = self.gpu.kernel("raster/raster", "emit_intersections", OCCLUSION=1) if self.occlusion else self.k_emit
+            k.record(
+                enc, [max(n, 1), 1, 1], site, **self._occlusion_args("emit"), order=self._b("depth_ids", n),
                 offsets=self._b("offsets", n), tiles_touched=self._b("tiles_touched", n),
                 means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
                 conic_opac=self._b("conic_opac", 4 * n), isect_tiles=isect_tiles, isect_ids=isect_ids,
@@ -449,11 +459,18 @@ class Rasterizer:
         """The projection kernels' extra argument of an anti-aliased render ({} when classic)."""
         return {} if self.filter3d is None else {"filter3d": self.filter3d}
 
+    def _occlusion_args(self, stage: str) -> dict:
+        """The occlusion kernels' extra arguments ({} without occlusion)."""
+        return {} if self.occlusion is None else self.occlusion.args(stage, self._b("depths", self.n))
+
+    def _raster_constants(self) -> dict:
+        return {**({"GEOMETRY": 1} if self.geometry else {}), **({"OCCLUSION": 1} if self.occlusion else {})}
+
     def _project_constants(self) -> dict:
         """Link-time constants of the projection kernels for this render (ANTIALIAS and
         GEOMETRY only when set, so the classic kernels are the ones compiled before they existed)."""
         return dict(MAX_SH_DEGREE=self.max_sh_degree, **({"ANTIALIAS": 1} if self.filter3d is not None else {}),
-                    **({"GEOMETRY": 1} if self.geometry else {}))
+                    **({"GEOMETRY": 1} if self.geometry else {}), **({"OCCLUSION": 1} if self.occlusion else {}))
 
     # --- convenience for eval and tests ---------------------------------------------------
     def render(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,

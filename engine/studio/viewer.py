@@ -27,6 +27,7 @@ import slangpy as spy
 from ..device import Gpu
 from ..splat.buffers import BufferSet
 from ..splat.camera_table import CAM_FLOATS, View, camera_row
+from ..splat.occlusion import Occlusion
 from ..splat.render import Rasterizer
 
 log = logging.getLogger("spirula.viewer")
@@ -145,7 +146,10 @@ class Viewer:
         self._seg_bufs: tuple[spy.Buffer, spy.Buffer, int] | None = None
         self.frames = 0
         self.overflows = 0  # frames rendered twice: their intersections outgrew the capacity
-        self._count_readback = gpu.readback_buffer(16, "viewer.count")
+        self.recuts = 0     # frames rendered twice: a tile ran out of splats behind the occlusion cut
+        # occlusion culling (engine/splat/occlusion.py); $SPIRULA_VIEWER_OCCLUSION=0 turns it off
+        self.occlusion = Occlusion(gpu) if os.environ.get("SPIRULA_VIEWER_OCCLUSION", "1") != "0" else None
+        self._count_readback = gpu.readback_buffer(16, "viewer.count")  # intersections, occlusion violations
         self._last_count: tuple[tuple, int] | None = None  # ((params, n, width, height), its last count)
         self._count_key: tuple = ()
         self.last_frame_ms = 0.0
@@ -330,9 +334,10 @@ class Viewer:
                 tex = self._acquire(w, h)
             except Exception as exc:
                 self._fail_present(None, exc)
-        counted = self._submit_frame(src, f, capacity, tex)
-        if counted is not None and counted > capacity:  # the lists were cut: again, exactly
-            self.overflows += 1
+        counted, violated = self._submit_frame(src, f, capacity, tex)
+        if counted is not None and (counted > capacity or violated):  # cut lists, or a cut too tight: again, exactly
+            self.overflows += counted > capacity
+            self.recuts += bool(violated) and counted <= capacity
             self._submit_frame(src, f, None, tex)
         self.last_full_res = full_res or self.render_scale <= 1.0 or f.mode != "splats" or not f.has_render
         if f.has_render and f.mode == "splats" and not full_res:
@@ -405,22 +410,29 @@ class Viewer:
         cap = int(last * 1.25) + 4096
         return cap if cap <= r.max_intersections_per_pass else None
 
-    def _submit_frame(self, src: ViewSource | None, f: "_Frame", capacity: int | None, tex) -> int | None:
+    def _submit_frame(self, src: ViewSource | None, f: "_Frame", capacity: int | None, tex) -> tuple[int | None, int]:
         """Record the splat (or mesh) render, the compose, the frustums and the copy into the
         swapchain image ``tex``; submit and wait (polling). Returns the intersection count of
-        a capacity-mode render (else None)."""
+        a capacity-mode render (else None) and its tiles that ran out behind the occlusion cut."""
         st, gpu = self.state, self.gpu
         w, h = st.width, st.height
         image = final_t = r = None
+        occ = self.occlusion
         if f.has_render and not f.draw_mesh:
             r = self.rasterizer(src.max_sh_degree)
             cams, view = (self.cam, View(1, f.rw, f.rh)) if f.mode == "splats" else (src.cams, View(f.camera, f.rw, f.rh))
+            if occ is not None:
+                occ.fit(view.tiles_x, view.tiles_y)
+                occ.begin(capacity is not None)  # the exact path counts without a cut
             if capacity is None:
-                count = r.prepare(src.params, src.n, cams, view, src.sh_degree, filter3d=src.filter3d)
+                count = r.prepare(src.params, src.n, cams, view, src.sh_degree, filter3d=src.filter3d, occlusion=occ)
                 self._last_count = (self._count_key, count)
             else:
-                r.setup(src.params, src.n, cams, view, src.sh_degree, capacity=capacity, filter3d=src.filter3d)
+                r.setup(src.params, src.n, cams, view, src.sh_degree, capacity=capacity, filter3d=src.filter3d,
+                        occlusion=occ)
         enc = gpu.encoder()
+        if r is not None and occ is not None and r.count_on_gpu:
+            occ.record_cut(enc)
         if f.draw_mesh and f.has_render:
             mr = self.mesh_rasterizer()
             # row 1 is the render camera in splats mode; a dataset camera's own row otherwise
@@ -432,6 +444,8 @@ class Viewer:
             r.record_forward(enc)
             if r.count_on_gpu:
                 r.record_count_copy(enc, self._count_readback, 0)
+                if occ is not None:
+                    gpu.copy(enc, self._count_readback, 4, occ.violations, 0, 4)
             image = r.image
             try:
                 final_t = r.bufs["final_T"]
@@ -462,11 +476,14 @@ class Viewer:
                 self._fail_present(enc, exc)
         sid = gpu.submit(enc)
         wait_polling(gpu, sid)
+        if r is not None and occ is not None:
+            occ.ready = True  # the forward wrote this frame's map
         if r is None or not r.count_on_gpu:
-            return None
-        count = int(gpu.read_finished(self._count_readback, np.uint32)[0])
+            return None, 0
+        words = gpu.read_finished(self._count_readback, np.uint32)
+        count = int(words[0])
         self._last_count = (self._count_key, count)
-        return count
+        return count, int(words[1]) if occ is not None and occ.use_cut else 0
 
     def _acquire(self, w: int, h: int):
         """The next swapchain image at w x h; one retry with a fresh swapchain (a window

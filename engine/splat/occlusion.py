@@ -1,0 +1,73 @@
+"""Occlusion culling for the viewer: bin only what the last frame showed could be seen.
+
+A dense model turns most tiles opaque after a small share of their lists: at 6M Gaussians and
+1920 x 1080 the tile lists hold 26M entries, but compositing stops early in most tiles. The
+rasterizer's forward (OCCLUSION = 1, shaders/raster/raster.slang) writes per tile the depth of
+the last splat it composited before every pixel was opaque (``sat``). The next frame widens
+that map (``shaders/view/occlusion.slang``: the deepest value within RADIUS tiles, times 1 +
+MARGIN) into ``cut``, and its projection count and binning skip every (splat, tile) pair
+behind the cut, so fewer pairs are sorted and splats left with no tile skip their colour.
+
+Exact by construction: a tile that turns opaque within its cut list composites exactly what the
+whole list would (the cut entries lie behind every kept one, and an opaque pixel stops). A tile
+whose cut list ran out first is counted in ``violations``; the viewer then renders the frame
+again without the cut (engine/studio/viewer.py). The same kernel family refreshes ``sat`` on
+every frame, cut or not. Temporal occlusion culling of this kind is the classic hierarchical-Z
+reuse of the previous frame's depth (Greene et al. 1993, "Hierarchical Z-buffer visibility").
+"""
+
+from __future__ import annotations
+
+from ..device import Gpu
+
+NO_CUT = 1e30  # shaders/view/occlusion.slang: a tile with no cut (it was not opaque)
+
+
+class Occlusion:
+    """Per-tile occlusion state of one view size. ``use_cut`` (set by the caller per frame):
+    whether this frame bins with the cut made from the last frame's ``sat``; ``ready``: whether
+    ``sat`` holds a frame of this size."""
+
+    RADIUS = 2      # tiles a surface may move between frames and still be binned
+    MARGIN = 0.05   # share of its depth it may come nearer
+
+    def __init__(self, gpu: Gpu):
+        self.gpu = gpu
+        self.k_cut = gpu.kernel("view/occlusion", "occlusion_cut")
+        self.tiles = (0, 0)
+        self.ready = False
+        self.use_cut = False
+        self.violations = gpu.zeros(16, "viewer.occlusion.violations")
+        self.sat = self.cut = None
+
+    def fit(self, tiles_x: int, tiles_y: int) -> None:
+        """Buffers for a view of tiles_x x tiles_y tiles (a new size starts with no map)."""
+        if self.tiles != (tiles_x, tiles_y):
+            self.tiles = (tiles_x, tiles_y)
+            self.sat = self.gpu.zeros(4 * tiles_x * tiles_y, "viewer.occlusion.sat")
+            self.cut = self.gpu.zeros(4 * tiles_x * tiles_y, "viewer.occlusion.cut")
+            self.ready = False
+
+    def begin(self, use_cut: bool) -> bool:
+        """Start a frame: with the cut when asked and the last frame left a map. Returns whether."""
+        self.use_cut = bool(use_cut and self.ready)
+        return self.use_cut
+
+    def record_cut(self, enc) -> None:
+        """Zero the violation count and make this frame's cut from ``sat`` (a frame with the cut,
+        before its projection)."""
+        self.gpu.clear(enc, self.violations)
+        if self.use_cut:
+            tx, ty = self.tiles
+            self.k_cut.record(enc, [tx * ty, 1, 1], tile_sat=self.sat, tile_cut=self.cut, tiles_x=tx, tiles_y=ty,
+                              radius=self.RADIUS, margin=float(self.MARGIN))
+
+    def args(self, stage: str, depths) -> dict:
+        """Extra arguments of the OCCLUSION = 1 kernels: ``project``, ``emit`` or ``raster``."""
+        use = int(self.use_cut)
+        if stage == "project":
+            return {"tile_cut": self.cut, "use_cut": use}
+        if stage == "emit":
+            return {"depths": depths, "tile_cut": self.cut, "use_cut": use}
+        return {"depths": depths, "tile_sat": self.sat, "tile_cut": self.cut, "violations": self.violations,
+                "use_cut": use}
