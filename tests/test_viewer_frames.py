@@ -92,3 +92,15 @@ def test_a_cut_too_tight_renders_the_frame_again_without_it(gpu, opaque_scene):
     img = v.render(opaque_scene)
     assert v.recuts == 1
     np.testing.assert_array_equal(img, _exact(gpu, opaque_scene, orbit_w2c(2, 40))[0])
+
+
+def test_frames_over_the_per_pass_limit_go_in_bands_with_the_same_pixels(gpu, opaque_scene):
+    """The large path (tile rows in bands) counts exactly and without a cut; the compacted
+    depth order must still serve its band counts."""
+    exact, count = _exact(gpu, opaque_scene, orbit_w2c(5, 40))
+    v = _viewer(gpu, 320, 240)
+    v.rasterizer(1).max_intersections_per_pass = count // 3
+    v.state.w2c = orbit_w2c(5, 40)
+    for _ in range(2):
+        np.testing.assert_array_equal(v.render(opaque_scene), exact)
+        assert len(v.rasterizer(1).bands) >= 3 and not v.occlusion.use_cut

@@ -34,6 +34,9 @@ class Occlusion:
     def __init__(self, gpu: Gpu):
         self.gpu = gpu
         self.k_cut = gpu.kernel("view/occlusion", "occlusion_cut")
+        self.k_flags = gpu.kernel("view/occlusion", "kept_flags")
+        self.k_compact = gpu.kernel("view/occlusion", "compact_kept")
+        self.kept = gpu.zeros(16, "viewer.occlusion.kept")  # splats with a tile (Scan total: uint32, then 64-bit)
         self.tiles = (0, 0)
         self.ready = False
         self.use_cut = False
@@ -62,12 +65,24 @@ class Occlusion:
             self.k_cut.record(enc, [tx * ty, 1, 1], tile_sat=self.sat, tile_cut=self.cut, tiles_x=tx, tiles_y=ty,
                               radius=self.RADIUS, margin=float(self.MARGIN))
 
+    def record_compaction(self, enc, scan, n: int, tiles_touched, depth_keys, flags, pos, keys_out, ids_out) -> None:
+        """After the projection: the splats with a tile, in index order, to keys_out / ids_out
+        (their number in :attr:`kept`), so the depth sort covers only them. ``flags`` and ``pos``
+        are [n] scratch (free until the tile counts are gathered)."""
+        self.k_flags.record(enc, [max(n, 1), 1, 1], tiles_touched=tiles_touched, flags=flags, n=n)
+        scan.record(enc, flags, pos, n, total=self.kept, site="kept")
+        self.k_compact.record(enc, [max(n, 1), 1, 1], tiles_touched=tiles_touched, pos=pos, depth_keys=depth_keys,
+                              keys_out=keys_out, ids_out=ids_out, n=n)
+
     def args(self, stage: str, depths) -> dict:
-        """Extra arguments of the OCCLUSION = 1 kernels: ``project``, ``emit`` or ``raster``."""
+        """Extra arguments of the OCCLUSION = 1 kernels: ``project``, ``gather`` (also the large
+        path's band counts), ``emit`` or ``raster``."""
         use = int(self.use_cut)
         if stage == "project":
             return {"tile_cut": self.cut, "use_cut": use}
+        if stage == "gather":
+            return {"kept": self.kept}
         if stage == "emit":
-            return {"depths": depths, "tile_cut": self.cut, "use_cut": use}
+            return {"depths": depths, "tile_cut": self.cut, "use_cut": use, "kept": self.kept}
         return {"depths": depths, "tile_sat": self.sat, "tile_cut": self.cut, "violations": self.violations,
                 "use_cut": use}

@@ -247,10 +247,17 @@ class Rasterizer:
             tiles_touched=self._b("tiles_touched", n), depth_keys=self._b("depth_keys", n),
             depth_ids=self._b("depth_ids", n), n=n, cam_index=v.cam_index,
             sh_degree=self.sh_degree, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
+        keys, kept, occ = self._b("depth_keys", n), None, self.occlusion
+        if occ is not None:  # sort only the splats left with a tile
+            keys, kept = self._b("kept_keys", n), occ.kept
+            occ.record_compaction(enc, self.scan, n, self._b("tiles_touched", n), self._b("depth_keys", n),
+                                  flags=self._b("counts_sorted", n), pos=self._b("offsets", n), keys_out=keys,
+                                  ids_out=self._b("depth_ids", n))
         with self.arena.phase(enc, "depth_sort") as s:
-            self.sort.record(enc, self._b("depth_keys", n), self._b("depth_ids", n), n, DEPTH_KEY_BITS, scratch=s, site="depth")
-        self.k_gather.record(
-            enc, [max(n, 1), 1, 1], order=self._b("depth_ids", n),
+            self.sort.record(enc, keys, self._b("depth_ids", n), n, DEPTH_KEY_BITS, scratch=s, count=kept, site="depth")
+        k = self.gpu.kernel("raster/raster", "gather_counts", OCCLUSION=1) if occ is not None else self.k_gather
+        k.record(
+            enc, [max(n, 1), 1, 1], **self._occlusion_args("gather"), order=self._b("depth_ids", n),
             tiles_touched=self._b("tiles_touched", n), counts_sorted=self._b("counts_sorted", n), n=n)
         self.scan.record(enc, self._b("counts_sorted", n), self._b("offsets", n), n, total=self._b("total", 4), site="counts")
 
@@ -313,8 +320,9 @@ class Rasterizer:
         isect_ids = self._b("isect_ids", max(c for _, _, c in self.bands))
         ranges = self._b("ranges", 2 * v.tiles_x * v.tiles_y)
         for row0, row1, m in self.bands:
-            self.k_band_counts.record(
-                enc, [max(n, 1), 1, 1], "band", order=self._b("depth_ids", n), tiles_touched=self._b("tiles_touched", n),
+            k = self.gpu.kernel("raster/raster", "band_counts", OCCLUSION=1) if self.occlusion else self.k_band_counts
+            k.record(
+                enc, [max(n, 1), 1, 1], "band", **self._occlusion_args("gather"), order=self._b("depth_ids", n), tiles_touched=self._b("tiles_touched", n),
                 means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
                 conic_opac=self._b("conic_opac", 4 * n), counts_sorted=self._b("counts_sorted", n), n=n, tiles_x=v.tiles_x, tiles_y=v.tiles_y,
                 row0=row0, row1=row1)
