@@ -217,9 +217,15 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
         verts, faces = compact(verts, faces[seen])
     # an orbit's subject was seen all around: every hole is closed, so it comes out watertight
     closing = cfg.close and region.found == "subject"
+    agree = None
+    if flat:   # a scene's support: the sheets of it that few views' depth agree on go (engine/mesh/consensus.py)
+        from ..mesh.consensus import agreeing_views
+
+        agree = lambda p: agreeing_views(p, c2w, intrinsics, lambda i: maps[i], 0.5 * spec.trunc, cfg.alpha_min)
     verts, faces, repair = repair_mesh(verts, faces, region.lo if clip else None, region.hi if clip else None,
                                        region.plane, cut, cfg.max_hole_edges, cfg.min_component, close=closing,
-                                       flat=flat, cells=region.cells if clip else None, cell=region.cell)
+                                       flat=flat, cells=region.cells if clip else None, cell=region.cell,
+                                       agree=agree)
     if len(faces) == 0:
         raise SpirulaError(f"no surface left in the bounds {region.box} ({region.reason}); "
                            "try --bounds scene or explicit numbers")
