@@ -29,10 +29,14 @@ import numpy as np
 from ..errors import SpirulaError
 from ..fileio import write_json_atomic
 from ..messages import Emit, StageFinished, StageProgress, StageStarted, ignore
+from ..messages import Warning as WarningMessage
 from ..mesh.config import MeshConfig
 from ..mesh.memory import MemoryMeter
 from .layout import trained_folder
 
+# the lowest view's elevation over the support (degrees, seen from the subject's foot) above
+# which the report warns that the subject's underside went unseen (office chair video: 49)
+LOW_VIEW_DEG = 45.0
 STEPS = ("load", "depth", "fuse", "extract", "clean", "decimate", "atlas", "bake", "export")
 
 
@@ -129,6 +133,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     from ..mesh.extract import extract_mesh
     from ..mesh.grid import grid_for_bounds, splat_trunc
     from ..mesh.repair import close_mesh, is_watertight, largest_component_share, precull, repair_mesh
+    from ..mesh.plane import camera_elevations
     from ..mesh.subject import resolve_bounds
     from ..mesh.tsdf import fuse_depth_maps
     from ..mesh.visible import visible_faces
@@ -155,6 +160,15 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     c2w = np.stack([c.c2w for c in dataset.cameras])
     intrinsics = np.array([[c.fx, c.fy, c.cx, c.cy, c.width, c.height] for c in dataset.cameras], np.float64)
     region = resolve_bounds(cfg.bounds, c2w, g.means, g.opacities, g.scales, intrinsics)
+    warnings, elevation = [], None
+    if region.found == "subject" and region.plane is not None:   # how low the lowest view looks from
+        elev = camera_elevations(c2w, region.plane, region.orbit.look_point)
+        elevation = {"min": float(elev.min()), "median": float(np.median(elev))}
+        if elev.min() > LOW_VIEW_DEG:
+            warnings.append(f"every camera looks down on the subject's base at {elev.min():.0f} degrees or more: "
+                            "what lies under its overhangs (a chair's column under the seat) no view saw, and the "
+                            "mesh leaves it out; an orbit at the subject's mid-height as well would show it")
+            emit(WarningMessage(warnings[-1]))
     spec = grid_for_bounds(region.lo, region.hi, cfg.resolution, voxel=cfg.voxel, trunc_voxels=cfg.trunc_voxels)
     # the band as wide as the splats' spread of depths, so the views' surfaces average into one
     spec = grid_for_bounds(region.lo, region.hi, cfg.resolution, voxel=cfg.voxel,
@@ -261,7 +275,8 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
         "project": str(project), "device": gpu.adapter, "config": asdict(cfg),
         "grid": {"origin": spec.origin, "voxel": spec.voxel, "bricks": spec.bricks, "trunc": spec.trunc,
                  "dims": spec.dims},
-        "bounds": {**region.to_json(), "cut_height": cut},
+        "bounds": {**region.to_json(), "cut_height": cut, "camera_elevation_deg": elevation},
+        "warnings": warnings,
         "views": len(dataset.cameras), "gaussians": len(rows), "faces_marching_cubes": raw_faces,
         "faces_culled": culled, "faces_hidden": hidden,
         "components_removed": repair["components_removed"], "repair": repair,

@@ -277,7 +277,7 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
                 cut: float = 0.0, max_hole_edges: int = 100, min_component: float = 0.02,
                 min_component_faces: int = 64, close: bool = False,
                 flat: float = 0.0, cells: np.ndarray | None = None,
-                cell: float = 0.0, agree=None, max_hole_share: float = 0.15) -> tuple[np.ndarray, np.ndarray, dict]:
+                cell: float = 0.0, agree=None, max_hole_share: float = 0.2) -> tuple[np.ndarray, np.ndarray, dict]:
     """Clean a marching-cubes mesh; returns (verts, faces, report).
 
     plane / cut: keep only the part above the plane ``plane.distance(x) >= cut`` (world
@@ -322,17 +322,17 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
 
         verts, faces, sup = remesh_support(verts, faces, plane, 1e-6 * scale)
         report.update(sup)
-    if agree is not None and len(faces):
-        from .consensus import drop_unsupported
-
-        skip = (np.abs(plane.distance(verts)) <= 1e-6 * scale)[faces].all(1) if plane is not None and flat > 0 else None
-        verts, faces, report["components_unsupported"] = drop_unsupported(verts, faces, agree, skip=skip)
     if cells is not None and len(faces):
         verts, faces, report["components_off_subject"] = drop_off_subject(verts, faces, cells, cell, plane=plane)
     removed = 0
     if len(faces):
         verts, faces, removed = remove_small_components(verts, faces, min_component, min_component_faces)
     report["components_removed"] = int(removed)
+    if agree is not None and len(faces):   # after the small ones went: fewer components to judge
+        from .consensus import drop_unsupported
+
+        skip = (np.abs(plane.distance(verts)) <= 1e-6 * scale)[faces].all(1) if plane is not None and flat > 0 else None
+        verts, faces, report["components_unsupported"] = drop_unsupported(verts, faces, agree, skip=skip)
     report["faces_after_components"] = int(len(faces))
     filled = dropped = 0
     if close:
