@@ -115,7 +115,7 @@ class _Printer:
         self.stream, self.last = stream or sys.stderr, None
 
     def __call__(self, msg) -> None:
-        from ..messages import StageFinished, StageProgress
+        from ..messages import StageFinished, StageProgress, Warning
 
         if isinstance(msg, StageProgress):
             step = msg.detail.split(" ")[0]
@@ -126,6 +126,8 @@ class _Printer:
             self.stream.flush()
         elif isinstance(msg, StageFinished):
             self.stream.write(f"\n[mesh] done in {msg.seconds:.1f} s\n")
+        elif isinstance(msg, Warning):
+            self.stream.write(f"\nwarning: {msg.text}\n")
 
 
 def cmd_mesh(args) -> int:

@@ -6,8 +6,8 @@ them, and find the bounds (engine/mesh/subject.py: for an orbit capture the subj
 support plane); render depth + opacity of every camera on the GPU; fuse them into a sparse
 TSDF on the GPU; marching cubes; clean (engine/mesh/visible.py: drop the faces no camera
 sees in front; engine/mesh/repair.py: cut at the support plane, drop what lies outside the
-bounds and small components, fill small holes, close the cut; an orbit's subject: close
-every hole); decimate to the face budget (an orbit's subject closed again); UV atlas
+bounds and small components, a scene's sheets few views agree on (engine/mesh/consensus.py),
+fill small holes, close the cut; an orbit's subject: close every hole); decimate to the face budget (an orbit's subject closed again); UV atlas
 (xatlas); bake the texture from the training images; export GLB,
 OBJ + MTL + PNG and PLY (vertex colours) into <project>/exports/, atomically; write
 <project>/mesh.json (settings, counts, timings per step, peak memory).
@@ -29,10 +29,14 @@ import numpy as np
 from ..errors import SpirulaError
 from ..fileio import write_json_atomic
 from ..messages import Emit, StageFinished, StageProgress, StageStarted, ignore
+from ..messages import Warning as WarningMessage
 from ..mesh.config import MeshConfig
 from ..mesh.memory import MemoryMeter
 from .layout import trained_folder
 
+# the lowest view's elevation over the support (degrees, seen from the subject's foot) above
+# which the report warns that the subject's underside went unseen (office chair video: 49)
+LOW_VIEW_DEG = 45.0
 STEPS = ("load", "depth", "fuse", "extract", "clean", "decimate", "atlas", "bake", "export")
 
 
@@ -129,6 +133,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     from ..mesh.extract import extract_mesh
     from ..mesh.grid import grid_for_bounds, splat_trunc
     from ..mesh.repair import close_mesh, is_watertight, largest_component_share, precull, repair_mesh
+    from ..mesh.plane import camera_elevations
     from ..mesh.subject import resolve_bounds
     from ..mesh.tsdf import fuse_depth_maps
     from ..mesh.visible import visible_faces
@@ -155,6 +160,15 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     c2w = np.stack([c.c2w for c in dataset.cameras])
     intrinsics = np.array([[c.fx, c.fy, c.cx, c.cy, c.width, c.height] for c in dataset.cameras], np.float64)
     region = resolve_bounds(cfg.bounds, c2w, g.means, g.opacities, g.scales, intrinsics)
+    warnings, elevation = [], None
+    if region.found == "subject" and region.plane is not None:   # how low the lowest view looks from
+        elev = camera_elevations(c2w, region.plane, region.orbit.look_point)
+        elevation = {"min": float(elev.min()), "median": float(np.median(elev))}
+        if elev.min() > LOW_VIEW_DEG:
+            warnings.append(f"every camera looks down on the subject's base at {elev.min():.0f} degrees or more: "
+                            "what lies under its overhangs (a chair's column under the seat) no view saw, and the "
+                            "mesh leaves it out; an orbit at the subject's mid-height as well would show it")
+            emit(WarningMessage(warnings[-1]))
     spec = grid_for_bounds(region.lo, region.hi, cfg.resolution, voxel=cfg.voxel, trunc_voxels=cfg.trunc_voxels)
     # the band as wide as the splats' spread of depths, so the views' surfaces average into one
     spec = grid_for_bounds(region.lo, region.hi, cfg.resolution, voxel=cfg.voxel,
@@ -217,9 +231,15 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
         verts, faces = compact(verts, faces[seen])
     # an orbit's subject was seen all around: every hole is closed, so it comes out watertight
     closing = cfg.close and region.found == "subject"
+    agree = None
+    if flat:   # a scene's support: the sheets of it that few views' depth agree on go (engine/mesh/consensus.py)
+        from ..mesh.consensus import agreeing_views
+
+        agree = lambda p: agreeing_views(p, c2w, intrinsics, lambda i: maps[i], 0.5 * spec.trunc, cfg.alpha_min)
     verts, faces, repair = repair_mesh(verts, faces, region.lo if clip else None, region.hi if clip else None,
                                        region.plane, cut, cfg.max_hole_edges, cfg.min_component, close=closing,
-                                       flat=flat, cells=region.cells if clip else None, cell=region.cell)
+                                       flat=flat, cells=region.cells if clip else None, cell=region.cell,
+                                       agree=agree)
     if len(faces) == 0:
         raise SpirulaError(f"no surface left in the bounds {region.box} ({region.reason}); "
                            "try --bounds scene or explicit numbers")
@@ -255,7 +275,8 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
         "project": str(project), "device": gpu.adapter, "config": asdict(cfg),
         "grid": {"origin": spec.origin, "voxel": spec.voxel, "bricks": spec.bricks, "trunc": spec.trunc,
                  "dims": spec.dims},
-        "bounds": {**region.to_json(), "cut_height": cut},
+        "bounds": {**region.to_json(), "cut_height": cut, "camera_elevation_deg": elevation},
+        "warnings": warnings,
         "views": len(dataset.cameras), "gaussians": len(rows), "faces_marching_cubes": raw_faces,
         "faces_culled": culled, "faces_hidden": hidden,
         "components_removed": repair["components_removed"], "repair": repair,

@@ -230,3 +230,16 @@ def scene_plane(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray, 
     under = d[d < 0]
     rms = float(np.sqrt(np.mean(under ** 2))) if len(under) else p.thickness / 2.5
     return Plane(p.normal, p.offset, int(found[0].inliers), 2.5 * rms, "scene")
+
+
+def camera_elevations(c2w: np.ndarray, plane: Plane, foot: np.ndarray) -> np.ndarray:
+    """[N] degrees above ``plane`` of each camera centre (c2w [N, 4, 4]) seen from ``foot``
+    [3] (dropped onto the plane first): how steeply every view looks down at a subject's
+    base. When even the lowest view looks down steeply, what lies under the subject's
+    overhangs is seen by none (the office chair video: every camera 49 degrees or more up,
+    the column under the seat and the base's hub hidden in all 100 views)."""
+    foot = np.asarray(foot, np.float64)
+    foot = foot - plane.distance(foot[None])[0] * plane.normal
+    d = np.asarray(c2w, np.float64)[:, :3, 3] - foot
+    up = d @ plane.normal
+    return np.degrees(np.arctan2(up, np.linalg.norm(d - up[:, None] * plane.normal, axis=1)))

@@ -95,7 +95,8 @@ def largest_component_share(verts: np.ndarray, faces: np.ndarray) -> float:
 
 def fill_holes(verts: np.ndarray, faces: np.ndarray, max_edges: int = 100,
                always: np.ndarray | None = None, on_plane: np.ndarray | None = None,
-               normal: np.ndarray | None = None, plane_share: float = 0.8) -> tuple[np.ndarray, np.ndarray, int]:
+               normal: np.ndarray | None = None, plane_share: float = 0.8,
+               max_share: float = 0.0) -> tuple[np.ndarray, np.ndarray, int]:
     """Close boundary loops of at most ``max_edges`` edges (and every loop whose vertices
     are all flagged in ``always`` [V] bool, e.g. on the cut plane) by a fan of triangles
     from a new vertex at the loop's centroid, wound against the boundary edge so the
@@ -125,6 +126,20 @@ def fill_holes(verts: np.ndarray, faces: np.ndarray, max_edges: int = 100,
         area = np.bincount(loop, weights=np.cross(verts[be[:, 0]], verts[be[:, 1]]) @ np.asarray(normal, np.float64),
                            minlength=loops)
         fill |= (flat >= plane_share * size) & (area < 0)
+    if max_share > 0:
+        lab = face_components(faces, n)
+        vlab = np.full(n, -1, np.int64)
+        vlab[faces.reshape(-1)] = np.repeat(lab, 3)
+        used = vlab >= 0
+        cl, ch = np.full((lab.max() + 1, 3), np.inf), np.full((lab.max() + 1, 3), -np.inf)
+        np.minimum.at(cl, vlab[used], verts[used])
+        np.maximum.at(ch, vlab[used], verts[used])
+        ll, lh = np.full((loops, 3), np.inf), np.full((loops, 3), -np.inf)
+        np.minimum.at(ll, loop, verts[be[:, 0]])
+        np.maximum.at(lh, loop, verts[be[:, 0]])
+        comp = np.zeros(loops, np.int64)
+        comp[loop] = vlab[be[:, 0]]
+        fill |= np.linalg.norm(lh - ll, axis=1) <= max_share * np.linalg.norm(ch - cl, axis=1)[comp]
     fill &= size >= 3
     if not fill.any():
         return verts, faces, 0
@@ -262,7 +277,7 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
                 cut: float = 0.0, max_hole_edges: int = 100, min_component: float = 0.02,
                 min_component_faces: int = 64, close: bool = False,
                 flat: float = 0.0, cells: np.ndarray | None = None,
-                cell: float = 0.0) -> tuple[np.ndarray, np.ndarray, dict]:
+                cell: float = 0.0, agree=None, max_hole_share: float = 0.2) -> tuple[np.ndarray, np.ndarray, dict]:
     """Clean a marching-cubes mesh; returns (verts, faces, report).
 
     plane / cut: keep only the part above the plane ``plane.distance(x) >= cut`` (world
@@ -277,7 +292,11 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
     flat: first flatten the layer within this distance of the plane onto it (:func:`flatten`;
     a scene's support, whose cut lies under that layer), then re-mesh that layer as one flat
     sheet over the region it covers (engine/mesh/support.py). cells [K, 3] / cell: the subject's
-    occupied coarse voxels; components far from them go (:func:`drop_off_subject`)."""
+    occupied coarse voxels; components far from them go (:func:`drop_off_subject`).
+    agree(points [P, 3]) -> [P] int: how many views' depth puts a surface there; the
+    components few views agree on go, the support sheet not judged
+    (engine/mesh/consensus.py). max_hole_share: holes up to this share of their
+    component's extent are filled too (:func:`fill_holes`)."""
     import trimesh.intersections as ti
 
     verts, faces = np.asarray(verts, np.float64), np.asarray(faces, np.int64)
@@ -309,6 +328,11 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
     if len(faces):
         verts, faces, removed = remove_small_components(verts, faces, min_component, min_component_faces)
     report["components_removed"] = int(removed)
+    if agree is not None and len(faces):   # after the small ones went: fewer components to judge
+        from .consensus import drop_unsupported
+
+        skip = (np.abs(plane.distance(verts)) <= 1e-6 * scale)[faces].all(1) if plane is not None and flat > 0 else None
+        verts, faces, report["components_unsupported"] = drop_unsupported(verts, faces, agree, skip=skip)
     report["faces_after_components"] = int(len(faces))
     filled = dropped = 0
     if close:
@@ -319,7 +343,7 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
         # a flattened support's holes (what the views' disagreement tore out of it) are closed
         on_plane = np.abs(plane.distance(verts)) <= 1e-6 * scale if plane is not None and flat > 0 else None
         verts, faces, filled = fill_holes(verts, faces, max_hole_edges, on_cut, on_plane,
-                                          plane.normal if plane is not None else None)
+                                          plane.normal if plane is not None else None, max_share=max_hole_share)
     report["faces_dropped_to_close"] = int(dropped)
     report["holes_filled"] = int(filled)
     report["faces_out"] = int(len(faces))
