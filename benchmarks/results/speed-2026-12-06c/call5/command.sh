@@ -1,0 +1,11 @@
+set -u
+source .gpu/gpu-env.sh
+S="python3 -m engine.cli"
+mkdir -p $OUT/c5
+V="bench viewer --gaussians 6000000 --frames 120 --warmup 60"
+for oc in 1 0; do for dev in vulkan cuda; do for sz in "1920 1080" "1465 766"; do set -- $sz
+  SPIRULA_VIEWER_OCCLUSION=$oc $S $V --width $1 --height $2 --device $dev --json $OUT/c5/viewer-$dev-$1-occ$oc.json >> $OUT/c5/log.txt 2>&1
+done; done; done
+SPIRULA_PROFILE_JSON=$OUT/c5/viewer-vulkan-1920-occ1-prof.json $S $V --device vulkan >> $OUT/c5/log.txt 2>&1
+SPIRULA_PROFILE_JSON=$OUT/c5/viewer-cuda-1920-occ1-prof.json $S $V --device cuda >> $OUT/c5/log.txt 2>&1
+cd $OUT && tar czf c5.tgz c5 && rm -rf c5
