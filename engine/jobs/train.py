@@ -94,7 +94,8 @@ def run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig,
                  on_progress: Callable[[Progress], None] | None = None,
                  on_message: Callable[[str], None] = log.info,
                  on_profile: Callable | None = None, should_stop: Callable[[], bool] | None = None,
-                 resume: str = "never", checkpoint_path: Path | None = None, keep_checkpoint: bool = True) -> dict:
+                 resume: str = "never", checkpoint_path: Path | None = None, keep_checkpoint: bool = True,
+                 score_held_out: bool = True) -> dict:
     """``on_profile`` receives engine.messages.ProfilerSnapshot about once a second while
     training, when profiling is on (SPIRULA_PROFILE=1, --profile, engine.profile.enable).
 
@@ -103,7 +104,10 @@ def run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig,
     ``resume``: "never" starts over (an earlier checkpoint is replaced at the first save),
     "require" continues from the checkpoint or raises CheckpointError, "auto" continues
     when the checkpoint fits this run and starts over (saying why) otherwise.
-    ``keep_checkpoint=False`` deletes it once the run has finished all its steps."""
+    ``keep_checkpoint=False`` deletes it once the run has finished all its steps.
+    ``score_held_out=False``: the held-out views stay out of training but are not scored (no
+    psnr in metrics.json; a caller that scores the exported PLY itself, e.g. the partition
+    merge's fine-tune)."""
     from .. import profile
 
     if resume not in RESUME:
@@ -112,7 +116,7 @@ def run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig,
     made = not Path(out_dir).exists()
     try:
         return _run_training(dataset_path, out_dir, cfg, on_progress, on_message, should_stop, resume,
-                             checkpoint_path, keep_checkpoint)
+                             checkpoint_path, keep_checkpoint, score_held_out)
     except BaseException:
         if made:
             _remove_if_empty(Path(out_dir))  # a run that failed before writing anything leaves no folder
@@ -130,7 +134,7 @@ def _remove_if_empty(folder: Path) -> None:
 
 
 def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress, on_message, should_stop,
-                  resume: str, checkpoint_path: Path | None, keep_checkpoint: bool) -> dict:
+                  resume: str, checkpoint_path: Path | None, keep_checkpoint: bool, score_held_out: bool) -> dict:
     out_dir = Path(out_dir)
     ckpt_path = Path(checkpoint_path) if checkpoint_path is not None else out_dir / checkpoint.NAME
     if resume == "require" and not ckpt_path.is_file():
@@ -155,7 +159,7 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
                f"{0 if dataset.points is None else len(dataset.points)} SfM points")
     t_load = time.perf_counter() - t0
     ckpt = _load_checkpoint(ckpt_path, resume, on_message)
-    job = _Job(gpu, cfg, ckpt_path)
+    job = _Job(gpu, cfg, ckpt_path, score_held_out)
     try:
         return job.run(dataset_path, out_dir, dataset, train_idx, test_idx, ckpt, resume, on_progress,
                        on_message, should_stop, t_load, keep_checkpoint)
@@ -184,8 +188,9 @@ def _load_checkpoint(path: Path, resume: str, on_message) -> checkpoint.Checkpoi
 class _Job:
     """One training run: the trainer, its checkpoints, and what the errors say."""
 
-    def __init__(self, gpu: Gpu, cfg: RunConfig, ckpt_path: Path):
+    def __init__(self, gpu: Gpu, cfg: RunConfig, ckpt_path: Path, score_held_out: bool = True):
         self.gpu, self.cfg, self.ckpt_path = gpu, cfg, ckpt_path
+        self.score_held_out = score_held_out
         self.trainer: Trainer | None = None
         self.writer = checkpoint.BackgroundWriter(ckpt_path)  # its saved_step: the checkpoint on disk
 
@@ -228,6 +233,7 @@ class _Job:
     def _run(self, dataset_path, out_dir, dataset, train_idx, test_idx, ckpt, resume, on_progress, on_message,
              should_stop, t_load, keep_checkpoint) -> dict:
         cfg, gpu = self.cfg, self.gpu
+        scored = test_idx if self.score_held_out else []  # held out either way
         if ckpt is not None:
             cfg.train.strategy = checkpoint.resumed_strategy(ckpt, cfg.train.strategy)
         trainer = self.trainer = Trainer(gpu, dataset, train_idx, cfg.train)
@@ -259,12 +265,12 @@ class _Job:
             on_message(f"resumed from {ckpt.path} at step {ckpt.step} ({trainer.model.n} Gaussians)")
         else:
             on_message(f"initial Gaussians: {trainer.model.n}")
-            if test_idx:
-                initial_psnr = evaluate(trainer, test_idx)["psnr"]
+            if scored:
+                initial_psnr = evaluate(trainer, scored)["psnr"]
         start_step = trainer.state.step
 
         def on_eval(step: int) -> None:
-            m = evaluate(trainer, test_idx)
+            m = evaluate(trainer, scored)
             evals.append({"step": step, "psnr": m["psnr"], "ssim": m["ssim"]})
             on_message(f"step {step}: held-out PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.4f}")
             write_json_atomic(out_dir / "metrics.json", {"evaluations": evals})
@@ -280,7 +286,7 @@ class _Job:
             on_message(f"checkpoint: step {step} -> {self.ckpt_path}")
 
         every = cfg.train.checkpoint_every
-        state = trainer.train(on_progress=on_progress, on_eval=on_eval if test_idx else None, should_stop=should_stop,
+        state = trainer.train(on_progress=on_progress, on_eval=on_eval if scored else None, should_stop=should_stop,
                               on_checkpoint=on_checkpoint if every else None)
         if state.stopped_early and every and not state.in_step and state.step != self.writer.last_step:
             on_checkpoint(state.step)  # stopped between two steps: keep exactly this state
@@ -289,11 +295,12 @@ class _Job:
         on_message(f"wrote {out_dir / 'splat.ply'} ({count} Gaussians, step {state.step})")
         if trainer.appearance is not None:
             trainer.appearance.save(out_dir, [c.name for c in dataset.cameras], train_idx)
-        final = evaluate(trainer, test_idx, out_dir / "eval") if test_idx else None
+        final = evaluate(trainer, scored, out_dir / "eval") if scored else None
         metrics = {
             "step": state.step, "stopped_early": state.stopped_early, "num_gaussians": count,
             "psnr": final and final["psnr"], "ssim": final and final["ssim"],
             "initial_psnr": initial_psnr, "views": final and final["views"],
+            "held_out": [dataset.cameras[i].name for i in test_idx],
             "evaluations": evals + ([{"step": state.step, "psnr": final["psnr"], "ssim": final["ssim"]}] if final else []),
             "train_seconds": seconds_before + t_train,
             "sec_per_1k_steps": 1000 * t_train / max(state.step - start_step, 1),

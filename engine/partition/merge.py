@@ -161,8 +161,8 @@ def _part_steps(layout, p) -> int:
 def finetune(layout, out_dir: Path, cfg) -> GaussianPly:
     """Train the merged model ``<out_dir>/splat.ply`` by ``cfg`` (:func:`finetune_config`)
     over every training camera of the whole scene (the split's held-out views stay out),
-    replacing the file; the run's folder is ``<out_dir>/finetune`` (its metrics, held-out
-    renders and log).
+    replacing the file; the run's folder is ``<out_dir>/finetune`` (its metrics and log; the
+    held-out views are scored by the merge, not by this run).
     Returns the new model.
 
     Why: the parts trained their halves against their own context, not against each
@@ -179,9 +179,10 @@ def finetune(layout, out_dir: Path, cfg) -> GaussianPly:
 
     src = Path(out_dir) / "splat.ply"
     run_dir = Path(out_dir) / "finetune"
-    run_training(layout.dataset, run_dir, cfg, on_message=lambda _: None, keep_checkpoint=False)
+    # the merge scores the exported model itself, before and after (one renderer, its views)
+    run_training(layout.dataset, run_dir, cfg, on_message=lambda _: None, keep_checkpoint=False, score_held_out=False)
     tuned = read_ply(run_dir / "splat.ply")
-    os.replace(run_dir / "splat.ply", src)  # atomic; the run's folder keeps its metrics and eval/
+    os.replace(run_dir / "splat.ply", src)  # atomic; the run's folder keeps its metrics
     return tuned
 
 
