@@ -49,7 +49,8 @@ def orbit_w2c(k: int, frames: int, distance: float = 5.0) -> np.ndarray:
 def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int = 1080, sh_degree: int = 3,
                  frames: int = 30, warmup: int = 3, readback: bool = False, seed: int = 0, progress=None) -> dict:
     """Render the orbit on ``gpu``; returns the JSON-ready result."""
-    from ..studio.viewer import Viewer, ViewSource, install_polling_waits
+    from ..studio.polling import install_polling_waits
+    from ..studio.viewer import Viewer, ViewSource
 
     install_polling_waits(gpu)
     t0 = time.perf_counter()

@@ -74,7 +74,7 @@ class EngineThread:
         t0 = time.perf_counter()
         try:
             from ..device import get_gpu
-            from .viewer import install_polling_waits
+            from .polling import install_polling_waits
 
             self.gpu = get_gpu(self.s.backend)
             install_polling_waits(self.gpu)
@@ -203,7 +203,7 @@ class EngineThread:
         if self.viewport.viewer is not None:
             self.viewport.viewer.detach()
         try:
-            from .viewer import wait_polling
+            from .polling import wait_polling
 
             wait_polling(self.gpu)
         except Exception:

@@ -110,7 +110,7 @@ class TrainingScene(Scene):
 
     def export(self, path: Path, fmt: str = "ply") -> int:
         from ..jobs.train import export_ply
-        from .viewer import wait_polling
+        from .polling import wait_polling
 
         wait_polling(self.gpu)
         path.parent.mkdir(parents=True, exist_ok=True)

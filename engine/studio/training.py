@@ -62,7 +62,7 @@ class Training:
         """Train ``dataset`` as ``cmd`` says (continuing from ``ckpt`` when given)."""
         from ..jobs.train import check_output_dir
         from ..splat.init import scene_bounds
-        from .viewer import wait_polling
+        from .polling import wait_polling
 
         e = self.e
         project = Path(cmd.project) if cmd.project else new_project_dir(Path(cmd.dataset).name, e.s.projects)
@@ -138,7 +138,7 @@ class Training:
 
     def evaluate(self, step: int) -> dict | None:
         from ..splat.evaluate import evaluate
-        from .viewer import wait_polling
+        from .polling import wait_polling
 
         sc = self.scene
         if not sc.test_idx:

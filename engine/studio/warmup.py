@@ -30,7 +30,8 @@ def warmup(gpu, viewer, progress=None) -> None:
 
     from ..ingest.dataset import Camera, Dataset
     from ..splat.trainer import Trainer
-    from .viewer import ViewSource, wait_polling
+    from .polling import wait_polling
+    from .viewer import ViewSource
 
     rng = np.random.default_rng(0)
     cams = []
