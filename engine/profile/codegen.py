@@ -33,7 +33,7 @@ from ..device import shader_dir
 HOT_KERNELS = [
     ("raster/raster", "rasterize_backward", {"PY": 2}),
     ("raster/raster", "rasterize_forward", {}),
-    ("raster/raster", "emit_intersections", {}),
+    ("raster/binning", "emit_intersections", {}),
     ("project/project", "project_forward", {"MAX_SH_DEGREE": 3}),
     ("project/project", "project_backward_adam", {"MAX_SH_DEGREE": 3}),
     ("sort/radix", "radix_hist", {}),

@@ -224,12 +224,12 @@ def scan_tiles(m: int, tile: int = _SCAN_TILE, offsets: bool = False, total: boo
 
 
 def gather_counts(w: Workload) -> Traffic:
-    """shaders/raster/raster.slang:gather_counts: counts_sorted[j] = tiles_touched[order[j]]."""
+    """shaders/raster/binning.slang:gather_counts: counts_sorted[j] = tiles_touched[order[j]]."""
     return Traffic(read=F32 * 2 * w.n, write=F32 * w.n)
 
 
 def emit_intersections(w: Workload) -> Traffic:
-    """shaders/raster/raster.slang:emit_intersections, one thread per Gaussian in depth
+    """shaders/raster/binning.slang:emit_intersections, one thread per Gaussian in depth
     order: reads order and tiles_touched for all, radii (2), means2d (2), conic + opacity
     (4, for the ellipse's tiles) and the scanned offset for the visible; writes (tile id,
     Gaussian id) per intersection."""
@@ -237,7 +237,7 @@ def emit_intersections(w: Workload) -> Traffic:
 
 
 def tile_ranges(w: Workload) -> Traffic:
-    """shaders/raster/raster.slang:tile_ranges: reads the M sorted tile ids (neighbours come
+    """shaders/raster/binning.slang:tile_ranges: reads the M sorted tile ids (neighbours come
     from cache), writes start and end of every non-empty tile (at most min(T, M) tiles)."""
     return Traffic(read=F32 * w.intersections, write=F32 * 2 * min(w.tiles, w.intersections))
 

@@ -102,11 +102,11 @@ class Rasterizer:
         self.k_project = gpu.kernel("project/project", "project_forward", MAX_SH_DEGREE=max_sh_degree,
                                     DEPTH_KEY_BITS=DEPTH_KEY_BITS)
         self.k_project_bwd = k("project/project", "project_backward")
-        self.k_gather = gpu.kernel("raster/raster", "gather_counts")
-        self.k_rows = gpu.kernel("raster/raster", "count_rows")
-        self.k_band_counts = gpu.kernel("raster/raster", "band_counts")
-        self.k_emit = gpu.kernel("raster/raster", "emit_intersections")
-        self.k_ranges = gpu.kernel("raster/raster", "tile_ranges")
+        self.k_gather = gpu.kernel("raster/binning", "gather_counts")
+        self.k_rows = gpu.kernel("raster/binning", "count_rows")
+        self.k_band_counts = gpu.kernel("raster/binning", "band_counts")
+        self.k_emit = gpu.kernel("raster/binning", "emit_intersections")
+        self.k_ranges = gpu.kernel("raster/binning", "tile_ranges")
         self.k_fwd = gpu.kernel("raster/raster", "rasterize_forward")
         self.set_backward_pixels_per_thread(BACKWARD_PIXELS_PER_THREAD)
         self.k_clear_grads = gpu.kernel("raster/raster", "clear_screen_grads")
@@ -255,7 +255,7 @@ class Rasterizer:
                                   ids_out=self._b("depth_ids", n))
         with self.arena.phase(enc, "depth_sort") as s:
             self.sort.record(enc, keys, self._b("depth_ids", n), n, DEPTH_KEY_BITS, scratch=s, count=kept, site="depth")
-        k = self.gpu.kernel("raster/raster", "gather_counts", OCCLUSION=1) if occ is not None else self.k_gather
+        k = self.gpu.kernel("raster/binning", "gather_counts", OCCLUSION=1) if occ is not None else self.k_gather
         k.record(
             enc, [max(n, 1), 1, 1], **self._occlusion_args("gather"), order=self._b("depth_ids", n),
             tiles_touched=self._b("tiles_touched", n), counts_sorted=self._b("counts_sorted", n), n=n)
@@ -320,7 +320,7 @@ class Rasterizer:
         isect_ids = self._b("isect_ids", max(c for _, _, c in self.bands))
         ranges = self._b("ranges", 2 * v.tiles_x * v.tiles_y)
         for row0, row1, m in self.bands:
-            k = self.gpu.kernel("raster/raster", "band_counts", OCCLUSION=1) if self.occlusion else self.k_band_counts
+            k = self.gpu.kernel("raster/binning", "band_counts", OCCLUSION=1) if self.occlusion else self.k_band_counts
             k.record(
                 enc, [max(n, 1), 1, 1], "band", **self._occlusion_args("gather"), order=self._b("depth_ids", n), tiles_touched=self._b("tiles_touched", n),
                 means2d=self._b("means2d", 2 * n), radii=self._b("radii", 2 * n),
@@ -338,7 +338,7 @@ class Rasterizer:
         n, v = self.n, self.view
         if m > 0:
             isect_tiles = scratch.get("isect_tiles", 4 * m)
-            k = self.gpu.kernel("raster/raster", "emit_intersections", OCCLUSION=1) if self.occlusion else self.k_emit
+            k = self.gpu.kernel("raster/binning", "emit_intersections", OCCLUSION=1) if self.occlusion else self.k_emit
             k.record(
                 enc, [max(n, 1), 1, 1], site, **self._occlusion_args("emit"), order=self._b("depth_ids", n),
                 offsets=self._b("offsets", n), tiles_touched=self._b("tiles_touched", n),

@@ -107,7 +107,7 @@ def test_binning_keeps_every_reached_tile_of_any_shape(gpu):
     bufs = dict(means2d=gpu.upload(means), conic_opac=gpu.upload(co), radii=gpu.upload(radii))
     order = gpu.upload(np.arange(n, dtype=np.uint32))
     counts = gpu.zeros(4 * n)
-    gpu.kernel("raster/raster", "band_counts").dispatch(
+    gpu.kernel("raster/binning", "band_counts").dispatch(
         thread_count=[n, 1, 1], order=order, tiles_touched=gpu.upload(np.ones(n, np.uint32)), counts_sorted=counts,
         n=n, tiles_x=tx, tiles_y=ty, row0=0, row1=ty, **bufs)
     count = gpu.read(counts, np.uint32, n).astype(np.int64)
@@ -119,7 +119,7 @@ def test_binning_keeps_every_reached_tile_of_any_shape(gpu):
     sentinel = 0xDEADBEEF
     tiles_out = gpu.upload(np.full(total + 64, sentinel, np.uint32))
     ids_out = gpu.upload(np.full(total + 64, sentinel, np.uint32))
-    gpu.kernel("raster/raster", "emit_intersections").dispatch(
+    gpu.kernel("raster/binning", "emit_intersections").dispatch(
         thread_count=[n, 1, 1], order=order, offsets=gpu.upload(offsets.astype(np.uint32)),
         tiles_touched=gpu.upload(touched.astype(np.uint32)), isect_tiles=tiles_out, isect_ids=ids_out, n=n,
         tiles_x=tx, tiles_y=ty, capacity=capacity, row0=0, row1=ty, **bufs)

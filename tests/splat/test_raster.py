@@ -186,7 +186,7 @@ def test_tile_ranges_over_a_2d_grid(gpu, m, max_groups, monkeypatch):
     threads, groups_x = dispatch_grid(m, 256)
     assert threads[1] > 1, "the grid must be 2D"
     ranges = gpu.zeros(8 * (ntiles + 1))  # room for a stray filler range, which must stay 0
-    gpu.kernel("raster/raster", "tile_ranges").dispatch(
+    gpu.kernel("raster/binning", "tile_ranges").dispatch(
         thread_count=threads, isect_tiles=gpu.upload(tiles), ranges=ranges, count=gpu.zeros(4), m=m,
         count_from_buf=0, groups_x=groups_x, tiles=ntiles)
     got = gpu.read(ranges, np.uint32, shape=(ntiles + 1, 2))
