@@ -104,3 +104,18 @@ def test_frames_over_the_per_pass_limit_go_in_bands_with_the_same_pixels(gpu, op
     for _ in range(2):
         np.testing.assert_array_equal(v.render(opaque_scene), exact)
         assert len(v.rasterizer(1).bands) >= 3 and not v.occlusion.use_cut
+
+
+def test_occlusion_with_the_anti_aliased_projection_shows_the_same_frames(gpu):
+    """A model trained with Mip-Splatting's 3D filter (ViewSource.filter3d) goes through the
+    ANTIALIAS and OCCLUSION projection at once."""
+    rows = ball_scene(20_000, 1, seed=4)
+    rows[:, 10] = 6.0
+    filt = np.random.default_rng(4).uniform(1e-5, 1e-4, len(rows)).astype(np.float32)
+    src = ViewSource(gpu.upload(rows, "test.viewer.aa"), len(rows), 1, 1, filter3d=gpu.upload(filt, "test.viewer.f3d"))
+    v = _viewer(gpu, 320, 240)
+    for k in range(3):
+        v.state.w2c = orbit_w2c(k, 40)
+        img = v.render(src)
+        np.testing.assert_array_equal(img, _exact(gpu, src, orbit_w2c(k, 40))[0])
+    assert v.occlusion.use_cut and v.recuts == 0
