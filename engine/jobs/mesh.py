@@ -6,7 +6,8 @@ them, and find the bounds (engine/mesh/subject.py: for an orbit capture the subj
 support plane); render depth + opacity of every camera on the GPU; fuse them into a sparse
 TSDF on the GPU; marching cubes; clean (engine/mesh/visible.py: drop the faces no camera
 sees in front; engine/mesh/repair.py: cut at the support plane, drop what lies outside the
-bounds and small components, a scene's sheets few views agree on (engine/mesh/consensus.py),
+bounds, an orbit subject's skirt of support (engine/mesh/support.py) and small components,
+a scene's sheets few views agree on (engine/mesh/consensus.py),
 fill small holes, close the cut; an orbit's subject: close every hole); decimate to the face budget (an orbit's subject closed again); UV atlas
 (xatlas); bake the texture from the training images; export GLB,
 OBJ + MTL + PNG and PLY (vertex colours) into <project>/exports/, atomically; write

@@ -292,7 +292,9 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
     flat: first flatten the layer within this distance of the plane onto it (:func:`flatten`;
     a scene's support, whose cut lies under that layer), then re-mesh that layer as one flat
     sheet over the region it covers (engine/mesh/support.py). cells [K, 3] / cell: the subject's
-    occupied coarse voxels; components far from them go (:func:`drop_off_subject`).
+    occupied coarse voxels; components far from them go (:func:`drop_off_subject`), and first,
+    with a support ``plane`` not flattened (an orbit's), the support's layer with nothing of the
+    subject over it: its skirt of table or floor (engine/mesh/support.py ``drop_skirt``).
     agree(points [P, 3]) -> [P] int: how many views' depth puts a surface there; the
     components few views agree on go, the support sheet not judged
     (engine/mesh/consensus.py). max_hole_share: holes up to this share of their
@@ -317,6 +319,10 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
         inside = ((c >= np.asarray(lo) - eps) & (c <= np.asarray(hi) + eps)).all(1)
         verts, faces = compact(verts, faces[inside]) if inside.any() else (np.zeros((0, 3)), np.zeros((0, 3), np.int64))
     report["faces_in_bounds"] = int(len(faces))
+    if plane is not None and flat == 0 and cells is not None and len(faces):   # an orbit subject's skirt
+        from .support import drop_skirt
+
+        verts, faces, report["faces_skirt"] = drop_skirt(verts, faces, plane, cut, cell)
     if plane is not None and flat > 0 and len(faces):  # the flattened support as one flat sheet
         from .support import remesh_support
 

@@ -1,5 +1,6 @@
-"""A scene's support (the table or floor of a capture that is no orbit) re-meshed as one flat
-sheet.
+"""The support plane's layer in the mesh: a scene's support (the table or floor of a capture
+that is no orbit) re-meshed as one flat sheet (:func:`remesh_support`), and an orbit
+subject's skirt of support cut off at its footprint (:func:`drop_skirt`).
 
 After :func:`engine.mesh.repair.flatten` the support's layer lies on its plane, but it is
 still torn: with few views (book: 7 photos) each view's depth puts the textureless table a
@@ -17,6 +18,9 @@ import numpy as np
 
 from .plane import Plane, perpendicular_basis
 
+LAYER_CELLS = 3.0    # the skirt's layer: this many coarse voxels over the cut ...
+LAYER_SHARE = 0.15   # ... at most this share of the subject's height over it
+BAND_SHARE = 0.25    # what stands over the layer: its part within this share of the subject's height
 CLOSE_SHARE = 0.03   # the closing's radius: this share of the region's larger side (cells)
 MAX_CELLS = 600      # the grid's cells along the region's larger side at most
 
@@ -91,3 +95,55 @@ def remesh_support(verts: np.ndarray, faces: np.ndarray, plane: Plane,
     rest_v, rest_f = compact(verts, faces[~flat]) if (~flat).any() else (np.zeros((0, 3)), np.zeros((0, 3), np.int64))
     report.update(support_faces_replaced=int(flat.sum()), support_cells=int(region.sum()))
     return np.concatenate([rest_v, gv]), np.concatenate([rest_f, gf + len(rest_v)]), report
+
+
+def drop_skirt(verts: np.ndarray, faces: np.ndarray, plane: Plane, cut: float,
+               cell: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """Drop an orbit subject's skirt: the faces lying in the support's layer (centroid under
+    ``cut`` + min(LAYER_CELLS x ``cell``, LAYER_SHARE x the subject's height over the cut);
+    ``cell``: the subject's coarse voxel) with nothing of the subject standing over them.
+    On a grid of twice the faces' median edge on the plane, a column holds the highest face
+    centroid of the subject's lower part (under the layer plus BAND_SHARE of its height)
+    within one grid cell; a face in the layer stays when that is at least two grid cells over
+    it and over the layer (a sheet over a sheet, or a sheet's own bumps, do not hold it).
+    Returns (verts, faces, faces dropped).
+
+    Why: the table or floor fuses into sheets a little over the cut beside the subject (its
+    splats' depth blends with the subject's edge; a glossy floor's reflections), and they
+    stay joined to it: the mouse on a sheet of table wider than itself, the office chair's
+    legs with patches of floor 0.05-0.28 over the cut beside them. A sheet has nothing over
+    it; what stands on the support does: a wall or a leg is over its own lower part (steeper
+    than 63 degrees), a caster's sides have its top over them, the table under an object's
+    rim has the object. Only the lower part counts: the chair's seat overhangs its whole
+    base, and the floor under it is no chair. An object as flat as the layer keeps it (the
+    layer is a share of its height)."""
+    from scipy import ndimage
+
+    from .clean import compact
+
+    if len(faces) == 0:
+        return verts, faces, 0
+    c = verts[faces].mean(1)
+    h = plane.distance(c)
+    height = float(h.max()) - cut
+    layer = min(LAYER_CELLS * cell, LAYER_SHARE * height)
+    low = h < cut + layer
+    lower = h < cut + layer + BAND_SHARE * height
+    if not low.any() or low.all():
+        return verts, faces, 0
+    edge = float(np.median(np.linalg.norm(verts[faces[:, 1]] - verts[faces[:, 0]], axis=1)))
+    grid = max(2.0 * edge, 1e-4 * height)
+    u, w = perpendicular_basis(plane.normal)
+    xy = np.stack([c[lower] @ u, c[lower] @ w], 1)
+    origin = xy.min(0) - 2 * grid
+    ij = np.floor((xy - origin) / grid).astype(np.int64)
+    top = np.full(tuple(ij.max(0) + 3), -np.inf)
+    np.maximum.at(top, tuple(ij.T), h[lower])
+    top = ndimage.maximum_filter(top, size=3, mode="nearest")
+    skirt = np.zeros(len(faces), bool)
+    sel = low[lower]
+    over = top[tuple(ij[sel].T)]
+    skirt[np.flatnonzero(lower)[sel]] = (over < h[low] + 2.0 * grid) | (over < cut + layer)
+    if not skirt.any():
+        return verts, faces, 0
+    return (*compact(verts, faces[~skirt]), int(skirt.sum()))
