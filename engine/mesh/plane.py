@@ -56,7 +56,7 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
               all_above: np.ndarray | None = None, column: np.ndarray | None = None,
               below_share: float = 0.05, off_column: np.ndarray | None = None, around_share: float = 0.5,
               accept=None, tries: int = 8, draw: np.ndarray | None = None, seed_normals: np.ndarray | None = None,
-              peaks: int = 6) -> tuple[Plane, np.ndarray] | None:
+              peaks: int = 6, upright_tie: float | None = None) -> tuple[Plane, np.ndarray] | None:
     """RANSAC plane on points [M, 3] with inlier tolerance ``tol`` (world units): (plane,
     inlier mask [M]) or None when no admissible hypothesis has ``min_inliers`` inliers.
 
@@ -75,7 +75,11 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     into the subject: on the mouse capture the best of 4096 did). ``draw`` [M] bool: the
     points the triples are drawn from (default all). ``seed_normals`` [S, 3]: more
     hypotheses besides the triples, a Hough vote: for each of these normals, the planes at
-    the ``peaks`` most populated slices (``tol`` thick) of the points' heights along it."""
+    the ``peaks`` most populated slices (``tol`` thick) of the points' heights along it.
+    ``upright_tie`` (with ``up``): hypotheses with at least this share of the best count are
+    tried first, the least tilted from ``up`` first (the mouse capture's table: 168 inliers at
+    3 degrees from the orbit's axis, against 176 for a plane 22 degrees off through the table's
+    far edge and the mouse's rim)."""
     pts = np.asarray(points, np.float64)
     if len(pts) < 3:
         return None
@@ -112,7 +116,12 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
         counts[s:s + 64] = near.sum(0)
         if off_column is not None:   # too few inliers around: no candidate
             counts[s:s + 64] *= near[np.asarray(off_column, bool)].sum(0) >= around_share * counts[s:s + 64]
-    for best in np.argsort(-counts, kind="stable")[:tries if accept is not None else 1]:
+    order = np.argsort(-counts, kind="stable")
+    if upright_tie is not None and up is not None and len(order):
+        tied = order[counts[order] >= upright_tie * counts[order[0]]]
+        tied = tied[np.argsort(-(n[tied] @ up), kind="stable")]   # the least tilted first
+        order = np.concatenate([tied, order[counts[order] < upright_tie * counts[order[0]]]])
+    for best in order[:tries if accept is not None else 1]:
         if counts[best] < max(min_inliers, 3):
             return None
         normal, offset = n[best], off[best]

@@ -287,6 +287,9 @@ def _base_cells(centres: np.ndarray, inner: np.ndarray, plane: Plane, margin: fl
 
 MAX_BELOW_SUPPORT = 0.05   # share of the splats near the look point a support plane may leave under it
 MIN_AROUND = 0.5           # share of a support plane's inliers off the subject's column
+# support hypotheses within this share of the best inlier count are tried least tilted first:
+# a plane through the table's far edge and the subject's rim can gather a few more inliers
+UPRIGHT_TIE = 0.9
 
 
 def _off_axis(points: np.ndarray, orbit: Orbit) -> np.ndarray:
@@ -351,6 +354,7 @@ def find_subject(c2w: np.ndarray, means: np.ndarray, opacity_logits: np.ndarray,
                           min_inliers=max(30, int(0.05 * len(sample))), all_above=orbit.look_point,
                           column=column, below_share=MAX_BELOW_SUPPORT, draw=draw,
                           off_column=around, around_share=MIN_AROUND, seed_normals=_cone(orbit.up), tries=24,
+                          upright_tie=UPRIGHT_TIE,
                           accept=lambda p, inl: shows_around(inl) and not (under(p, near) or under(p, column)))
         if found:
             break
