@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from ..device import Gpu
 
-NO_CUT = 1e30  # shaders/view/occlusion.slang: a tile with no cut (it was not opaque)
-
 
 class Occlusion:
     """Per-tile occlusion state of one view size. ``use_cut`` (set by the caller per frame):
@@ -51,10 +49,9 @@ class Occlusion:
             self.cut = self.gpu.zeros(4 * tiles_x * tiles_y, "viewer.occlusion.cut")
             self.ready = False
 
-    def begin(self, use_cut: bool) -> bool:
-        """Start a frame: with the cut when asked and the last frame left a map. Returns whether."""
+    def begin(self, use_cut: bool) -> None:
+        """Start a frame: with the cut when asked and the last frame left a map."""
         self.use_cut = bool(use_cut and self.ready)
-        return self.use_cut
 
     def record_cut(self, enc) -> None:
         """Zero the violation count and make this frame's cut from ``sat`` (a frame with the cut,

@@ -83,6 +83,11 @@ class _Frame:
     offset: tuple[float, float]
 
 
+def _count_key(src: ViewSource, f: _Frame) -> tuple:
+    """What a frame's intersection count is carried over between: the model and render size."""
+    return id(src.params), src.n, f.rw, f.rh
+
+
 class PresentError(RuntimeError):
     """Presenting into the window's surface failed; the viewer switched to readback."""
 
@@ -110,8 +115,7 @@ class Viewer:
         # occlusion culling (engine/splat/occlusion.py); $SPIRULA_VIEWER_OCCLUSION=0 turns it off
         self.occlusion = Occlusion(gpu) if os.environ.get("SPIRULA_VIEWER_OCCLUSION", "1") != "0" else None
         self._count_readback = gpu.readback_buffer(16, "viewer.count")  # intersections, occlusion violations
-        self._last_count: tuple[tuple, int] | None = None  # ((params, n, width, height), its last count)
-        self._count_key: tuple = ()
+        self._last_count: tuple[tuple, int] | None = None  # (_count_key of the render, its count)
         self.last_frame_ms = 0.0
         self.last_render_size = (0, 0)
         self.last_full_res = True
@@ -362,8 +366,7 @@ class Viewer:
         (25% headroom), or None to count exactly (the first frame, a new model or size)."""
         if not f.has_render or f.draw_mesh or src is None:
             return None
-        self._count_key = (id(src.params), src.n, f.rw, f.rh)
-        if self._last_count is None or self._last_count[0] != self._count_key:
+        if self._last_count is None or self._last_count[0] != _count_key(src, f):
             return None
         last = self._last_count[1]
         r = self.rasterizer(src.max_sh_degree)
@@ -386,7 +389,7 @@ class Viewer:
                 occ.begin(capacity is not None)  # the exact path counts without a cut
             if capacity is None:
                 count = r.prepare(src.params, src.n, cams, view, src.sh_degree, filter3d=src.filter3d, occlusion=occ)
-                self._last_count = (self._count_key, count)
+                self._last_count = (_count_key(src, f), count)
             else:
                 r.setup(src.params, src.n, cams, view, src.sh_degree, capacity=capacity, filter3d=src.filter3d,
                         occlusion=occ)
@@ -442,7 +445,7 @@ class Viewer:
             return None, 0
         words = gpu.read_finished(self._count_readback, np.uint32)
         count = int(words[0])
-        self._last_count = (self._count_key, count)
+        self._last_count = (_count_key(src, f), count)
         return count, int(words[1]) if occ is not None and occ.use_cut else 0
 
     def _acquire(self, w: int, h: int):
