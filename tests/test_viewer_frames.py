@@ -57,9 +57,9 @@ def opaque_scene(gpu):
     return ViewSource(gpu.upload(rows, "test.viewer.opaque"), len(rows), 1, 1)
 
 
-def _exact(gpu, src, w2c) -> tuple[np.ndarray, int]:
+def _exact(gpu, src, w2c, size=(320, 240)) -> tuple[np.ndarray, int]:
     """The frame of a viewer with no occlusion culling, counted exactly, and its intersections."""
-    v = _viewer(gpu, 320, 240)
+    v = _viewer(gpu, *size)
     v.occlusion = None
     v.state.w2c = w2c
     return v.render(src), v.last_intersections
@@ -119,3 +119,42 @@ def test_occlusion_with_the_anti_aliased_projection_shows_the_same_frames(gpu):
         img = v.render(src)
         np.testing.assert_array_equal(img, _exact(gpu, src, orbit_w2c(k, 40))[0])
     assert v.occlusion.use_cut and v.recuts == 0
+
+
+
+def test_the_early_cull_rule_drops_only_splats_the_full_test_leaves_without_a_tile(gpu):
+    """The projection's early cull (shaders/project/project.slang behind_cut_early) bounds a
+    splat's rectangle by its largest scale and drops it when every tile of the bound is cut in
+    front of it. Replayed in NumPy (float64) from the splats' parameters and the frame's cut
+    map: it must cover a good share of this ball's hidden splats, and only splats the full test
+    (the rasterizer's tile counts) leaves with no tile."""
+    rows = ball_scene(100_000, 1, seed=3)  # splats a few tiles wide, as in a trained model's view
+    rows[:, 10] = 6.0
+    src = ViewSource(gpu.upload(rows, "test.viewer.early"), len(rows), 1, 1)
+    v = _viewer(gpu, 640, 480)
+    for k in range(3):
+        v.state.w2c = orbit_w2c(k, 40)
+        img = v.render(src)
+    occ, r = v.occlusion, v.rasterizer(1)
+    assert occ.use_cut and v.recuts == 0
+    np.testing.assert_array_equal(img, _exact(gpu, src, orbit_w2c(2, 40), (640, 480))[0])
+    tx, ty = occ.tiles
+    cut = gpu.read(occ.cut, np.float32, tx * ty).reshape(ty, tx).astype(np.float64)
+    cam = gpu.read(v.cam, np.float32).reshape(-1, 32)[1].astype(np.float64)  # the render camera's row
+    R, t, (fx, fy, cx, cy) = cam[:9].reshape(3, 3), cam[9:12], cam[12:16]
+    pc = rows[:, :3].astype(np.float64) @ R.T + t
+    z = pc[:, 2]
+    u, w = pc[:, 0] / z, pc[:, 1] / z
+    # the 2D covariance's largest eigenvalue <= |J|_F^2 s_max^2 + 0.3 px^2; 3.33 sigma; +2 px
+    j2 = (fx * fx * (1 + u * u) + fy * fy * (1 + w * w)) / (z * z)
+    rad = 3.33 * np.sqrt(j2 * np.exp(2.0 * rows[:, 3:6].max(axis=1)) + 0.3) + 2.0
+    mx, my = fx * u + cx, fy * w + cy
+    x0, x1 = (np.clip(np.floor((mx + s * rad) / 16), 0, tx - 1).astype(int) for s in (-1, 1))
+    y0, y1 = (np.clip(np.floor((my + s * rad) / 16), 0, ty - 1).astype(int) for s in (-1, 1))
+    early = np.zeros(len(rows), bool)
+    for i in np.flatnonzero((z > 0.01) & (x1 - x0 < 5) & (y1 - y0 < 5)):
+        early[i] = z[i] > cut[y0[i]:y1[i] + 1, x0[i]:x1[i] + 1].max() * (1 + 1e-6)
+    touched = r.read("tiles_touched", np.uint32, len(rows))
+    print(f"early cull: {early.mean():.1%} of the splats; no tile after the full test: {(touched == 0).mean():.1%}")
+    assert early.mean() > 0.15
+    assert not touched[early].any()

@@ -9,7 +9,8 @@ after ``warmup`` untimed ones. A frame is what the studio's engine thread render
 compose, frustum lines) at a fixed render scale of 1 (no adaptive resolution); there is no
 window, so the frame ends where the swapchain copy would begin. ``--readback`` adds the
 host read-back of the readback fallback (the path used without a presentable surface).
-Times are wall clock per frame, the frame's GPU work waited for.
+Times are wall clock per frame, the frame's GPU work waited for; ``host_ms_median`` is the
+part of a frame not spent waiting for the GPU (recording, submitting, Python).
 """
 
 from __future__ import annotations
@@ -49,10 +50,19 @@ def orbit_w2c(k: int, frames: int, distance: float = 5.0) -> np.ndarray:
 def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int = 1080, sh_degree: int = 3,
                  frames: int = 30, warmup: int = 3, readback: bool = False, seed: int = 0, progress=None) -> dict:
     """Render the orbit on ``gpu``; returns the JSON-ready result."""
-    from ..studio.polling import install_polling_waits
+    from ..studio import viewer as viewer_module
+    from ..studio.polling import install_polling_waits, wait_polling
     from ..studio.viewer import Viewer, ViewSource
 
     install_polling_waits(gpu)
+    waited = [0.0]  # seconds the frames spent waiting for the GPU: the rest is host work
+
+    def timed_wait(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return wait_polling(*args, **kwargs)
+        finally:
+            waited[0] += time.perf_counter() - t
     t0 = time.perf_counter()
     rows = ball_scene(gaussians, sh_degree, seed)
     params = gpu.upload(rows, "splat.params")
@@ -61,22 +71,28 @@ def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int
     v.resize(width, height)
     src = ViewSource(params, len(rows), sh_degree, sh_degree)
     setup_s = time.perf_counter() - t0
-    times = []
-    for k in range(warmup + frames):
-        v.state.w2c = orbit_w2c(k, frames)
-        t = time.perf_counter()
-        v.render(src, readback=readback)
-        if k >= warmup:
-            times.append(1000 * (time.perf_counter() - t))
-            if progress is not None:
-                progress(k + 1 - warmup, frames)
+    times, host = [], []
+    viewer_module.wait_polling = timed_wait
+    try:
+        for k in range(warmup + frames):
+            v.state.w2c = orbit_w2c(k, frames)
+            t, waited[0] = time.perf_counter(), 0.0
+            v.render(src, readback=readback)
+            if k >= warmup:
+                times.append(1000 * (time.perf_counter() - t))
+                host.append(times[-1] - 1000 * waited[0])
+                if progress is not None:
+                    progress(k + 1 - warmup, frames)
+    finally:
+        viewer_module.wait_polling = wait_polling
     t = np.array(times)
     return {"bench": "viewer", "device": gpu.adapter, "backend": gpu.backend, "gaussians": len(rows),
             "width": width, "height": height, "sh_degree": sh_degree, "frames": len(t), "warmup": warmup,
             "seed": seed, "readback": readback, "intersections": v.last_intersections, "setup_s": setup_s,
             "overflows": v.overflows, "recuts": v.recuts, "occlusion": v.occlusion is not None,
             "median_ms": float(np.median(t)), "p90_ms": float(np.percentile(t, 90)), "min_ms": float(t.min()),
-            "fps_median": float(1000 / np.median(t)), "frame_ms_each": t.tolist()}
+            "fps_median": float(1000 / np.median(t)), "host_ms_median": float(np.median(host)),
+            "frame_ms_each": t.tolist()}
 
 
 def add_parser(bs) -> None:

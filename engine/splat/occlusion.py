@@ -6,7 +6,10 @@ rasterizer's forward (OCCLUSION = 1, shaders/raster/raster.slang) writes per til
 the last splat it composited before every pixel was opaque (``sat``). The next frame widens
 that map (``shaders/view/occlusion.slang``: the deepest value within RADIUS tiles, times 1 +
 MARGIN) into ``cut``, and its projection count and binning skip every (splat, tile) pair
-behind the cut, so fewer pairs are sorted and splats left with no tile skip their colour.
+behind the cut, so fewer pairs are sorted and splats left with no tile skip their colour. The
+projection first bounds a splat's rectangle by its largest scale alone, and drops it before
+forming its covariance when every tile of that bound is cut in front of it (most of a dense
+model's hidden splats).
 
 Exact by construction: a tile that turns opaque within its cut list composites exactly what the
 whole list would (the cut entries lie behind every kept one, and an opaque pixel stops). A tile
@@ -32,7 +35,6 @@ class Occlusion:
     def __init__(self, gpu: Gpu):
         self.gpu = gpu
         self.k_cut = gpu.kernel("view/occlusion", "occlusion_cut")
-        self.k_flags = gpu.kernel("view/occlusion", "kept_flags")
         self.k_compact = gpu.kernel("view/occlusion", "compact_kept")
         self.kept = gpu.zeros(16, "viewer.occlusion.kept")  # splats with a tile (Scan total: uint32, then 64-bit)
         self.tiles = (0, 0)
@@ -64,9 +66,9 @@ class Occlusion:
 
     def record_compaction(self, enc, scan, n: int, tiles_touched, depth_keys, flags, pos, keys_out, ids_out) -> None:
         """After the projection: the splats with a tile, in index order, to keys_out / ids_out
-        (their number in :attr:`kept`), so the depth sort covers only them. ``flags`` and ``pos``
-        are [n] scratch (free until the tile counts are gathered)."""
-        self.k_flags.record(enc, [max(n, 1), 1, 1], tiles_touched=tiles_touched, flags=flags, n=n)
+        (their number in :attr:`kept`), so the depth sort covers only them. ``flags``: the
+        projection's kept flags [n]; ``pos``: [n] scratch (both free once the tile counts are
+        gathered)."""
         scan.record(enc, flags, pos, n, total=self.kept, site="kept")
         self.k_compact.record(enc, [max(n, 1), 1, 1], tiles_touched=tiles_touched, pos=pos, depth_keys=depth_keys,
                               keys_out=keys_out, ids_out=ids_out, n=n)

@@ -240,6 +240,8 @@ class Rasterizer:
         k = self.gpu.kernel("project/project", "project_forward", **self._project_constants(),
                             DEPTH_KEY_BITS=DEPTH_KEY_BITS) if aa or self.geometry or self.occlusion else self.k_project
         geo = {"geom": self._b("geom", 4 * n)} if self.geometry else {}
+        if self.occlusion is not None:  # the compaction's flags (scratch until the gather)
+            geo["kept_flags"] = self._b("counts_sorted", n)
         k.record(
             enc, [max(n, 1), 1, 1], **aa, **geo, **self._occlusion_args("project"), params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
