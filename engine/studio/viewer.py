@@ -286,19 +286,21 @@ class Viewer:
         t0 = time.perf_counter()
         self._trim()
         f = self._plan(src, readback, full_res)
-        rows = np.stack([self.view_row(src, w, h), self.view_row(src, f.rw, f.rh)])
-        enc = gpu.encoder()
-        enc.upload_buffer_data(self.cam, 0, rows.reshape(-1))
-        gpu.submit(enc)
+        rows = np.stack([self.view_row(src, w, h), self.view_row(src, f.rw, f.rh)]).reshape(-1)
         t_render = time.perf_counter()
         capacity = self._capacity(src, f)
+        if capacity is None:  # the exact path projects and counts in a submission of its own first
+            enc = gpu.encoder()
+            enc.upload_buffer_data(self.cam, 0, rows)
+            gpu.submit(enc)
+            rows = None
         tex = None
         if self.surface is not None:
             try:
                 tex = self._acquire(w, h)
             except Exception as exc:
                 self._fail_present(None, exc)
-        counted, violated = self._submit_frame(src, f, capacity, tex)
+        counted, violated = self._submit_frame(src, f, capacity, tex, rows)
         if counted is not None and (counted > capacity or violated):  # cut lists, or a cut too tight: again, exactly
             self.overflows += counted > capacity
             self.recuts += bool(violated) and counted <= capacity
@@ -373,9 +375,11 @@ class Viewer:
         cap = int(last * 1.25) + 4096
         return cap if cap <= r.max_intersections_per_pass else None
 
-    def _submit_frame(self, src: ViewSource | None, f: "_Frame", capacity: int | None, tex) -> tuple[int | None, int]:
+    def _submit_frame(self, src: ViewSource | None, f: "_Frame", capacity: int | None, tex,
+                      cam_rows: np.ndarray | None = None) -> tuple[int | None, int]:
         """Record the splat (or mesh) render, the compose, the frustums and the copy into the
-        swapchain image ``tex``; submit and wait (polling). Returns the intersection count of
+        swapchain image ``tex`` (after the upload of ``cam_rows`` into the camera rows, when
+        given); submit and wait (polling). Returns the intersection count of
         a capacity-mode render (else None) and its tiles that ran out behind the occlusion cut."""
         st, gpu = self.state, self.gpu
         w, h = st.width, st.height
@@ -394,6 +398,8 @@ class Viewer:
                 r.setup(src.params, src.n, cams, view, src.sh_degree, capacity=capacity, filter3d=src.filter3d,
                         occlusion=occ)
         enc = gpu.encoder()
+        if cam_rows is not None:
+            enc.upload_buffer_data(self.cam, 0, cam_rows)
         if r is not None and occ is not None and r.count_on_gpu:
             occ.record_cut(enc)
         if f.draw_mesh and f.has_render:
