@@ -4,6 +4,7 @@ that reads back, metrics.json, eval PNGs; Ctrl-C still writes the PLY; bad input
 import json
 
 import numpy as np
+import pytest
 from engine.cli.main import main
 from engine.io.ply import read_ply
 
@@ -75,3 +76,32 @@ def test_antialias_flag_reaches_the_training_config(tmp_path, monkeypatch):
         args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off", *flags])
         assert config_from_args(args).run.train.antialias is bool(flags)
     assert [c.train.antialias for c in seen] == [False, True]
+
+
+def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsys):
+    """--geometry-from, --lambda-normal and --lambda-flat of `spirula train` and `spirula run` set
+    TrainConfig's fields (TrainConfig's defaults without them); out-of-range values are refused."""
+    import argparse
+
+    import engine.jobs.train
+    from engine.cli.run import add_parser, config_from_args
+    from engine.config import TrainConfig
+
+    seen = []
+    monkeypatch.setattr(engine.jobs.train, "run_training",
+                        lambda data, out, cfg, **kw: seen.append(cfg) or {"stopped_early": False, "step": 0})
+    given = ["--geometry", "--geometry-from", "0.6", "--lambda-normal", "0.02", "--lambda-flat", "10"]
+    want = [(False, TrainConfig.geometry_from, TrainConfig.lambda_normal, TrainConfig.lambda_flat), (True, 0.6, 0.02, 10.0)]
+    for flags, expected in zip(([], given), want):
+        assert main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *flags]) == 0
+        sub = argparse.ArgumentParser().add_subparsers(dest="command")
+        add_parser(sub)
+        args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off", *flags])
+        t = config_from_args(args).run.train
+        assert (t.geometry, t.geometry_from, t.lambda_normal, t.lambda_flat) == expected
+    assert [(c.train.geometry, c.train.geometry_from, c.train.lambda_normal, c.train.lambda_flat) for c in seen] == want
+    for bad in (["--geometry-from", "1.5"], ["--lambda-flat", "-1"], ["--lambda-normal", "nan"]):
+        with pytest.raises(SystemExit) as e:
+            main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *bad])
+        assert e.value.code == 2
+    assert "--geometry-from: must be in [0, 1]" in capsys.readouterr().err

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ..config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from ..errors import SpirulaError
-from .options import OneLineParser, add_device_option, add_training_options, preset_train_settings, resolution_settings
+from .options import (OneLineParser, add_device_option, add_training_options, geometry_settings, preset_train_settings,
+                      resolution_settings)
 from .stopping import clean_stop_on_ctrl_c as _clean_stop_on_ctrl_c
 
 
@@ -54,7 +55,7 @@ def cmd_train(args) -> int:
                     train=TrainConfig(**preset_train_settings(args), eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                       seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                       init_random_points=args.init_points, checkpoint_every=args.checkpoint_every,
-                                      antialias=args.antialias, geometry=args.geometry, **resolution_settings(args),
+                                      antialias=args.antialias, **geometry_settings(args), **resolution_settings(args),
                                       appearance=args.appearance, init_file=str(args.init) if args.init else "",
                                       **density_settings(args.strategy, args.max_gaussians)))
     bar, update = _progress_bar(cfg.train.steps)

@@ -16,7 +16,7 @@ from ..sfm.config import SfmConfig
 from .mesh import add_settings as add_mesh_settings
 from .mesh import config_from_args as mesh_config_from_args
 from .options import (DefaultsFormatter, add_training_options, float_range, image_side, int_at_least,
-                      preset_train_settings, resolution_settings)
+                      geometry_settings, preset_train_settings, resolution_settings)
 
 ALL_STAGES = ["decode", "select", "import", "sfm", "undistort", "train", "export", "mesh"]
 MESH_PREFIX = "mesh-"
@@ -91,7 +91,7 @@ def config_from_args(args):
                       train=TrainConfig(**preset_train_settings(args), eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                         seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                         init_random_points=args.init_points, antialias=args.antialias,
-                                        geometry=args.geometry,
+                                        **geometry_settings(args),
                                         **resolution_settings(args),
                                         **density_settings(args.strategy, args.max_gaussians),
                                         checkpoint_every=args.checkpoint_every, appearance=appearance)),
