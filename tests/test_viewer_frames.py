@@ -158,3 +158,38 @@ def test_the_early_cull_rule_drops_only_splats_the_full_test_leaves_without_a_ti
     print(f"early cull: {early.mean():.1%} of the splats; no tile after the full test: {(touched == 0).mean():.1%}")
     assert early.mean() > 0.15
     assert not touched[early].any()
+
+
+def test_frames_in_flight_show_each_view_exactly_and_a_cut_frame_is_redone_before_it_shows(gpu, opaque_scene):
+    """With nothing read back (the studio presenting, the benchmark), a steady frame is
+    submitted before the one before it is finished: each finished frame's output must be the
+    exact frame of its own view, also when its lists outgrew the capacity and it was redone
+    after a later frame had uploaded its own camera."""
+    v = _viewer(gpu, 320, 240)
+    v.readback_when_headless = False
+    w2cs = [orbit_w2c(k, 40) for k in range(5)]
+    finished = []  # (view index, its output) in the order frames finish
+
+    def out_of(slot):
+        return gpu.read(v.bufs.get(f"out{slot}", 4 * 320 * 240), np.uint32, count=320 * 240).reshape(240, 320)
+
+    for k, w2c in enumerate(w2cs):
+        if k == 3:  # frame 3 gets a far too small capacity: it overflows, and is redone at its finish
+            v._last_count = (v._last_count[0], 100)
+        before = v._in_flight
+        v.state.w2c = w2c
+        assert v.render(opaque_scene) is None
+        if before is not None:  # render() finished the frame submitted by the call before
+            finished.append((k - 1, out_of(before.slot)))
+        assert k == 0 or v.in_flight  # frame 0 (counted exactly) is not in flight
+    last = v._in_flight
+    v.finish_frame()
+    finished.append((4, out_of(last.slot)))
+    # frame 3 overflowed; frame 4 may too: it was cut with frame 3's map, whose cut lists left
+    # tiles short of opaque (so frame 4 binned more than its capacity from frame 2 allowed)
+    assert not v.in_flight and v.overflows in (1, 2)
+    assert [k for k, _ in finished] == [1, 2, 3, 4]
+    for k, pixels in finished:
+        ref = _viewer(gpu, 320, 240)
+        ref.state.w2c = w2cs[k]
+        np.testing.assert_array_equal(pixels, ref.render(opaque_scene), err_msg=f"view {k}")

@@ -9,9 +9,12 @@ after ``warmup`` untimed ones. A frame is what the studio's engine thread render
 compose, frustum lines) at a fixed render scale of 1 (no adaptive resolution); there is no
 window, so the frame ends where the swapchain copy would begin. ``--readback`` adds the
 host read-back of the readback fallback (the path used without a presentable surface).
-Times are wall clock per frame, the frame's GPU work waited for; ``host_ms_median`` is the
-part of a frame not spent waiting for the GPU (recording, submitting, Python), and
-``submit_ms_median`` the part of it inside the GPU submissions.
+Times are wall clock per ``Viewer.render`` call. As in the studio, two frames are in flight
+(engine/studio/viewer.py): a call submits its frame, then waits for the one before, checks it
+and finishes it, so a call's time is the interval between frames done
+(``$SPIRULA_VIEWER_FRAMES=1``: each call waits for its own frame). ``host_ms_median`` is the part
+of a call not spent waiting for the GPU (recording, submitting, Python), ``submit_ms_median``
+the part of it inside the GPU submissions; ``frames_in_flight`` says which way it ran.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int
                 submit.append(1000 * waited[1])
                 if progress is not None:
                     progress(k + 1 - warmup, frames)
+        v.finish_frame()  # the last frame in flight (untimed)
     finally:
         viewer_module.wait_polling = wait_polling
         del gpu.submit  # the class's method again
@@ -98,7 +102,7 @@ def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int
             "overflows": v.overflows, "recuts": v.recuts, "occlusion": v.occlusion is not None,
             "median_ms": float(np.median(t)), "p90_ms": float(np.percentile(t, 90)), "min_ms": float(t.min()),
             "fps_median": float(1000 / np.median(t)), "host_ms_median": float(np.median(host)),
-            "submit_ms_median": float(np.median(submit)),
+            "submit_ms_median": float(np.median(submit)), "frames_in_flight": v.frames_in_flight,
             "frame_ms_each": t.tolist()}
 
 

@@ -118,7 +118,7 @@ class EngineThread:
 
     def _iterate(self) -> None:
         v, training = self.viewport, self.training
-        busy = training.running or v.view_frame_due() or v.model_frame_due() or v.refine_due()
+        busy = training.running or v.view_frame_due() or v.model_frame_due() or v.refine_due() or v.frame_in_flight()
         idle_wait = 0.01 if (self.loads.pending is not None or v.refine_at is not None) else 0.05
         self._drain(timeout=0.0 if busy else idle_wait)
         if self.quit:

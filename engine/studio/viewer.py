@@ -14,7 +14,6 @@ running (slangpy's blocking waits hold the GIL).
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import time
@@ -29,9 +28,9 @@ from ..splat.buffers import BufferSet
 from ..splat.camera_table import CAM_FLOATS, View, camera_row
 from ..splat.occlusion import Occlusion
 from ..splat.render import Rasterizer
+from .adaptive import AdaptiveResolution
 from .polling import wait_polling
-
-log = logging.getLogger("spirula.viewer")
+from .surface import SwapchainPresenter
 
 MODES = ("splats", "gt", "error")
 _MODE_ID = {"splats": 0, "gt": 1, "error": 2}
@@ -83,16 +82,28 @@ class _Frame:
     offset: tuple[float, float]
 
 
+@dataclass
+class _Submitted:
+    """A frame submitted to the GPU (Viewer._submit_frame): what finishing it needs."""
+
+    sid: int              # the submission
+    slot: int             # its output buffer and count read-back (0 or 1)
+    src: "ViewSource | None"
+    f: _Frame
+    capacity: int | None  # its intersection capacity (None: counted exactly, or no splats)
+    width: int
+    height: int
+    count_key: tuple | None  # _count_key of a capacity-mode render (its count is read back)
+    cut: bool             # it binned behind the occlusion cut
+    cam_rows: np.ndarray | None  # the camera rows its command buffer uploaded (None: uploaded before)
+
+
 def _count_key(src: ViewSource, f: _Frame) -> tuple:
     """What a frame's intersection count is carried over between: the model and render size."""
     return id(src.params), src.n, f.rw, f.rh
 
 
-class PresentError(RuntimeError):
-    """Presenting into the window's surface failed; the viewer switched to readback."""
-
-
-class Viewer:
+class Viewer(AdaptiveResolution, SwapchainPresenter):
     def __init__(self, gpu: Gpu):
         self.gpu = gpu
         self.k_compose = gpu.kernel("view/viewer", "compose")
@@ -103,10 +114,7 @@ class Viewer:
         self.rasters: dict[int, Rasterizer] = {}
         self.mesh_raster = None   # engine/studio/mesh_raster.MeshRasterizer, made for the first mesh
         self.state = ViewState()
-        self.surface: spy.Surface | None = None
-        self.surface_size = (0, 0)
-        self._present_failures = 0
-        self.readback_reason = "no window surface attached"
+        self.init_surface()
         self.segments: tuple[np.ndarray, np.ndarray] | None = None
         self._seg_bufs: tuple[spy.Buffer, spy.Buffer, int] | None = None
         self.frames = 0
@@ -114,24 +122,18 @@ class Viewer:
         self.recuts = 0     # frames rendered twice: a tile ran out of splats behind the occlusion cut
         # occlusion culling (engine/splat/occlusion.py); $SPIRULA_VIEWER_OCCLUSION=0 turns it off
         self.occlusion = Occlusion(gpu) if os.environ.get("SPIRULA_VIEWER_OCCLUSION", "1") != "0" else None
-        self._count_readback = gpu.readback_buffer(16, "viewer.count")  # intersections, occlusion violations
+        # per frame slot: intersections, occlusion violations
+        self._count_readbacks = [gpu.readback_buffer(16, f"viewer.count{k}") for k in range(2)]
+        # frames in flight: 2 overlaps a frame's recording with the last one's GPU work (render());
+        # $SPIRULA_VIEWER_FRAMES=1: each frame waits for itself
+        self.frames_in_flight = 1 if os.environ.get("SPIRULA_VIEWER_FRAMES", "2") == "1" else 2
+        self._in_flight: _Submitted | None = None
         self._last_count: tuple[tuple, int] | None = None  # (_count_key of the render, its count)
         self.last_frame_ms = 0.0
         self.last_render_size = (0, 0)
         self.last_full_res = True
-        # dynamic resolution of the splat render (1 = viewport resolution)
-        software = gpu.software
-        self.target_ms = 120.0 if software else 12.0
-        self.max_scale = 8.0
-        self.render_scale = 2.0 if software else 1.0
-        self.adaptive = True
+        self.init_adaptive(gpu.software)
         self.readback_when_headless = True  # benchmarks turn it off: render + compose only
-        self._samples: list[tuple[float, float]] = []
-        self._model: tuple[float, float] | None = None  # frame ms ~ a + b * pixels
-        self.refine_ms = 1500.0  # a still view is re-rendered sharper, within this time
-        fixed = os.environ.get("SPIRULA_VIEWER_SCALE")
-        if fixed:  # a fixed render scale (benchmarks): 1 = full viewport resolution
-            self.render_scale, self.adaptive = max(1.0, float(fixed)), False
 
     # --- rasterizers ------------------------------------------------------------------------
     def rasterizer(self, max_sh_degree: int) -> Rasterizer:
@@ -146,61 +148,6 @@ class Viewer:
 
             self.mesh_raster = MeshRasterizer(self.gpu)
         return self.mesh_raster
-
-    # --- surface ----------------------------------------------------------------------------
-    @property
-    def presenting(self) -> bool:
-        return self.surface is not None
-
-    def attach(self, platform: str, handle: tuple, width: int, height: int) -> str | None:
-        """Create a swapchain on a native window. Returns None, or why it is not possible
-        (the viewer then stays in readback mode)."""
-        self.detach()
-        try:
-            if platform == "xcb":
-                wh = spy.WindowHandle(int(handle[0]), int(handle[1]))
-            elif platform == "windows":
-                wh = spy.WindowHandle(int(handle[0]))  # type: ignore[call-arg]
-            elif platform == "cocoa":
-                wh = spy.WindowHandle(int(handle[0]))  # type: ignore[call-arg]
-            else:
-                return f"no Vulkan surface for the Qt platform '{platform}' in slangpy {spy.__version__}"
-            surface = self.gpu.device.create_surface(wh)
-            info = surface.info
-            if spy.Format.bgra8_unorm not in list(info.formats):
-                return f"the window surface offers {list(info.formats)}, not bgra8_unorm"
-            if not (int(info.supported_usage) & int(spy.TextureUsage.copy_destination)):
-                return "the window surface does not accept copies (copy_destination)"
-        except Exception as exc:  # driver or platform refuses: readback
-            return f"creating a Vulkan surface failed: {exc}".strip()
-        self.surface = surface
-        self.surface_size = (0, 0)
-        try:
-            self._configure(width, height)
-        except Exception as exc:
-            self.surface = None
-            return f"configuring the swapchain failed: {exc}".strip()
-        self.readback_reason = ""
-        return None
-
-    def detach(self) -> None:
-        if self.surface is not None:
-            wait_polling(self.gpu)
-            try:
-                self.surface.unconfigure()
-            except Exception:  # the window may already be gone
-                pass
-            self.surface = None
-            self.surface_size = (0, 0)
-
-    def _configure(self, width: int, height: int) -> None:
-        if self.surface is None or width <= 0 or height <= 0:
-            return
-        if self.surface_size != (width, height):
-            wait_polling(self.gpu)
-            self.surface.configure(width=width, height=height, format=spy.Format.bgra8_unorm,
-                                   usage=spy.TextureUsage.copy_destination, desired_image_count=3, vsync=False)
-            self.surface_size = (width, height)
 
     def resize(self, width: int, height: int) -> None:
         self.state.width, self.state.height = max(0, int(width)), max(0, int(height))
@@ -223,49 +170,6 @@ class Viewer:
         f = 0.5 * h / math.tan(math.radians(st.fov_y_deg) / 2)
         return camera_row(st.w2c, f, f, w / 2, h / 2, w, h)
 
-    def _adapt(self, render_ms: float, pixels: int) -> None:
-        """Dynamic resolution of the splat render. Cost is modelled as a + b * pixels from
-        the last frames (a: projection, sorts and dispatch overhead; b: per pixel); the next
-        scale fits ``target_ms``, or, when the fixed part alone exceeds it, spends no more
-        on pixels than on the fixed part (a lower resolution would not be faster)."""
-        if not self.adaptive or render_ms <= 0 or pixels <= 0:
-            return
-        self._samples.append((float(pixels), float(render_ms)))
-        del self._samples[:-8]
-        p = np.array([q for q, _ in self._samples])
-        t = np.array([m for _, m in self._samples])
-        if np.ptp(p) > 0.1 * p.max():
-            b, a = np.polyfit(p, t, 1)
-            if b <= 0:
-                a, b = float(t.mean()), 1e-12
-        else:
-            a, b = 0.0, float(t.mean() / p.mean())
-        a, b = max(a, 0.0), max(b, 1e-12)
-        self._model = (a, b)
-        full = self.state.width * self.state.height
-        if a + b * full <= self.target_ms:
-            want = 1.0
-        else:
-            budget = self.target_ms - a if a < 0.5 * self.target_ms else a
-            want = math.sqrt(full / max(budget / b, 1.0))
-        want = min(max(want, 1.0), self.max_scale)
-        # move half way (in log scale) so noisy frames do not make it jump
-        self.render_scale = min(max(math.sqrt(self.render_scale * want), 1.0), self.max_scale)
-        if abs(self.render_scale - want) < 0.05:
-            self.render_scale = want
-
-    def refine_scale(self) -> float:
-        """Scale of the sharper frame made once the view is still: full resolution, or as
-        close as ``refine_ms`` allows by the cost model."""
-        if self._model is None:
-            return 1.0
-        a, b = self._model
-        full = self.state.width * self.state.height
-        if a + b * full <= self.refine_ms:
-            return 1.0
-        pixels = max((self.refine_ms - a) / b, full / self.render_scale ** 2)
-        return min(max(math.sqrt(full / max(pixels, 1.0)), 1.0), self.render_scale)
-
     # --- a frame ----------------------------------------------------------------------------
     def render(self, src: ViewSource | None, readback: bool = False, full_res: bool = False) -> np.ndarray | None:
         """Render, compose and present (or read back) one frame. Returns the [H, W] uint32
@@ -276,54 +180,103 @@ class Viewer:
         mode, engine/splat/render.py): the tile lists are sized from the last frame's
         intersection count, and the count is read once the frame has finished. A frame whose
         count outgrew that capacity is rendered again, exactly (the prepare/count path), before
-        it is presented or read back, so a cut list never shows."""
+        it is presented or read back, so a cut list never shows.
+
+        Frames in flight (``frames_in_flight`` 2, when nothing is read back): a steady splat
+        frame is submitted, and the one before it is then waited for, checked (and rendered
+        again if it must be) and presented, so the host records a frame while the GPU renders
+        the last one. A frame is shown one call late; :meth:`finish_frame` shows the last one
+        (the studio calls it when no frame is due)."""
         st = self.state
         w, h = st.width, st.height
         if w <= 0 or h <= 0:
             return None
         gpu = self.gpu
-        wait_polling(gpu)  # training work queued earlier: wait for it without the GIL
+        overlap = (self.frames_in_flight > 1 and not readback
+                   and not (self.surface is None and self.readback_when_headless))
+        if self._in_flight is None:
+            wait_polling(gpu)  # training work queued earlier: wait for it without the GIL
         t0 = time.perf_counter()
-        self._trim()
         f = self._plan(src, readback, full_res)
         rows = np.stack([self.view_row(src, w, h), self.view_row(src, f.rw, f.rh)]).reshape(-1)
-        t_render = time.perf_counter()
         capacity = self._capacity(src, f)
+        steady = overlap and capacity is not None and f.mode == "splats" and f.has_render and not f.draw_mesh
+        if not steady:
+            self.finish_frame()  # this frame waits for its own end: the one in flight goes first
+            self._trim()
         if capacity is None:  # the exact path projects and counts in a submission of its own first
             enc = gpu.encoder()
             enc.upload_buffer_data(self.cam, 0, rows)
             gpu.submit(enc)
             rows = None
-        tex = None
-        if self.surface is not None:
-            try:
-                tex = self._acquire(w, h)
-            except Exception as exc:
-                self._fail_present(None, exc)
-        counted, violated = self._submit_frame(src, f, capacity, tex, rows)
-        if counted is not None and (counted > capacity or violated):  # cut lists, or a cut too tight: again, exactly
-            self.overflows += counted > capacity
-            self.recuts += bool(violated) and counted <= capacity
-            self._submit_frame(src, f, None, tex)
+        t_render = time.perf_counter()
+        if steady:
+            slot = 1 - self._in_flight.slot if self._in_flight is not None else 0
+            frame = self._submit_frame(src, f, capacity, None, rows, slot)
+            self.finish_frame()  # the one before: waited for, checked, presented
+            self._trim()  # what outgrew was the finished frame's
+            self._in_flight = frame
+        else:
+            tex = None
+            if self.surface is not None:
+                try:
+                    tex = self._acquire(w, h)
+                except Exception as exc:
+                    self._fail_present(None, exc)
+            self._complete(self._submit_frame(src, f, capacity, tex, rows, 0), tex)
+            if tex is not None:
+                self._present()
         self.last_full_res = full_res or self.render_scale <= 1.0 or f.mode != "splats" or not f.has_render
         if f.has_render and f.mode == "splats" and not full_res:
             self._adapt(1000.0 * (time.perf_counter() - t_render), f.rw * f.rh)
-        if tex is not None:
-            try:
-                self.surface.present()
-                self._present_failures = 0
-            except Exception as exc:  # e.g. out of date after a resize: reconfigure next frame
-                self._present_failures += 1
-                self.surface_size = (0, 0)
-                if self._present_failures >= 3:
-                    self._fail_present(None, exc)
         pixels = None
-        if readback or (self.surface is None and self.readback_when_headless):
-            pixels = gpu.read(self.bufs.get("out", 4 * w * h), np.uint32, count=w * h).reshape(h, w)
+        if not steady and (readback or (self.surface is None and self.readback_when_headless)):
+            pixels = gpu.read(self.bufs.get("out0", 4 * w * h), np.uint32, count=w * h).reshape(h, w)
         self.frames += 1
         self.last_frame_ms = 1000.0 * (time.perf_counter() - t0)
         self.last_render_size = (f.rw, f.rh)
         return pixels
+
+    @property
+    def in_flight(self) -> bool:
+        """A frame is submitted but not yet shown (:meth:`finish_frame` shows it)."""
+        return self._in_flight is not None
+
+    def finish_frame(self) -> None:
+        """Wait for the frame in flight, render it again if its lists were cut, and present
+        it; nothing when none is in flight."""
+        fl, self._in_flight = self._in_flight, None
+        if fl is None:
+            return
+        if (self.state.width, self.state.height) != (fl.width, fl.height):
+            self._wait_frame(fl)  # the view was resized since: a frame of the new size follows
+            return
+        tex = None
+        if self.surface is not None:
+            try:
+                tex = self._acquire(fl.width, fl.height)
+            except Exception as exc:
+                self._fail_present(None, exc)
+        self._complete(fl, tex)
+        if tex is not None:
+            enc = self.gpu.encoder()
+            self._record_present_copy(enc, tex, fl.slot, fl.width, fl.height)
+            self.gpu.submit(enc)
+            self._present()
+
+    def _complete(self, fl: "_Submitted", tex) -> None:
+        """Wait for a submitted frame and read its count; a frame whose lists were cut (its
+        count outgrew the capacity, or a tile ran out behind the occlusion cut) is rendered
+        again, exactly, into the same output (and ``tex``)."""
+        counted, violated = self._wait_frame(fl)
+        if counted is not None and (counted > fl.capacity or violated):
+            self.overflows += counted > fl.capacity
+            self.recuts += bool(violated) and counted <= fl.capacity
+            if fl.cam_rows is not None:  # a later frame may have uploaded its own camera since
+                enc = self.gpu.encoder()
+                enc.upload_buffer_data(self.cam, 0, fl.cam_rows)
+                self.gpu.submit(enc)
+            self._wait_frame(self._submit_frame(fl.src, fl.f, None, tex, None, fl.slot))
 
     @property
     def last_intersections(self) -> int:
@@ -376,11 +329,11 @@ class Viewer:
         return cap if cap <= r.max_intersections_per_pass else None
 
     def _submit_frame(self, src: ViewSource | None, f: "_Frame", capacity: int | None, tex,
-                      cam_rows: np.ndarray | None = None) -> tuple[int | None, int]:
-        """Record the splat (or mesh) render, the compose, the frustums and the copy into the
-        swapchain image ``tex`` (after the upload of ``cam_rows`` into the camera rows, when
-        given); submit and wait (polling). Returns the intersection count of
-        a capacity-mode render (else None) and its tiles that ran out behind the occlusion cut."""
+                      cam_rows: np.ndarray | None, slot: int) -> "_Submitted":
+        """Record the splat (or mesh) render, the compose into output ``slot`` (``out0`` or
+        ``out1``), the frustums and the copy into the swapchain image ``tex`` (after the upload
+        of ``cam_rows`` into the camera rows, when given), and submit (no wait:
+        :meth:`_wait_frame`)."""
         st, gpu = self.state, self.gpu
         w, h = st.width, st.height
         image = final_t = r = None
@@ -412,15 +365,15 @@ class Viewer:
             r.record_prepare(enc)  # nothing when prepare() counted already
             r.record_forward(enc)
             if r.count_on_gpu:
-                r.record_count_copy(enc, self._count_readback, 0)
+                r.record_count_copy(enc, self._count_readbacks[slot], 0)
                 if occ is not None:
-                    gpu.copy(enc, self._count_readback, 4, occ.violations, 0, 4)
+                    gpu.copy(enc, self._count_readbacks[slot], 4, occ.violations, 0, 4)
             image = r.image
             try:
                 final_t = r.bufs["final_T"]
             except (KeyError, AttributeError, TypeError):  # no transmittance: the splats over black
                 final_t = None
-        out = self.bufs.get("out", 4 * w * h)
+        out = self.bufs.get(f"out{slot}", 4 * w * h)
         self.k_compose.dispatch(
             thread_count=[w, h, 1], command_encoder=enc, image=image if image is not None else self.dummy,
             final_T=final_t if final_t is not None else self.dummy, has_final_t=int(final_t is not None),
@@ -438,51 +391,21 @@ class Viewer:
                                      colors=cbuf, cams=self.cam, out_image=out, cam_index=0, num_segs=count,
                                      samples=samples, out_w=w, out_h=h)
         if tex is not None:
-            try:
-                enc.copy_buffer_to_texture(tex, 0, 0, spy.uint3(0, 0, 0), out, 0, 4 * w * h, 4 * w, spy.uint3(w, h, 1))
-                enc.set_texture_state(tex, spy.ResourceState.present)
-            except Exception as exc:
-                self._fail_present(enc, exc)
+            self._record_present_copy(enc, tex, slot, w, h)
         sid = gpu.submit(enc)
-        wait_polling(gpu, sid)
         if r is not None and occ is not None:
-            occ.ready = True  # the forward wrote this frame's map
-        if r is None or not r.count_on_gpu:
+            occ.ready = True  # this frame writes its map before any later frame reads it
+        counted = r is not None and r.count_on_gpu
+        return _Submitted(sid, slot, src, f, capacity if counted else None, w, h,
+                          _count_key(src, f) if counted else None, occ is not None and occ.use_cut, cam_rows)
+
+    def _wait_frame(self, fl: "_Submitted") -> tuple[int | None, int]:
+        """Wait (polling) for a submitted frame. Returns its intersection count (None but in
+        capacity mode) and its tiles that ran out behind the occlusion cut."""
+        wait_polling(self.gpu, fl.sid)
+        if fl.count_key is None:
             return None, 0
-        words = gpu.read_finished(self._count_readback, np.uint32)
+        words = self.gpu.read_finished(self._count_readbacks[fl.slot], np.uint32)
         count = int(words[0])
-        self._last_count = (_count_key(src, f), count)
-        return count, int(words[1]) if occ is not None and occ.use_cut else 0
-
-    def _acquire(self, w: int, h: int):
-        """The next swapchain image at w x h; one retry with a fresh swapchain (a window
-        resized under us makes the old one out of date)."""
-        for attempt in range(2):
-            try:
-                if attempt:
-                    self.surface_size = (0, 0)
-                self._configure(w, h)
-                tex = self.surface.acquire_next_image()
-                if tex is None or (tex.width, tex.height) != (w, h):
-                    raise RuntimeError(f"swapchain image is {None if tex is None else (tex.width, tex.height)}, "
-                                       f"expected {(w, h)}")
-                return tex
-            except Exception:
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
-
-    def _fail_present(self, enc, exc: Exception) -> None:
-        reason = f"presenting to the window failed: {exc}".strip()
-        log.warning("%s; switching the viewport to readback", reason)
-        if enc is not None:
-            self.gpu.submit(enc)
-        wait_polling(self.gpu)
-        try:
-            if self.surface is not None:
-                self.surface.unconfigure()
-        except Exception:
-            pass
-        self.surface = None
-        self.readback_reason = reason
-        raise PresentError(reason)
+        self._last_count = (fl.count_key, count)
+        return count, int(words[1]) if fl.cut else 0

@@ -195,6 +195,10 @@ class Viewport:
         interval = max(1.0 / 60.0, self.viewer.last_frame_ms / 1000.0)
         return time.perf_counter() - self.last_frame >= interval
 
+    def frame_in_flight(self) -> bool:
+        """A frame is submitted but not shown yet (the next render() call shows it)."""
+        return self.viewer is not None and self.viewer.in_flight
+
     def refine_due(self) -> bool:
         """A full-resolution frame once the view has been still for a moment (the adaptive
         resolution only applies while things move)."""
@@ -210,10 +214,17 @@ class Viewport:
             return None
         refine = self.refine_due() and not self.view_dirty
         if not (self.view_frame_due() or self.model_frame_due() or force_readback or refine):
+            if v.in_flight:  # nothing more is due: show the last frame now
+                from .surface import PresentError
+
+                try:
+                    v.finish_frame()
+                except PresentError:
+                    self.emit_mode()
             self._emit_stats()  # the last frames may have come inside the throttle window
             return None
         from ..profile import scope
-        from .viewer import PresentError
+        from .surface import PresentError
 
         readback = force_readback or self.readback_requests > 0
         full = refine or force_readback  # screenshots at full resolution
