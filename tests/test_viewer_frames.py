@@ -125,9 +125,12 @@ def test_occlusion_with_the_anti_aliased_projection_shows_the_same_frames(gpu):
 def test_the_early_cull_rule_drops_only_splats_the_full_test_leaves_without_a_tile(gpu):
     """The projection's early cull (shaders/project/project.slang behind_cut_early) bounds a
     splat's rectangle by its largest scale and drops it when every tile of the bound is cut in
-    front of it. Replayed in NumPy (float64) from the splats' parameters and the frame's cut
+    front of it (reading a coarse map of the deepest cut per block of tiles first: checked here
+    against NumPy maxima). Replayed in NumPy (float64) from the splats' parameters and the frame's cut
     map: it must cover a good share of this ball's hidden splats, and only splats the full test
     (the rasterizer's tile counts) leaves with no tile."""
+    from engine.splat.occlusion import CUT_BLOCK
+
     rows = ball_scene(100_000, 1, seed=3)  # splats a few tiles wide, as in a trained model's view
     rows[:, 10] = 6.0
     src = ViewSource(gpu.upload(rows, "test.viewer.early"), len(rows), 1, 1)
@@ -140,6 +143,13 @@ def test_the_early_cull_rule_drops_only_splats_the_full_test_leaves_without_a_ti
     np.testing.assert_array_equal(img, _exact(gpu, src, orbit_w2c(2, 40), (640, 480))[0])
     tx, ty = occ.tiles
     cut = gpu.read(occ.cut, np.float32, tx * ty).reshape(ty, tx).astype(np.float64)
+    # the coarse map: the deepest cut of each CUT_BLOCK x CUT_BLOCK tiles (edge blocks: those there are)
+    b = CUT_BLOCK
+    bw, bh = -(-tx // b), -(-ty // b)
+    padded = np.zeros((bh * b, bw * b))
+    padded[:ty, :tx] = cut
+    blocks = gpu.read(occ.block_cut, np.float32, bw * bh).reshape(bh, bw)
+    np.testing.assert_array_equal(blocks, padded.reshape(bh, b, bw, b).max(axis=(1, 3)).astype(np.float32))
     cam = gpu.read(v.cam, np.float32).reshape(-1, 32)[1].astype(np.float64)  # the render camera's row
     R, t, (fx, fy, cx, cy) = cam[:9].reshape(3, 3), cam[9:12], cam[12:16]
     pc = rows[:, :3].astype(np.float64) @ R.T + t

@@ -9,7 +9,8 @@ MARGIN) into ``cut``, and its projection count and binning skip every (splat, ti
 behind the cut, so fewer pairs are sorted and splats left with no tile skip their colour. The
 projection first bounds a splat's rectangle by its largest scale alone, and drops it before
 forming its covariance when every tile of that bound is cut in front of it (most of a dense
-model's hidden splats).
+model's hidden splats); a coarse map, the deepest cut of each CUT_BLOCK x CUT_BLOCK tiles,
+answers that for most of them in a few reads.
 
 Exact by construction: a tile that turns opaque within its cut list composites exactly what the
 whole list would (the cut entries lie behind every kept one, and an opaque pixel stops). A tile
@@ -22,6 +23,8 @@ reuse of the previous frame's depth (Greene et al. 1993, "Hierarchical Z-buffer 
 from __future__ import annotations
 
 from ..device import Gpu
+
+CUT_BLOCK = 4  # tiles a side of the coarse cut map (CUT_BLOCK in shaders/common/footprint.slang)
 
 
 class Occlusion:
@@ -36,12 +39,13 @@ class Occlusion:
         self.gpu = gpu
         self.k_cut = gpu.kernel("view/occlusion", "occlusion_cut")
         self.k_compact = gpu.kernel("view/occlusion", "compact_kept")
+        self.k_blocks = gpu.kernel("view/occlusion", "occlusion_blocks")
         self.kept = gpu.zeros(16, "viewer.occlusion.kept")  # splats with a tile (Scan total: uint32, then 64-bit)
         self.tiles = (0, 0)
         self.ready = False
         self.use_cut = False
         self.violations = gpu.zeros(16, "viewer.occlusion.violations")
-        self.sat = self.cut = None
+        self.sat = self.cut = self.block_cut = None
 
     def fit(self, tiles_x: int, tiles_y: int) -> None:
         """Buffers for a view of tiles_x x tiles_y tiles (a new size starts with no map)."""
@@ -49,6 +53,8 @@ class Occlusion:
             self.tiles = (tiles_x, tiles_y)
             self.sat = self.gpu.zeros(4 * tiles_x * tiles_y, "viewer.occlusion.sat")
             self.cut = self.gpu.zeros(4 * tiles_x * tiles_y, "viewer.occlusion.cut")
+            blocks = -(-tiles_x // CUT_BLOCK) * -(-tiles_y // CUT_BLOCK)
+            self.block_cut = self.gpu.zeros(4 * blocks, "viewer.occlusion.block_cut")
             self.ready = False
 
     def begin(self, use_cut: bool) -> None:
@@ -56,13 +62,15 @@ class Occlusion:
         self.use_cut = bool(use_cut and self.ready)
 
     def record_cut(self, enc) -> None:
-        """Zero the violation count and make this frame's cut from ``sat`` (a frame with the cut,
-        before its projection)."""
+        """Zero the violation count and make this frame's cut from ``sat``, per tile and per
+        block of CUT_BLOCK x CUT_BLOCK tiles (a frame with the cut, before its projection)."""
         self.gpu.clear(enc, self.violations)
         if self.use_cut:
             tx, ty = self.tiles
             self.k_cut.record(enc, [tx * ty, 1, 1], tile_sat=self.sat, tile_cut=self.cut, tiles_x=tx, tiles_y=ty,
                               radius=self.RADIUS, margin=float(self.MARGIN))
+            self.k_blocks.record(enc, [self.block_cut.size // 4, 1, 1], tile_cut=self.cut, block_cut=self.block_cut,
+                                 tiles_x=tx, tiles_y=ty)
 
     def record_compaction(self, enc, scan, n: int, tiles_touched, depth_keys, flags, pos, keys_out, ids_out) -> None:
         """After the projection: the splats with a tile, in index order, to keys_out / ids_out
@@ -78,7 +86,7 @@ class Occlusion:
         path's band counts), ``emit`` or ``raster``."""
         use = int(self.use_cut)
         if stage == "project":
-            return {"tile_cut": self.cut, "use_cut": use}
+            return {"tile_cut": self.cut, "block_cut": self.block_cut, "use_cut": use}
         if stage == "gather":
             return {"kept": self.kept}
         if stage == "emit":
