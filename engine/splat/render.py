@@ -242,6 +242,12 @@ class Rasterizer:
         geo = {"geom": self._b("geom", 4 * n)} if self.geometry else {}
         if self.occlusion is not None:  # the compaction's flags (scratch until the gather)
             geo["kept_flags"] = self._b("counts_sorted", n)
+            if self.occlusion.use_cut:  # the splats hidden behind the cut, dropped in a light pass first
+                occ_args = self._occlusion_args("project")
+                self.gpu.kernel("project/project", "project_early_cull", **self._project_constants()).record(
+                    enc, [max(n, 1), 1, 1], **aa, params=self.params, cams=self.cams, tile_cut=occ_args["tile_cut"],
+                    block_cut=occ_args["block_cut"], kept_flags=geo["kept_flags"], n=n, cam_index=v.cam_index,
+                    tiles_x=v.tiles_x, tiles_y=v.tiles_y)
         k.record(
             enc, [max(n, 1), 1, 1], **aa, **geo, **self._occlusion_args("project"), params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
@@ -249,14 +255,15 @@ class Rasterizer:
             tiles_touched=self._b("tiles_touched", n), depth_keys=self._b("depth_keys", n),
             depth_ids=self._b("depth_ids", n), n=n, cam_index=v.cam_index,
             sh_degree=self.sh_degree, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
-        keys, kept, occ = self._b("depth_keys", n), None, self.occlusion
-        if occ is not None:  # sort only the splats left with a tile
-            keys, kept = self._b("kept_keys", n), occ.kept
+        inputs, kept, occ = None, None, self.occlusion
+        if occ is not None:  # sort only the splats left with a tile, from their compacted copy
+            inputs, kept = (self._b("kept_keys", n), self._b("kept_ids", n)), occ.kept
             occ.record_compaction(enc, self.scan, n, self._b("tiles_touched", n), self._b("depth_keys", n),
-                                  flags=self._b("counts_sorted", n), pos=self._b("offsets", n), keys_out=keys,
-                                  ids_out=self._b("depth_ids", n))
+                                  flags=self._b("counts_sorted", n), pos=self._b("offsets", n), keys_out=inputs[0],
+                                  ids_out=inputs[1])
         with self.arena.phase(enc, "depth_sort") as s:
-            self.sort.record(enc, keys, self._b("depth_ids", n), n, DEPTH_KEY_BITS, scratch=s, count=kept, site="depth")
+            self.sort.record(enc, self._b("depth_keys", n), self._b("depth_ids", n), n, DEPTH_KEY_BITS, scratch=s,
+                             count=kept, site="depth", inputs=inputs)
         k = self.gpu.kernel("raster/binning", "gather_counts", OCCLUSION=1) if occ is not None else self.k_gather
         k.record(
             enc, [max(n, 1), 1, 1], **self._occlusion_args("gather"), order=self._b("depth_ids", n),

@@ -218,7 +218,7 @@ class RadixSort:
 
     def record(self, enc: spy.CommandEncoder, keys: spy.Buffer, values: spy.Buffer, n: int, bits: int,
                copy_back: bool = True, scratch=None, count: spy.Buffer | None = None,
-               site: str = "") -> tuple[spy.Buffer, spy.Buffer]:
+               site: str = "", inputs: tuple[spy.Buffer, spy.Buffer] | None = None) -> tuple[spy.Buffer, spy.Buffer]:
         """Record a stable sort of the first n pairs by ``key & ((1 << bits) - 1)``.
 
         keys, values: buffers of at least n uint32 each, distinct. bits: 1..32; key bits
@@ -231,6 +231,10 @@ class RadixSort:
         covers the first ``min(n, count[0])`` pairs, ``n`` being the capacity the dispatches
         are sized for (no host read of the count); pairs past the count are untouched
         with an even number of passes, undefined with an odd one (the copy back).
+        inputs: (keys, values) buffers to sort from, distinct from ``keys``/``values``, which then
+        receive the result without a copy whatever the pass count (``inputs`` are left as
+        they are with one pass, overwritten with more); the result's elements past the count
+        are untouched.
         """
         # scratch: where the ping-pong buffers and histograms come from (``get(name, nbytes)``,
         # e.g. a phase of an engine.profile.PhaseArena); default the object's own buffers.
@@ -250,7 +254,11 @@ class RadixSort:
         digit_totals = pool.get("digit_totals", 4 * 256)
         on_gpu = dict(count=count if count is not None else self._dummy, count_from_buf=int(count is not None))
         src_k, src_v, dst_k, dst_v = keys, values, tmp_k, tmp_v
-        for p in range(self.passes(bits)):
+        passes = self.passes(bits)
+        if inputs is not None:  # ping-pong so that the last pass writes keys / values
+            src_k, src_v = inputs
+            dst_k, dst_v = (keys, values) if passes % 2 else (tmp_k, tmp_v)
+        for p in range(passes):
             shift = 8 * p
             mask = (1 << min(8, bits - shift)) - 1
             _record(self._hist, enc, [nb * WG, 1, 1], self.timer, f"hist{p}", site,
@@ -261,7 +269,8 @@ class RadixSort:
                                    keys_in=src_k, vals_in=src_v, keys_out=dst_k, vals_out=dst_v,
                                    hist=hist, digit_totals=digit_totals, n=n, shift=shift, mask=mask,
                                    num_blocks=nb, **on_gpu)
-            src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v
+            nxt = (tmp_k, tmp_v) if dst_k is keys else (keys, values)
+            src_k, src_v, (dst_k, dst_v) = dst_k, dst_v, nxt
         if src_k is not keys and copy_back:
             self.gpu.copy(enc, keys, 0, src_k, 0, 4 * n)
             self.gpu.copy(enc, values, 0, src_v, 0, 4 * n)

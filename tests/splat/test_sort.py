@@ -252,3 +252,28 @@ def test_radix_sort_count_on_gpu(gpu, sorter, count, capacity, bits):
     if sorter.passes(bits) % 2 == 0:
         np.testing.assert_array_equal(out_k[m:capacity], keys[m:])
         np.testing.assert_array_equal(out_v[m:capacity], vals[m:])
+
+
+@pytest.mark.parametrize("bits", [8, 13, 24])  # one, two and three passes
+@pytest.mark.parametrize("count,capacity", [(70_001, 100_000), (100_000, 100_000)])
+def test_radix_sort_from_separate_inputs_lands_in_place(gpu, sorter, bits, count, capacity):
+    """The viewer's depth sort: pairs sorted from ``inputs`` into keys / values with no copy
+    back whatever the pass count; with a GPU count below the capacity, the result's elements
+    past it keep what they held."""
+    rng = np.random.default_rng(bits * 7 + count)
+    keys = _keys(rng, capacity, bits)
+    vals = rng.permutation(capacity).astype(np.uint32)
+    pad = np.full(3, SENTINEL, np.uint32)
+    ik, iv = gpu.upload(keys), gpu.upload(vals)
+    old = rng.integers(0, 1 << 32, capacity, dtype=np.uint64).astype(np.uint32)
+    kb, vb = gpu.upload(np.concatenate([old, pad])), gpu.upload(np.concatenate([old[::-1], pad]))
+    cb = gpu.upload(np.array([count, SENTINEL, SENTINEL, SENTINEL], np.uint32))
+    enc = gpu.encoder()
+    rk, rv = sorter.record(enc, kb, vb, capacity, bits, count=cb, inputs=(ik, iv))
+    assert rk is kb and rv is vb
+    gpu.submit(enc)
+    out_k, out_v = gpu.read(kb, np.uint32, capacity + 3), gpu.read(vb, np.uint32, capacity + 3)
+    m = count
+    _check_sorted(keys[:m], vals[:m], bits, np.concatenate([out_k[:m], pad]), np.concatenate([out_v[:m], pad]))
+    np.testing.assert_array_equal(out_k[m:], np.concatenate([old[m:], pad]))
+    np.testing.assert_array_equal(out_v[m:], np.concatenate([old[::-1][m:], pad]))
