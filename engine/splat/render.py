@@ -242,12 +242,6 @@ class Rasterizer:
         geo = {"geom": self._b("geom", 4 * n)} if self.geometry else {}
         if self.occlusion is not None:  # the compaction's flags (scratch until the gather)
             geo["kept_flags"] = self._b("counts_sorted", n)
-            if self.occlusion.use_cut:  # the splats hidden behind the cut, dropped in a light pass first
-                occ_args = self._occlusion_args("project")
-                self.gpu.kernel("project/project", "project_early_cull", **self._project_constants()).record(
-                    enc, [max(n, 1), 1, 1], **aa, params=self.params, cams=self.cams, tile_cut=occ_args["tile_cut"],
-                    block_cut=occ_args["block_cut"], kept_flags=geo["kept_flags"], n=n, cam_index=v.cam_index,
-                    tiles_x=v.tiles_x, tiles_y=v.tiles_y)
         k.record(
             enc, [max(n, 1), 1, 1], **aa, **geo, **self._occlusion_args("project"), params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
