@@ -56,7 +56,8 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
               all_above: np.ndarray | None = None, column: np.ndarray | None = None,
               below_share: float = 0.05, off_column: np.ndarray | None = None, around_share: float = 0.5,
               accept=None, tries: int = 8, draw: np.ndarray | None = None, seed_normals: np.ndarray | None = None,
-              peaks: int = 6, upright_tie: float | None = None) -> tuple[Plane, np.ndarray] | None:
+              peaks: int = 6, upright_tie: float | None = None, body: np.ndarray | None = None,
+              body_depth: float = np.inf) -> tuple[Plane, np.ndarray] | None:
     """RANSAC plane on points [M, 3] with inlier tolerance ``tol`` (world units): (plane,
     inlier mask [M]) or None when no admissible hypothesis has ``min_inliers`` inliers.
 
@@ -70,7 +71,8 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     no support); with ``off_column`` [M] bool (the points off that column): only planes with
     at least ``around_share`` of their inliers there (a table shows around what stands on
     it; a plane along the subject's rim or its base's legs does not). The winner is refined by least squares (SVD) on its inliers, then on the
-    inliers of the refined plane; with ``accept`` ((Plane, its inliers [I, 3]) -> bool), the first of the ``tries``
+    inliers of the refined plane (``min_inliers`` counts the refined plane's: a hypothesis drawn
+    a little off the table gathers its inliers there); with ``accept`` ((Plane, its inliers [I, 3]) -> bool), the first of the ``tries``
     best hypotheses whose refined plane it accepts wins (the refinement can tilt a plane
     into the subject: on the mouse capture the best of 4096 did). ``draw`` [M] bool: the
     points the triples are drawn from (default all). ``seed_normals`` [S, 3]: more
@@ -79,7 +81,9 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
     ``upright_tie`` (with ``up``): hypotheses with at least this share of the best count are
     tried first, the least tilted from ``up`` first (the mouse capture's table: 168 inliers at
     3 degrees from the orbit's axis, against 176 for a plane 22 degrees off through the table's
-    far edge and the mouse's rim)."""
+    far edge and the mouse's rim). ``body`` [B, 3] (with ``body_depth``): only planes with at
+    most ``below_share`` of those points between 2 ``tol`` and ``body_depth`` under them (a
+    plane that slices through the subject has its far parts under it)."""
     pts = np.asarray(points, np.float64)
     if len(pts) < 3:
         return None
@@ -107,6 +111,11 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
         col = np.asarray(column, np.float64)
         for s in range(0, len(n), 64):  # [K, 64] blocks
             good[s:s + 64] &= ((col @ n[s:s + 64].T + off[s:s + 64]) < -tol).mean(0) <= below_share
+    if body is not None and len(body):
+        bod = np.asarray(body, np.float64)
+        for s in range(0, len(n), 64):  # [K, 64] blocks
+            d = bod @ n[s:s + 64].T + off[s:s + 64]
+            good[s:s + 64] &= ((d < -2 * tol) & (d > -body_depth)).mean(0) <= below_share
     if not good.any():
         return None
     n, off = n[good], off[good]
@@ -122,7 +131,7 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
         tied = tied[np.argsort(-(n[tied] @ up), kind="stable")]   # the least tilted first
         order = np.concatenate([tied, order[counts[order] < upright_tie * counts[order[0]]]])
     for best in order[:tries if accept is not None else 1]:
-        if counts[best] < max(min_inliers, 3):
+        if counts[best] < 3:
             return None
         normal, offset = n[best], off[best]
         for _ in range(2):
@@ -136,7 +145,7 @@ def fit_plane(points: np.ndarray, tol: float, rng: np.random.Generator, hypothes
         inl = np.abs(pts @ normal + offset) < tol
         rms = float(np.sqrt(np.mean((pts[inl] @ normal + offset) ** 2))) if inl.any() else 0.0
         plane = Plane(normal, float(offset), int(inl.sum()), 2.5 * rms)
-        if accept is None or accept(plane, pts[inl]):
+        if inl.sum() >= min_inliers and (accept is None or accept(plane, pts[inl])):
             return plane, inl
     return None
 
