@@ -284,8 +284,10 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
         return self._last_count[1] if self._last_count is not None else 0
 
     def _trim(self) -> None:
-        """Free outgrown scratch (the GPU is idle here). Only when something outgrew: a trim
-        drops every kernel's cached bindings, which the next frame would then rebuild."""
+        """Free outgrown scratch: called once every finished frame's work is done (a frame
+        still in flight uses only what it was recorded with, never an outgrown buffer). Only
+        when something outgrew: a trim drops every kernel's cached bindings, which the next
+        frame would then rebuild."""
         self.bufs.trim()
         for r in self.rasters.values():
             if r.outgrown_bytes():
