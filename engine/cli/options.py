@@ -204,7 +204,7 @@ def add_geometry_options(p, t: TrainConfig) -> None:
     p.add_argument("--geometry", action="store_true", default=t.geometry,
                    help="the geometry phase (from --geometry-from of the steps on): flattened Gaussians and "
                         "depth-normal consistency, for splats whose depth a mesh can be made from (2DGS / PGSR); "
-                        "off by default (it cost 0.9 dB held-out PSNR on office_chair at small sizes)")
+                        "off by default (at 1000 px it cost office_chair 0.6-1.1 dB of held-out PSNR, BENCHMARKS.md)")
     p.add_argument("--geometry-from", type=unit_interval, default=t.geometry_from, metavar="F",
                    help=f"with --geometry: the phase starts at this fraction of the steps (default {t.geometry_from:g})")
     p.add_argument("--lambda-normal", type=float_range(0.0), default=t.lambda_normal, metavar="W",
