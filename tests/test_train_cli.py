@@ -100,8 +100,12 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
         t = config_from_args(args).run.train
         assert (t.geometry, t.geometry_from, t.lambda_normal, t.lambda_flat) == expected
     assert [(c.train.geometry, c.train.geometry_from, c.train.lambda_normal, c.train.lambda_flat) for c in seen] == want
-    for bad in (["--geometry-from", "1.5"], ["--lambda-flat", "-1"], ["--lambda-normal", "nan"]):
+    for bad in (["--geometry", "--geometry-from", "1"], ["--geometry", "--lambda-flat", "-1"],
+                ["--geometry", "--lambda-normal", "nan"], ["--lambda-normal", "0.02"]):
         with pytest.raises(SystemExit) as e:
             main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *bad])
         assert e.value.code == 2
-    assert "--geometry-from: must be in [0, 1]" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--geometry-from: must be in [0, 1)" in err
+    assert "--lambda-normal set the geometry phase, which is off: add --geometry" in err
+    assert len(seen) == 2  # no refused command trained

@@ -203,3 +203,15 @@ def test_frames_in_flight_show_each_view_exactly_and_a_cut_frame_is_redone_befor
         ref = _viewer(gpu, 320, 240)
         ref.state.w2c = w2cs[k]
         np.testing.assert_array_equal(pixels, ref.render(opaque_scene), err_msg=f"view {k}")
+
+
+def test_frames_in_flight_setting_takes_1_or_2_and_names_anything_else(gpu, monkeypatch):
+    from engine.errors import SpirulaError
+
+    for text, want in (("1", 1), ("2", 2)):
+        monkeypatch.setenv("SPIRULA_VIEWER_FRAMES", text)
+        assert Viewer(gpu).frames_in_flight == want
+    for text in ("0", "3", "abc"):
+        monkeypatch.setenv("SPIRULA_VIEWER_FRAMES", text)
+        with pytest.raises(SpirulaError, match=f"SPIRULA_VIEWER_FRAMES='{text}'"):
+            Viewer(gpu)

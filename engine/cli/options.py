@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from ..config import (APPEARANCES, MCMC_MIN_STEPS, MCMC_MIN_STEPS_RANDOM, PRESETS, RANDOM_INITS, STRATEGIES,
                       DatasetConfig, TrainConfig, preset_settings)
@@ -133,11 +134,11 @@ def fraction(text: str) -> float:
     return value
 
 
-def unit_interval(text: str) -> float:
-    """argparse type: a number in [0, 1]."""
+def start_fraction(text: str) -> float:
+    """argparse type: a number in [0, 1) (a phase starting at 1 would never run)."""
     value = float_range(0.0)(text)
-    if value > 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], not {text!r}")
+    if value >= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1) (at 1 the phase never starts), not {text!r}")
     return value
 
 
@@ -205,18 +206,29 @@ def add_geometry_options(p, t: TrainConfig) -> None:
                    help="the geometry phase (from --geometry-from of the steps on): flattened Gaussians and "
                         "depth-normal consistency, for splats whose depth a mesh can be made from (2DGS / PGSR); "
                         "off by default (at 1000 px it cost office_chair 0.6-1.1 dB of held-out PSNR, BENCHMARKS.md)")
-    p.add_argument("--geometry-from", type=unit_interval, default=t.geometry_from, metavar="F",
+    # default None: given without --geometry they are refused (geometry_settings), not ignored
+    p.add_argument("--geometry-from", type=start_fraction, default=None, metavar="F",
                    help=f"with --geometry: the phase starts at this fraction of the steps (default {t.geometry_from:g})")
-    p.add_argument("--lambda-normal", type=float_range(0.0), default=t.lambda_normal, metavar="W",
+    p.add_argument("--lambda-normal", type=float_range(0.0), default=None, metavar="W",
                    help=f"with --geometry: depth-normal consistency weight (default {t.lambda_normal:g})")
-    p.add_argument("--lambda-flat", type=float_range(0.0), default=t.lambda_flat, metavar="W",
+    p.add_argument("--lambda-flat", type=float_range(0.0), default=None, metavar="W",
                    help=f"with --geometry: flattening (shortest scale) weight, 0 = none (default {t.lambda_flat:g})")
 
 
+GEOMETRY_TUNING = (("geometry_from", "--geometry-from"), ("lambda_normal", "--lambda-normal"),
+                   ("lambda_flat", "--lambda-flat"))
+
+
 def geometry_settings(args) -> dict:
-    """TrainConfig fields of :func:`add_geometry_options`."""
-    return {"geometry": args.geometry, "geometry_from": args.geometry_from, "lambda_normal": args.lambda_normal,
-            "lambda_flat": args.lambda_flat}
+    """TrainConfig fields of :func:`add_geometry_options`. Exits with code 2 (as argparse
+    does) when a setting of the phase is given without ``--geometry``: it would do nothing."""
+    given = [flag for field, flag in GEOMETRY_TUNING if getattr(args, field) is not None]
+    if given and not args.geometry:
+        print(f"error: {', '.join(given)} set the geometry phase, which is off: add --geometry", file=sys.stderr)
+        raise SystemExit(2)
+    out = {"geometry": args.geometry}
+    out.update({field: getattr(args, field) for field, _ in GEOMETRY_TUNING if getattr(args, field) is not None})
+    return out
 
 
 def add_appearance_option(p, t: TrainConfig, by_input: bool = False) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 import slangpy as spy
 
 from ..device import Gpu
+from ..errors import SpirulaError
 from ..splat.buffers import BufferSet
 from ..splat.camera_table import CAM_FLOATS, View, camera_row
 from ..splat.occlusion import Occlusion
@@ -98,6 +99,13 @@ class _Submitted:
     cam_rows: np.ndarray | None  # the camera rows its command buffer uploaded (None: uploaded before)
 
 
+def _frames_in_flight(text: str) -> int:
+    """$SPIRULA_VIEWER_FRAMES: 1 or 2; SpirulaError otherwise."""
+    if text.strip() not in ("1", "2"):
+        raise SpirulaError(f"$SPIRULA_VIEWER_FRAMES={text!r}: the frames in flight are 1 or 2")
+    return int(text)
+
+
 def _count_key(src: ViewSource, f: _Frame) -> tuple:
     """What a frame's intersection count is carried over between: the model and render size."""
     return id(src.params), src.n, f.rw, f.rh
@@ -126,7 +134,7 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
         self._count_readbacks = [gpu.readback_buffer(16, f"viewer.count{k}") for k in range(2)]
         # frames in flight: 2 overlaps a frame's recording with the last one's GPU work (render());
         # $SPIRULA_VIEWER_FRAMES=1: each frame waits for itself
-        self.frames_in_flight = 1 if os.environ.get("SPIRULA_VIEWER_FRAMES", "2") == "1" else 2
+        self.frames_in_flight = _frames_in_flight(os.environ.get("SPIRULA_VIEWER_FRAMES", "2"))
         self._in_flight: _Submitted | None = None
         self._last_count: tuple[tuple, int] | None = None  # (_count_key of the render, its count)
         self.last_frame_ms = 0.0
