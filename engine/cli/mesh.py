@@ -66,8 +66,8 @@ def add_settings(p, prefix: str = "") -> None:
         help="bake the texture from the photos as they are, not with the training's learned "
              "per-image exposure and white balance (appearance.json) removed")
     opt("bounds", type=_bound_word, nargs="+", action=_BoundsAction, default=d.bounds,
-        metavar="auto|scene|XMIN YMIN ZMIN XMAX YMAX ZMAX",
-        help="region to mesh: auto (default: for an orbit capture, the object the cameras circle, "
+        metavar="BOUNDS",  # argparse repeats a nargs="+" metavar: the help says what it takes
+        help="region to mesh, auto, scene or XMIN YMIN ZMIN XMAX YMAX ZMAX: auto (default: for an orbit capture, the object the cameras circle, "
              "cut at the table or floor it stands on; otherwise as scene), scene (everything where "
              "the opaque splats are), or six numbers xmin ymin zmin xmax ymax zmax (world units)")
     opt("max-size", type=int_at_least(MIN_IMAGE_SIDE), default=None, help="image size for depth and texture (default: the training size)")
