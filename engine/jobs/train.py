@@ -243,6 +243,9 @@ class _Job:
                "auto: the dataset has SfM points" if trainer.strategy == "mcmc" else
                f"auto: fewer than {MCMC_MIN_STEPS} steps" if trainer.has_points else "auto: no SfM points, random init")
         on_message(f"densification: {trainer.strategy} ({why})")
+        if trainer.geometry is not None:
+            g = trainer.geometry
+            on_message(f"geometry phase: from step {g.start:,} (lambda_normal {g.lambda_normal:g}, lambda_flat {g.lambda_flat:g})")
         ident = checkpoint.dataset_identity(dataset, train_idx)
         evals, initial_psnr, seconds_before = [], None, 0.0
         if ckpt is not None:
