@@ -176,7 +176,7 @@ def test_frames_in_flight_show_each_view_exactly_and_a_cut_frame_is_redone_befor
     exact frame of its own view, also when its lists outgrew the capacity and it was redone
     after a later frame had uploaded its own camera."""
     v = _viewer(gpu, 320, 240)
-    v.readback_when_headless = False
+    v.readback_when_headless, v.frames_in_flight = False, 2  # 2: the hardware default (software: 1)
     w2cs = [orbit_w2c(k, 40) for k in range(5)]
     finished = []  # (view index, its output) in the order frames finish
 

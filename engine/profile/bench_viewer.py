@@ -9,10 +9,10 @@ after ``warmup`` untimed ones. A frame is what the studio's engine thread render
 compose, frustum lines) at a fixed render scale of 1 (no adaptive resolution); there is no
 window, so the frame ends where the swapchain copy would begin. ``--readback`` adds the
 host read-back of the readback fallback (the path used without a presentable surface).
-Times are wall clock per ``Viewer.render`` call. As in the studio, two frames are in flight
-(engine/studio/viewer.py): a call submits its frame, then waits for the one before, checks it
-and finishes it, so a call's time is the interval between frames done
-(``$SPIRULA_VIEWER_FRAMES=1``: each call waits for its own frame). ``host_ms_median`` is the part
+Times are wall clock per ``Viewer.render`` call. As in the studio on a GPU, two frames are in
+flight (engine/studio/viewer.py): a call submits its frame, then waits for the one before,
+checks it and finishes it, so a call's time is the interval between frames done
+(``$SPIRULA_VIEWER_FRAMES=1``, software Vulkan's default: each call waits for its own frame). ``host_ms_median`` is the part
 of a call not spent waiting for the GPU (recording, submitting, Python), ``submit_ms_median``
 the part of it inside the GPU submissions; ``frames_in_flight`` says which way it ran.
 """

@@ -133,8 +133,12 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
         # per frame slot: intersections, occlusion violations
         self._count_readbacks = [gpu.readback_buffer(16, f"viewer.count{k}") for k in range(2)]
         # frames in flight: 2 overlaps a frame's recording with the last one's GPU work (render());
-        # $SPIRULA_VIEWER_FRAMES=1: each frame waits for itself
-        self.frames_in_flight = _frames_in_flight(os.environ.get("SPIRULA_VIEWER_FRAMES", "2"))
+        # 1 (software Vulkan's default): each frame waits for itself. On software Vulkan the "GPU"
+        # is the same CPU, so there is nothing to overlap, and its submissions and presents hold
+        # the GIL while earlier work runs (the studio's event loop stalled 50-75 ms).
+        # $SPIRULA_VIEWER_FRAMES=1 or 2 chooses.
+        self.frames_in_flight = _frames_in_flight(os.environ.get("SPIRULA_VIEWER_FRAMES",
+                                                                 "1" if gpu.software else "2"))
         self._in_flight: _Submitted | None = None
         self._last_count: tuple[tuple, int] | None = None  # (_count_key of the render, its count)
         self.last_frame_ms = 0.0
@@ -190,7 +194,7 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
         count outgrew that capacity is rendered again, exactly (the prepare/count path), before
         it is presented or read back, so a cut list never shows.
 
-        Frames in flight (``frames_in_flight`` 2, when nothing is read back): a steady splat
+        Frames in flight (``frames_in_flight`` 2, a GPU's default, when nothing is read back): a steady splat
         frame is submitted, and the one before it is then waited for, checked (and rendered
         again if it must be) and presented, so the host records a frame while the GPU renders
         the last one. A frame is shown one call late; :meth:`finish_frame` shows the last one
@@ -219,9 +223,20 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
             rows = None
         t_render = time.perf_counter()
         if steady:
-            slot = 1 - self._in_flight.slot if self._in_flight is not None else 0
+            prev = self._in_flight
+            slot = 1 - prev.slot if prev is not None else 0
+            shown = None  # (swapchain image, its copy's submission) of the frame before this one
+            if prev is not None and self.surface is not None and (prev.width, prev.height) == (w, h):
+                # its copy goes ahead of this frame's work, so presenting it need not wait for this one
+                try:
+                    tex = self._acquire(w, h)
+                except Exception as exc:
+                    self._fail_present(None, exc)
+                enc = gpu.encoder()
+                self._record_present_copy(enc, tex, prev.slot, w, h)
+                shown = (tex, gpu.submit(enc))
             frame = self._submit_frame(src, f, capacity, None, rows, slot)
-            self.finish_frame()  # the one before: waited for, checked, presented
+            self.finish_frame(shown)  # the one before: waited for, checked, presented
             self._trim()  # what outgrew was the finished frame's
             self._in_flight = frame
         else:
@@ -250,26 +265,31 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
         """A frame is submitted but not yet shown (:meth:`finish_frame` shows it)."""
         return self._in_flight is not None
 
-    def finish_frame(self) -> None:
+    def finish_frame(self, shown: tuple | None = None) -> None:
         """Wait for the frame in flight, render it again if its lists were cut, and present
-        it; nothing when none is in flight."""
+        it; nothing when none is in flight. ``shown``: (swapchain image, submission) of its
+        copy into the swapchain, submitted already (render()); else it is made here. The
+        present waits (polling) for that copy first: presenting holds the GIL until the
+        queue's work before it is done."""
         fl, self._in_flight = self._in_flight, None
         if fl is None:
             return
         if (self.state.width, self.state.height) != (fl.width, fl.height):
             self._wait_frame(fl)  # the view was resized since: a frame of the new size follows
             return
-        tex = None
-        if self.surface is not None:
+        tex, copy_sid = shown if shown is not None else (None, None)
+        if tex is None and self.surface is not None:
             try:
                 tex = self._acquire(fl.width, fl.height)
             except Exception as exc:
                 self._fail_present(None, exc)
-        self._complete(fl, tex)
+        self._complete(fl, tex)  # a frame rendered again copies itself into tex
         if tex is not None:
-            enc = self.gpu.encoder()
-            self._record_present_copy(enc, tex, fl.slot, fl.width, fl.height)
-            self.gpu.submit(enc)
+            if copy_sid is None:
+                enc = self.gpu.encoder()
+                self._record_present_copy(enc, tex, fl.slot, fl.width, fl.height)
+                copy_sid = self.gpu.submit(enc)
+            wait_polling(self.gpu, copy_sid)
             self._present()
 
     def _complete(self, fl: "_Submitted", tex) -> None:
