@@ -100,9 +100,16 @@ class SwapchainPresenter:
         except Exception as exc:
             self._fail_present(enc, exc)
 
+    def _submit_present_copy(self, tex, slot: int, w: int, h: int) -> int:
+        """Submit the copy of output ``slot`` into ``tex`` on its own; returns the submission."""
+        enc = self.gpu.encoder()
+        self._record_present_copy(enc, tex, slot, w, h)
+        return self.gpu.submit(enc)
+
     def _acquire(self, w: int, h: int):
         """The next swapchain image at w x h; one retry with a fresh swapchain (a window
-        resized under us makes the old one out of date)."""
+        resized under us makes the old one out of date). A second failure switches to
+        read-back (PresentError)."""
         for attempt in range(2):
             try:
                 if attempt:
@@ -113,9 +120,9 @@ class SwapchainPresenter:
                     raise RuntimeError(f"swapchain image is {None if tex is None else (tex.width, tex.height)}, "
                                        f"expected {(w, h)}")
                 return tex
-            except Exception:
+            except Exception as exc:
                 if attempt:
-                    raise
+                    self._fail_present(None, exc)
         raise AssertionError("unreachable")
 
     def _fail_present(self, enc, exc: Exception) -> None:

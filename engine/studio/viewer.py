@@ -217,9 +217,7 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
             self.finish_frame()  # this frame waits for its own end: the one in flight goes first
             self._trim()
         if capacity is None:  # the exact path projects and counts in a submission of its own first
-            enc = gpu.encoder()
-            enc.upload_buffer_data(self.cam, 0, rows)
-            gpu.submit(enc)
+            self._upload_cam(rows)
             rows = None
         t_render = time.perf_counter()
         if steady:
@@ -228,13 +226,8 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
             shown = None  # (swapchain image, its copy's submission) of the frame before this one
             if prev is not None and self.surface is not None and (prev.width, prev.height) == (w, h):
                 # its copy goes ahead of this frame's work, so presenting it need not wait for this one
-                try:
-                    tex = self._acquire(w, h)
-                except Exception as exc:
-                    self._fail_present(None, exc)
-                enc = gpu.encoder()
-                self._record_present_copy(enc, tex, prev.slot, w, h)
-                shown = (tex, gpu.submit(enc))
+                tex = self._acquire(w, h)
+                shown = (tex, self._submit_present_copy(tex, prev.slot, w, h))
             frame = self._submit_frame(src, f, capacity, None, rows, slot)
             self.finish_frame(shown)  # the one before: waited for, checked, presented
             self._trim()  # what outgrew was the finished frame's
@@ -242,10 +235,7 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
         else:
             tex = None
             if self.surface is not None:
-                try:
-                    tex = self._acquire(w, h)
-                except Exception as exc:
-                    self._fail_present(None, exc)
+                tex = self._acquire(w, h)
             self._complete(self._submit_frame(src, f, capacity, tex, rows, 0), tex)
             if tex is not None:
                 self._present()
@@ -279,16 +269,11 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
             return
         tex, copy_sid = shown if shown is not None else (None, None)
         if tex is None and self.surface is not None:
-            try:
-                tex = self._acquire(fl.width, fl.height)
-            except Exception as exc:
-                self._fail_present(None, exc)
+            tex = self._acquire(fl.width, fl.height)
         self._complete(fl, tex)  # a frame rendered again copies itself into tex
         if tex is not None:
             if copy_sid is None:
-                enc = self.gpu.encoder()
-                self._record_present_copy(enc, tex, fl.slot, fl.width, fl.height)
-                copy_sid = self.gpu.submit(enc)
+                copy_sid = self._submit_present_copy(tex, fl.slot, fl.width, fl.height)
             wait_polling(self.gpu, copy_sid)
             self._present()
 
@@ -301,10 +286,14 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
             self.overflows += counted > fl.capacity
             self.recuts += bool(violated) and counted <= fl.capacity
             if fl.cam_rows is not None:  # a later frame may have uploaded its own camera since
-                enc = self.gpu.encoder()
-                enc.upload_buffer_data(self.cam, 0, fl.cam_rows)
-                self.gpu.submit(enc)
+                self._upload_cam(fl.cam_rows)
             self._wait_frame(self._submit_frame(fl.src, fl.f, None, tex, None, fl.slot))
+
+    def _upload_cam(self, rows: np.ndarray) -> None:
+        """Upload the camera rows (viewport, render) in a submission of their own."""
+        enc = self.gpu.encoder()
+        enc.upload_buffer_data(self.cam, 0, rows)
+        self.gpu.submit(enc)
 
     @property
     def last_intersections(self) -> int:
