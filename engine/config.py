@@ -70,6 +70,7 @@ class TrainConfig:
     geometry_from: float = 0.25       # geometry: the phase starts after this fraction of the steps (2DGS: 7k of 30k)
     lambda_normal: float = 0.05       # geometry: depth-normal consistency weight
     lambda_flat: float = 100.0        # geometry: flattening (shortest scale) weight, cameras' distance = 1
+    geometry_alpha_grad: bool = True  # geometry: the consistency loss also changes alphas (opacity, footprint), not only (n, d)
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
     log_interval: int = 25            # read the loss back every k steps
@@ -177,7 +178,8 @@ def added_later(section: str) -> dict:
                       "res_until": TrainConfig.res_until,
                       "init_file": TrainConfig.init_file, "geometry": TrainConfig.geometry,
                       "geometry_from": TrainConfig.geometry_from, "lambda_normal": TrainConfig.lambda_normal,
-                      "lambda_flat": TrainConfig.lambda_flat}}.get(section, {})
+                      "lambda_flat": TrainConfig.lambda_flat,
+                      "geometry_alpha_grad": TrainConfig.geometry_alpha_grad}}.get(section, {})
 
 
 def default_appearance(input_kind: str) -> str:

@@ -9,8 +9,9 @@ from engine.cli.main import main
 from engine.io.ply import read_ply
 
 
-def test_train_book_improves_heldout_psnr(shared_data, tmp_path):
+def test_train_book_improves_heldout_psnr(shared_data, tmp_path, monkeypatch):
     out = tmp_path / "proj dir ü"  # spaces and non-ASCII on purpose
+    monkeypatch.setenv("SPIRULA_EVAL_GEOMETRY", "1")  # the held-out depth-normal measure, without the phase
     rc = main(["train", str(shared_data / "book"), "-o", str(out), "--steps", "200", "--max-size", "240"])
     assert rc == 0
     metrics = json.loads((out / "metrics.json").read_text())
@@ -18,6 +19,8 @@ def test_train_book_improves_heldout_psnr(shared_data, tmp_path):
     # must add at least 5 dB on the held-out view (observed ~8 dB)
     assert metrics["psnr"] - metrics["initial_psnr"] >= 5.0, metrics
     assert metrics["step"] == 200 and not metrics["stopped_early"]
+    # trained without the geometry phase, depth and normals disagree somewhat (1 - cos in (0, 2))
+    assert 0.005 < metrics["normal_consistency"] < 1.0, metrics["normal_consistency"]
     g = read_ply(out / "splat.ply")
     assert len(g.means) == metrics["num_gaussians"] > 600
     assert g.shN.shape[1:] == (15, 3)
@@ -79,7 +82,7 @@ def test_antialias_flag_reaches_the_training_config(tmp_path, monkeypatch):
 
 
 def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsys):
-    """--geometry-from, --lambda-normal and --lambda-flat of `spirula train` and `spirula run` set
+    """--geometry-from, --lambda-normal, --lambda-flat and --geometry-alpha-grad of `spirula train` and `spirula run` set
     TrainConfig's fields (TrainConfig's defaults without them); out-of-range values are refused."""
     import argparse
 
@@ -90,22 +93,28 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
     seen = []
     monkeypatch.setattr(engine.jobs.train, "run_training",
                         lambda data, out, cfg, **kw: seen.append(cfg) or {"stopped_early": False, "step": 0})
-    given = ["--geometry", "--geometry-from", "0.6", "--lambda-normal", "0.02", "--lambda-flat", "10"]
-    want = [(False, TrainConfig.geometry_from, TrainConfig.lambda_normal, TrainConfig.lambda_flat), (True, 0.6, 0.02, 10.0)]
+    given = ["--geometry", "--geometry-from", "0.6", "--lambda-normal", "0.02", "--lambda-flat", "10",
+             "--geometry-alpha-grad", "off"]
+    want = [(False, TrainConfig.geometry_from, TrainConfig.lambda_normal, TrainConfig.lambda_flat, True),
+            (True, 0.6, 0.02, 10.0, False)]
     for flags, expected in zip(([], given), want):
         assert main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *flags]) == 0
         sub = argparse.ArgumentParser().add_subparsers(dest="command")
         add_parser(sub)
         args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off", *flags])
         t = config_from_args(args).run.train
-        assert (t.geometry, t.geometry_from, t.lambda_normal, t.lambda_flat) == expected
-    assert [(c.train.geometry, c.train.geometry_from, c.train.lambda_normal, c.train.lambda_flat) for c in seen] == want
+        assert (t.geometry, t.geometry_from, t.lambda_normal, t.lambda_flat, t.geometry_alpha_grad) == expected
+    assert [(c.train.geometry, c.train.geometry_from, c.train.lambda_normal, c.train.lambda_flat,
+             c.train.geometry_alpha_grad) for c in seen] == want
     for bad in (["--geometry", "--geometry-from", "1"], ["--geometry", "--lambda-flat", "-1"],
-                ["--geometry", "--lambda-normal", "nan"], ["--lambda-normal", "0.02"]):
+                ["--geometry", "--lambda-normal", "nan"], ["--lambda-normal", "0.02"],
+                ["--geometry", "--geometry-alpha-grad", "no"], ["--geometry-alpha-grad", "off"]):
         with pytest.raises(SystemExit) as e:
             main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *bad])
         assert e.value.code == 2
     err = capsys.readouterr().err
     assert "--geometry-from: must be in [0, 1)" in err
     assert "--lambda-normal set the geometry phase, which is off: add --geometry" in err
+    assert "--geometry-alpha-grad: must be on or off, not 'no'" in err
+    assert "--geometry-alpha-grad set the geometry phase, which is off: add --geometry" in err
     assert len(seen) == 2  # no refused command trained

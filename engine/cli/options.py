@@ -142,6 +142,13 @@ def start_fraction(text: str) -> float:
     return value
 
 
+def on_off(text: str) -> bool:
+    """argparse type: "on" -> True, "off" -> False."""
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"must be on or off, not {text!r}")
+    return text == "on"
+
+
 def add_resolution_options(p, t: TrainConfig) -> None:
     """--res-levels, --res-until: the coarse-to-fine schedule (engine/splat/res_schedule.py)."""
     p.add_argument("--res-levels", type=int_at_least(1), default=t.res_levels, metavar="K",
@@ -200,7 +207,7 @@ def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: s
 
 
 def add_geometry_options(p, t: TrainConfig) -> None:
-    """--geometry, --geometry-from, --lambda-normal, --lambda-flat: the geometry phase
+    """--geometry, --geometry-from, --lambda-normal, --lambda-flat, --geometry-alpha-grad: the geometry phase
     (engine/splat/geometry.py)."""
     p.add_argument("--geometry", action="store_true", default=t.geometry,
                    help="the geometry phase (from --geometry-from of the steps on): flattened Gaussians and "
@@ -213,10 +220,14 @@ def add_geometry_options(p, t: TrainConfig) -> None:
                    help=f"with --geometry: depth-normal consistency weight (default {t.lambda_normal:g})")
     p.add_argument("--lambda-flat", type=float_range(0.0), default=None, metavar="W",
                    help=f"with --geometry: flattening (shortest scale) weight, 0 = none (default {t.lambda_flat:g})")
+    p.add_argument("--geometry-alpha-grad", type=on_off, default=None, metavar="on|off",
+                   help="with --geometry: whether the depth-normal loss also changes the splats' opacities and "
+                        "footprints (on), or only turns and moves them (off) (default "
+                        f"{'on' if t.geometry_alpha_grad else 'off'})")
 
 
 GEOMETRY_TUNING = (("geometry_from", "--geometry-from"), ("lambda_normal", "--lambda-normal"),
-                   ("lambda_flat", "--lambda-flat"))
+                   ("lambda_flat", "--lambda-flat"), ("geometry_alpha_grad", "--geometry-alpha-grad"))
 
 
 def geometry_settings(args) -> dict:

@@ -299,10 +299,15 @@ class _Job:
         if trainer.appearance is not None:
             trainer.appearance.save(out_dir, [c.name for c in dataset.cameras], train_idx)
         final = evaluate(trainer, scored, out_dir / "eval") if scored else None
+        # held-out depth-normal disagreement (0: the depth map's normals are the rendered ones):
+        # what the geometry phase buys; measured for runs without it on request
+        consistency = None
+        if scored and (cfg.train.geometry or os.environ.get("SPIRULA_EVAL_GEOMETRY") == "1"):
+            consistency = float(np.mean([trainer.depth_normal_consistency(i) for i in scored]))
         metrics = {
             "step": state.step, "stopped_early": state.stopped_early, "num_gaussians": count,
             "psnr": final and final["psnr"], "ssim": final and final["ssim"],
-            "initial_psnr": initial_psnr, "views": final and final["views"],
+            "initial_psnr": initial_psnr, "normal_consistency": consistency, "views": final and final["views"],
             "held_out": [dataset.cameras[i].name for i in test_idx],
             "evaluations": evals + ([{"step": state.step, "psnr": final["psnr"], "ssim": final["ssim"]}] if final else []),
             "train_seconds": seconds_before + t_train,

@@ -123,6 +123,9 @@ class Rasterizer:
         self.view: View | None = None
         self.filter3d: spy.Buffer | None = None  # anti-aliased projection's 3D filter (setup)
         self.geometry = False  # the render composites surfel geometry too (setup)
+        # geometry renders: the geometry map's gradient also reaches the splats' alphas
+        # (raster.slang GEOMETRY_ALPHA_GRAD; TrainConfig.geometry_alpha_grad)
+        self.geometry_alpha_grad = True
         self.max_intersections_per_pass = default_max_intersections(gpu, self.sort)
         self.bands: list[tuple[int, int, int]] = []  # large path: (row0, row1, count); [] = one pass
         self._prepared = False  # the projection and count of this render are recorded already
@@ -426,7 +429,8 @@ class Rasterizer:
         splits = self.backward_splits if self._checkpointed else 1  # split only from a forward's checkpoints
         k, geo = self.k_bwd, {}
         if self.geometry:
-            k = self.gpu.kernel("raster/raster", "rasterize_backward", PY=self.backward_pixels_per_thread, GEOMETRY=1)
+            k = self.gpu.kernel("raster/raster", "rasterize_backward", PY=self.backward_pixels_per_thread, GEOMETRY=1,
+                                **({} if self.geometry_alpha_grad else {"GEOMETRY_ALPHA_GRAD": 0}))
             geo = dict(geom=self._b("geom", 4 * n), geom_image=self.geom_image,
                        geom_checkpoints=self._checkpoints("geom_checkpoints"), g_geom_image=self.geom_image_grad(),
                        g_geom=self._b("g_geom", 4 * n))

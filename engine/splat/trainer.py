@@ -128,6 +128,7 @@ class Trainer:
             self.warnings.append(f"the run ends at step {cfg.steps:,}, before densification starts (step "
                                  f"{cfg.densify_from:,}): the {len(rows):,} initial Gaussians are all it will have")
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
+        self.raster.geometry_alpha_grad = cfg.geometry_alpha_grad
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena, ssim_padding=cfg.ssim_padding)
         self.geometry: GeometrySettings | None = None  # the geometry phase's settings (None: off)
         if cfg.geometry:

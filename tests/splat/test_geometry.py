@@ -147,6 +147,45 @@ def test_geometry_raster_backward_matches_finite_differences(gpu, kind):
         np.testing.assert_allclose(ana, num, atol=0.02 * big, rtol=0.02, err_msg=key)
 
 
+def test_geometry_alpha_grad_off_keeps_the_alphas(gpu):
+    """GEOMETRY_ALPHA_GRAD = 0: a geometry-only loss (colour gradient 0) gives the splats the
+    same g_geom as with it on, and no screen-space gradient at all; with it on, the same loss
+    reaches the opacities (so the switch is what zeroes them)."""
+    rng = np.random.default_rng()
+    view = View(0, 40, 36)
+    n = 60
+    r, vis = _splats(rng, n, view.width, view.height, (-2.5, -1.2))
+    r["opacities"] = np.clip(r["opacities"], 0.05, 0.9)
+    geom = rng.normal(0, 1, (n, 4)).astype(np.float32)
+    wg = rng.normal(0, 1, (view.height, view.width, 4)).astype(np.float32)
+    ids, ranges = _intersections(r, vis, view)
+    npix = view.width * view.height
+    co = np.concatenate([r["conics"], r["opacities"][:, None]], 1).astype(np.float32)
+    common = dict(ranges=gpu.upload(ranges), isect_ids=gpu.upload(ids), means2d=gpu.upload(r["means2d"].astype(np.float32)),
+                  conic_opac=gpu.upload(co), rgb=gpu.upload(r["rgb"].astype(np.float32)), geom=gpu.upload(geom),
+                  width=view.width, height=view.height, tiles_x=view.tiles_x, background=spy.float3(0.2, 0.3, 0.4),
+                  row0=0)
+    image, final_T, last, geom_image = gpu.buffer(12 * npix), gpu.buffer(4 * npix), gpu.buffer(4 * npix), gpu.buffer(16 * npix)
+    ck, gck = gpu.buffer(16 * 256), gpu.buffer(16 * 256)
+    gpu.kernel("raster/raster", "rasterize_forward", GEOMETRY=1).dispatch(
+        thread_count=[view.tiles_x * 16, view.tiles_y * 16, 1], image=image, final_T=final_T, last_index=last,
+        checkpoints=ck, write_checkpoints=0, geom_image=geom_image, geom_checkpoints=gck, **common)
+    out = {}
+    for alpha_grad in (1, 0):
+        g_screen, g_geom = gpu.zeros(4 * SCREEN_GRAD_STRIDE * n), gpu.zeros(16 * n)
+        gpu.kernel("raster/raster", "rasterize_backward", PY=1, GEOMETRY=1, GEOMETRY_ALPHA_GRAD=alpha_grad).dispatch(
+            thread_count=[view.tiles_x * 16, view.tiles_y * 16, 1], final_T=final_T, last_index=last,
+            g_image=gpu.zeros(12 * npix), checkpoints=ck, image=image, splits=1, g_screen=g_screen,
+            geom_image=geom_image, geom_checkpoints=gck, g_geom_image=gpu.upload(wg), g_geom=g_geom, **common)
+        out[alpha_grad] = (gpu.read(g_screen, np.float32, shape=(n, SCREEN_GRAD_STRIDE)),
+                           gpu.read(g_geom, np.float32, shape=(n, 4)))
+    on, off = out[1], out[0]
+    assert np.abs(on[1][vis]).max() > 1e-3, "the geometry gradient must reach the splats"
+    assert np.abs(split_screen_grads(on[0])["g_opacity"][vis]).max() > 1e-3, "with it on, the alphas move"
+    np.testing.assert_allclose(off[1], on[1], rtol=1e-5, atol=1e-6 * np.abs(on[1]).max())
+    np.testing.assert_array_equal(off[0], 0.0)
+
+
 def test_surfel_projection_backward_matches_finite_differences(gpu):
     """The projection backward with GEOMETRY and only a surfel gradient g_geom: dL/dmeans and
     dL/dquats of L = sum over visible Gaussians of <Wg, (n, d)> against float64 central

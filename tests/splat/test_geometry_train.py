@@ -52,10 +52,10 @@ def test_geometry_phase_makes_depth_and_normals_agree_and_keeps_psnr(gpu, torus)
 
 
 @pytest.mark.parametrize("extra", [{"antialias": True}, {"res_levels": 2, "res_until": 0.6},
-                                   {"strategy": "mcmc", "mcmc_budget": 6000}])
+                                   {"strategy": "mcmc", "mcmc_budget": 6000}, {"geometry_alpha_grad": False}])
 def test_geometry_phase_with_the_other_options(gpu, torus, extra):
     """The geometry phase beside anti-aliasing (filter3d), the resolution schedule (level-sized
-    images and intrinsics) and MCMC (relocation): the consistency loss is logged and falls, and
+    images and intrinsics), MCMC (relocation) and no alpha gradient from the geometry: the consistency loss is logged and falls, and
     the held-out PSNR stays within 0.5 dB of the same settings without it."""
     test = list(range(0, VIEWS, 4))
     train = [i for i in range(VIEWS) if i not in test]
