@@ -67,6 +67,7 @@ BACKWARD_PIXELS_PER_THREAD = 2
 # Bits of the depth sort key (shaders/project/project.slang): 24 resolve 1.5e-5 of the depth
 # in 3 radix passes (32 bits: 4 passes for precision no render can show).
 DEPTH_KEY_BITS = 24
+PROJECT_GROUP_SPLATS = 1024  # the viewer's projection: splats per workgroup of 256 (project.slang)
 
 class Rasterizer:
     """Renders packed Gaussians (see engine/splat/layout.py) and back-propagates image
@@ -245,8 +246,10 @@ class Rasterizer:
         geo = {"geom": self._b("geom", 4 * n)} if self.geometry else {}
         if self.occlusion is not None:  # the compaction's flags (scratch until the gather)
             geo["kept_flags"] = self._b("counts_sorted", n)
+        # the viewer's projection runs PROJECT_GROUP_SPLATS splats per workgroup (project.slang)
+        threads = -(-max(n, 1) // PROJECT_GROUP_SPLATS) * 256 if self.occlusion else max(n, 1)
         k.record(
-            enc, [max(n, 1), 1, 1], **aa, **geo, **self._occlusion_args("project"), params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
+            enc, [threads, 1, 1], **aa, **geo, **self._occlusion_args("project"), params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
             depths=self._b("depths", n), radii=self._b("radii", 2 * n),
             tiles_touched=self._b("tiles_touched", n), depth_keys=self._b("depth_keys", n),
@@ -485,7 +488,8 @@ class Rasterizer:
         """Link-time constants of the projection kernels for this render (ANTIALIAS and
         GEOMETRY only when set, so the classic kernels are the ones compiled before they existed)."""
         return dict(MAX_SH_DEGREE=self.max_sh_degree, **({"ANTIALIAS": 1} if self.filter3d is not None else {}),
-                    **({"GEOMETRY": 1} if self.geometry else {}), **({"OCCLUSION": 1} if self.occlusion else {}))
+                    **({"GEOMETRY": 1} if self.geometry else {}),
+                    **({"OCCLUSION": 1, "PROJECT_GROUP_SPLATS": PROJECT_GROUP_SPLATS} if self.occlusion else {}))
 
     # --- convenience for eval and tests ---------------------------------------------------
     def render(self, params: spy.Buffer, n: int, cams: spy.Buffer, view: View, sh_degree: int,
