@@ -96,10 +96,12 @@ def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int
         viewer_module.wait_polling = wait_polling
         del gpu.submit  # the class's method again
     t = np.array(times)
+    # the last frame's splats left with a tile after the occlusion cut (the depth sort's count)
+    kept = int(gpu.read(v.occlusion.kept, np.uint32, 1)[0]) if v.occlusion is not None else None
     return {"bench": "viewer", "device": gpu.adapter, "backend": gpu.backend, "gaussians": len(rows),
             "width": width, "height": height, "sh_degree": sh_degree, "frames": len(t), "warmup": warmup,
             "seed": seed, "readback": readback, "intersections": v.last_intersections, "setup_s": setup_s,
-            "overflows": v.overflows, "recuts": v.recuts, "occlusion": v.occlusion is not None,
+            "overflows": v.overflows, "recuts": v.recuts, "occlusion": v.occlusion is not None, "kept_splats": kept,
             "median_ms": float(np.median(t)), "p90_ms": float(np.percentile(t, 90)), "min_ms": float(t.min()),
             "fps_median": float(1000 / np.median(t)), "host_ms_median": float(np.median(host)),
             "submit_ms_median": float(np.median(submit)), "frames_in_flight": v.frames_in_flight,
@@ -119,7 +121,8 @@ def run(gpu, args) -> tuple[dict, list[str]]:
     res = bench_viewer(gpu, args.gaussians, args.width, args.height, args.sh_degree, args.frames, args.warmup,
                        args.readback, args.seed)
     line = (f"bench viewer on {res['device']}: {res['gaussians']:,} Gaussians, {res['width']}x{res['height']}, "
-            f"SH {res['sh_degree']}{', readback' if res['readback'] else ''}, {res['intersections']:,} intersections: "
+            f"SH {res['sh_degree']}{', readback' if res['readback'] else ''}, {res['intersections']:,} intersections, "
+            f"{res['kept_splats'] if res['kept_splats'] is not None else '-'} splats kept: "
             f"median {res['median_ms']:.2f} ms ({res['fps_median']:.1f} fps), p90 {res['p90_ms']:.2f} ms, "
             f"min {res['min_ms']:.2f} ms over {res['frames']} frames")
     return res, [line]
