@@ -38,6 +38,20 @@ and ``steps_per_sec``; the engine loop's parts, ``slice_ms_median`` and
 ``Viewport.render`` that made a frame) with their shares of the wall time; the model's
 Gaussian count, backend, viewport width / height and the viewer's render size and scale
 (the adaptive resolution stays on, as in the window).
+
+Reading the numbers: while the camera moves, a SetView is queued every 16.7 ms, so a slice
+pauses after its first step or two (``pause()`` in engine/studio/training.py yields when a
+command is queued or a frame is due), then waits for those steps on the GPU
+(``TrainingRun.settle``) before the frame is recorded. One loop turn is therefore at least a
+whole step (recording, GPU, the wait) plus a frame, in series: the frame interval cannot drop
+below ``slice_ms_median`` + ``render_ms_median``, and a step longer than 16.7 ms (``step_ms``)
+alone rules out 60 fps. MCMC's refine steps (every 100 steps from step 500) wait for the GPU
+and show as the longest gaps. What would lift it without a redesign of the step: train no
+step while the view moves when the last step took longer than the time left to the next
+frame (the camera has priority; training resumes when it stops), or submit the frame after
+the steps without the settle wait (the GPU still runs it behind them). With a redesign: a
+step recorded as several command buffers (e.g. forward + loss, then backward + Adam) with a
+pause check between them, so a frame waits at most for part of a step.
 """
 
 from __future__ import annotations
