@@ -20,6 +20,10 @@
 #             ("sample": the embedded fox; else .gpu/data/<name> folders, e.g. "sample colmap-mouse")
 #   viewer    `spirula bench viewer` at 1920 x 1080, VIEWER_GAUSSIANS (1M and 3M), Vulkan and CUDA, and
 #             1M on Vulkan with --readback
+#   studio    `spirula bench studio` (issue 25): the studio's viewport frame rate while a model of
+#             STUDIO_GAUSSIANS ("6000000 1000000") Gaussians trains on .gpu/data/$STUDIO_DATA
+#             (colmap-office_chair) at --max-size 1000, the camera orbiting STUDIO_SECONDS (20), 1920 x 1080,
+#             on each of STUDIO_DEVICES ("vulkan", the window's); STUDIO_ARGS: extra options
 #   mesh      `spirula bench mesh $MESH_PROJECT` (a trained project carried under .gpu/); without
 #             MESH_PROJECT, `spirula train $MESH_DATA --steps $MESH_STEPS` first (defaults: the
 #             sample, 7000); needs the mesh libraries importable (h200_pipeline_prepare.sh's wheels)
@@ -51,7 +55,7 @@
 # Writes: <protocol>/ (its JSON and logs), manifest.jsonl (one line per protocol: rc, seconds,
 # skipped reason), gpu.txt (nvidia-smi), and prints a short table last.
 set -u
-PROTOCOLS="raster train viewer mesh large parity overhead renderer appearance partition fast quality pipeline"
+PROTOCOLS="raster train viewer studio mesh large parity overhead renderer appearance partition fast quality pipeline"
 if [ "${1:-}" = --list ]; then
   sed -n 's/^#   \([a-z]*\) \+\(.*\)/\1: \2/p' "$0" | grep -E "^($(echo $PROTOCOLS | tr ' ' '|')):"
   exit 0
@@ -123,6 +127,18 @@ p_viewer() {
   done
   run "$d" 240 $SPIRULA bench viewer --device vulkan --gaussians ${sizes%% *} --readback ${VIEWER_ARGS:-} \
     --json "$d/viewer-vulkan-${sizes%% *}-readback.json" || rc=$?
+  return $rc
+}
+
+p_studio() {  # the model's random init and the engine's warm-up take about a minute at 6M before the orbit
+  local d=$1 rc=0 data=${STUDIO_DATA:-colmap-office_chair}
+  data_dir "$data" || return 3
+  for dev in ${STUDIO_DEVICES:-vulkan}; do
+    for n in ${STUDIO_GAUSSIANS:-6000000 1000000}; do
+      run "$d" 300 $SPIRULA bench studio --device $dev --data ".gpu/data/$data" --gaussians $n --max-size 1000 \
+        --seconds "${STUDIO_SECONDS:-20}" ${STUDIO_ARGS:-} --json "$d/studio-$dev-$n.json" || rc=$?
+    done
+  done
   return $rc
 }
 

@@ -24,6 +24,11 @@ def headline(r: dict) -> str:
     if kind == "viewer":
         return (f"viewer {r['backend']} {r['gaussians']:,} {r['width']}x{r['height']}"
                 f"{' readback' if r['readback'] else ''}: median {r['median_ms']:.2f} ms, {r['fps_median']:.1f} fps")
+    if kind == "studio":
+        return (f"studio {r['backend']} {r['gaussians']:,} {r['width']}x{r['height']} (render {r['render_size'][0]}x"
+                f"{r['render_size'][1]}): {r['fps']:.1f} fps, median {r['fps_median']:.1f}, p10 {r['fps_p10']:.1f}, "
+                f"longest gap {r['longest_gap_ms']:.0f} ms; {r['steps_per_sec']:.1f} steps/s while orbiting, "
+                f"{r['still_steps_per_sec']:.1f} still, step {r['step_ms'] or float('nan'):.1f} ms")
     if kind == "mesh":
         return (f"mesh {r['project']}: {r['seconds']['total']:.1f} s total ("
                 + ", ".join(f"{k} {v:.1f}" for k, v in r["seconds"].items() if k != "total") + f"), {r['faces']:,} faces")

@@ -71,6 +71,7 @@ def test_dry_run_names_each_protocols_commands(tmp_path):
         assert (f"== {p}\n" in r.stdout) == (p not in alone)
     assert "bench viewer --device cuda --gaussians 3000000" in r.stdout
     assert "bench mesh /tmp/gpu-mesh-project" in r.stdout
+    assert "bench studio --device vulkan --data .gpu/data/colmap-office_chair --gaussians 6000000" in r.stdout
     for p in alone:
         r = _driver(tmp_path, p, DRY_RUN="1")
         assert r.returncode == 0 and f"bash benchmarks/h200_{p}.sh" in r.stdout, r.stderr

@@ -1,7 +1,8 @@
-"""`spirula bench raster|train|viewer|mesh`: fixed workloads with JSON output.
+"""`spirula bench raster|train|viewer|studio|mesh`: fixed workloads with JSON output.
 
-This module registers all four (``add_parser``) and holds raster and train; viewer
-(the studio viewport's frame time) is engine/profile/bench_viewer.py, mesh (the steps of
+This module registers all five (``add_parser``) and holds raster and train; viewer
+(the studio viewport's frame time) is engine/profile/bench_viewer.py, studio (the viewport's
+frame rate while a model trains) engine/profile/bench_studio.py, mesh (the steps of
 `spirula mesh` on a project) engine/profile/bench_mesh.py. benchmarks/gpu.sh runs them
 on the GPU machine as named protocols.
 
@@ -284,9 +285,9 @@ def bench_train(gpu, data: Path | None = None, steps: int = 1000, max_size: int 
 
 # --- command line ---------------------------------------------------------------------------------
 def add_parser(sub) -> None:
-    """``spirula bench raster|train|viewer|mesh`` (called by engine/cli/main.py)."""
+    """``spirula bench raster|train|viewer|studio|mesh`` (called by engine/cli/main.py)."""
     from ..cli.options import add_device_option, image_side, int_at_least
-    from . import bench_mesh, bench_viewer
+    from . import bench_mesh, bench_studio, bench_viewer
     from .bench_args import add_scene_options
 
     p = sub.add_parser("bench", help="fixed-workload benchmarks (JSON output)")
@@ -302,6 +303,7 @@ def add_parser(sub) -> None:
     t.add_argument("--init-points", type=int_at_least(1), default=100_000, help="random initial points (default 100,000)")
     t.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default 0)")
     bench_viewer.add_parser(bs)
+    bench_studio.add_parser(bs)
     bench_mesh.add_parser(bs)  # with `spirula mesh`'s options, --device included
     for name, q in bs.choices.items():
         if name != "mesh":
@@ -318,6 +320,10 @@ def run(args) -> int:
         from . import bench_mesh
 
         return _report(args, *bench_mesh.run(args))
+    if args.bench == "studio":  # the studio's engine thread opens the device itself, as in the window
+        from . import bench_studio
+
+        return _report(args, *bench_studio.run(args))
     gpu = get_gpu(args.device)
     if args.bench == "viewer":
         from . import bench_viewer

@@ -1,0 +1,68 @@
+"""`spirula bench studio` at a tiny size on software Vulkan (seconds): the studio's engine
+thread trains a COLMAP dataset whose model holds the asked Gaussian count (not its SfM
+points') while the camera orbits; the JSON has the frame rate, the training's progress and
+the step time. And its orbit and frame statistics on their own."""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+
+from engine.profile.bench_studio import frame_stats, orbit_w2c
+from tests.mesh import synthetic as S
+from tests.mesh.analytic import orbit_cameras
+
+FIELDS = {"bench", "device", "backend", "gaussians", "gaussians_requested", "width", "height", "render_size",
+          "frames", "fps", "frame_interval_ms_median", "frame_interval_ms_p90", "fps_median", "fps_p10",
+          "longest_gap_ms", "steps", "steps_per_sec", "still_steps_per_sec", "step_ms", "step_start", "step_end",
+          "slice_ms_median", "steps_per_slice_median", "render_ms_median", "frames_in_flight", "reaches_60fps",
+          "note", "setup_s"}
+
+
+def test_bench_studio_json(tmp_path):
+    rng = np.random.default_rng(0)
+    verts, faces = S.torus_mesh(48, 16)
+    S.write_dataset(tmp_path / "data", orbit_cameras(8, 3.2, 48, 53.0), verts, faces,
+                    points=S.sfm_like_points(300, rng))
+    out = tmp_path / "studio.json"
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "bench", "studio", "--data", str(tmp_path / "data"),
+                        "--gaussians", "2000", "--max-size", "48", "--steps", "5000", "--seconds", "1.5",
+                        "--still", "0.5", "--width", "64", "--height", "48", "--json", str(out)],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == res
+    assert "bench studio on " in r.stderr and "steps/s" in r.stderr
+    assert FIELDS <= set(res), FIELDS - set(res)
+    assert res["bench"] == "studio" and (res["width"], res["height"]) == (64, 48)
+    assert res["gaussians"] == res["gaussians_requested"] == 2000  # random init, not the 300 SfM points
+    assert res["frames"] > 0 and res["fps"] > 0 and res["view_commands"] > 30
+    assert res["steps"] > 0 and res["step_end"] > res["step_start"] >= 1  # the training advanced while orbiting
+    assert res["step_ms"] > 0 and res["steps_per_slice_median"] >= 1 and not res["training_finished_early"]
+    assert 1.4 < res["seconds"] < 2.5
+
+
+def test_orbit_keeps_distance_and_height_and_looks_at_the_centre():
+    center, up, eye0 = np.array([1.0, -2.0, 0.5]), np.array([0.0, 0.0, 2.0]), np.array([4.0, -2.0, 1.5])
+    for a in np.linspace(0.0, 2 * math.pi, 7):
+        w2c = orbit_w2c(center, up, eye0, a)
+        eye = -w2c[:3, :3].T @ w2c[:3, 3]
+        assert abs(np.linalg.norm(eye - center) - np.linalg.norm(eye0 - center)) < 1e-9
+        assert abs(eye[2] - eye0[2]) < 1e-9  # turned about the up axis
+        fwd = (center - eye) / np.linalg.norm(center - eye)
+        assert w2c[2, :3] @ fwd > 1 - 1e-9
+    assert np.allclose(orbit_w2c(center, up, eye0, math.pi / 2)[:3, 3],
+                       orbit_w2c(center, up, eye0, math.pi / 2 + 2 * math.pi)[:3, 3])
+
+
+def test_frame_stats_of_known_presents():
+    t = [10.0 + 0.02 * k for k in range(50)] + [11.5]  # 50 frames 20 ms apart, then a 520 ms gap
+    s = frame_stats([9.0, *t, 13.0], 10.0, 12.0)  # presents outside the window are left out
+    assert s["frames"] == 51 and abs(s["fps"] - 25.5) < 1e-9
+    assert abs(s["frame_interval_ms_median"] - 20.0) < 1e-6 and abs(s["fps_median"] - 50.0) < 1e-4
+    assert abs(s["longest_gap_ms"] - 520.0) < 1e-6  # (the window's end is 500 ms after the last)
+    assert s["fps_p10"] <= s["fps_median"] and len(s["frame_interval_ms_each"]) == 50
+    empty = frame_stats([], 0.0, 1.0)
+    assert empty["frames"] == 0 and empty["fps_p10"] == 0.0 and empty["longest_gap_ms"] == 1000.0
