@@ -118,13 +118,16 @@ class EngineThread:
 
     def _iterate(self) -> None:
         v, training = self.viewport, self.training
-        busy = training.running or v.view_frame_due() or v.model_frame_due() or v.refine_due() or v.frame_in_flight()
+        trains = training.running and not training.yields_to_view()
+        busy = trains or v.view_frame_due() or v.model_frame_due() or v.refine_due() or v.frame_in_flight()
         idle_wait = 0.01 if (self.loads.pending is not None or v.refine_at is not None) else 0.05
+        if training.running and not trains:  # waiting for the camera: the next frame is due within 1/60 s
+            idle_wait = 0.002
         self._drain(timeout=0.0 if busy else idle_wait)
         if self.quit:
             return
         self.loads.check()
-        if training.running:
+        if training.running and not training.yields_to_view():  # again: the commands may have paused it
             training.slice()
         v.render()
         self.profiling.vram_tick()

@@ -8,6 +8,7 @@ thread keeps running while the GPU (or the CPU doing software Vulkan) works."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -21,6 +22,9 @@ from .review import camera_infos
 from .scenes import TrainingScene, up_vector
 
 
+FRAME_BUDGET_MS = 1000.0 / 60.0  # a moving camera's frame interval
+
+
 class Training:
     """The training run of the studio (``scene``: the TrainingScene, or None)."""
 
@@ -28,6 +32,18 @@ class Training:
         self.e = engine
         self.scene: TrainingScene | None = None
         self.paused = False
+        self.step_ms: float | None = None  # a training slice's wall time per step (running mean)
+        # SPIRULA_TRAIN_YIELD=0: train on while the camera moves, whatever the frame rate
+        self.yield_to_camera = os.environ.get("SPIRULA_TRAIN_YIELD", "1") != "0"
+
+    def yields_to_view(self) -> bool:
+        """While the user moves the camera, training waits when one step and one frame would
+        not fit in 1/60 s (a large model's step: 6M Gaussians), so the view keeps 60 fps;
+        it goes on MOVING_HOLD_S (engine/studio/viewport.py) after the camera stops."""
+        v = self.e.viewport
+        if not self.yield_to_camera or self.step_ms is None or v.viewer is None or not v.camera_moving():
+            return False
+        return self.step_ms + v.viewer.last_frame_ms > FRAME_BUDGET_MS
 
     def unfinished(self) -> TrainingScene | None:
         """The training scene while its run has not ended (paused or not), else None."""
@@ -74,6 +90,7 @@ class Training:
             scene.writer.path.unlink(missing_ok=True)
         self.scene = scene
         self.paused = False
+        self.step_ms = None  # this model's steps are timed afresh
         e.set_scene(scene)
         center, _ = scene_bounds(dataset)
         _, radius = dataset.scene_extent()
@@ -127,7 +144,12 @@ class Training:
             if sc.trainer.state.step != before:
                 e.viewport.model_dirty = True
         sc.run.settle()  # finished by now: reads the last counts, queues overflowed cameras again
-        sc.t_train += time.perf_counter() - sc.t_slice  # wall time of the steps (viewer frames excluded)
+        elapsed = time.perf_counter() - sc.t_slice
+        sc.t_train += elapsed  # wall time of the steps (viewer frames excluded)
+        steps = sc.trainer.state.step - before
+        if steps > 0:
+            ms = 1000.0 * elapsed / steps
+            self.step_ms = ms if self.step_ms is None else 0.7 * self.step_ms + 0.3 * ms
         if sc.run.finished:
             self.finish(stopped=False)
 

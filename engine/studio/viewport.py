@@ -3,7 +3,8 @@ requests, screenshots), when a frame is due, and rendering it through the Viewer
 (engine/studio/viewer.py) into the window's swapchain or the latest-value slot.
 
 While training, frames take at most about half the engine's time (a frame waits as long
-as the last one took); a still view gets one full-resolution frame after a moment (the
+as the last one took), except while the camera moves and a training step would not fit
+beside a frame in 1/60 s: then training waits (engine/studio/training.py); a still view gets one full-resolution frame after a moment (the
 adaptive resolution only applies while things move)."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from . import messages as M
 log = logging.getLogger("spirula.session")
 
 FRUSTUM_SIZE = 0.035   # frustum depth, x the cameras' extent (scene_extent's radius)
+MOVING_HOLD_S = 0.25   # the camera counts as moving this long after its last change
 
 STATS_INTERVAL = 0.5  # s between ViewerStats messages
 
@@ -32,6 +34,7 @@ class Viewport:
         self.e = engine
         self.viewer = None
         self.view_dirty = False       # the user changed the view: a frame is owed
+        self.moved_at = float("-inf")  # perf_counter() of the last camera change
         self.model_dirty = False      # the Gaussians changed (training)
         self.readback_requests = 0
         self.readback_tag = 0
@@ -54,6 +57,12 @@ class Viewport:
             v.state.camera = cmd.camera
             self.update_segments()
         self.view_dirty = True
+        self.moved_at = time.perf_counter()
+
+    def camera_moving(self) -> bool:
+        """The user moved the camera within the last MOVING_HOLD_S seconds (a drag sends a
+        SetView every 16 ms)."""
+        return time.perf_counter() - self.moved_at < MOVING_HOLD_S
 
     def set_mode(self, cmd: M.SetViewMode) -> None:
         v = self.viewer
@@ -187,10 +196,11 @@ class Viewport:
 
     def view_frame_due(self) -> bool:
         """A frame the user asked for (camera, mode, size). While training, frames take at
-        most about half the engine's time: the next one waits as long as the last took."""
+        most about half the engine's time: the next one waits as long as the last took
+        (unless training waits for the moving camera: then every change is shown)."""
         if not (self.view_dirty or self.readback_requests) or self.viewer is None:
             return False
-        if not self.e.training.running:
+        if not self.e.training.running or self.e.training.yields_to_view():
             return True
         interval = max(1.0 / 60.0, self.viewer.last_frame_ms / 1000.0)
         return time.perf_counter() - self.last_frame >= interval

@@ -39,8 +39,14 @@ def test_bench_studio_json(tmp_path):
     assert res["bench"] == "studio" and (res["width"], res["height"]) == (64, 48)
     assert res["gaussians"] == res["gaussians_requested"] == 2000  # random init, not the 300 SfM points
     assert res["frames"] > 0 and res["fps"] > 0 and res["view_commands"] > 30
-    assert res["steps"] > 0 and res["step_end"] > res["step_start"] >= 1  # the training advanced while orbiting
-    assert res["step_ms"] > 0 and res["steps_per_slice_median"] >= 1 and not res["training_finished_early"]
+    assert res["step_start"] >= 1 and res["step_ms"] > 0 and not res["training_finished_early"]
+    assert res["yield_to_camera"]
+    # the training yields to the moving camera exactly when a step and a frame overrun 1/60 s
+    # (software Vulkan: a step alone is ~20 ms), else it advances while orbiting
+    if res["step_ms"] + res["render_ms_median"] > 1000 / 60:
+        assert res["steps"] <= 5, {k: res[k] for k in ("steps", "step_ms", "render_ms_median", "fps", "seconds")}  # at most the steps of a slice begun before the first SetView
+    else:
+        assert res["steps"] > 0 and res["steps_per_slice_median"] >= 1
     assert 1.4 < res["seconds"] < 2.5
 
 
