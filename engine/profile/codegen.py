@@ -35,7 +35,7 @@ HOT_KERNELS = [
     ("raster/raster", "rasterize_forward", {}),
     ("raster/binning", "emit_intersections", {}),
     ("project/project", "project_forward", {"MAX_SH_DEGREE": 3}),
-    ("project/project", "project_backward_adam", {"MAX_SH_DEGREE": 3}),
+    ("project/project_backward", "project_backward_adam", {"MAX_SH_DEGREE": 3}),
     ("sort/radix", "radix_hist", {}),
     ("sort/radix", "radix_offsets", {}),
     ("sort/radix", "radix_scatter", {}),
@@ -84,15 +84,35 @@ class Slang:
             lib.spDestroyCompileRequest(req)
 
 
+def _imported(root: Path, module: str) -> list[Path]:
+    """``shaders/<module>.slang`` and every module it imports, directly or not (``import
+    a.b;`` is ``shaders/a/b.slang``)."""
+    todo, seen = [root / f"{module}.slang"], []
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.append(path)
+        todo += [root / f"{m.replace('.', '/')}.slang"
+                 for m in re.findall(r"^\s*import\s+([\w.]+)\s*;", path.read_text(), flags=re.MULTILINE)]
+    return seen
+
+
 def _link_constants(root: Path, module: str, constants: dict) -> None:
-    path = root / f"{module}.slang"
-    text = path.read_text()
+    """Rewrite each link-time constant's declaration, in ``module`` or a module it imports
+    (e.g. project/proj_math.slang's MAX_SH_DEGREE), into a plain constant of its value."""
+    texts = {p: p.read_text() for p in _imported(root, module)}
     for name, value in constants.items():
-        text, n = re.subn(rf"^extern static const (\w+) {name} = [^;]*;",
-                          lambda m: f"static const {m.group(1)} {name} = {value};", text, flags=re.MULTILINE)
-        if n != 1:
-            raise ValueError(f"{module}.slang has no link-time constant {name}")
-    path.write_text(text)
+        found = 0
+        for path, text in texts.items():
+            texts[path], n = re.subn(rf"^((?:public )?)extern static const (\w+) {name} = [^;]*;",
+                                     lambda m: f"{m.group(1)}static const {m.group(2)} {name} = {value};", text,
+                                     flags=re.MULTILINE)
+            found += n
+        if found == 0:
+            raise ValueError(f"{module}.slang and its imports have no link-time constant {name}")
+    for path, text in texts.items():
+        path.write_text(text)
 
 
 def emit(slang: Slang, module: str, entry: str, constants: dict, target: str, extra=()) -> str:

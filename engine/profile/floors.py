@@ -271,7 +271,7 @@ def rasterize_backward(w: Workload) -> Traffic:
 
 
 def project_backward(w: Workload) -> Traffic:
-    """shaders/project/project.slang:project_backward, one thread per Gaussian: reads radii.x
+    """shaders/project/project_backward.slang:project_backward, one thread per Gaussian: reads radii.x
     of all; for the visible the parameters without the opacity logit (10 + 3 K floats),
     conic + opacity (4), the screen gradients (2 + 3 + 1 + 3) and, with statistics, the two
     accumulators (read and written); writes the whole gradient row (D floats) of all."""
@@ -287,7 +287,7 @@ def adam_step(w: Workload) -> Traffic:
 
 
 def project_backward_adam(w: Workload) -> Traffic:
-    """shaders/project/project.slang:project_backward_adam, the training step's projection
+    """shaders/project/project_backward.slang:project_backward_adam, the training step's projection
     backward with Adam fused: project_backward's reads, but no gradient row is written;
     instead every Gaussian's parameters and both moments are read and written once
     (2 x 4 N D + 2 x 2 x 4 N MW)."""

@@ -12,7 +12,7 @@ Two filters, both in shaders/project/:
   refine (ADC's densify and MCMC's relocation reorder and append Gaussians) and every
   ``densify_interval`` steps besides, as the paper does after its densification ends.
 * the 2D Mip filter (eq. 12): the 0.3 px^2 screen-space dilation the projection always adds,
-  with the opacity times sqrt(det(cov2d) / det(cov2d + 0.3 I)) (project.slang, ANTIALIAS).
+  with the opacity times sqrt(det(cov2d) / det(cov2d + 0.3 I)) (proj_math.slang, ANTIALIAS).
 
 :func:`bake_smoothing_filter` folds the 3D filter into exported rows, so a standard 3DGS
 PLY renders what was trained when its renderer applies the 2D Mip filter (gsplat's
@@ -28,7 +28,7 @@ from ..device import Gpu
 from .layout import OFF_OPACITY, OFF_SCALE
 
 FILTER_S2 = 0.2   # s^2 of Mip-Splatting eq. 9 (filter3d.slang FILTER_S2)
-NEAR = 0.01       # a camera sees a centre beyond this depth (project.slang NEAR) ...
+NEAR = 0.01       # a camera sees a centre beyond this depth (proj_math.slang NEAR) ...
 MARGIN = 0.15     # ... projecting inside the image widened by this fraction on each side
 
 

@@ -8,7 +8,7 @@ photometric loss:
 * flattening: ``lambda_flat * mean_i min_k s_ik / unit`` (PGSR's scale loss; s the scales,
   ``unit`` the world length that counts as 1, as MCMC's scale regulariser), so each Gaussian
   becomes a disc whose shortest axis is its normal. Its gradient is added in the fused
-  projection backward's Adam pass (shaders/project/project.slang ``reg_flat``), to every
+  projection backward's Adam pass (shaders/project/project_backward.slang ``reg_flat``), to every
   Gaussian, seen or not.
 * depth-normal consistency: the render of a geometry step composites each splat's surfel
   (camera-space normal of its shortest axis, turned towards the camera, and its plane offset

@@ -4,7 +4,7 @@ Buffers, ``capacity`` rows, the first N in use, D = row_stride(max_sh_degree):
 params [capacity, D] float32; exp_avg, exp_avg_sq [capacity, MW] uint32 words holding the
 Adam moments, float32 (MW = D) or two bfloat16 per word (``moments_bf16``, MW = ceil(D / 2),
 column 2w in the low half of word w). No gradient buffer: the training step's projection
-backward applies Adam itself (shaders/project/project.slang: project_backward_adam), so
+backward applies Adam itself (shaders/project/project_backward.slang: project_backward_adam), so
 the state is params + 2 moments (3 x 4 N D bytes, or 2 x 4 N D with bfloat16 moments,
 instead of 4 x 4 N D with a gradient buffer). grad2d_sum [capacity] and vis_count
 [capacity] accumulate the densification statistic; action, copies [capacity] (uint32) and

@@ -32,7 +32,7 @@ loss is given the same arena, the SSIM partials (``loss``).
 
 Anti-aliasing (Mip-Splatting, TrainConfig.antialias): a render given ``filter3d`` (the
 per-Gaussian 3D filter variances of engine/splat/antialias.py) runs the projection and its
-backward specialised with ANTIALIAS = 1 (shaders/project/project.slang: the 3D smoothing
+backward specialised with ANTIALIAS = 1 (shaders/project/proj_math.slang: the 3D smoothing
 filter and the 2D Mip filter); without it, the classic kernels, bound exactly as before.
 
 Geometry (the geometry phase of training, engine/splat/geometry.py): a render set up with
@@ -58,7 +58,7 @@ from .screen_grad import SCREEN_GRAD_STRIDE, pack_screen_grads, split_screen_gra
 from .sort import RadixSort, Scan, read_total
 
 
-BWD_WG = 64  # Gaussians per workgroup of project_backward_adam (BWD_WG in project.slang)
+BWD_WG = 64  # Gaussians per workgroup of project_backward_adam (BWD_WG in project_backward.slang)
 RASTER_BLOCK = 256  # splats per shared-memory batch of the raster kernels (BLOCK in raster.slang)
 # pixels per thread of rasterize_backward (PY in raster.slang), stacked in y: each splat's
 # shared-memory loads and subgroup sum then serve that many pixels. On the H200 2 against 1:
@@ -102,7 +102,7 @@ class Rasterizer:
         k = lambda mod, e: gpu.kernel(mod, e, MAX_SH_DEGREE=max_sh_degree)
         self.k_project = gpu.kernel("project/project", "project_forward", MAX_SH_DEGREE=max_sh_degree,
                                     DEPTH_KEY_BITS=DEPTH_KEY_BITS)
-        self.k_project_bwd = k("project/project", "project_backward")
+        self.k_project_bwd = k("project/project_backward", "project_backward")
         self.k_gather = gpu.kernel("raster/binning", "gather_counts")
         self.k_rows = gpu.kernel("raster/binning", "count_rows")
         self.k_band_counts = gpu.kernel("raster/binning", "band_counts")
@@ -462,12 +462,12 @@ class Rasterizer:
                       isect_total=isect_total, isect_capacity=isect_capacity,
                       sh_degree=self.sh_degree, accumulate_stats=int(accumulate_stats))
         if optimizer is None:
-            k = self.gpu.kernel("project/project", "project_backward", **self._project_constants()) if aa \
+            k = self.gpu.kernel("project/project_backward", "project_backward", **self._project_constants()) if aa \
                 else self.k_project_bwd
             k.record(enc, [max(n, 1), 1, 1], grads=grads, **common)
         else:
             args = dict(optimizer)
-            k = self.gpu.kernel("project/project", "project_backward_adam", **self._project_constants(),
+            k = self.gpu.kernel("project/project_backward", "project_backward_adam", **self._project_constants(),
                                 MOMENTS_BF16=int(args.pop("moments_bf16")),
                                 **self.adam_constants)  # compiled on first use, then cached
             threads, groups_x = dispatch_grid(n, BWD_WG)

@@ -35,3 +35,10 @@ def test_link_time_constants_are_applied(slang):
     assert "FixedArray<float2 , 4>" in codegen.generated(cu)  # pix[PY]
     with pytest.raises(ValueError):
         codegen.emit(slang, "raster/raster", "rasterize_backward", {"NOT_A_CONSTANT": 1}, "cuda")
+
+
+def test_link_time_constants_of_imported_modules_are_applied(slang):
+    """MAX_SH_DEGREE is declared in project/proj_math.slang, which project_backward.slang
+    imports: D = 11 + 3 (2 + 1)^2 = 38 columns, BWD_WG = 64 rows of shared memory."""
+    cu = codegen.emit(slang, "project/project_backward", "project_backward_adam", {"MAX_SH_DEGREE": 2}, "cuda")
+    assert "FixedArray<float, 2432>" in codegen.generated(cu)  # g_rows[BWD_WG * D]

@@ -138,7 +138,7 @@ def test_project_backward_antialias_matches_finite_differences(gpu, opacity_only
     grads = gpu.buffer(4 * n * D)
     up = lambda a: a * (vis[:, None] if a.ndim > 1 else vis)
     b = fwd["bufs"]
-    gpu.kernel("project/project", "project_backward", MAX_SH_DEGREE=3, ANTIALIAS=1).dispatch(
+    gpu.kernel("project/project_backward", "project_backward", MAX_SH_DEGREE=3, ANTIALIAS=1).dispatch(
         thread_count=[n, 1, 1], params=gpu.upload(rows), cams=gpu.upload(camera_row(*cam, width, height)[None]),
         radii=b["radii"], conic_opac=b["conic_opac"], filter3d=gpu.upload(filt),
         g_screen=gpu.upload(pack_screen_grads(g_rgb=up(wr), g_means2d=up(w2), g_conic=up(wc), g_opacity=up(wo))),

@@ -75,7 +75,7 @@ class Scene:
         """The stand-alone backward's gradients [N, D] and statistic [N]."""
         gpu, D = self.gpu, row_stride(3)
         grads, stats = gpu.buffer(4 * self.n * D), (gpu.zeros(4 * self.n), gpu.zeros(4 * self.n))
-        gpu.kernel("project/project", "project_backward", **self.consts).dispatch(
+        gpu.kernel("project/project_backward", "project_backward", **self.consts).dispatch(
             params=gpu.upload(self.rows), grads=grads, **self.common(stats))
         return gpu.read(grads, np.float32, shape=(self.n, D)), gpu.read(stats[0], np.float32, self.n)
 
@@ -87,7 +87,7 @@ class Scene:
         args = model.adam_args(flags=flags, step=step, seed=11, **reg)
         threads, groups_x = dispatch_grid(self.n, BWD_WG)
         common = {**self.common(stats), "thread_count": threads}
-        gpu.kernel("project/project", "project_backward_adam", **self.consts,
+        gpu.kernel("project/project_backward", "project_backward_adam", **self.consts,
                    MOMENTS_BF16=int(args.pop("moments_bf16"))).dispatch(params=model.buf["params"], **args,
                                                                         groups_x=groups_x, **common)
         return gpu.read(stats[0], np.float32, self.n)

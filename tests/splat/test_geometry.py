@@ -212,7 +212,7 @@ def test_surfel_projection_backward_matches_finite_differences(gpu):
     D = row_stride(3)
     grads, stats = gpu.buffer(4 * n * D), (gpu.zeros(4 * n), gpu.zeros(4 * n))
     z = np.zeros
-    gpu.kernel("project/project", "project_backward", MAX_SH_DEGREE=3, GEOMETRY=1).dispatch(
+    gpu.kernel("project/project_backward", "project_backward", MAX_SH_DEGREE=3, GEOMETRY=1).dispatch(
         thread_count=[n, 1, 1], params=params, cams=cams, radii=b["radii"], conic_opac=b["conic_opac"],
         g_screen=gpu.upload(pack_screen_grads(z((n, 3)), z((n, 2)), z((n, 3)), z(n))), grads=grads,
         g_geom=gpu.upload(wg.astype(np.float32)), grad2d_sum=stats[0], vis_count=stats[1], n=n, cam_index=0,

@@ -52,7 +52,7 @@ def test_project_backward_matches_finite_differences(gpu, degree, colour_only):
     grads = gpu.buffer(4 * n * D)
     stats = gpu.zeros(4 * n), gpu.zeros(4 * n)
     up = lambda a: a * (vis[:, None] if a.ndim > 1 else vis)
-    gpu.kernel("project/project", "project_backward", MAX_SH_DEGREE=3).dispatch(
+    gpu.kernel("project/project_backward", "project_backward", MAX_SH_DEGREE=3).dispatch(
         thread_count=[n, 1, 1], params=params, cams=cams, radii=b["radii"], conic_opac=b["conic_opac"],
         g_screen=gpu.upload(pack_screen_grads(g_rgb=up(wr), g_means2d=up(w2), g_conic=up(wc), g_opacity=up(wo))),
         grads=grads,
