@@ -1,8 +1,8 @@
 """The backward of the tile rasterizer (engine/splat/render.py): dL/d(image) -> screen-space
 gradients -> packed parameter gradients, or one Adam step on the parameters themselves.
 
-Two kernels in turn, in the backward phase of the rasterizer's arena (the screen-space
-gradients live only there):
+In the backward phase of the rasterizer's arena (the screen-space gradients live only
+there), after clear_screen_grads zeroes them, two kernels in turn:
 
 * rasterize_backward (shaders/raster/raster.slang): the back-to-front replay of each tile's
   list into the screen-space gradient rows g_screen [N, 9] (engine/splat/screen_grad.py),
