@@ -67,10 +67,12 @@ class TrainConfig:
     res_until: float = 0.5            # ... full size from this fraction of the steps on
     appearance: str = "off"           # per-image colour: "off", "exposure" (gain per channel), "affine" or "bilagrid"
     geometry: bool = False            # the geometry phase: flattened Gaussians, depth-normal consistency (engine/splat/geometry.py)
-    geometry_from: float = 0.25       # geometry: the phase starts after this fraction of the steps (2DGS: 7k of 30k)
-    lambda_normal: float = 0.05       # geometry: depth-normal consistency weight
+    # geometry defaults: the variant within 0.3 dB of held-out PSNR at 7k / 1000 px (BENCHMARKS.md;
+    # from 0.25 with lambda 0.05 and the alpha gradient on, office_chair lost 1.07 dB)
+    geometry_from: float = 0.6        # geometry: the phase starts after this fraction of the steps (2DGS: 7k of 30k)
+    lambda_normal: float = 0.02       # geometry: depth-normal consistency weight
     lambda_flat: float = 100.0        # geometry: flattening (shortest scale) weight, cameras' distance = 1
-    geometry_alpha_grad: bool = True  # geometry: the consistency loss also changes alphas (opacity, footprint), not only (n, d)
+    geometry_alpha_grad: bool = False  # geometry: the consistency loss also changes alphas (opacity, footprint), not only (n, d)
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_interval: int = 0            # evaluate every k steps (0 = only at the end)
     log_interval: int = 25            # read the loss back every k steps
@@ -179,7 +181,8 @@ def added_later(section: str) -> dict:
                       "init_file": TrainConfig.init_file, "geometry": TrainConfig.geometry,
                       "geometry_from": TrainConfig.geometry_from, "lambda_normal": TrainConfig.lambda_normal,
                       "lambda_flat": TrainConfig.lambda_flat,
-                      "geometry_alpha_grad": TrainConfig.geometry_alpha_grad}}.get(section, {})
+                      # runs saved before it existed sent the loss through the alphas
+                      "geometry_alpha_grad": True}}.get(section, {})
 
 
 def default_appearance(input_kind: str) -> str:

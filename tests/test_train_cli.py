@@ -93,19 +93,27 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
     seen = []
     monkeypatch.setattr(engine.jobs.train, "run_training",
                         lambda data, out, cfg, **kw: seen.append(cfg) or {"stopped_early": False, "step": 0})
-    given = ["--geometry", "--geometry-from", "0.6", "--lambda-normal", "0.02", "--lambda-flat", "10",
-             "--geometry-alpha-grad", "off"]
-    want = [(False, TrainConfig.geometry_from, TrainConfig.lambda_normal, TrainConfig.lambda_flat, True),
-            (True, 0.6, 0.02, 10.0, False)]
+    given = ["--geometry", "--geometry-from", "0.5", "--lambda-normal", "0.03", "--lambda-flat", "10",
+             "--geometry-alpha-grad", "on"]
+    defaults = (TrainConfig.geometry_from, TrainConfig.lambda_normal, TrainConfig.lambda_flat, TrainConfig.geometry_alpha_grad)
+    want = [(False, *defaults), (True, 0.5, 0.03, 10.0, True)]
     for flags, expected in zip(([], given), want):
         assert main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *flags]) == 0
+    assert [(c.train.geometry, c.train.geometry_from, c.train.lambda_normal, c.train.lambda_flat,
+             c.train.geometry_alpha_grad) for c in seen] == want
+    # spirula run: on by default, since its mesh stage follows; off with --no-mesh or --no-geometry
+    for flags, expected in (([], (True, *defaults)), (given, want[1]), (["--no-mesh"], (False, *defaults)),
+                            (["--no-geometry"], (False, *defaults)), (["--no-mesh", *given], want[1])):
         sub = argparse.ArgumentParser().add_subparsers(dest="command")
         add_parser(sub)
         args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off", *flags])
         t = config_from_args(args).run.train
-        assert (t.geometry, t.geometry_from, t.lambda_normal, t.lambda_flat, t.geometry_alpha_grad) == expected
-    assert [(c.train.geometry, c.train.geometry_from, c.train.lambda_normal, c.train.lambda_flat,
-             c.train.geometry_alpha_grad) for c in seen] == want
+        assert (t.geometry, t.geometry_from, t.lambda_normal, t.lambda_flat, t.geometry_alpha_grad) == expected, flags
+    args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off", "--no-geometry",
+                                                   "--lambda-normal", "0.1"])
+    with pytest.raises(SystemExit) as e:
+        config_from_args(args)
+    assert e.value.code == 2
     for bad in (["--geometry", "--geometry-from", "1"], ["--geometry", "--lambda-flat", "-1"],
                 ["--geometry", "--lambda-normal", "nan"], ["--lambda-normal", "0.02"],
                 ["--geometry", "--geometry-alpha-grad", "no"], ["--geometry-alpha-grad", "off"]):

@@ -172,9 +172,10 @@ def resolution_settings(args) -> dict:
 
 
 def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: str,
-                         appearance_by_input: bool = False) -> None:
+                         appearance_by_input: bool = False, geometry_with_mesh: bool = False) -> None:
     """The training settings of `spirula train` and `spirula run` (TrainConfig, DatasetConfig);
-    ``appearance_by_input``: --appearance defaults by the input kind (spirula run)."""
+    ``appearance_by_input``: --appearance defaults by the input kind (spirula run);
+    ``geometry_with_mesh``: the geometry phase is on when a mesh stage follows (spirula run)."""
     fast = PRESETS["fast"]["steps"]
     p.add_argument("--preset", choices=list(PRESETS), default="default",
                    help=f"a named set of training settings (engine/config.py PRESETS): default, or fast ({fast:,} "
@@ -202,17 +203,24 @@ def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: s
                    help=f"random initial points when the dataset has none (default {t.init_random_points:,})")
     p.add_argument("--checkpoint-every", type=int_at_least(0), default=t.checkpoint_every, metavar="K",
                    help=checkpoint_help)
-    add_geometry_options(p, t)
+    add_geometry_options(p, t, with_mesh=geometry_with_mesh)
     add_device_option(p)
 
 
-def add_geometry_options(p, t: TrainConfig) -> None:
+def add_geometry_options(p, t: TrainConfig, with_mesh: bool = False) -> None:
     """--geometry, --geometry-from, --lambda-normal, --lambda-flat, --geometry-alpha-grad: the geometry phase
-    (engine/splat/geometry.py)."""
-    p.add_argument("--geometry", action="store_true", default=t.geometry,
-                   help="the geometry phase (from --geometry-from of the steps on): flattened Gaussians and "
-                        "depth-normal consistency, for splats whose depth a mesh can be made from (2DGS / PGSR); "
-                        "off by default (at 1000 px it cost office_chair 0.6-1.1 dB of held-out PSNR, BENCHMARKS.md)")
+    (engine/splat/geometry.py). ``with_mesh`` (spirula run): on unless --no-geometry or --no-mesh."""
+    what = ("the geometry phase (from --geometry-from of the steps on): flattened Gaussians and depth-normal "
+            "consistency, for splats whose depth a mesh can be made from (2DGS / PGSR)")
+    if with_mesh:  # None: on when the mesh stage runs (geometry_settings)
+        p.add_argument("--geometry", dest="geometry", action="store_true", default=None,
+                       help=f"{what}; on by default when the mesh stage runs")
+        p.add_argument("--no-geometry", dest="geometry", action="store_false", help="train without the geometry phase")
+    else:
+        p.add_argument("--geometry", action="store_true", default=t.geometry,
+                       help=f"{what}; off by default in `spirula train` (`spirula run` turns it on for its mesh; "
+                            "at 7k steps and 1000 px it changed held-out PSNR by +0.06 dB on office_chair and "
+                            "+0.59 on mouse, BENCHMARKS.md)")
     # default None: given without --geometry they are refused (geometry_settings), not ignored
     p.add_argument("--geometry-from", type=start_fraction, default=None, metavar="F",
                    help=f"with --geometry: the phase starts at this fraction of the steps (default {t.geometry_from:g})")
@@ -234,10 +242,11 @@ def geometry_settings(args) -> dict:
     """TrainConfig fields of :func:`add_geometry_options`. Exits with code 2 (as argparse
     does) when a setting of the phase is given without ``--geometry``: it would do nothing."""
     given = [flag for field, flag in GEOMETRY_TUNING if getattr(args, field) is not None]
-    if given and not args.geometry:
+    on = args.geometry if args.geometry is not None else not getattr(args, "no_mesh", True)
+    if given and not on:
         print(f"error: {', '.join(given)} set the geometry phase, which is off: add --geometry", file=sys.stderr)
         raise SystemExit(2)
-    out = {"geometry": args.geometry}
+    out = {"geometry": bool(on)}
     out.update({field: getattr(args, field) for field, _ in GEOMETRY_TUNING if getattr(args, field) is not None})
     return out
 

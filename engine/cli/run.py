@@ -62,7 +62,7 @@ def add_parser(sub) -> None:
                    help="where SIFT and matching run (pycolmap): auto uses CUDA when pycolmap has it")
     g = p.add_argument_group("training")
     add_training_options(g, d, t, "checkpoint the training every K steps into <project>/checkpoints/ (0 = never); "
-                                  "a rerun continues from it", appearance_by_input=True)
+                                  "a rerun continues from it", appearance_by_input=True, geometry_with_mesh=True)
     p.add_argument("--drop-sfm-cache", action="store_true",
                    help="once the run has finished, remove <project>/cache/sfm (the features and matches kept "
                         "for a rerun of SfM; also: spirula clean PROJECT)")
