@@ -23,6 +23,7 @@ from .scenes import TrainingScene, up_vector
 
 
 FRAME_BUDGET_MS = 1000.0 / 60.0  # a moving camera's frame interval
+TRAIN_EVERY_S = 0.25  # while it waits for the camera, training still gets a slice this often
 
 
 class Training:
@@ -33,15 +34,19 @@ class Training:
         self.scene: TrainingScene | None = None
         self.paused = False
         self.step_ms: float | None = None  # a training slice's wall time per step (running mean)
+        self.slice_ended = float("-inf")  # perf_counter() at the end of the last slice
         # SPIRULA_TRAIN_YIELD=0: train on while the camera moves, whatever the frame rate
         self.yield_to_camera = os.environ.get("SPIRULA_TRAIN_YIELD", "1") != "0"
 
     def yields_to_view(self) -> bool:
         """While the user moves the camera, training waits when one step and one frame would
-        not fit in 1/60 s (a large model's step: 6M Gaussians), so the view keeps 60 fps;
-        it goes on MOVING_HOLD_S (engine/studio/viewport.py) after the camera stops."""
+        not fit in 1/60 s (a large model's step: 6M Gaussians), so the view keeps 60 fps; it
+        still gets a slice every TRAIN_EVERY_S (a long drag does not stop it), and goes on
+        MOVING_HOLD_S (engine/studio/viewport.py) after the camera stops."""
         v = self.e.viewport
         if not self.yield_to_camera or self.step_ms is None or v.viewer is None or not v.camera_moving():
+            return False
+        if time.perf_counter() - self.slice_ended >= TRAIN_EVERY_S:
             return False
         return self.step_ms + v.viewer.last_frame_ms > FRAME_BUDGET_MS
 
@@ -90,7 +95,7 @@ class Training:
             scene.writer.path.unlink(missing_ok=True)
         self.scene = scene
         self.paused = False
-        self.step_ms = None  # this model's steps are timed afresh
+        self.step_ms, self.slice_ended = None, float("-inf")  # this model's steps are timed afresh
         e.set_scene(scene)
         center, _ = scene_bounds(dataset)
         _, radius = dataset.scene_extent()
@@ -150,6 +155,7 @@ class Training:
         if steps > 0:
             ms = 1000.0 * elapsed / steps
             self.step_ms = ms if self.step_ms is None else 0.7 * self.step_ms + 0.3 * ms
+        self.slice_ended = time.perf_counter()
         if sc.run.finished:
             self.finish(stopped=False)
 

@@ -1,11 +1,11 @@
 """The studio's training yields to a moving camera (engine/studio/training.py yields_to_view):
-only while the camera moved within MOVING_HOLD_S, and only when one step and one frame would
-not fit in 1/60 s; SPIRULA_TRAIN_YIELD=0 turns it off. No GPU: the engine is a stand-in."""
+only while the camera moved within MOVING_HOLD_S, only when one step and one frame would not
+fit in 1/60 s, and never for longer than TRAIN_EVERY_S; SPIRULA_TRAIN_YIELD=0 turns it off. No GPU: the engine is a stand-in."""
 
 import time
 from types import SimpleNamespace
 
-from engine.studio.training import Training
+from engine.studio.training import TRAIN_EVERY_S, Training
 from engine.studio.viewport import MOVING_HOLD_S, Viewport
 
 
@@ -27,11 +27,16 @@ def test_training_yields_only_to_a_moving_camera_when_a_step_and_a_frame_overrun
     t.step_ms = 20.0
     assert not t.yields_to_view()  # the camera never moved
     vp.moved_at = time.perf_counter()
-    assert vp.camera_moving() and t.yields_to_view()  # 20 + 3 ms > 16.7
+    assert vp.camera_moving() and not t.yields_to_view()  # no slice for TRAIN_EVERY_S: one is due
+    t.slice_ended = time.perf_counter()
+    assert t.yields_to_view()  # 20 + 3 ms > 16.7
     t.step_ms = 12.0
     assert not t.yields_to_view()  # 12 + 3 ms fit: training goes on beside the frames
     vp.viewer.last_frame_ms = 5.0
     assert t.yields_to_view()  # 12 + 5 ms do not
+    t.slice_ended = time.perf_counter() - 1.1 * TRAIN_EVERY_S
+    assert not t.yields_to_view()  # a long drag still gives training a slice every TRAIN_EVERY_S
+    t.slice_ended = time.perf_counter()
     vp.moved_at = time.perf_counter() - 1.1 * MOVING_HOLD_S
     assert not vp.camera_moving() and not t.yields_to_view()  # the camera stopped: training resumes
 
