@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from engine.profile.bench_studio import frame_stats, orbit_w2c
+from engine.studio.training import FRAME_BUDGET_MS, TRAIN_SHARE
 from tests.mesh import synthetic as S
 from tests.mesh.analytic import orbit_cameras
 
@@ -41,11 +42,9 @@ def test_bench_studio_json(tmp_path):
     assert res["frames"] > 0 and res["fps"] > 0 and res["view_commands"] > 30
     assert res["step_start"] >= 1 and res["step_ms"] > 0 and not res["training_finished_early"]
     assert res["yield_to_camera"]
-    # the training yields to the moving camera exactly when a step and a frame overrun 1/60 s
-    # (software Vulkan: a step alone is ~20 ms), else it advances while orbiting
-    if res["step_ms"] + res["render_ms_median"] > 1000 / 60:
-        assert res["steps"] <= 5, {k: res[k] for k in ("steps", "step_ms", "render_ms_median", "fps", "seconds")}  # at most the steps of a slice begun before the first SetView
-    else:
+    # software Vulkan: a frame alone misses 1/60 s, so the training does not wait for the
+    # camera (engine/studio/training.py) and advances while orbiting
+    if res["render_ms_median"] > TRAIN_SHARE * FRAME_BUDGET_MS:
         assert res["steps"] > 0 and res["steps_per_slice_median"] >= 1
     assert 1.4 < res["seconds"] < 2.5
 
