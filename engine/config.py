@@ -181,8 +181,9 @@ def added_later(section: str) -> dict:
                       "init_file": TrainConfig.init_file, "geometry": TrainConfig.geometry,
                       "geometry_from": TrainConfig.geometry_from, "lambda_normal": TrainConfig.lambda_normal,
                       "lambda_flat": TrainConfig.lambda_flat,
-                      # runs saved before it existed sent the loss through the alphas
-                      "geometry_alpha_grad": True}}.get(section, {})
+                      # runs saved before it existed with --geometry sent the loss through the alphas
+                      # (the phase was off by default then, and a resume of such a run is not told)
+                      "geometry_alpha_grad": TrainConfig.geometry_alpha_grad}}.get(section, {})
 
 
 def default_appearance(input_kind: str) -> str:
