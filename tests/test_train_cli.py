@@ -103,17 +103,23 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
              c.train.geometry_alpha_grad) for c in seen] == want
     # spirula run: on by default, since its mesh stage follows; off with --no-mesh or --no-geometry
     for flags, expected in (([], (True, *defaults)), (given, want[1]), (["--no-mesh"], (False, *defaults)),
+                            (["--until", "export"], (False, *defaults)), (["--until", "mesh"], (True, *defaults)),
                             (["--no-geometry"], (False, *defaults)), (["--no-mesh", *given], want[1])):
         sub = argparse.ArgumentParser().add_subparsers(dest="command")
         add_parser(sub)
         args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off", *flags])
         t = config_from_args(args).run.train
         assert (t.geometry, t.geometry_from, t.lambda_normal, t.lambda_flat, t.geometry_alpha_grad) == expected, flags
-    args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off", "--no-geometry",
-                                                   "--lambda-normal", "0.1"])
-    with pytest.raises(SystemExit) as e:
-        config_from_args(args)
-    assert e.value.code == 2
+    for flags, why in ((["--no-geometry"], "(--no-geometry)"), (["--no-mesh"], "(no mesh stage follows)"),
+                       (["--until", "export"], "(no mesh stage follows)")):
+        args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off",
+                                                       *flags, "--lambda-normal", "0.1"])
+        with pytest.raises(SystemExit) as e:
+            config_from_args(args)
+        assert e.value.code == 2 and why in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # one or the other
+        sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--geometry", "--no-geometry"])
+    assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
     for bad in (["--geometry", "--geometry-from", "1"], ["--geometry", "--lambda-flat", "-1"],
                 ["--geometry", "--lambda-normal", "nan"], ["--lambda-normal", "0.02"],
                 ["--geometry", "--geometry-alpha-grad", "no"], ["--geometry-alpha-grad", "off"]):
@@ -122,7 +128,25 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
         assert e.value.code == 2
     err = capsys.readouterr().err
     assert "--geometry-from: must be in [0, 1)" in err
-    assert "--lambda-normal set the geometry phase, which is off: add --geometry" in err
+    assert ("spirula train: error: --lambda-normal needs the geometry phase, which is off (off by default in "
+            "spirula train): add --geometry") in err
     assert "--geometry-alpha-grad: must be on or off, not 'no'" in err
-    assert "--geometry-alpha-grad set the geometry phase, which is off: add --geometry" in err
+    assert "--geometry-alpha-grad needs the geometry phase" in err
     assert len(seen) == 2  # no refused command trained
+
+
+def test_an_unexpected_failure_is_one_clear_line(tmp_path, monkeypatch, capsys):
+    """A bug inside a command (not a SpirulaError) ends it with exit code 1 and one line that
+    names the command and the error; `spirula -v` raises it with its traceback."""
+    import engine.jobs.train
+
+    def broken(*a, **kw):
+        raise ValueError("attempt to get argmax of an empty sequence")
+
+    monkeypatch.setattr(engine.jobs.train, "run_training", broken)
+    assert main(["train", str(tmp_path), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "error: spirula train failed unexpectedly: ValueError: attempt to get argmax" in err
+    assert "Traceback" not in err
+    with pytest.raises(ValueError):
+        main(["-v", "train", str(tmp_path), "-o", str(tmp_path / "out")])

@@ -178,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug: one clear line, the traceback with -v (earlier stages' results stay)
+        if args.verbose:
+            raise
+        print(f"error: spirula {args.command} failed unexpectedly: {type(e).__name__}: {e} (a bug: `spirula -v "
+              f"{args.command} ...` shows where; results of finished stages are kept)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

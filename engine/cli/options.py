@@ -213,9 +213,12 @@ def add_geometry_options(p, t: TrainConfig, with_mesh: bool = False) -> None:
     what = ("the geometry phase (from --geometry-from of the steps on): flattened Gaussians and depth-normal "
             "consistency, for splats whose depth a mesh can be made from (2DGS / PGSR)")
     if with_mesh:  # None: on when the mesh stage runs (geometry_settings)
-        p.add_argument("--geometry", dest="geometry", action="store_true", default=None,
-                       help=f"{what}; on by default when the mesh stage runs")
-        p.add_argument("--no-geometry", dest="geometry", action="store_false", help="train without the geometry phase")
+        g = p.add_mutually_exclusive_group()
+        g.add_argument("--geometry", dest="geometry", action="store_true", default=None,
+                       help=f"{what}; on by default when the mesh stage runs (not with --no-mesh or an --until "
+                            "before mesh; turning it on or off later trains again)")
+        g.add_argument("--no-geometry", dest="geometry", action="store_false", default=None,
+                       help="train without the geometry phase (default: with it when the mesh stage runs)")
     else:
         p.add_argument("--geometry", action="store_true", default=t.geometry,
                        help=f"{what}; off by default in `spirula train` (`spirula run` turns it on for its mesh; "
@@ -238,13 +241,17 @@ GEOMETRY_TUNING = (("geometry_from", "--geometry-from"), ("lambda_normal", "--la
                    ("lambda_flat", "--lambda-flat"), ("geometry_alpha_grad", "--geometry-alpha-grad"))
 
 
-def geometry_settings(args) -> dict:
-    """TrainConfig fields of :func:`add_geometry_options`. Exits with code 2 (as argparse
-    does) when a setting of the phase is given without ``--geometry``: it would do nothing."""
+def geometry_settings(args, mesh_follows: bool = False, command: str = "spirula train") -> dict:
+    """TrainConfig fields of :func:`add_geometry_options`; with neither --geometry nor
+    --no-geometry (spirula run) the phase is on when ``mesh_follows``. Exits with code 2 (as
+    argparse does) when a setting of the phase is given while it is off: it would do nothing."""
     given = [flag for field, flag in GEOMETRY_TUNING if getattr(args, field) is not None]
-    on = args.geometry if args.geometry is not None else not getattr(args, "no_mesh", True)
+    on = args.geometry if args.geometry is not None else mesh_follows
     if given and not on:
-        print(f"error: {', '.join(given)} set the geometry phase, which is off: add --geometry", file=sys.stderr)
+        why = ("no mesh stage follows" if args.geometry is None else
+               "--no-geometry" if command == "spirula run" else f"off by default in {command}")
+        print(f"{command}: error: {', '.join(given)} {'needs' if len(given) == 1 else 'need'} the geometry phase, "
+              f"which is off ({why}): add --geometry", file=sys.stderr)
         raise SystemExit(2)
     out = {"geometry": bool(on)}
     out.update({field: getattr(args, field) for field, _ in GEOMETRY_TUNING if getattr(args, field) is not None})

@@ -91,7 +91,8 @@ def config_from_args(args):
                       train=TrainConfig(**preset_train_settings(args), eval_interval=args.eval_interval, sh_degree=args.sh_degree,
                                         seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
                                         init_random_points=args.init_points, antialias=args.antialias,
-                                        **geometry_settings(args),
+                                        **geometry_settings(args, command="spirula run", mesh_follows=not args.no_mesh and (
+                                            args.until_stage in (None, "mesh"))),
                                         **resolution_settings(args),
                                         **density_settings(args.strategy, args.max_gaussians),
                                         checkpoint_every=args.checkpoint_every, appearance=appearance)),

@@ -61,6 +61,8 @@ def drop_unsupported(verts: np.ndarray, faces: np.ndarray, agree, min_views: int
     rng = np.random.default_rng(seed)
     order = np.argsort(labels[judged], kind="stable")
     ids = np.flatnonzero(judged)[order]
+    if len(ids) == 0:  # every face is skipped (all of the mesh is the re-meshed support): nothing to judge
+        return verts, faces, 0
     comps, starts = np.unique(labels[ids], return_index=True)
     picks = [rng.choice(part, min(sample, len(part)), replace=False) for part in np.split(ids, starts[1:])]
     if not picks:

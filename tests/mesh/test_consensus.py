@@ -91,6 +91,15 @@ def test_a_standing_sheet_one_view_made_goes_and_the_box_and_table_stay():
     assert len(out_f) == len(tf) + len(bf)                          # the table and the box whole
 
 
+def test_a_mesh_that_is_all_skipped_support_is_kept_as_it_is():
+    """Every face skipped (a tiny capture whose mesh is only the re-meshed table): nothing to
+    judge, nothing dropped (it raised on an empty argmax: spirula run on book at 160 px)."""
+    verts, faces = _grid(np.array([-1.0, -1.0, 0.0]), np.array([2.0, 0, 0]), np.array([0, 2.0, 0]), 6)
+    never = lambda p: (_ for _ in ()).throw(AssertionError("no face is judged"))
+    out_v, out_f, dropped = drop_unsupported(verts, faces, never, skip=np.ones(len(faces), bool))
+    assert dropped == 0 and np.array_equal(out_f, faces) and np.array_equal(out_v, verts)
+
+
 def test_a_hole_small_beside_its_object_is_filled_whatever_its_edge_count():
     rng = np.random.default_rng()
     s = trimesh.creation.icosphere(5, radius=1.0)                  # edges ~0.03
