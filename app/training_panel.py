@@ -93,11 +93,16 @@ class TrainingPanel(QtWidgets.QWidget):
         for label, value in self.MOMENTS:
             self.adam_moments.addItem(label, value)
         self.adam_moments.setToolTip("bfloat16 halves the optimizer's memory: for very large models")
-        self.antialias = QtWidgets.QCheckBox("Mip-Splatting filters")
+        self.antialias = QtWidgets.QCheckBox("anti-aliasing")
         self.antialias.setChecked(TrainConfig.antialias)
         self.antialias.setToolTip("Anti-aliased training: a 3D smoothing filter from the training cameras' "
                                   "sampling rates and the 2D Mip filter, so the splats hold up when zooming in "
                                   "or out; the exported PLY has the 3D filter baked in")
+        self.geometry = QtWidgets.QCheckBox("geometry for meshing")
+        self.geometry.setChecked(True)
+        self.geometry.setToolTip("The geometry phase from 60% of the steps on: flattened splats whose depth and "
+                                 "normals agree, so the exported mesh is cleaner. It kept held-out PSNR (+0.06 dB "
+                                 "on office_chair, +0.59 on mouse) and made training about a quarter longer")
         self.appearance = QtWidgets.QComboBox()
         for label, value in self.APPEARANCES:
             self.appearance.addItem(label, value)
@@ -112,7 +117,12 @@ class TrainingPanel(QtWidgets.QWidget):
         form.addRow("Densify from step", self.densify_from)
         form.addRow("Max Gaussians", self.max_gaussians)
         form.addRow("Adam moments", self.adam_moments)
-        form.addRow("Anti-aliasing", self.antialias)
+        filters = QtWidgets.QHBoxLayout()  # one row for both: the window must fit a small screen
+        filters.setContentsMargins(0, 0, 0, 0)
+        filters.addWidget(self.antialias)
+        filters.addWidget(self.geometry)
+        filters.addStretch(1)
+        form.addRow("Training with", filters)
         form.addRow("Per-image appearance", self.appearance)
         lay.addLayout(form)
 
@@ -190,7 +200,7 @@ class TrainingPanel(QtWidgets.QWidget):
                     eval_interval=self.eval_interval.value(), max_gaussians=self.max_gaussians.value(),
                     adam_moments=self.adam_moments.currentData(), strategy=self.strategy.currentData(),
                     antialias=self.antialias.isChecked(), appearance=self.appearance.currentData(),
-                    densify_from=self.densify_from.value(),
+                    densify_from=self.densify_from.value(), geometry=self.geometry.isChecked(),
                     mcmc_refine_until=self.preset_extra.get("mcmc_refine_until", TrainConfig.mcmc_refine_until))
 
     def values(self) -> dict:
@@ -213,8 +223,9 @@ class TrainingPanel(QtWidgets.QWidget):
                 spin.setValue(int(v[key]))
             except (KeyError, TypeError, ValueError):
                 pass
-        if "antialias" in v:
-            self.antialias.setChecked(str(v["antialias"]).lower() in ("1", "true"))
+        for box, key in ((self.antialias, "antialias"), (self.geometry, "geometry")):
+            if key in v:
+                box.setChecked(str(v[key]).lower() in ("1", "true"))
 
     def _pause_clicked(self) -> None:
         (self.resume_requested if self.state == "paused" else self.pause_requested).emit()
@@ -242,7 +253,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.stop_btn.setEnabled(state in ("running", "paused", "loading"))
         self.stop_btn.setText("Cancel" if state == "loading" else "Stop && save")
         for w in (self.preset, self.steps, self.max_size, self.eval_interval, self.init_points, self.max_gaussians,
-                  self.adam_moments, self.antialias, self.appearance, self.strategy, self.densify_from):
+                  self.adam_moments, self.antialias, self.appearance, self.strategy, self.densify_from, self.geometry):
             w.setEnabled(not running)
         self.status.setText(f"{state}: {detail}" if detail else state)
 

@@ -165,6 +165,9 @@ class StartTraining:
     densify_from: int = TrainConfig.densify_from      # first densification after this many steps
     densify_interval: int = TrainConfig.densify_interval
     mcmc_refine_until: float = TrainConfig.mcmc_refine_until  # the fast preset's (engine/config.py PRESETS)
+    # the geometry phase (engine/splat/geometry.py): splats whose depth a mesh is made from; the
+    # training panel sends it on (False here: runs saved before it existed trained without)
+    geometry: bool = False
     held_out: tuple = ()       # image names evaluated, never trained on; () = every eval_every-th
     excluded: tuple = ()       # image names neither trained on nor evaluated
 

@@ -138,5 +138,6 @@ def settings_of_run(config: dict) -> dict:
            "eval_interval": tr.get("eval_interval"), "init_points": tr.get("init_random_points"),
            "strategy": tr.get("strategy"), "antialias": tr.get("antialias"), "appearance": tr.get("appearance"),
            "adam_moments": tr.get("adam_moments"), "densify_from": tr.get("densify_from"),
-           "densify_interval": tr.get("densify_interval"), "mcmc_refine_until": tr.get("mcmc_refine_until")}
+           "densify_interval": tr.get("densify_interval"), "mcmc_refine_until": tr.get("mcmc_refine_until"),
+           "geometry": tr.get("geometry")}
     return {k: v for k, v in out.items() if v is not None}

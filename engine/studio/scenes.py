@@ -205,5 +205,5 @@ def run_config(cmd: M.StartTraining, backend: str) -> RunConfig:
                                        adam_moments=cmd.adam_moments, antialias=cmd.antialias,
                                        appearance=cmd.appearance or default_appearance("dataset"),
                                        densify_from=cmd.densify_from, densify_interval=cmd.densify_interval,
-                                       mcmc_refine_until=cmd.mcmc_refine_until,
+                                       mcmc_refine_until=cmd.mcmc_refine_until, geometry=cmd.geometry,
                                        **density_settings(cmd.strategy, cmd.max_gaussians)))

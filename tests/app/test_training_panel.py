@@ -47,3 +47,25 @@ def test_the_fast_preset_sends_the_engine_presets_schedule(qapp):
     assert M.StartTraining("d", **s).mcmc_refine_until == fast["mcmc_refine_until"]
     panel.preset.setCurrentText("Full (3DGS)")
     assert panel.settings()["mcmc_refine_until"] == TrainConfig.mcmc_refine_until
+
+
+def test_the_geometry_phase_is_on_for_meshing_and_reaches_the_run(qapp):
+    """The panel trains with the geometry phase by default (the studio exports meshes); the
+    setting reaches the run's TrainConfig, is remembered, and a saved run's is read back."""
+    from engine.studio import messages as M
+    from engine.studio.projects import settings_of_run
+    from engine.studio.scenes import run_config
+
+    from app.training_panel import TrainingPanel
+
+    panel = TrainingPanel()
+    s = panel.settings()
+    assert s["geometry"] is True
+    assert run_config(M.StartTraining("d", **s), "vulkan").train.geometry is True
+    panel.geometry.setChecked(False)
+    assert run_config(M.StartTraining("d", **panel.settings()), "vulkan").train.geometry is False
+    other = TrainingPanel()
+    other.restore(panel.values())
+    assert other.geometry.isChecked() is False
+    assert settings_of_run({"train": {"geometry": True}})["geometry"] is True
+    assert M.StartTraining("d").geometry is False  # a studio checkpoint saved before the setting: trained without
