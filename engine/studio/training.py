@@ -48,27 +48,26 @@ class Training:
         alone does, so the view keeps 60 fps; it still gets a slice every TRAIN_EVERY_S (a
         long drag does not stop it), and goes on MOVING_HOLD_S (engine/studio/viewport.py)
         after the camera stops."""
-        v = self.e.viewport
-        if not self.yield_to_camera or self.step_ms is None or v.viewer is None or not v.camera_moving():
+        if not self._camera_first() or time.perf_counter() - self.slice_ended >= TRAIN_EVERY_S:
             return False
-        if time.perf_counter() - self.slice_ended >= TRAIN_EVERY_S or not self._frame_fits():
-            return False
-        return self.step_ms + v.viewer.last_frame_ms > TRAIN_SHARE * FRAME_BUDGET_MS
-
-    def _frame_fits(self) -> bool:
-        """A frame alone fits in the moving camera's budget: waiting for it buys frame rate
-        (software Vulkan's frames do not, and there training goes on as if the view were still)."""
-        return self.e.viewport.viewer.last_frame_ms <= TRAIN_SHARE * FRAME_BUDGET_MS
+        return self.step_ms + self.e.viewport.viewer.last_frame_ms > TRAIN_SHARE * FRAME_BUDGET_MS
 
     def steps_beside_frame(self) -> int | None:
         """While the camera moves, the steps a slice may record before the next frame (at
         least 1; None: no limit). Steps are recorded ahead of the GPU, so the slice's own
         clock cannot tell when they overrun the frame: their count is bounded instead."""
-        v = self.e.viewport
-        if (not self.yield_to_camera or self.step_ms is None or v.viewer is None or not v.camera_moving()
-                or not self._frame_fits()):
+        if not self._camera_first():
             return None
-        return max(1, int((TRAIN_SHARE * FRAME_BUDGET_MS - v.viewer.last_frame_ms) // max(self.step_ms, 1e-3)))
+        room = TRAIN_SHARE * FRAME_BUDGET_MS - self.e.viewport.viewer.last_frame_ms
+        return max(1, int(room // max(self.step_ms, 1e-3)))
+
+    def _camera_first(self) -> bool:
+        """The moving camera's frames come before training: the setting is on, a step has been
+        timed, the camera moves, and a frame alone fits in its budget (software Vulkan's frames
+        do not: waiting would buy no frame rate, so training goes on as if the view were still)."""
+        v = self.e.viewport
+        return (self.yield_to_camera and self.step_ms is not None and v.viewer is not None and v.camera_moving()
+                and v.viewer.last_frame_ms <= TRAIN_SHARE * FRAME_BUDGET_MS)
 
     def unfinished(self) -> TrainingScene | None:
         """The training scene while its run has not ended (paused or not), else None."""
