@@ -25,6 +25,10 @@ from __future__ import annotations
 from ..device import Gpu
 
 CUT_BLOCK = 4  # tiles a side of the coarse cut map (CUT_BLOCK in shaders/common/footprint.slang)
+# Splats per workgroup (of 256 threads) of the viewer's projection: its survivors' list and its
+# kept mask (PROJECT_GROUP_SPLATS in shaders/project/project.slang and view/occlusion.slang;
+# 2048 measured no faster on an H100)
+PROJECT_GROUP_SPLATS = 1024
 
 
 class Occlusion:
@@ -38,7 +42,7 @@ class Occlusion:
     def __init__(self, gpu: Gpu):
         self.gpu = gpu
         self.k_cut = gpu.kernel("view/occlusion", "occlusion_cut")
-        self.k_compact = gpu.kernel("view/occlusion", "compact_kept")
+        self.k_compact = gpu.kernel("view/occlusion", "compact_kept", PROJECT_GROUP_SPLATS=PROJECT_GROUP_SPLATS)
         self.k_blocks = gpu.kernel("view/occlusion", "occlusion_blocks")
         self.kept = gpu.zeros(16, "viewer.occlusion.kept")  # splats with a tile (Scan total: uint32, then 64-bit)
         self.tiles = (0, 0)
@@ -72,20 +76,28 @@ class Occlusion:
             self.k_blocks.record(enc, [self.block_cut.size // 4, 1, 1], tile_cut=self.cut, block_cut=self.block_cut,
                                  tiles_x=tx, tiles_y=ty)
 
-    def record_compaction(self, enc, scan, n: int, tiles_touched, depth_keys, flags, pos, keys_out, ids_out) -> None:
+    @staticmethod
+    def project_groups(n: int) -> int:
+        """Workgroups of the projection over ``n`` splats (PROJECT_GROUP_SPLATS each)."""
+        return -(-max(n, 1) // PROJECT_GROUP_SPLATS)
+
+    def record_compaction(self, enc, scan, n: int, depth_keys, kept_mask, group_kept, group_offsets, keys_out,
+                          ids_out) -> None:
         """After the projection: the splats with a tile, in index order, to keys_out / ids_out
-        (their number in :attr:`kept`), so the depth sort covers only them. ``flags``: the
-        projection's kept flags [n]; ``pos``: [n] scratch (both free once the tile counts are
-        gathered)."""
-        scan.record(enc, flags, pos, n, total=self.kept, site="kept")
-        self.k_compact.record(enc, [max(n, 1), 1, 1], tiles_touched=tiles_touched, pos=pos, depth_keys=depth_keys,
-                              keys_out=keys_out, ids_out=ids_out, n=n)
+        (their number in :attr:`kept`), so the depth sort covers only them. ``kept_mask``
+        [32 per projection workgroup] and ``group_kept`` [one per workgroup]: the projection's
+        marks of the kept splats (shaders/project/project.slang); ``group_offsets``: scratch of
+        the size of ``group_kept``. Touches nothing per hidden splat."""
+        groups = self.project_groups(n)
+        scan.record(enc, group_kept, group_offsets, groups, total=self.kept, site="kept")
+        self.k_compact.record(enc, [groups * 256, 1, 1], kept_mask=kept_mask, group_offsets=group_offsets,
+                              depth_keys=depth_keys, keys_out=keys_out, ids_out=ids_out)
 
     def args(self, stage: str, depths) -> dict:
         """Extra arguments of the OCCLUSION = 1 kernels: ``project``, ``gather`` (also the large
         path's band counts), ``emit`` or ``raster``."""
         use = int(self.use_cut)
-        if stage == "project":
+        if stage == "project":  # and the kept marks (Rasterizer.record_prepare)
             return {"tile_cut": self.cut, "block_cut": self.block_cut, "use_cut": use}
         if stage == "gather":
             return {"kept": self.kept}

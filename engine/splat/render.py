@@ -53,6 +53,7 @@ from ..profile import IMAGE, SPLAT_X_IMAGE, PhaseArena
 from .buffers import BufferSet
 from .camera_table import TILE, View
 from .layout import row_stride
+from .occlusion import PROJECT_GROUP_SPLATS
 from .intersections import default_max_intersections, split_bands
 from .render_backward import BACKWARD_PIXELS_PER_THREAD, BWD_WG, RasterBackward  # noqa: F401 - BWD_WG re-exported
 from .screen_grad import SCREEN_GRAD_STRIDE, pack_screen_grads, split_screen_grads  # noqa: F401 - re-exported
@@ -63,7 +64,6 @@ RASTER_BLOCK = 256  # splats per shared-memory batch of the raster kernels (BLOC
 # Bits of the depth sort key (shaders/project/project.slang): 24 resolve 1.5e-5 of the depth
 # in 3 radix passes (32 bits: 4 passes for precision no render can show).
 DEPTH_KEY_BITS = 24
-PROJECT_GROUP_SPLATS = 1024  # the viewer's projection: splats per workgroup of 256 (project.slang)
 
 class Rasterizer(RasterBackward):
     """Renders packed Gaussians (see engine/splat/layout.py) and back-propagates image
@@ -233,10 +233,11 @@ class Rasterizer(RasterBackward):
         k = self.gpu.kernel("project/project", "project_forward", **self._project_constants(),
                             DEPTH_KEY_BITS=DEPTH_KEY_BITS) if aa or self.geometry or self.occlusion else self.k_project
         geo = {"geom": self._b("geom", 4 * n)} if self.geometry else {}
-        if self.occlusion is not None:  # the compaction's flags (scratch until the gather)
-            geo["kept_flags"] = self._b("counts_sorted", n)
-        # the viewer's projection runs PROJECT_GROUP_SPLATS splats per workgroup (project.slang)
-        threads = -(-max(n, 1) // PROJECT_GROUP_SPLATS) * 256 if self.occlusion else max(n, 1)
+        occ = self.occlusion
+        if occ is not None:  # the viewer's projection: PROJECT_GROUP_SPLATS splats a workgroup, marking the kept
+            groups = occ.project_groups(n)
+            geo.update(kept_mask=self._b("kept_mask", 32 * groups), group_kept=self._b("group_kept", groups))
+        threads = occ.project_groups(n) * 256 if occ is not None else max(n, 1)
         k.record(
             enc, [threads, 1, 1], **aa, **geo, **self._occlusion_args("project"), params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
@@ -244,12 +245,12 @@ class Rasterizer(RasterBackward):
             tiles_touched=self._b("tiles_touched", n), depth_keys=self._b("depth_keys", n),
             depth_ids=self._b("depth_ids", n), n=n, cam_index=v.cam_index,
             sh_degree=self.sh_degree, tiles_x=v.tiles_x, tiles_y=v.tiles_y)
-        inputs, kept, occ = None, None, self.occlusion
+        inputs, kept = None, None
         if occ is not None:  # sort only the splats left with a tile, from their compacted copy
             inputs, kept = (self._b("kept_keys", n), self._b("kept_ids", n)), occ.kept
-            occ.record_compaction(enc, self.scan, n, self._b("tiles_touched", n), self._b("depth_keys", n),
-                                  flags=self._b("counts_sorted", n), pos=self._b("offsets", n), keys_out=inputs[0],
-                                  ids_out=inputs[1])
+            groups = occ.project_groups(n)
+            occ.record_compaction(enc, self.scan, n, self._b("depth_keys", n), geo["kept_mask"], geo["group_kept"],
+                                  group_offsets=self._b("group_offsets", groups), keys_out=inputs[0], ids_out=inputs[1])
         with self.arena.phase(enc, "depth_sort") as s:
             self.sort.record(enc, self._b("depth_keys", n), self._b("depth_ids", n), n, DEPTH_KEY_BITS, scratch=s,
                              count=kept, site="depth", inputs=inputs)
