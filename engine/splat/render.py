@@ -258,7 +258,8 @@ class Rasterizer(RasterBackward):
         k.record(
             enc, [max(n, 1), 1, 1], **self._occlusion_args("gather"), order=self._b("depth_ids", n),
             tiles_touched=self._b("tiles_touched", n), counts_sorted=self._b("counts_sorted", n), n=n)
-        self.scan.record(enc, self._b("counts_sorted", n), self._b("offsets", n), n, total=self._b("total", 4), site="counts")
+        self.scan.record(enc, self._b("counts_sorted", n), self._b("offsets", n), n, total=self._b("total", 4),
+                         site="counts", count=kept)  # the viewer: the kept splats only
 
     # --- pass 2: binning, tile sort, compositing ---------------------------------------
     def record_forward(self, enc, backward: bool = False) -> None:

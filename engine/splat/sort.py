@@ -118,7 +118,8 @@ class Scan:
         return self._pool.nbytes()
 
     def record(self, enc: spy.CommandEncoder, src: spy.Buffer, dst: spy.Buffer, n: int,
-               total: spy.Buffer | None = None, scratch=None, site: str = "") -> None:
+               total: spy.Buffer | None = None, scratch=None, site: str = "",
+               count: spy.Buffer | None = None) -> None:
         """Record ``dst[0:n] = exclusive_cumsum(src[0:n])`` into ``enc``.
 
         src, dst: buffers of at least ``n`` uint32; ``src is dst`` (in place) is supported.
@@ -134,31 +135,37 @@ class Scan:
         site: label of the call site (dispatches of one site reuse their bound arguments).
         scratch: where the partial sums come from (an object with ``get(name, nbytes)``,
         e.g. a phase of an engine.profile.PhaseArena); default the object's own buffers.
+        count: optional buffer whose first uint32 the GPU wrote: only the first
+        ``min(n, count[0])`` elements are scanned (and the total is theirs); the dispatches
+        are still sized for ``n``, but do no work past the count, and dst at and beyond it
+        is not touched.
         """
         n = int(n)
         if n < 0:
             raise ValueError("n must be >= 0")
         _groups(n, self.tile)  # size check before recording anything
-        self._level(enc, src, dst, n, 0, total, scratch if scratch is not None else self._pool, site)
+        self._level(enc, src, dst, n, 0, total, scratch if scratch is not None else self._pool, site, count)
 
-    def _level(self, enc, src, dst, m, level, total, pool, site):
+    def _level(self, enc, src, dst, m, level, total, pool, site, count=None):
+        # the count applies to the elements (level 0); the tile sums past it are zeros
+        counted = dict(count=count if count is not None else self._dummy, has_count=int(count is not None))
         if m <= self.tile:
             _record(self._tiles, enc, [WG, 1, 1], self.timer, f"scan_tiles{level}", site,
                 src=src, dst=dst, offsets=self._dummy, total=total if total is not None else self._dummy,
-                n=m, has_offsets=0, write_total=int(total is not None))
+                n=m, has_offsets=0, write_total=int(total is not None), **counted)
             return
         g = _groups(m, self.tile)
         sums = pool.get(f"sums{level}", 4 * g)
         _record(self._reduce, enc, [g * WG, 1, 1], self.timer, f"scan_reduce{level}", site, src=src, sums=sums, n=m,
-                saturate=int(total is not None))
+                saturate=int(total is not None), **counted)
         if g <= self.tile:  # each group adds up the raw sums before it (no third dispatch)
             _record(self._tiles, enc, [g * WG, 1, 1], self.timer, f"scan_tiles{level}", site,
                 src=src, dst=dst, offsets=sums, total=total if total is not None else self._dummy, n=m,
-                has_offsets=2, write_total=int(total is not None))
+                has_offsets=2, write_total=int(total is not None), **counted)
             return
         self._level(enc, sums, sums, g, level + 1, total, pool, site)
         _record(self._tiles, enc, [g * WG, 1, 1], self.timer, f"scan_tiles{level}", site,
-            src=src, dst=dst, offsets=sums, total=self._dummy, n=m, has_offsets=1, write_total=0)
+            src=src, dst=dst, offsets=sums, total=self._dummy, n=m, has_offsets=1, write_total=0, **counted)
 
     def release(self) -> None:
         """Free the scratch buffers (only when no recorded work is pending)."""

@@ -130,6 +130,31 @@ def test_scan_three_levels_alt_path(gpu):
     assert total == ref_total
 
 
+@pytest.mark.parametrize("alt", [False, True])
+@pytest.mark.parametrize("n, count", [(3000, 1234), (100_000, 0), (100_000, 4097), (100_000, 99_999),
+                                      (1_500_000, 700_001), (70_001, 200_000)])
+def test_scan_stops_at_a_count_on_the_gpu(gpu, scan, alt, n, count):
+    """Scan.record(count=...): a scan sized for n that covers only the first min(n, count[0])
+    elements (the viewer's kept splats): their prefix sums and total, nothing written past
+    them (one group, raw tile sums, and with the alternative tiles three levels)."""
+    s = Scan(gpu, items_per_thread=4, use_waves=False, unroll=True) if alt else scan
+    rng = np.random.default_rng(31 + n + count)
+    a = rng.integers(1, 1000, n, dtype=np.uint32)
+    m = min(n, count)
+    src = gpu.upload(np.concatenate([a, np.full(3, SENTINEL, np.uint32)]))
+    dst = gpu.upload(np.full(n + 3, SENTINEL, np.uint32))
+    total = gpu.upload(np.full(4, SENTINEL, np.uint32))
+    counter = gpu.upload(np.array([count, SENTINEL], np.uint32))
+    enc = gpu.encoder()
+    s.record(enc, src, dst, n, total=total, count=counter)
+    gpu.submit(enc)
+    out = gpu.read(dst, np.uint32, n + 3)
+    ref, ref_total = _excl(a[:m]) if m else (a[:0], 0)
+    np.testing.assert_array_equal(out[:m], ref)
+    assert (out[m:] == SENTINEL).all(), "scan wrote past the count"
+    assert read_total(gpu, total) == ref_total
+
+
 def _keys(rng, n, bits):
     """Keys with many duplicates in the low `bits` bits, random junk above them."""
     distinct = rng.integers(0, 1 << bits, max(1, min(n // 8, 1000)), dtype=np.uint64)
