@@ -273,7 +273,7 @@ class Rasterizer(RasterBackward):
         k = self.gpu.kernel("raster/raster", "rasterize_forward", **self._raster_constants()) \
             if self.geometry or self.occlusion else self.k_fwd
         geo = dict(geom=self._b("geom", 4 * self.n), geom_image=self.geom_image,
-                   geom_checkpoints=self._checkpoints("geom_checkpoints")) if self.geometry else {}
+                   geom_checkpoints=self._geom_checkpoints()) if self.geometry else {}
         geo.update(self._occlusion_args("raster"))
         for row0, row1, isect_ids, ranges in self._record_bins(enc):
             k.record(
@@ -291,6 +291,11 @@ class Rasterizer(RasterBackward):
         geometry at the same slots (geometry renders)."""
         slots = (self.m // RASTER_BLOCK + 1) * RASTER_BLOCK if self._checkpointed else 1
         return self._b(name, 4 * slots)
+
+    def _geom_checkpoints(self) -> spy.Buffer:
+        """The composited geometry at the checkpoints' slots: only the backward that sends
+        the geometry's gradient to the alphas reads it (a placeholder otherwise)."""
+        return self._checkpoints("geom_checkpoints") if self.geometry_alpha_grad else self._b("geom_checkpoints", 4)
 
     def _record_bins(self, enc):
         """Record the binning of the whole view (normal path) or of each band in turn (large
@@ -388,7 +393,8 @@ class Rasterizer(RasterBackward):
         return {} if self.occlusion is None else self.occlusion.args(stage, self._b("depths", self.n))
 
     def _raster_constants(self) -> dict:
-        return {**({"GEOMETRY": 1} if self.geometry else {}), **({"OCCLUSION": 1} if self.occlusion else {})}
+        geometry = {"GEOMETRY": 1, **({} if self.geometry_alpha_grad else {"GEOMETRY_ALPHA_GRAD": 0})}
+        return {**(geometry if self.geometry else {}), **({"OCCLUSION": 1} if self.occlusion else {})}
 
     def _project_constants(self) -> dict:
         """Link-time constants of the projection kernels for this render (ANTIALIAS and

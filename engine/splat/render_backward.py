@@ -83,7 +83,7 @@ class RasterBackward:
             k = self.gpu.kernel("raster/raster", "rasterize_backward", PY=self.backward_pixels_per_thread, GEOMETRY=1,
                                 **({} if self.geometry_alpha_grad else {"GEOMETRY_ALPHA_GRAD": 0}))
             geo = dict(geom=self._b("geom", 4 * n), geom_image=self.geom_image,
-                       geom_checkpoints=self._checkpoints("geom_checkpoints"), g_geom_image=self.geom_image_grad(),
+                       geom_checkpoints=self._geom_checkpoints(), g_geom_image=self.geom_image_grad(),
                        g_geom=self._b("g_geom", 4 * n))
         for row0, row1, isect_ids, ranges in passes:
             k.record(
