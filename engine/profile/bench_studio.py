@@ -185,9 +185,10 @@ class _Watch:
 
 def bench_studio(data, gaussians: int = 6_000_000, max_size: int = 1000, steps: int = 30_000, seconds: float = 20.0,
                  still: float = 3.0, width: int = 1920, height: int = 1080, backend: str | None = None,
-                 timeout_s: float = 900.0, view_hz: float = VIEW_HZ) -> dict:
+                 timeout_s: float = 900.0, view_hz: float = VIEW_HZ, geometry: bool = False) -> dict:
     """Run the protocol of the module docstring on dataset folder ``data``; returns the
-    JSON-ready result. ``timeout_s``: the longest wait for each setup phase."""
+    JSON-ready result. ``timeout_s``: the longest wait for each setup phase. ``geometry``: train
+    with the geometry phase (the training panel's default), from 60% of ``steps`` on."""
     from ..ingest import load_dataset
     from ..studio import messages as M
 
@@ -206,7 +207,7 @@ def bench_studio(data, gaussians: int = 6_000_000, max_size: int = 1000, steps: 
             session.send(M.ResizeViewport(width, height))
             session.send(M.StartTraining(str(data), steps=steps, max_size=max_size, init_points=gaussians,
                                          max_gaussians=gaussians, strategy="mcmc", checkpoint_every=0,
-                                         eval_interval=0))
+                                         eval_interval=0, geometry=geometry))
             scene = watch.until(lambda m: isinstance(m, M.SceneLoaded), timeout_s, "SceneLoaded")
             trainer = eng.training.scene.trainer
             t_end = time.perf_counter() + timeout_s
@@ -253,7 +254,8 @@ def bench_studio(data, gaussians: int = 6_000_000, max_size: int = 1000, steps: 
            "render_size": render_size, "render_scale": render_scale, "frames_in_flight": rec.frames_in_flight,
            "frame_path": "render + compose, no swapchain copy or present (headless), nothing read back",
            "seconds": to1 - ts1, "still_seconds": ts1 - ts0, "view_commands": sent,
-           "yield_to_camera": yield_to_camera, "view_hz": view_hz,
+           "yield_to_camera": yield_to_camera, "view_hz": view_hz, "geometry": geometry,
+           "geometry_from_step": trainer.geometry.start if trainer.geometry is not None else None,
            "training_finished_early": bool(finished), "step_start": s_still1, "step_end": s_orbit1,
            "steps": s_orbit1 - s_still1, "steps_per_sec": (s_orbit1 - s_still1) / max(to1 - ts1, 1e-9),
            "still_steps_per_sec": (s_still1 - s_still0) / max(ts1 - ts0, 1e-9),
@@ -337,11 +339,14 @@ def add_parser(bs) -> None:
     p.add_argument("--height", type=int_at_least(16), default=1080, help="viewport height in px (default 1080)")
     p.add_argument("--view-hz", type=float, default=VIEW_HZ,
                    help=f"camera changes sent per second while orbiting (default {VIEW_HZ:g})")
+    p.add_argument("--geometry", action="store_true",
+                   help="train with the geometry phase, as the training panel does by default; it starts at 60%% "
+                        "of --steps (e.g. --steps 300: from step 180, before a 3 s still phase ends on a GPU)")
 
 
 def run(args) -> tuple[dict, list[str]]:
     res = bench_studio(args.data, args.gaussians, args.max_size, args.steps, args.seconds, args.still, args.width,
-                       args.height, args.device, view_hz=args.view_hz)
+                       args.height, args.device, view_hz=args.view_hz, geometry=args.geometry)
     lines = [f"bench studio on {res['device']}: {res['gaussians']:,} Gaussians training on {Path(res['data']).name} "
              f"({res['image_size'][0]}x{res['image_size'][1]}), viewport {res['width']}x{res['height']} "
              f"(render {res['render_size'][0]}x{res['render_size'][1]}), camera orbiting {res['seconds']:.1f} s",
@@ -350,7 +355,8 @@ def run(args) -> tuple[dict, list[str]]:
              f"longest gap {res['longest_gap_ms']:.1f} ms",
              f"  training: {res['steps']} steps ({res['steps_per_sec']:.1f} steps/s; with a still view "
              f"{res['still_steps_per_sec']:.1f} steps/s, {_ms(res['step_ms'])} per step); waits for a moving "
-             f"camera: {'on' if res['yield_to_camera'] else 'off (SPIRULA_TRAIN_YIELD=0)'}",
+             f"camera: {'on' if res['yield_to_camera'] else 'off (SPIRULA_TRAIN_YIELD=0)'}"
+             + (f"; geometry phase from step {res['geometry_from_step']}" if res['geometry'] else ""),
              f"  {res['note']}"]
     return res, lines
 

@@ -22,20 +22,25 @@ FIELDS = {"bench", "device", "backend", "gaussians", "gaussians_requested", "wid
           "note", "setup_s"}
 
 
-def test_bench_studio_json(tmp_path):
+def _bench(tmp_path, *extra) -> tuple[dict, str]:
     rng = np.random.default_rng(0)
     verts, faces = S.torus_mesh(48, 16)
     S.write_dataset(tmp_path / "data", orbit_cameras(8, 3.2, 48, 53.0), verts, faces,
                     points=S.sfm_like_points(300, rng))
     out = tmp_path / "studio.json"
     r = subprocess.run([sys.executable, "-m", "engine.cli", "bench", "studio", "--data", str(tmp_path / "data"),
-                        "--gaussians", "2000", "--max-size", "48", "--steps", "5000", "--seconds", "1.5",
-                        "--still", "0.5", "--width", "64", "--height", "48", "--json", str(out)],
+                        "--gaussians", "2000", "--max-size", "48", "--seconds", "1.5",
+                        "--still", "0.5", "--width", "64", "--height", "48", "--json", str(out), *extra],
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr
     res = json.loads(out.read_text())
     assert json.loads(r.stdout.strip().splitlines()[-1]) == res
-    assert "bench studio on " in r.stderr and "steps/s" in r.stderr
+    return res, r.stderr
+
+
+def test_bench_studio_json(tmp_path):
+    res, stderr = _bench(tmp_path, "--steps", "5000")
+    assert "bench studio on " in stderr and "steps/s" in stderr
     assert FIELDS <= set(res), FIELDS - set(res)
     assert res["bench"] == "studio" and (res["width"], res["height"]) == (64, 48)
     assert res["gaussians"] == res["gaussians_requested"] == 2000  # random init, not the 300 SfM points
@@ -47,6 +52,16 @@ def test_bench_studio_json(tmp_path):
     if res["render_ms_median"] > TRAIN_SHARE * FRAME_BUDGET_MS:
         assert res["steps"] > 0 and res["steps_per_slice_median"] >= 1
     assert 1.4 < res["seconds"] < 2.5
+    assert not res["geometry"] and res["geometry_from_step"] is None
+
+
+def test_bench_studio_trains_the_geometry_phase_when_asked(tmp_path):
+    """--geometry: the training panel's default; the phase starts at 60% of --steps (12 of 20
+    here), and the run trains into it."""
+    res, stderr = _bench(tmp_path, "--steps", "20", "--geometry")
+    assert res["geometry"] and res["geometry_from_step"] == 12
+    assert res["step_end"] > 12, res["step_end"]
+    assert "geometry phase from step 12" in stderr
 
 
 def test_orbit_keeps_distance_and_height_and_looks_at_the_centre():
