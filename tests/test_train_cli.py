@@ -96,8 +96,8 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
     given = ["--geometry", "--geometry-from", "0.5", "--lambda-normal", "0.03", "--lambda-flat", "10",
              "--geometry-alpha-grad", "on"]
     defaults = (TrainConfig.geometry_from, TrainConfig.lambda_normal, TrainConfig.lambda_flat, TrainConfig.geometry_alpha_grad)
-    want = [(False, *defaults), (True, 0.5, 0.03, 10.0, True)]
-    for flags, expected in zip(([], given), want):
+    want = [(False, *defaults), (True, 0.5, 0.03, 10.0, True), (False, *defaults)]
+    for flags, expected in zip(([], given, ["--no-geometry"]), want):  # train: off unless asked, as run's flags
         assert main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *flags]) == 0
     assert [(c.train.geometry, c.train.geometry_from, c.train.lambda_normal, c.train.lambda_flat,
              c.train.geometry_alpha_grad) for c in seen] == want
@@ -122,7 +122,8 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
     assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
     for bad in (["--geometry", "--geometry-from", "1"], ["--geometry", "--lambda-flat", "-1"],
                 ["--geometry", "--lambda-normal", "nan"], ["--lambda-normal", "0.02"],
-                ["--geometry", "--geometry-alpha-grad", "no"], ["--geometry-alpha-grad", "off"]):
+                ["--geometry", "--geometry-alpha-grad", "no"], ["--geometry-alpha-grad", "off"],
+                ["--geometry", "--no-geometry"], ["--no-geometry", "--lambda-flat", "1"]):
         with pytest.raises(SystemExit) as e:
             main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *bad])
         assert e.value.code == 2
@@ -132,7 +133,9 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
             "spirula train): add --geometry") in err
     assert "--geometry-alpha-grad: must be on or off, not 'no'" in err
     assert "--geometry-alpha-grad needs the geometry phase" in err
-    assert len(seen) == 2  # no refused command trained
+    assert "argument --no-geometry: not allowed with argument --geometry" in err
+    assert "--lambda-flat needs the geometry phase, which is off (--no-geometry)" in err
+    assert len(seen) == 3  # no refused command trained
 
 
 def test_an_unexpected_failure_is_one_clear_line(tmp_path, monkeypatch, capsys):

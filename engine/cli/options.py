@@ -212,18 +212,21 @@ def add_geometry_options(p, t: TrainConfig, with_mesh: bool = False) -> None:
     (engine/splat/geometry.py). ``with_mesh`` (spirula run): on unless --no-geometry or --no-mesh."""
     what = ("the geometry phase (from --geometry-from of the steps on): flattened Gaussians and depth-normal "
             "consistency, for splats whose depth a mesh can be made from (2DGS / PGSR)")
-    if with_mesh:  # None: on when the mesh stage runs (geometry_settings)
-        g = p.add_mutually_exclusive_group()
+    # default None: neither flag given (spirula run: on when the mesh stage runs; spirula train: off)
+    g = p.add_mutually_exclusive_group()
+    if with_mesh:
         g.add_argument("--geometry", dest="geometry", action="store_true", default=None,
                        help=f"{what}; on by default when the mesh stage runs (not with --no-mesh or an --until "
                             "before mesh; turning it on or off later trains again)")
         g.add_argument("--no-geometry", dest="geometry", action="store_false", default=None,
                        help="train without the geometry phase (default: with it when the mesh stage runs)")
     else:
-        p.add_argument("--geometry", action="store_true", default=t.geometry,
+        g.add_argument("--geometry", dest="geometry", action="store_true", default=None,
                        help=f"{what}; off by default in `spirula train` (`spirula run` turns it on for its mesh; "
                             "at 7k steps and 1000 px it changed held-out PSNR by +0.06 dB on office_chair and "
                             "+0.59 on mouse, BENCHMARKS.md)")
+        g.add_argument("--no-geometry", dest="geometry", action="store_false", default=None,
+                       help="train without the geometry phase (the default here; as in `spirula run`)")
     # default None: given without --geometry they are refused (geometry_settings), not ignored
     p.add_argument("--geometry-from", type=start_fraction, default=None, metavar="F",
                    help=f"with --geometry: the phase starts at this fraction of the steps (default {t.geometry_from:g})")
@@ -248,8 +251,8 @@ def geometry_settings(args, mesh_follows: bool = False, command: str = "spirula 
     given = [flag for field, flag in GEOMETRY_TUNING if getattr(args, field) is not None]
     on = args.geometry if args.geometry is not None else mesh_follows
     if given and not on:
-        why = ("no mesh stage follows" if args.geometry is None else
-               "--no-geometry" if command == "spirula run" else f"off by default in {command}")
+        why = ("--no-geometry" if args.geometry is False else
+               "no mesh stage follows" if command == "spirula run" else f"off by default in {command}")
         print(f"{command}: error: {', '.join(given)} {'needs' if len(given) == 1 else 'need'} the geometry phase, "
               f"which is off ({why}): add --geometry", file=sys.stderr)
         raise SystemExit(2)
