@@ -234,10 +234,10 @@ class Rasterizer(RasterBackward):
                             DEPTH_KEY_BITS=DEPTH_KEY_BITS) if aa or self.geometry or self.occlusion else self.k_project
         geo = {"geom": self._b("geom", 4 * n)} if self.geometry else {}
         occ = self.occlusion
+        groups = occ.project_groups(n) if occ is not None else 0
         if occ is not None:  # the viewer's projection: PROJECT_GROUP_SPLATS splats a workgroup, marking the kept
-            groups = occ.project_groups(n)
             geo.update(kept_mask=self._b("kept_mask", 32 * groups), group_kept=self._b("group_kept", groups))
-        threads = occ.project_groups(n) * 256 if occ is not None else max(n, 1)
+        threads = groups * 256 if occ is not None else max(n, 1)
         k.record(
             enc, [threads, 1, 1], **aa, **geo, **self._occlusion_args("project"), params=self.params, cams=self.cams, means2d=self._b("means2d", 2 * n),
             conic_opac=self._b("conic_opac", 4 * n), rgb=self._b("rgb", 3 * n),
@@ -248,7 +248,6 @@ class Rasterizer(RasterBackward):
         inputs, kept = None, None
         if occ is not None:  # sort only the splats left with a tile, from their compacted copy
             inputs, kept = (self._b("kept_keys", n), self._b("kept_ids", n)), occ.kept
-            groups = occ.project_groups(n)
             occ.record_compaction(enc, self.scan, n, self._b("depth_keys", n), geo["kept_mask"], geo["group_kept"],
                                   group_offsets=self._b("group_offsets", groups), keys_out=inputs[0], ids_out=inputs[1])
         with self.arena.phase(enc, "depth_sort") as s:
