@@ -226,7 +226,8 @@ def add_geometry_options(p, t: TrainConfig, with_mesh: bool = False) -> None:
                             "at 7k steps and 1000 px it changed held-out PSNR by +0.06 dB on office_chair and "
                             "+0.59 on mouse, BENCHMARKS.md)")
         g.add_argument("--no-geometry", dest="geometry", action="store_false", default=None,
-                       help="train without the geometry phase (the default here; as in `spirula run`)")
+                       help="train without the geometry phase (the default in `spirula train`; `spirula run` "
+                            "has the same flag)")
     # default None: given without --geometry they are refused (geometry_settings), not ignored
     p.add_argument("--geometry-from", type=start_fraction, default=None, metavar="F",
                    help=f"with --geometry: the phase starts at this fraction of the steps (default {t.geometry_from:g})")

@@ -355,10 +355,34 @@ def run(args) -> tuple[dict, list[str]]:
              f"longest gap {res['longest_gap_ms']:.1f} ms",
              f"  training: {res['steps']} steps ({res['steps_per_sec']:.1f} steps/s; with a still view "
              f"{res['still_steps_per_sec']:.1f} steps/s, {_ms(res['step_ms'])} per step); waits for a moving "
-             f"camera: {'on' if res['yield_to_camera'] else 'off (SPIRULA_TRAIN_YIELD=0)'}"
-             + (f"; geometry phase from step {res['geometry_from_step']}" if res['geometry'] else ""),
+             f"camera: {_waiting(res)}" + _geometry_phase(res),
              f"  {res['note']}"]
+    if res["training_finished_early"]:
+        lines.append(f"  the training ended at step {res['step_end']} (--steps) before the orbit did: "
+                     "the numbers cover less than --seconds; raise --steps")
     return res, lines
+
+
+def _waiting(res: dict) -> str:
+    """Whether training waited for the moving camera (engine/studio/training.py's rule)."""
+    from ..studio.training import FRAME_BUDGET_MS, TRAIN_SHARE
+
+    if not res["yield_to_camera"]:
+        return "off (SPIRULA_TRAIN_YIELD=0)"
+    frame = res["render_ms_median"]
+    if frame is not None and frame > TRAIN_SHARE * FRAME_BUDGET_MS:
+        return (f"on, but never here: a frame alone takes {frame:.1f} ms, over "
+                f"{TRAIN_SHARE * FRAME_BUDGET_MS:.1f} ms (3/4 of 1/60 s)")
+    return "on"
+
+
+def _geometry_phase(res: dict) -> str:
+    if not res["geometry"]:
+        return ""
+    start = res["geometry_from_step"]
+    reached = ("" if res["step_end"] > start else
+               f", not reached (the orbit ended at step {res['step_end']}: a smaller --steps puts it in the phase)")
+    return f"; geometry phase from step {start}{reached}"
 
 
 def _ms(x) -> str:

@@ -122,8 +122,8 @@ def run(gpu, args) -> tuple[dict, list[str]]:
                        args.readback, args.seed)
     line = (f"bench viewer on {res['device']}: {res['gaussians']:,} Gaussians, {res['width']}x{res['height']}, "
             f"SH {res['sh_degree']}{', readback' if res['readback'] else ''}, {res['intersections']:,} intersections, "
-            f"{format(res['kept_splats'], ',') if res['kept_splats'] is not None else '-'} splats kept after the "
-            f"occlusion cut: "
+            + (f"{res['kept_splats']:,} splats kept after the occlusion cut: " if res['kept_splats'] is not None
+               else "no occlusion cut: ") +
             f"median {res['median_ms']:.2f} ms ({res['fps_median']:.1f} fps), p90 {res['p90_ms']:.2f} ms, "
             f"min {res['min_ms']:.2f} ms over {res['frames']} frames")
     return res, [line]

@@ -1,5 +1,5 @@
-"""The engine thread's warm-up: every kernel of a training step, densification, the
-opacity reset, a render and the viewer's modes compiled on a tiny random scene before
+"""The engine thread's warm-up: every kernel of a training step (and of a step in the
+geometry phase), densification, the opacity reset, a render and the viewer's modes compiled on a tiny random scene before
 the window shows, so the first real step does not wait for the compiler. Its phases go to
 the splash screen as StageProgress("warmup", ...).
 
@@ -43,8 +43,10 @@ def warmup(gpu, viewer, progress=None) -> None:
     pts = rng.normal(0, 0.3, (256, 3)).astype(np.float32)
     ds = Dataset(Path("."), cams, pts, rng.integers(0, 256, (256, 3), dtype=np.uint8))
     phase(0)
-    tr = Trainer(gpu, ds, [0, 1], TrainConfig(steps=4, log_interval=2))
-    for step in range(2):
+    # steps 2-3 in the geometry phase: the training panel trains with it by default, and its
+    # kernels would otherwise compile when it starts, 60% into a run (a frozen view meanwhile)
+    tr = Trainer(gpu, ds, [0, 1], TrainConfig(steps=4, log_interval=2, geometry=True, geometry_from=0.5))
+    for step in range(4):
         tr.train_step(step)
     tr.drain()
     tr.collect_losses()
