@@ -4,8 +4,9 @@ requests, screenshots), when a frame is due, and rendering it through the Viewer
 
 While training, frames take at most about half the engine's time (a frame waits as long
 as the last one took), except while the camera moves and a training step would not fit
-beside a frame in 1/60 s: then training waits (engine/studio/training.py); a still view gets one full-resolution frame after a moment (the
-adaptive resolution only applies while things move)."""
+beside a frame in 3/4 of 1/60 s: then training waits (engine/studio/training.py). A still
+view gets one full-resolution frame after a moment (the adaptive resolution only applies
+while things move)."""
 
 from __future__ import annotations
 

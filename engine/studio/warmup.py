@@ -1,7 +1,7 @@
 """The engine thread's warm-up: every kernel of a training step (and of a step in the
-geometry phase), densification, the opacity reset, a render and the viewer's modes compiled on a tiny random scene before
-the window shows, so the first real step does not wait for the compiler. Its phases go to
-the splash screen as StageProgress("warmup", ...).
+geometry phase), densification, the opacity reset, a render and the viewer's modes
+compiled on a tiny random scene before the window shows, so no real step waits for the
+compiler. Its phases go to the splash screen as StageProgress("warmup", ...).
 
 Measured on software Vulkan (lavapipe, 2 shared cores, 2026-12-02): with Mesa's shader
 cache disabled (MESA_SHADER_CACHE_DISABLE=true, a first launch) the warm-up took 21 s and the
