@@ -206,3 +206,20 @@ def test_no_module_of_engine_or_app_over_600_lines():
     long = [f"{p.relative_to(REPO)}: {n}" for top in ("engine", "app") for p in sorted((REPO / top).rglob("*.py"))
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600]
     assert not long, long
+
+
+def test_alpha_compositing_is_defined_once():
+    """The splat's alpha and the compositing constants live in shaders/common/composite.slang
+    alone: a copy elsewhere could drift (skip or stop on other pixel-splat pairs)."""
+    import re
+
+    own = shader_dir() / "common" / "composite.slang"
+    copies = []
+    for path in shader_dir().rglob("*.slang"):
+        if path == own:
+            continue
+        text = path.read_text(encoding="utf-8")
+        for pattern in (r"static const float (ALPHA_MAX|T_MIN)\b", r"ALPHA_MIN\s*=\s*1\.0f\s*/\s*255",
+                        r"-0\.5f \* \(co\.x \* d\.x \* d\.x"):
+            copies += [f"{path.name}: {m.group(0)}" for m in re.finditer(pattern, text)]
+    assert not copies, copies
