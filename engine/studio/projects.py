@@ -37,9 +37,9 @@ def read_project(project: Path):
     from ..ingest import load_dataset
 
     path = train_checkpoint_path(project)
-    if not path.is_file():
+    if not checkpoint.exists(path):
         raise checkpoint.CheckpointError(f"{project}: no training checkpoint to continue from (expected {path})")
-    ckpt = checkpoint.load(path)
+    ckpt = checkpoint.load_newest(path)  # its notes: the newest was bad, the previous one is used
     studio = ckpt.extra.get("studio")
     if not isinstance(studio, dict):
         raise checkpoint.CheckpointError(f"{path}: written by `spirula run` or `spirula train`, not by the studio; "
