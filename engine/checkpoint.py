@@ -80,7 +80,7 @@ _NEUTRAL = {"checkpoint_every", "eval_interval", "log_interval", "init_random", 
 _BLOCKING = {"sh_degree", "eval_every"}
 # what reading a damaged .npz may raise (zipfile: a cut directory or a bad CRC; numpy: a bad
 # array header; zlib: damaged compressed data; MemoryError: a header asking for absurd sizes)
-_READ_ERRORS = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, struct.error,
+READ_ERRORS = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, struct.error,
                 UnicodeDecodeError, MemoryError, TypeError)
 
 
@@ -196,6 +196,7 @@ class BackgroundWriter:
         # what the next write does with the generations on disk (_write_atomic): a run that
         # starts afresh drops an earlier run's; later writes keep the one before
         self._generations = "rotate" if saved_step is not None else "fresh"
+        self.saved_path = self.path  # where the checkpoint of saved_step is (the previous generation after resumed())
 
     def resumed(self, ckpt: Checkpoint) -> None:
         """The run continues from ``ckpt``: it is the checkpoint on disk. Resumed from the
@@ -203,6 +204,7 @@ class BackgroundWriter:
         and keeps the previous one."""
         self.saved_step = self.last_step = ckpt.step
         self._generations = "rotate" if Path(ckpt.path) == self.path else "keep"
+        self.saved_path = Path(ckpt.path)
 
     def submit(self, step: int, arrays: dict) -> None:
         self.wait()
@@ -227,6 +229,7 @@ class BackgroundWriter:
         if err is not None:
             raise err
         self.saved_step = self._step
+        self.saved_path = self.path
         self._generations = "rotate"
 
     def flush(self) -> str:
@@ -243,7 +246,7 @@ class BackgroundWriter:
         PATH', or None when no checkpoint has been written."""
         if self.saved_step is None:
             return None
-        return f"the last good checkpoint (step {self.saved_step}) is kept in {self.path}"
+        return f"the last good checkpoint (step {self.saved_step}) is kept in {self.saved_path}"
 
 
 def load(path: Path) -> Checkpoint:
@@ -255,7 +258,7 @@ def load(path: Path) -> Checkpoint:
             data = {k: z[k] for k in z.files}
     except FileNotFoundError:
         raise CheckpointError(f"no checkpoint at {path}") from None
-    except _READ_ERRORS as e:  # not a zip / truncated / flipped bytes / bad member
+    except READ_ERRORS as e:  # not a zip / truncated / flipped bytes / bad member
         raise CheckpointError(f"{path}: damaged checkpoint, not readable ({_why(e)})") from e
     except Exception as e:  # noqa: BLE001 - whatever else a damaged file makes the readers raise
         raise CheckpointError(f"{path}: damaged checkpoint, not readable ({type(e).__name__}: {e})") from e

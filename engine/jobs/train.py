@@ -7,7 +7,8 @@ project folder:
     <project>/metrics.json     held-out PSNR / SSIM (final and every --eval-interval steps)
     <project>/eval/            held-out renders beside their ground truth (PNG)
     <project>/train.json       settings, dataset notes, loss curve, timings
-    <project>/checkpoint.npz   the training state every --checkpoint-every steps (engine/checkpoint.py);
+    <project>/checkpoint.npz   the training state every --checkpoint-every steps (engine/checkpoint.py; the
+                               one before it in checkpoint.prev.npz, used when the newest is damaged);
                                --resume continues from it
 
 Nothing is lost on the way: a NaN/Inf gradient (engine/splat/guard.py) or running out of

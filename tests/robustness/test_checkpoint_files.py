@@ -213,7 +213,7 @@ def test_resumed_from_the_previous_generation_keeps_it(tmp_path):
     ck = checkpoint.load_newest(path)
     w = checkpoint.BackgroundWriter(path)
     w.resumed(ck)
-    assert w.saved_step == 20 and w.kept() is not None
+    assert w.saved_step == 20 and w.kept() == f"the last good checkpoint (step 20) is kept in {prev}"
     w.submit(30, _arrays(step=30))
     w.wait()  # the bad newest is replaced, the good previous one is not: it was never rotated over it
     assert checkpoint.load(path).step == 30 and checkpoint.load(prev).step == 20
@@ -263,3 +263,20 @@ def test_run_from_train_trains_afresh(tmp_path, monkeypatch):
     seen.clear()
     run_pipeline(src, proj, from_stage="export")  # after the training: it stays cached
     assert seen == []
+
+
+def test_the_studio_describes_a_project_whose_newest_checkpoint_is_damaged(tmp_path):
+    from engine.studio.projects import describe_project
+
+    proj = tmp_path / "proj"
+    ckpt = stages.train_checkpoint_path(proj)
+    ckpt.parent.mkdir(parents=True)
+    studio = {"steps": 100, "dataset": str(tmp_path / "data")}
+    _write(checkpoint.previous_path(ckpt), _arrays(step=20, extra={"studio": studio}))
+    ckpt.write_bytes(_write(tmp_path / "x.npz", _arrays(extra={"studio": studio})).read_bytes()[:-100])
+    info = describe_project(proj)
+    assert info.step == 20 and "resume" in info.choices
+    checkpoint.previous_path(ckpt).write_bytes(b"PK\x05\x06")
+    with pytest.raises(checkpoint.CheckpointError) as e:  # a SpirulaError: the window refuses in one line
+        describe_project(proj)
+    assert str(checkpoint.previous_path(ckpt)) in str(e.value) and "\n" not in str(e.value)
