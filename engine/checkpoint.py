@@ -120,13 +120,16 @@ def remove(path: Path) -> None:
 def set_aside(path: Path) -> Path | None:
     """Move the checkpoints of ``path`` out of the way of a run that trains afresh (`spirula
     run --from train`): the newest becomes ``<name>.replaced.npz`` (kept, never resumed
-    from), the previous generation is deleted. Returns where the newest went (None: none)."""
+    from), the previous generation is deleted (it becomes the one kept when there is no
+    newest). Returns where the kept one went (None: there was none)."""
     path = Path(path)
-    aside = None
-    if path.is_file():
-        aside = path.with_name(f"{path.stem}.replaced{path.suffix or '.npz'}")
-        os.replace(path, aside)
-    previous_path(path).unlink(missing_ok=True)
+    prev = previous_path(path)
+    newest = path if path.is_file() else prev if prev.is_file() else None
+    if newest is None:
+        return None
+    aside = path.with_name(f"{path.stem}.replaced{path.suffix or '.npz'}")
+    os.replace(newest, aside)
+    prev.unlink(missing_ok=True)
     return aside
 
 
@@ -399,7 +402,7 @@ def _check(data: dict, meta: dict) -> str:
                                             "appearance_exp_avg_sq") if k in data):
         bad = int(np.count_nonzero(~np.isfinite(data[name])))
         if bad:
-            return f"{bad:,} NaN/Inf values in {name}"
+            return f"{bad:,} NaN/Inf value{'s' if bad != 1 else ''} in {name}"
     return ""
 
 

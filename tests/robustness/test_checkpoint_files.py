@@ -280,3 +280,56 @@ def test_the_studio_describes_a_project_whose_newest_checkpoint_is_damaged(tmp_p
     with pytest.raises(checkpoint.CheckpointError) as e:  # a SpirulaError: the window refuses in one line
         describe_project(proj)
     assert str(checkpoint.previous_path(ckpt)) in str(e.value) and "\n" not in str(e.value)
+
+
+def _rewrite(path: Path, change) -> None:
+    """Rewrite the checkpoint ``path`` with ``change(arrays, meta)`` applied (a hostile edit
+    that keeps the archive itself valid)."""
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    change(arrays, meta)
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
+    _write(path, arrays)
+
+
+def test_cli_resume_past_damaged_and_hostile_checkpoints(tmp_path, capsys):
+    """`spirula train --resume` end to end (software Vulkan, 5 steps at 48 px, checkpoints at 2 and 4): a damaged
+    newest checkpoint resumes from the previous one with a warning; NaN values or a step
+    of 10^9 in both generations are refused in one line naming the file, and the good PLY
+    stays as it was."""
+    from engine.cli.main import main
+
+    from .fixtures import ring_dataset
+
+    ring_dataset(tmp_path / "d", 4, points=30)
+    out = tmp_path / "out"
+    args = ["train", str(tmp_path / "d"), "-o", str(out), "--max-size", "48", "--eval-every", "0", "--sh-degree", "0",
+            "--checkpoint-every", "2", "--steps", "5"]
+    assert main(args) == 0
+    newest, prev = out / checkpoint.NAME, checkpoint.previous_path(out / checkpoint.NAME)
+    assert checkpoint.load(newest).step == 4 and checkpoint.load(prev).step == 2
+    capsys.readouterr()
+    newest.write_bytes(newest.read_bytes()[:-500])
+    assert main(args + ["--resume"]) == 0
+    text = "".join(capsys.readouterr())
+    assert f"{newest}: damaged checkpoint" in text and f"using the previous checkpoint {prev} (step 2)" in text
+    assert json.loads((out / "metrics.json").read_text())["resumed_from_step"] == 2
+    assert checkpoint.load(newest).step == 4 and checkpoint.load(prev).step == 2  # the good one was kept
+    ply = (out / "splat.ply").read_bytes()
+
+    def nan(arrays, meta):
+        arrays["params"][3, 0] = np.nan
+
+    def far(arrays, meta):
+        meta["step"] = meta["logged_step"] = 10 ** 9
+
+    for change, words in ((nan, "1 NaN/Inf value in params"), (far, "step 1000000000 is outside 0..5")):
+        for p in (newest, prev):
+            _rewrite(p, change)
+        assert main(args + ["--resume"]) == 1
+        lines = [t for t in capsys.readouterr().err.replace("\r", "\n").splitlines() if "checkpoint" in t]
+        assert len(lines) == 1, lines  # the progress bar aside
+        err = lines[0]
+        assert err.startswith("error: ") and words in err and str(newest) in err and "a bug" not in err, err
+        assert (out / "splat.ply").read_bytes() == ply
