@@ -388,7 +388,8 @@ def _check(data: dict, meta: dict) -> str:
         return f"loss_sum has shape {loss.shape} and type {loss.dtype}, expected at most 8 32-bit words"
     app = [k for k in data if k.startswith("appearance_")]
     if app:
-        if sorted(app) != sorted(f"appearance_{a}" for a in _APPEARANCE) or not isinstance(meta.get("appearance_mode"), str):
+        complete = sorted(app) == sorted(f"appearance_{a}" for a in _APPEARANCE)
+        if not complete or not isinstance(meta.get("appearance_mode"), str):
             return f"its appearance state is incomplete ({', '.join(sorted(app))})"
         ap = data["appearance_params"]
         if ap.ndim != 2 or ap.dtype != np.float32:

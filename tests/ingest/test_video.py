@@ -123,7 +123,8 @@ def test_10bit_sdr_matches_the_8bit_encode_of_the_same_frames(tmp_path, codec):
     yy, xx = np.mgrid[0:48, 0:64] / 8.0
     frames = []
     for i in range(3):
-        img = np.stack([128 + 100 * np.sin(xx + i), 128 + 100 * np.cos(1.3 * yy - i), 128 + 90 * np.sin(0.7 * xx + yy)], 2)
+        img = np.stack([128 + 100 * np.sin(xx + i), 128 + 100 * np.cos(1.3 * yy - i),
+                        128 + 90 * np.sin(0.7 * xx + yy)], 2)
         img += rng.normal(0, 6, img.shape)
         img[10:30, 20:40] = (220, 30, 30)
         frames.append(np.clip(img, 0, 255).astype(np.uint8))

@@ -158,7 +158,8 @@ def _splats(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     return GaussianPly(means=rng.normal(size=(n, 3)).astype(np.float32),
                        scales=rng.normal(-3, 0.2, (n, 3)).astype(np.float32),
-                       quats=rng.normal(size=(n, 4)).astype(np.float32), opacities=rng.normal(size=n).astype(np.float32),
+                       quats=rng.normal(size=(n, 4)).astype(np.float32),
+                       opacities=rng.normal(size=n).astype(np.float32),
                        sh0=rng.normal(size=(n, 3)).astype(np.float32),
                        shN=rng.normal(0, 0.1, (n, 3, 3)).astype(np.float32))
 

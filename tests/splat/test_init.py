@@ -146,7 +146,8 @@ def test_init_from_a_ply_notes_the_unknown_properties_it_drops(tmp_path):
                     scales=rng.normal(-3, 0.2, (n, 3)).astype(np.float32),
                     quats=rng.normal(size=(n, 4)).astype(np.float32), opacities=rng.normal(size=n).astype(np.float32),
                     sh0=rng.normal(size=(n, 3)).astype(np.float32), shN=np.zeros((n, 0, 3), np.float32),
-                    extra={"label": rng.integers(0, 9, n).astype(np.int32), "confidence": rng.random(n).astype(np.float32)})
+                    extra={"label": rng.integers(0, 9, n).astype(np.int32),
+                           "confidence": rng.random(n).astype(np.float32)})
     path = tmp_path / "labelled.ply"
     write_ply(path, g)
     rows, _, notes = gaussians_from_file(path, 0)
