@@ -188,11 +188,20 @@ def _float_scale(a: np.ndarray) -> np.ndarray:
 def stored_bits(im: Image.Image) -> int:
     """Bits per channel of an opened (not yet loaded) image's file: 16 for 16-bit PNG and
     TIFF (Pillow opens 16-bit colour as 8-bit ``RGB``, keeping the high byte, so the
-    decoder's raw mode is what tells), 32 for integer or float images, else 8."""
+    decoder's raw mode is what tells; for a TIFF its BitsPerSample tag, which also covers
+    the planar layout Pillow decodes as if it were 8-bit), 32 for integer or float images,
+    else 8."""
     if im.mode.startswith("I;16"):
         return 16
     if im.mode in ("I", "F"):
         return 32
+    tags = getattr(im, "tag_v2", None)
+    if tags is not None:
+        per_sample = tags.get(258)  # BitsPerSample
+        per_sample = per_sample if isinstance(per_sample, tuple) else (per_sample,)
+        deepest = max((int(b) for b in per_sample if isinstance(b, int)), default=8)
+        if deepest > 8:
+            return 16 if deepest <= 16 else 32
     for tile in im.tile or ():
         args = tile[3] if len(tile) > 3 else None
         raw = args[0] if isinstance(args, tuple) and args else args

@@ -251,6 +251,10 @@ def test_sixteen_bit_colour_is_read_exactly(tmp_path):
     tifffile = pytest.importorskip("tifffile")
     tifffile.imwrite(tmp_path / "deep.tif", deep, photometric="rgb")
     np.testing.assert_allclose(read_image_float(tmp_path / "deep.tif"), deep / 65535.0, rtol=0, atol=1e-7)
+    # planar (one plane per channel): Pillow decoded it as 8-bit garbage
+    tifffile.imwrite(tmp_path / "planar.tif", deep.transpose(2, 0, 1), photometric="rgb", planarconfig="separate")
+    np.testing.assert_allclose(read_image_float(tmp_path / "planar.tif"), deep / 65535.0, rtol=0, atol=1e-7)
+    assert read_image_meta(tmp_path / "planar.tif")[2] == 16
 
 
 def test_float_tiff_is_exact_or_refused(tmp_path):
@@ -270,7 +274,7 @@ def test_float_tiff_is_exact_or_refused(tmp_path):
     np.testing.assert_array_equal(read_image_float(tmp_path / "g.tif")[:, :, 1], grey)
     for name, values in (("hdr.tif", colour * 40), ("hdr_grey.tif", grey * 40 + 0.5), ("nan.tif", np.where(
             colour > 0.9, np.nan, colour).astype(np.float32))):
-        tifffile.imwrite(tmp_path / name, values)
+        tifffile.imwrite(tmp_path / name, values, photometric="rgb" if values.ndim == 3 else None)
         for reader in (read_image, read_image_float):
             with pytest.raises(UnsupportedImageError) as e:
                 reader(tmp_path / name)
