@@ -111,7 +111,7 @@ class Training:
         scene = TrainingScene(e.gpu, dataset, cmd, project)
         changed = scene.resume(ckpt, e.gpu.adapter) if ckpt is not None else []
         if ckpt is None:  # a fresh run (Restart of a project): an older checkpoint there is not this run's
-            scene.writer.path.unlink(missing_ok=True)
+            checkpoint.remove(scene.writer.path)
         self.scene = scene
         self.paused = False
         self.step_ms, self.slice_ended = None, float("-inf")  # this model's steps are timed afresh
@@ -248,7 +248,7 @@ class Training:
             result["psnr"] = metrics["psnr"]
         if not stopped:  # all steps done: the checkpoint goes, as in `spirula run`
             self.flush_checkpoint()
-            sc.writer.path.unlink(missing_ok=True)
+            checkpoint.remove(sc.writer.path)
         e.emit(M.StageFinished("train", sc.t_train, result))
         e.emit(M.Done(result))
         if saved_ckpt is not None:  # last: everything is on disk when the GUI sees it
