@@ -9,6 +9,7 @@ allocated (a header may claim billions).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -35,6 +36,7 @@ PLY_NAMES = {"i1": "char", "u1": "uchar", "i2": "short", "u2": "ushort", "i4": "
 
 _MAX_HEADER_BYTES = 1 << 20   # a Gaussian header is ~2 KB; refuse runaway "headers"
 _MAX_HEADER_LINE = 4096
+_NONBLANK_LINE = re.compile(rb"^[ \t\r\f\v]*\S", re.M)
 
 
 @dataclass
@@ -151,6 +153,14 @@ def read_binary(f: BinaryIO, where: str, fmt: str, elements: list[Element], vert
             f"{where}: truncated body: the header declares {vertex.count} vertices "
             f"({need} bytes) but only {have} bytes follow"
         )
+    if not any(el.has_list for el in elements):
+        body = sum(el.count * np.dtype([(n, order + t) for n, t in el.props]).itemsize for el in elements)
+        start = f.tell()
+        if file_size - start > body:
+            raise PlyError(
+                f"{where}: {file_size - start - body} bytes of trailing data: the header's elements take "
+                f"{body} bytes, {file_size - start} follow the header (a count lower than the data?)"
+            )
     f.seek(offset)
     data = np.fromfile(f, dtype=dtype, count=vertex.count)
     if data.shape[0] != vertex.count:
@@ -179,6 +189,14 @@ def read_ascii(f: BinaryIO, where: str, elements: list[Element], vertex: Element
     lines = body.split(b"\n", skip + vertex.count)
     if len(lines) < skip + vertex.count or (vertex.count and not lines[skip + vertex.count - 1].strip()):
         raise PlyError(f"{where}: truncated body: fewer than {vertex.count} vertex lines")
+    after = sum(el.count for el in elements) - skip - vertex.count   # lines of the elements after 'vertex'
+    rest = lines[skip + vertex.count] if len(lines) > skip + vertex.count else b""
+    found = len(_NONBLANK_LINE.findall(rest))
+    if found > after:
+        raise PlyError(
+            f"{where}: {found - after} lines of trailing data: the header's elements end {after} lines after "
+            f"the vertices (a count lower than the data?)"
+        )
     tokens = b" ".join(lines[skip:skip + vertex.count]).split()
     if len(tokens) != vertex.count * nprops:
         raise PlyError(
