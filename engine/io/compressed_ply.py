@@ -158,6 +158,7 @@ def _check_types(path, element, props: list[str], code: str) -> None:
                              f"{PLY_NAMES[types[wrong[0]]]}; the compressed PLY's is {PLY_NAMES[code]}{more}")
 
 
+@np.errstate(over="ignore", invalid="ignore", divide="ignore")  # non-finite results are dropped with a note (finish)
 def read_compressed_ply(path: str | os.PathLike) -> GaussianPly:
     """Read a compressed PLY into [N] Gaussians (float32, our axes; see GaussianPly and the
     module docstring). SplatFileError naming the file for anything malformed."""

@@ -288,6 +288,7 @@ def _files(path, meta, where: str, k: int) -> list[str]:
     return v[:k]
 
 
+@np.errstate(over="ignore", invalid="ignore", divide="ignore")  # non-finite results are dropped with a note (finish)
 def read_sog(path: str | os.PathLike) -> GaussianPly:
     """Read a SOG v2 data set (a .sog bundle, a meta.json or its folder) into [N] Gaussians
     (float32, our axes; see GaussianPly and the module docstring). SplatFileError naming the
@@ -334,8 +335,7 @@ def read_sog(path: str | os.PathLike) -> GaussianPly:
             images[name] = _image(path, get, name, max_texels, shape)
     ml, mu = _pixels(path, images[f_means[0]], f_means[0], n), _pixels(path, images[f_means[1]], f_means[1], n)
     nn = lo + (hi - lo) * ((mu[:, :3].astype(np.uint32) << 8) | ml[:, :3]) / 65535.0
-    with np.errstate(over="ignore", invalid="ignore"):
-        means = np.sign(nn) * np.expm1(np.abs(nn))
+    means = np.sign(nn) * np.expm1(np.abs(nn))
     scales = scale_cb[_pixels(path, images[f_scales], f_scales, n)[:, :3]]
     qt = _pixels(path, images[f_quats], f_quats, n)
     bad = np.flatnonzero(qt[:, 3] < 252)

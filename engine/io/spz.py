@@ -172,8 +172,16 @@ def _check_header(version: int, n: int, degree: int, fb: int, file_bytes: int) -
 
 
 def _zlib_what(e: Exception) -> str:
-    """zlib's message without its 'Error -3 while decompressing data: ' prefix."""
-    return str(e).split(": ", 1)[-1]
+    """What a zlib error means for the file, in words (zlib's own are terse: 'invalid
+    distance too far back', 'incorrect data check')."""
+    said = str(e)
+    if "header check" in said or "compression method" in said or "flags" in said:
+        return "its gzip header is invalid"
+    if "data check" in said:
+        return "its CRC does not match the data"
+    if "length check" in said:
+        return "its length field does not match the data"
+    return "its deflate data is invalid"
 
 
 class _Inflater:
