@@ -194,7 +194,8 @@ def read_ascii(f: BinaryIO, where: str, elements: list[Element], vertex: Element
     found = len(_NONBLANK_LINE.findall(rest))
     if found > after:
         raise PlyError(
-            f"{where}: {found - after} lines of trailing data: the header's elements end {after} lines after "
+            f"{where}: {found - after} line{'s' if found - after > 1 else ''} of trailing data: the header's "
+            f"elements end {after} lines after "
             f"the vertices (a count lower than the data?)"
         )
     tokens = b" ".join(lines[skip:skip + vertex.count]).split()

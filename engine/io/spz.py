@@ -328,6 +328,7 @@ def read_spz(path: str | os.PathLike) -> GaussianPly:
         raise SplatFileError(path, FORMAT, str(e)) from None
 
 
+@np.errstate(over="ignore", invalid="ignore", divide="ignore")  # non-finite results are dropped with a note (finish)
 def _decode(path, head: tuple, parts: list[bytes], notes: list[str]) -> GaussianPly:
     _, version, n, degree, fb, _flags, _ = head
     m = SH_COUNT[degree]

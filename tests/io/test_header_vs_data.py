@@ -290,3 +290,31 @@ def test_export_refuses_a_lying_file_and_writes_nothing(tmp_path, g, fmt, capsys
     lines = said.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {src}: "), said.err
     assert "a bug" not in said.err and not out.exists()
+
+
+# --------------------------------------------------------------------------- PLY
+
+
+def test_ply_whose_count_is_lower_than_its_data_is_refused(tmp_path, g):
+    """dfa6aa5 read the first 299 of 300 Gaussians of such a file without a word."""
+    from engine.errors import PlyError
+    from engine.io.ply import read_ply, write_ply
+
+    p = tmp_path / "scene.ply"
+    write_ply(p, g)
+    data = p.read_bytes()
+    p.write_bytes(data.replace(b"element vertex 300\n", b"element vertex 299\n"))
+    record = 4 * (17 + 9)
+    with pytest.raises(PlyError, match=rf"^{p}: {record} bytes of trailing data: the header's elements take "
+                                       rf"{299 * record} bytes"):
+        read_ply(p)
+    # ASCII: one line per element; blank lines at the end are no data
+    lines = [" ".join(f"{v:.6g}" for v in row) for row in np.random.default_rng(1).normal(size=(3, 17))]
+    head = "ply\nformat ascii 1.0\nelement vertex {}\n" + "".join(
+        f"property float {n}\n" for n in ["x", "y", "z", "nx", "ny", "nz", "f_dc_0", "f_dc_1", "f_dc_2", "opacity",
+                                          "scale_0", "scale_1", "scale_2", "rot_0", "rot_1", "rot_2", "rot_3"]) + "end_header\n"
+    p.write_text(head.format(3) + "\n".join(lines) + "\n\n  \n")
+    assert len(read_ply(p, warn=False)) == 3
+    p.write_text(head.format(2) + "\n".join(lines) + "\n")
+    with pytest.raises(PlyError, match=rf"^{p}: 1 line of trailing data"):
+        read_ply(p)
