@@ -30,8 +30,11 @@ components sqrt(2) / 1023; SH 8 / 256 within [-4, 4] (beyond is clipped).
 
 Refused with :class:`engine.errors.SplatFileError` naming the file: a PLY without the
 ``chunk`` element or the four packed properties, a chunk count other than ceil(N / 256),
-an ``sh`` element of another count or an f_rest count that is no SH degree, a truncated
-body (engine/io/ply_format.py's checks).
+an ``sh`` element of another count or an f_rest count that is no SH degree, a property
+declared of another type than the format's (chunk bounds ``float``, the packed fields
+``uint``, SH ``uchar``, named ``f_rest_0 ..`` in order: a packed field read as another
+type would decode to other splats), a truncated body or data beyond what the header's
+elements take (engine/io/ply_format.py's checks).
 """
 
 from __future__ import annotations

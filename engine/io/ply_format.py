@@ -3,7 +3,10 @@ a NumPy structured array (binary little/big endian or ASCII), vectorised, no Pyt
 over vertices. Every error is a PlyError naming the file (``where``) and the problem.
 
 A header claiming more vertices than the body holds is refused before anything is
-allocated (a header may claim billions).
+allocated (a header may claim billions). A body longer than the header's elements take
+is refused too (a count lower than the data would drop Gaussians without a word): in a
+binary file whose elements have fixed-size records, any byte past them; in an ASCII file,
+any non-blank line past the elements' lines (one per element instance).
 """
 
 from __future__ import annotations

@@ -36,6 +36,25 @@ version other than 2 (version 1, the 2024 "SOGS" layout with per-property ``shap
 so and points at splat-transform for converting it), missing keys or images, an image
 that is not a WebP/PNG or has too few texels, a quaternion mode byte outside 252..255, a
 label beyond the palette, a corrupt zip.
+
+meta.json is checked against the images before any pixel is decoded:
+
+- ``count`` a whole number from 1 to 2^28, ``shN.count`` 1 to 65,536, ``shN.bands`` 1 to 3,
+  the mins and maxs three numbers each, the codebooks 256 numbers each, the file names
+  plain names beside meta.json (a wrong JSON type is named, e.g. "meta.json's count is a
+  string"); a count above :data:`MAX_PER_BYTE` (8) Gaussians a byte of the data set is
+  refused (real SOG: about 14 bytes a Gaussian; more is a wrong count or a bomb);
+- every per-Gaussian image has the first one's width and height (texel i is at
+  (i % W, i // W): an image of another width would give Gaussian i another's values),
+  W x H >= count, and at most 4 count + 65,536 texels (a larger image is not decoded);
+  the centroids image is 64 x coefficients wide and at least ceil(count / 64) high;
+- an image inflates to at most 64 bytes a texel it may have (checked on the zip entry's
+  or file's size before reading it);
+- the writer pads ``quats.webp`` beyond the count with alpha 0, no valid mode byte, and
+  the reader refuses a mode byte outside 252..255 among the first ``count`` texels: so a
+  count raised into our own files' padding is refused ("a count larger than the data").
+  A count below the images' texels is valid (the spec ignores trailing texels) and reads
+  that many Gaussians.
 """
 
 from __future__ import annotations
@@ -175,6 +194,8 @@ def _source(path: Path):
              FORMAT, f"meta.json names the file {name!r}, which is no plain file name beside it")
         return name
 
+    if p.name != "meta.json" and p.is_file() and not zipfile.is_zipfile(p):
+        raise SplatFileError(path, FORMAT, "not a zip bundle (a .sog is a zip of meta.json and the images; truncated?)")
     if p.name == "meta.json" or not zipfile.is_zipfile(p):
         need(p.is_file(), path, FORMAT, f"no {p.name} (a SOG data set is a .sog zip or a folder with meta.json)")
         folder = p.parent

@@ -48,6 +48,23 @@ NGSP magic, a bad magic inside the gzip stream, a version other than 1-4, an SH 
 above 4, fractional bits above 24, a truncated stream or body, a wrong stream count, a
 corrupt gzip or zstd stream. SH degree 4 is cut to 3 with a note. Extension records of
 v4 are skipped with a note.
+
+The header is checked against the data, and nothing is inflated beyond what the header's
+count allows (a decompression bomb costs at most that, never its own size):
+
+- the six arrays of N Gaussians of SH degree d have fixed sizes (the list above); a
+  header whose arrays would outweigh the file more than :data:`MAX_RATIO` (256) times is
+  refused before inflating anything (real SPZ files inflate about 4 times; a count that
+  high is wrong or a bomb);
+- versions 1-3: the gzip stream (one member or several, RFC 1952) is inflated in pieces
+  up to one byte past the header and the arrays: more is a count lower than the data,
+  less a truncated body, and bytes after the last member that are no gzip member are
+  trailing data; all refused;
+- version 4: each table-of-contents entry's inflated size must be its array's size for
+  N, the streams must end exactly at the end of the file (no trailing data), each
+  stream's zstd frame must declare that size or none (zstd would allocate what the frame
+  declares) and inflate to exactly it, with nothing after the frame; bytes between the
+  header and the table are refused unless the flags announce extension records.
 """
 
 from __future__ import annotations
