@@ -209,8 +209,10 @@ def read_ascii(f: BinaryIO, where: str, elements: list[Element], vertex: Element
         )
     try:
         values = np.array(tokens, dtype=np.float64).reshape(vertex.count, nprops)
-    except ValueError as exc:
-        raise PlyError(f"{where}: malformed ASCII body: {exc}") from None
+    except ValueError as exc:   # numpy says "could not convert string to float: b'abc'"
+        m = re.search(r"b'(.*)'$", str(exc))
+        token = f" {m.group(1)!r}" if m else ""
+        raise PlyError(f"{where}: malformed ASCII body: the value{token} is not a number") from None
     data = np.empty(vertex.count, dtype=np.dtype([(n, np.float64) for n, _ in vertex.props]))
     for j, (name, _) in enumerate(vertex.props):  # loop over properties, not vertices
         data[name] = values[:, j]

@@ -224,7 +224,9 @@ def _source(path: Path):
             try:
                 return z.read(infos[name])    # zipfile stops at file_size and checks the CRC
             except (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError) as e:
-                raise SplatFileError(path, FORMAT, f"{name} in the bundle is corrupt ({e})") from None
+                why = ("its deflate data is invalid" if isinstance(e, zlib.error) else str(e)
+                       if isinstance(e, zipfile.BadZipFile) else "its entry points outside the bundle's data")
+                raise SplatFileError(path, FORMAT, f"{name} in the bundle is corrupt ({why})") from None
 
         return get("meta.json", _MAX_META_BYTES), get, lambda names: p.stat().st_size
     except (zipfile.BadZipFile, OSError, EOFError) as e:
@@ -249,7 +251,7 @@ def _image(path, get, name: str, max_texels: int, shape=None):
     except Image.DecompressionBombError:
         raise SplatFileError(path, FORMAT, f"the image {name} declares more pixels than Pillow's safety limit") from None
     except Exception as e:  # noqa: BLE001 -- Pillow raises many types for a bad header
-        raise SplatFileError(path, FORMAT, f"the image {name} has a corrupt header ({type(e).__name__}: {e})") from None
+        raise SplatFileError(path, FORMAT, f"the image {name} has a corrupt header ({e})") from None
     w, h = img.size
     need(img.mode in _IMAGE_MODES, path, FORMAT, f"the image {name} is of pixel mode {img.mode} (SOG images have 8 bits "
          "a channel: RGB or RGBA)")
@@ -266,7 +268,7 @@ def _pixels(path, img, name: str, count: int) -> np.ndarray:
         img.load()
         a = np.asarray(img.convert("RGBA"), np.uint8).reshape(-1, 4)
     except Exception as e:  # noqa: BLE001 -- Pillow raises many types for bad pixel data
-        raise SplatFileError(path, FORMAT, f"the image {name} is corrupt or truncated ({type(e).__name__}: {e})") \
+        raise SplatFileError(path, FORMAT, f"the image {name} is corrupt or truncated ({e})") \
             from None
     return a[:count]
 
@@ -284,13 +286,19 @@ def _numbers(path, meta, where: str, length: int) -> np.ndarray:
 
 
 def _said(v) -> str:
-    """A short description of a JSON value for an error line."""
+    """A short description of a JSON value for an error line ("missing", "1.5", "true",
+    'the string "abc"', "a list of 2", "an object")."""
     if v is None:
         return "missing"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return json.dumps(v)
+    if isinstance(v, str):
+        return f"the string {json.dumps(v[:40])}"
     if isinstance(v, list):
         return f"a list of {len(v)}"
-    text = json.dumps(v)
-    return f"{type(v).__name__.replace('dict', 'an object').replace('str', 'a string')} {text[:40]}"
+    return "an object"
 
 
 def _integer(path, meta, where: str, lo: int, hi: int) -> int:

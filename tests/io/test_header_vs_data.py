@@ -318,3 +318,16 @@ def test_ply_whose_count_is_lower_than_its_data_is_refused(tmp_path, g):
     p.write_text(head.format(2) + "\n".join(lines) + "\n")
     with pytest.raises(PlyError, match=rf"^{p}: 1 line of trailing data"):
         read_ply(p)
+
+
+def test_ascii_ply_with_a_word_for_a_number_is_named_in_words(tmp_path):
+    """dfa6aa5 said "could not convert string to float: b'abc'" (NumPy's words)."""
+    from engine.errors import PlyError
+    from engine.io.ply import read_point_cloud
+
+    p = tmp_path / "points.ply"
+    p.write_text("ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\n"
+                 "end_header\n1 2 3\n4 abc 6\n")
+    with pytest.raises(PlyError) as e:
+        read_point_cloud(p)
+    assert str(e.value) == f"{p}: malformed ASCII body: the value 'abc' is not a number"
