@@ -190,7 +190,8 @@ def read_compressed_ply(path: str | os.PathLike) -> GaussianPly:
             need(nc == -(-n // CHUNK), path, FORMAT,
                  f"{nc} chunks for {n} Gaussians (wrong count: expected ceil({n} / {CHUNK}) = {-(-n // CHUNK)})")
             if "sh" in names:
-                need(names["sh"].count == n, path, FORMAT, f"the sh element has {names['sh'].count} rows for {n} Gaussians")
+                need(names["sh"].count == n, path, FORMAT,
+                     f"the sh element has {names['sh'].count} rows for {n} Gaussians")
             body = f.tell()
             chunks = read_binary(f, where, fmt, elements, names["chunk"])
             f.seek(body)  # read_binary counts from the position it is given

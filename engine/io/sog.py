@@ -249,12 +249,13 @@ def _image(path, get, name: str, max_texels: int, shape=None):
         raise SplatFileError(path, FORMAT, f"the image {name} is no image format Pillow reads (SOG uses lossless "
                              "WebP)") from None
     except Image.DecompressionBombError:
-        raise SplatFileError(path, FORMAT, f"the image {name} declares more pixels than Pillow's safety limit") from None
+        raise SplatFileError(path, FORMAT, f"the image {name} declares more pixels than Pillow's safety "
+                             "limit") from None
     except Exception as e:  # noqa: BLE001 -- Pillow raises many types for a bad header
         raise SplatFileError(path, FORMAT, f"the image {name} has a corrupt header ({e})") from None
     w, h = img.size
-    need(img.mode in _IMAGE_MODES, path, FORMAT, f"the image {name} is of pixel mode {img.mode} (SOG images have 8 bits "
-         "a channel: RGB or RGBA)")
+    need(img.mode in _IMAGE_MODES, path, FORMAT,
+         f"the image {name} is of pixel mode {img.mode} (SOG images have 8 bits a channel: RGB or RGBA)")
     need(shape is None or (w, h) == tuple(shape), path, FORMAT,
          f"the image {name} is {w} x {h}; the other images are {shape[0] if shape else 0} x {shape[1] if shape else 0}")
     need(w * h <= max_texels, path, FORMAT, f"the image {name} is {w} x {h}, more texels than its data needs "

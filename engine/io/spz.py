@@ -182,9 +182,9 @@ def _check_header(version: int, n: int, degree: int, fb: int, file_bytes: int) -
         raise ValueError(f"{fb} fractional bits (at most 24 fit a 24-bit position)")
     sizes = _sizes(version, n, degree)
     if sum(sizes) > MAX_RATIO * file_bytes:
-        raise ValueError(f"the header claims {n:,} Gaussians of SH degree {degree}, {sum(sizes):,} bytes of data, more "
-                         f"than {MAX_RATIO} times the file's {file_bytes:,} bytes: no SPZ compresses that well (a wrong "
-                         "count or a decompression bomb); nothing was inflated")
+        raise ValueError(f"the header claims {n:,} Gaussians of SH degree {degree}, {sum(sizes):,} bytes of data, "
+                         f"more than {MAX_RATIO} times the file's {file_bytes:,} bytes: no SPZ compresses that well "
+                         "(a wrong count or a decompression bomb); nothing was inflated")
     return sizes
 
 
@@ -235,7 +235,7 @@ class _Inflater:
                 raise ValueError("the gzip stream is truncated (it ends before its end marker)")
 
 
-def _legacy_body(path, data: bytes) -> tuple[tuple, list[bytes]]:
+def _legacy_body(path, data: bytes) -> tuple[tuple, list[memoryview]]:
     z = _Inflater(data)
     z.fill(_LEGACY_HEADER.size)
     raw = bytes(z.out[:_LEGACY_HEADER.size])
@@ -251,12 +251,12 @@ def _legacy_body(path, data: bytes) -> tuple[tuple, list[bytes]]:
     z.fill(need + 1)     # one byte more than the header allows tells a count that is too low
     have = len(z.out) - _LEGACY_HEADER.size
     if len(z.out) < need:
-        raise ValueError(f"the body is truncated: {n:,} Gaussians of SH degree {degree} need {need - _LEGACY_HEADER.size:,} "
-                         f"bytes, {have:,} follow the header")
+        raise ValueError(f"the body is truncated: {n:,} Gaussians of SH degree {degree} need "
+                         f"{need - _LEGACY_HEADER.size:,} bytes, {have:,} follow the header")
     if len(z.out) > need:
         raise ValueError(f"the gzip stream holds more than the header's {n:,} Gaussians of SH degree {degree} need "
                          f"({need - _LEGACY_HEADER.size:,} bytes; wrong count, or trailing data)")
-    return head, [bytes(z.out[_LEGACY_HEADER.size:])]
+    return head, [memoryview(z.out)[_LEGACY_HEADER.size:]]   # no copy of the body
 
 
 def _unzstd(dctx, frame: bytes, size: int, i: int) -> bytes:
@@ -346,7 +346,7 @@ def read_spz(path: str | os.PathLike) -> GaussianPly:
 
 
 @np.errstate(over="ignore", invalid="ignore", divide="ignore")  # non-finite results are dropped with a note (finish)
-def _decode(path, head: tuple, parts: list[bytes], notes: list[str]) -> GaussianPly:
+def _decode(path, head: tuple, parts: list[bytes | memoryview], notes: list[str]) -> GaussianPly:
     _, version, n, degree, fb, _flags, _ = head
     m = SH_COUNT[degree]
     sizes = _sizes(version, n, degree)

@@ -229,7 +229,8 @@ def test_sog_centroids_of_the_wrong_size_and_bad_images_are_refused(tmp_path, g)
     p = _bundle(tmp_path, "junk.sog", files, **{"sh0.webp": b"RIFF\x00\x00\x00\x00WEBPjunk"})
     refused(p, "SOG", "the image sh0.webp is no image format Pillow reads")
     meta = json.loads(files["meta.json"])
-    p = _bundle(tmp_path, "path.sog", files, **{"meta.json": json.dumps({**meta, "quats": {"files": ["../quats.webp"]}})})
+    p = _bundle(tmp_path, "path.sog", files,
+                **{"meta.json": json.dumps({**meta, "quats": {"files": ["../quats.webp"]}})})
     refused(p, "SOG", "'../quats.webp', which is no plain file name")
     p = _bundle(tmp_path, "cb.sog", files, **{"meta.json": json.dumps({**meta, "scales": {
         "codebook": meta["scales"]["codebook"][:255], "files": ["scales.webp"]}})})
@@ -310,9 +311,10 @@ def test_ply_whose_count_is_lower_than_its_data_is_refused(tmp_path, g):
         read_ply(p)
     # ASCII: one line per element; blank lines at the end are no data
     lines = [" ".join(f"{v:.6g}" for v in row) for row in np.random.default_rng(1).normal(size=(3, 17))]
-    head = "ply\nformat ascii 1.0\nelement vertex {}\n" + "".join(
-        f"property float {n}\n" for n in ["x", "y", "z", "nx", "ny", "nz", "f_dc_0", "f_dc_1", "f_dc_2", "opacity",
-                                          "scale_0", "scale_1", "scale_2", "rot_0", "rot_1", "rot_2", "rot_3"]) + "end_header\n"
+    names = ["x", "y", "z", "nx", "ny", "nz", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1", "scale_2",
+             "rot_0", "rot_1", "rot_2", "rot_3"]
+    props = "".join(f"property float {n}\n" for n in names)
+    head = "ply\nformat ascii 1.0\nelement vertex {}\n" + props + "end_header\n"
     p.write_text(head.format(3) + "\n".join(lines) + "\n\n  \n")
     assert len(read_ply(p, warn=False)) == 3
     p.write_text(head.format(2) + "\n".join(lines) + "\n")
