@@ -333,3 +333,13 @@ def test_ascii_ply_with_a_word_for_a_number_is_named_in_words(tmp_path):
     with pytest.raises(PlyError) as e:
         read_point_cloud(p)
     assert str(e.value) == f"{p}: malformed ASCII body: the value 'abc' is not a number"
+
+
+def test_compressed_ply_of_no_gaussians_reads_as_none(tmp_path, g):
+    """Found by the fuzz: 0 chunks and 0 vertices raised NumPy's reshape error."""
+    data = _write(tmp_path, g, "compressed-ply", "good.compressed.ply").read_bytes()
+    head = data[:data.index(b"element sh")].replace(b"element chunk 2", b"element chunk 0").replace(
+        b"element vertex 300", b"element vertex 0")
+    p = tmp_path / "empty.compressed.ply"
+    p.write_bytes(head + b"end_header\n")
+    assert len(formats.read_any(p, warn=False)) == 0

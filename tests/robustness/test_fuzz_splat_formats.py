@@ -229,19 +229,27 @@ def mutate_sog(files: dict, rng) -> bytes:
     files = dict(files)
     kind = int(rng.integers(7))
     names = [n for n in files if n != "meta.json"]
+    if not names and kind in (2, 3, 4, 5):
+        kind = 0
     if kind in (0, 1):
-        files["meta.json"] = json.dumps(_meta_mutation(json.loads(files["meta.json"]), rng)).encode()
+        try:
+            files["meta.json"] = json.dumps(_meta_mutation(json.loads(files["meta.json"]), rng)).encode()
+        except Exception:  # noqa: BLE001 -- an earlier mutation broke or removed meta.json: mutate its bytes
+            files["meta.json"] = mutate(files.get("meta.json", b"{}"), rng)
     elif kind == 2:
         a, b = _pick(rng, names), _pick(rng, names)
         files[a] = files[b]
     elif kind == 3:
         a = _pick(rng, names)
-        files[a] = _resized(files[a], rng)
+        try:
+            files[a] = _resized(files[a], rng)
+        except Exception:  # noqa: BLE001 -- an earlier mutation broke the image: mutate its bytes
+            files[a] = mutate(files[a], rng)
     elif kind == 4:
-        a = _pick(rng, names + ["meta.json"])
+        a = _pick(rng, list(files))
         files[a] = mutate(files[a], rng)
     elif kind == 5:
-        del files[_pick(rng, names + ["meta.json"])]
+        del files[_pick(rng, list(files))]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", _pick(rng, [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])) as z:
         for k, v in files.items():
