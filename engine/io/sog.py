@@ -256,8 +256,8 @@ def _image(path, get, name: str, max_texels: int, shape=None):
     w, h = img.size
     need(img.mode in _IMAGE_MODES, path, FORMAT,
          f"the image {name} is of pixel mode {img.mode} (SOG images have 8 bits a channel: RGB or RGBA)")
-    need(shape is None or (w, h) == tuple(shape), path, FORMAT,
-         f"the image {name} is {w} x {h}; the other images are {shape[0] if shape else 0} x {shape[1] if shape else 0}")
+    ow, oh = shape or (w, h)
+    need((w, h) == (ow, oh), path, FORMAT, f"the image {name} is {w} x {h}; the other images are {ow} x {oh}")
     need(w * h <= max_texels, path, FORMAT, f"the image {name} is {w} x {h}, more texels than its data needs "
          f"(at most {max_texels:,})")
     return img
@@ -360,8 +360,8 @@ def read_sog(path: str | os.PathLike) -> GaussianPly:
          f"meta.json's count {n:,} exceeds the {shape[0]} x {shape[1]} = {shape[0] * shape[1]:,} texels of "
          f"{f_means[0]} (wrong count)")
     images = {f_means[0]: first}
-    for name in names[1:]:
-        if name != (f_cent if has_sh else None):
+    for name in [f_means[1], f_scales, f_quats, f_sh0] + ([f_lab] if has_sh else []):   # one texel a Gaussian
+        if name not in images:
             images[name] = _image(path, get, name, max_texels, shape)
     ml, mu = _pixels(path, images[f_means[0]], f_means[0], n), _pixels(path, images[f_means[1]], f_means[1], n)
     nn = lo + (hi - lo) * ((mu[:, :3].astype(np.uint32) << 8) | ml[:, :3]) / 65535.0

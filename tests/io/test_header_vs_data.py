@@ -343,3 +343,11 @@ def test_compressed_ply_of_no_gaussians_reads_as_none(tmp_path, g):
     p = tmp_path / "empty.compressed.ply"
     p.write_bytes(head + b"end_header\n")
     assert len(formats.read_any(p, warn=False)) == 0
+
+
+def test_sog_naming_one_image_for_two_roles_is_read_or_refused_in_words(tmp_path, g):
+    files = _sog_files(tmp_path, g)
+    meta = json.loads(files["meta.json"])
+    shn = {**meta["shN"], "files": ["means_u.webp", "shN_labels.webp"]}   # centroids: a per-Gaussian image
+    p = _bundle(tmp_path, "roles.sog", files, **{"meta.json": json.dumps({**meta, "shN": shn})})
+    refused(p, "SOG", "means_u.webp is 20 x 16; 64 palette entries of 3 coefficients (bands 1) need 192 x 1")
