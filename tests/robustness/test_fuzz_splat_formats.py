@@ -50,6 +50,8 @@ MAX_TRACED_BYTES = 48 << 20   # a seed decodes in about 1 MB
 MAX_RSS_GROWTH = 512 << 20
 SH_M = {0: 0, 1: 3, 2: 8, 3: 15, 4: 24}
 PLY_TYPES = ["char", "uchar", "short", "ushort", "int", "uint", "float", "double", "int8", "uint32", "float64", "bogus"]
+IMAGES = ["means_l.webp", "means_u.webp", "scales.webp", "quats.webp", "sh0.webp", "shN_labels.webp",
+          "shN_centroids.webp"]
 COUNTS = lambda n: [n - 1, n + 1, n // 2, 2 * n, 0, 1, n + 17, 2 ** 31 - 1, 2 ** 32 - 1, 10 ** 9]  # noqa: E731
 
 
@@ -172,6 +174,7 @@ def mutate_spz_v4(data: bytes, rng) -> bytes:
         a = mutate(arrays[i], rng) if kind == 3 else arrays[i] * int(_pick(rng, [2, 3, 100]))
         frames[i] = zstandard.ZstdCompressor(write_content_size=bool(rng.integers(2))).compress(a)
         table[i] = [len(frames[i]), len(a)]
+    table = [[min(v, (1 << 64) - 1) for v in t] for t in table]
     return bytes(head) + b"".join(struct.pack("<QQ", *t) for t in table) + b"".join(frames)
 
 
@@ -209,8 +212,9 @@ def _meta_mutation(meta: dict, rng) -> dict:
     elif field == "files":
         part = _pick(rng, ["means", "scales", "quats", "sh0", "shN"])
         if part in meta:
+            others = [str(_pick(rng, IMAGES)) for _ in range(2)]   # images of other roles
             meta[part]["files"] = _pick(rng, [[], ["../meta.json"], ["missing.webp"], [7], None, ["meta.json"] * 2,
-                                              list(reversed(meta[part]["files"]))])
+                                              list(reversed(meta[part]["files"])), others])
     elif field.startswith("shN.") and "shN" in meta:
         key = field[4:]
         if key == "codebook":
