@@ -30,8 +30,11 @@ components sqrt(2) / 1023; SH 8 / 256 within [-4, 4] (beyond is clipped).
 
 Refused with :class:`engine.errors.SplatFileError` naming the file: a PLY without the
 ``chunk`` element or the four packed properties, a chunk count other than ceil(N / 256),
-an ``sh`` element of another count or an f_rest count that is no SH degree, a truncated
-body (engine/io/ply_format.py's checks).
+an ``sh`` element of another count or an f_rest count that is no SH degree, a property
+declared of another type than the format's (chunk bounds ``float``, the packed fields
+``uint``, SH ``uchar``, named ``f_rest_0 ..`` in order: a packed field read as another
+type would decode to other splats), a truncated body or data beyond what the header's
+elements take (engine/io/ply_format.py's checks).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import numpy as np
 
 from ..errors import PlyError, SplatFileError
 from .ply import GaussianPly
-from .ply_format import open_ply, parse_header, read_binary
+from .ply_format import PLY_NAMES, open_ply, parse_header, read_binary
 from .quantize import (SH_COUNT, from_smallest_three, from_unorm, logit, morton_order, rgb_from_sh0, sh0_from_rgb,
                        sigmoid, smallest_three, unorm)
 from .splat_file import as_gaussians, check_finite, finish, need, write_bytes
@@ -147,6 +150,18 @@ def is_compressed_ply(path: str | os.PathLike) -> bool:
     return "chunk" in names and "vertex" in names and "packed_position" in dict(names["vertex"].props)
 
 
+def _check_types(path, element, props: list[str], code: str) -> None:
+    """SplatFileError unless each of ``props`` of ``element`` is declared of type ``code``
+    (a packed field read as another type would decode to other splats)."""
+    types = dict(element.props)
+    wrong = [p for p in props if types[p] != code]
+    if wrong:
+        more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+        raise SplatFileError(path, FORMAT, f"property {wrong[0]} of element {element.name} is declared "
+                             f"{PLY_NAMES[types[wrong[0]]]}; the compressed PLY's is {PLY_NAMES[code]}{more}")
+
+
+@np.errstate(over="ignore", invalid="ignore", divide="ignore")  # non-finite results are dropped with a note (finish)
 def read_compressed_ply(path: str | os.PathLike) -> GaussianPly:
     """Read a compressed PLY into [N] Gaussians (float32, our axes; see GaussianPly and the
     module docstring). SplatFileError naming the file for anything malformed."""
@@ -164,16 +179,25 @@ def read_compressed_ply(path: str | os.PathLike) -> GaussianPly:
             cprops = dict(names["chunk"].props)
             missing = [p for p in _CHUNK_PROPS[:12] if p not in cprops]
             need(not missing, path, FORMAT, f"the chunk element lacks {', '.join(missing)}")
+            _check_types(path, names["chunk"], [p for p in _CHUNK_PROPS if p in cprops], "f4")
+            _check_types(path, names["vertex"], _PACKED, "u4")
+            if "sh" in names:
+                shp = [p for p, _ in names["sh"].props]
+                need(shp == [f"f_rest_{i}" for i in range(len(shp))], path, FORMAT,
+                     "the sh element's properties are not f_rest_0, f_rest_1, ... in order")
+                _check_types(path, names["sh"], shp, "u1")
             n, nc = names["vertex"].count, names["chunk"].count
             need(nc == -(-n // CHUNK), path, FORMAT,
                  f"{nc} chunks for {n} Gaussians (wrong count: expected ceil({n} / {CHUNK}) = {-(-n // CHUNK)})")
+            if "sh" in names:
+                need(names["sh"].count == n, path, FORMAT,
+                     f"the sh element has {names['sh'].count} rows for {n} Gaussians")
             body = f.tell()
             chunks = read_binary(f, where, fmt, elements, names["chunk"])
             f.seek(body)  # read_binary counts from the position it is given
             vert = read_binary(f, where, fmt, elements, names["vertex"])
             sh = None
             if "sh" in names:
-                need(names["sh"].count == n, path, FORMAT, f"the sh element has {names['sh'].count} rows for {n} Gaussians")
                 f.seek(body)
                 sh = read_binary(f, where, fmt, elements, names["sh"])
     except PlyError as e:

@@ -386,7 +386,8 @@ def read_ply(path: str | os.PathLike, *, max_scale_ratio: float | None = HUGE_SC
     leaves the notes in ``result.notes`` only (for a caller that shows them itself).
 
     Raises PlyError (naming the file and the problem) if the file cannot be opened, is
-    not a PLY, is truncated, is a compressed splat PLY or has an unsupported f_rest count;
+    not a PLY, is truncated or longer than its header declares, is a compressed splat PLY or
+    has an unsupported f_rest count;
     :class:`NotGaussiansError` for a point cloud or a mesh.
     """
     where = str(path)

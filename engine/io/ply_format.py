@@ -3,12 +3,16 @@ a NumPy structured array (binary little/big endian or ASCII), vectorised, no Pyt
 over vertices. Every error is a PlyError naming the file (``where``) and the problem.
 
 A header claiming more vertices than the body holds is refused before anything is
-allocated (a header may claim billions).
+allocated (a header may claim billions). A body longer than the header's elements take
+is refused too (a count lower than the data would drop Gaussians without a word): in a
+binary file whose elements have fixed-size records, any byte past them; in an ASCII file,
+any non-blank line past the elements' lines (one per element instance).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -35,6 +39,7 @@ PLY_NAMES = {"i1": "char", "u1": "uchar", "i2": "short", "u2": "ushort", "i4": "
 
 _MAX_HEADER_BYTES = 1 << 20   # a Gaussian header is ~2 KB; refuse runaway "headers"
 _MAX_HEADER_LINE = 4096
+_NONBLANK_LINE = re.compile(rb"^[ \t\r\f\v]*\S", re.M)
 
 
 @dataclass
@@ -151,6 +156,14 @@ def read_binary(f: BinaryIO, where: str, fmt: str, elements: list[Element], vert
             f"{where}: truncated body: the header declares {vertex.count} vertices "
             f"({need} bytes) but only {have} bytes follow"
         )
+    if not any(el.has_list for el in elements):
+        body = sum(el.count * np.dtype([(n, order + t) for n, t in el.props]).itemsize for el in elements)
+        start = f.tell()
+        if file_size - start > body:
+            raise PlyError(
+                f"{where}: {file_size - start - body} bytes of trailing data: the header's elements take "
+                f"{body} bytes, {file_size - start} follow the header (a count lower than the data?)"
+            )
     f.seek(offset)
     data = np.fromfile(f, dtype=dtype, count=vertex.count)
     if data.shape[0] != vertex.count:
@@ -179,6 +192,15 @@ def read_ascii(f: BinaryIO, where: str, elements: list[Element], vertex: Element
     lines = body.split(b"\n", skip + vertex.count)
     if len(lines) < skip + vertex.count or (vertex.count and not lines[skip + vertex.count - 1].strip()):
         raise PlyError(f"{where}: truncated body: fewer than {vertex.count} vertex lines")
+    after = sum(el.count for el in elements) - skip - vertex.count   # lines of the elements after 'vertex'
+    rest = lines[skip + vertex.count] if len(lines) > skip + vertex.count else b""
+    found = len(_NONBLANK_LINE.findall(rest))
+    if found > after:
+        raise PlyError(
+            f"{where}: {found - after} line{'s' if found - after > 1 else ''} of trailing data: the header's "
+            f"elements end {after} lines after "
+            f"the vertices (a count lower than the data?)"
+        )
     tokens = b" ".join(lines[skip:skip + vertex.count]).split()
     if len(tokens) != vertex.count * nprops:
         raise PlyError(
@@ -187,8 +209,10 @@ def read_ascii(f: BinaryIO, where: str, elements: list[Element], vertex: Element
         )
     try:
         values = np.array(tokens, dtype=np.float64).reshape(vertex.count, nprops)
-    except ValueError as exc:
-        raise PlyError(f"{where}: malformed ASCII body: {exc}") from None
+    except ValueError as exc:   # numpy says "could not convert string to float: b'abc'"
+        m = re.search(r"b'(.*)'$", str(exc))
+        token = f" {m.group(1)!r}" if m else ""
+        raise PlyError(f"{where}: malformed ASCII body: the value{token} is not a number") from None
     data = np.empty(vertex.count, dtype=np.dtype([(n, np.float64) for n, _ in vertex.props]))
     for j, (name, _) in enumerate(vertex.props):  # loop over properties, not vertices
         data[name] = values[:, j]

@@ -63,7 +63,8 @@ def huge_scale(means: np.ndarray, scales: np.ndarray, ratio: float = HUGE_SCALE_
     "largest sigma 1e+17; limit 230 = 100 x 2.3, the 90th-percentile distance of the
     centres from their median".
     """
-    sigma = np.exp(np.asarray(scales, np.float64).max(axis=1)) if len(scales) else np.zeros(0)
+    with np.errstate(over="ignore"):   # a log sigma over 709 is an infinite sigma: huge
+        sigma = np.exp(np.asarray(scales, np.float64).max(axis=1)) if len(scales) else np.zeros(0)
     extent, basis = robust_extent(means), "the 90th-percentile distance of the centres from their median"
     if not extent > 0.0 and len(sigma):
         extent, basis = float(np.median(sigma)), "the median sigma (the centres coincide)"

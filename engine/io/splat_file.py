@@ -65,7 +65,7 @@ def check_finite(path, fmt: str, g: GaussianPly) -> GaussianPly:
     has a NaN/Inf value or a zero rotation (nothing is written then)."""
     g = as_gaussians(g)
     n = len(g)
-    bad = invalid_values(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN.reshape(n, -1))
+    bad = invalid_values(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN.reshape(n, 3 * g.shN.shape[1]))
     found = {r: int(m.sum()) for r, m in bad.items() if m.any()}
     if found:
         raise SplatFileError(path, fmt, "not written: Gaussians with invalid values ("
@@ -81,7 +81,7 @@ def finish(path, fmt: str, means, scales, quats, opacities, sh0, shN, notes: lis
     g = GaussianPly(means=f32(means), scales=f32(scales), quats=f32(quats), opacities=f32(opacities),
                     sh0=f32(sh0), shN=f32(shN))
     n = len(g)
-    bad = invalid_values(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN.reshape(n, -1))
+    bad = invalid_values(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN.reshape(n, 3 * g.shN.shape[1]))
     drop = np.zeros(n, bool)
     by = {}
     for reason, mask in bad.items():

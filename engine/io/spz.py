@@ -48,6 +48,23 @@ NGSP magic, a bad magic inside the gzip stream, a version other than 1-4, an SH 
 above 4, fractional bits above 24, a truncated stream or body, a wrong stream count, a
 corrupt gzip or zstd stream. SH degree 4 is cut to 3 with a note. Extension records of
 v4 are skipped with a note.
+
+The header is checked against the data, and nothing is inflated beyond what the header's
+count allows (a decompression bomb costs at most that, never its own size):
+
+- the six arrays of N Gaussians of SH degree d have fixed sizes (the list above); a
+  header whose arrays would outweigh the file more than :data:`MAX_RATIO` (256) times is
+  refused before inflating anything (real SPZ files inflate about 4 times; a count that
+  high is wrong or a bomb);
+- versions 1-3: the gzip stream (one member or several, RFC 1952) is inflated in pieces
+  up to one byte past the header and the arrays: more is a count lower than the data,
+  less a truncated body, and bytes after the last member that are no gzip member are
+  trailing data; all refused;
+- version 4: each table-of-contents entry's inflated size must be its array's size for
+  N, the streams must end exactly at the end of the file (no trailing data), each
+  stream's zstd frame must declare that size or none (zstd would allocate what the frame
+  declares) and inflate to exactly it, with nothing after the frame; bytes between the
+  header and the table are refused unless the flags announce extension records.
 """
 
 from __future__ import annotations
@@ -75,6 +92,7 @@ _FLAG_ANTIALIASED, _FLAG_EXTENSIONS = 0x1, 0x2
 _V4_HEADER = struct.Struct("<IIIBBBBI12x")
 _LEGACY_HEADER = struct.Struct("<IIIBBBB")
 _SH1_BUCKET, _SH_REST_BUCKET = 8, 16
+MAX_RATIO = 256   # the most the arrays may outweigh the file (real SPZ: about 4); more is a wrong count or a bomb
 
 
 def _fractional_bits(means: np.ndarray) -> int:
@@ -147,11 +165,80 @@ def write_spz(path: str | os.PathLike, g: GaussianPly, version: int = 4, antiali
     return write_bytes(path, encode_spz(g, version, antialiased))
 
 
-def _legacy_body(path, data: bytes) -> tuple[tuple, list[bytes]]:
-    try:
-        raw = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as e:
-        raise ValueError(f"the gzip stream is corrupt or truncated ({e})") from None
+def _sizes(version: int, n: int, degree: int) -> list[int]:
+    """Bytes of the six attribute arrays of ``n`` Gaussians (module docstring's order)."""
+    m = SH_COUNT[degree]
+    return [n * (6 if version == 1 else 9), n, 3 * n, 3 * n, n * (4 if version >= 3 else 3), 3 * m * n]
+
+
+def _check_header(version: int, n: int, degree: int, fb: int, file_bytes: int) -> list[int]:
+    """The six array sizes the header's fields call for; ValueError for a field out of
+    range or a count whose arrays would inflate more than MAX_RATIO times the file."""
+    if n > MAX_SPLATS:
+        raise ValueError(f"the header claims {n:,} Gaussians (more than {MAX_SPLATS:,})")
+    if degree > 4:
+        raise ValueError(f"SH degree {degree} (SPZ has 0-4)")
+    if fb > 24:
+        raise ValueError(f"{fb} fractional bits (at most 24 fit a 24-bit position)")
+    sizes = _sizes(version, n, degree)
+    if sum(sizes) > MAX_RATIO * file_bytes:
+        raise ValueError(f"the header claims {n:,} Gaussians of SH degree {degree}, {sum(sizes):,} bytes of data, "
+                         f"more than {MAX_RATIO} times the file's {file_bytes:,} bytes: no SPZ compresses that well "
+                         "(a wrong count or a decompression bomb); nothing was inflated")
+    return sizes
+
+
+def _zlib_what(e: Exception) -> str:
+    """What a zlib error means for the file, in words (zlib's own are terse: 'invalid
+    distance too far back', 'incorrect data check')."""
+    said = str(e)
+    if "header check" in said or "compression method" in said or "flags" in said:
+        return "its gzip header is invalid"
+    if "data check" in said:
+        return "its CRC does not match the data"
+    if "length check" in said:
+        return "its length field does not match the data"
+    return "its deflate data is invalid"
+
+
+class _Inflater:
+    """A gzip stream (one or more members) inflated on demand, never past a byte limit,
+    so a decompression bomb costs at most the limit in memory."""
+
+    def __init__(self, data: bytes):
+        self.out = bytearray()
+        self._pending = data
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.ended = False    # the last member ended with nothing but further members after it
+
+    def fill(self, limit: int) -> None:
+        """Inflate until ``len(out) >= limit`` or the stream's end; ValueError for a
+        corrupt stream, a truncated one (input ends inside a member) or bytes after the
+        last member that are no gzip member."""
+        while len(self.out) < limit and not self.ended:
+            try:
+                chunk = self._d.decompress(self._pending, min(limit - len(self.out), 1 << 22))
+            except zlib.error as e:
+                raise ValueError(f"the gzip stream is corrupt ({_zlib_what(e)})") from None
+            self.out += chunk
+            if self._d.eof:
+                rest = self._d.unused_data
+                if not rest:
+                    self.ended = True
+                elif rest[:2] == b"\x1f\x8b":        # another gzip member (RFC 1952 allows several)
+                    self._d, self._pending = zlib.decompressobj(16 + zlib.MAX_WBITS), rest
+                else:
+                    raise ValueError(f"{len(rest):,} bytes of trailing data follow the gzip stream")
+                continue
+            self._pending = self._d.unconsumed_tail
+            if not self._pending and not chunk:
+                raise ValueError("the gzip stream is truncated (it ends before its end marker)")
+
+
+def _legacy_body(path, data: bytes) -> tuple[tuple, list[memoryview]]:
+    z = _Inflater(data)
+    z.fill(_LEGACY_HEADER.size)
+    raw = bytes(z.out[:_LEGACY_HEADER.size])
     if len(raw) < _LEGACY_HEADER.size:
         raise ValueError(f"the header is truncated ({len(raw)} of {_LEGACY_HEADER.size} bytes)")
     head = _LEGACY_HEADER.unpack_from(raw)
@@ -159,7 +246,48 @@ def _legacy_body(path, data: bytes) -> tuple[tuple, list[bytes]]:
         raise ValueError(f"bad magic 0x{head[0]:08x} inside the gzip stream (expected 0x{MAGIC:08x}, 'NGSP')")
     if not 1 <= head[1] <= 3:
         raise ValueError(f"unknown version {head[1]} in a gzip container (versions 1-3 are gzip, 4 is zstd)")
-    return head, [raw[_LEGACY_HEADER.size:]]
+    _, version, n, degree, fb, _, _ = head
+    need = _LEGACY_HEADER.size + sum(_check_header(version, n, degree, fb, len(data)))
+    z.fill(need + 1)     # one byte more than the header allows tells a count that is too low
+    have = len(z.out) - _LEGACY_HEADER.size
+    if len(z.out) < need:
+        raise ValueError(f"the body is truncated: {n:,} Gaussians of SH degree {degree} need "
+                         f"{need - _LEGACY_HEADER.size:,} bytes, {have:,} follow the header")
+    if len(z.out) > need:
+        raise ValueError(f"the gzip stream holds more than the header's {n:,} Gaussians of SH degree {degree} need "
+                         f"({need - _LEGACY_HEADER.size:,} bytes; wrong count, or trailing data)")
+    return head, [memoryview(z.out)[_LEGACY_HEADER.size:]]   # no copy of the body
+
+
+def _unzstd(dctx, frame: bytes, size: int, i: int) -> bytes:
+    """Stream ``i`` (1-based) inflated to exactly ``size`` bytes, never allocating more;
+    ValueError when its frame declares or holds another size, is corrupt, or is followed
+    by other bytes inside the stream."""
+    import zstandard
+
+    try:
+        declared = zstandard.frame_content_size(frame)
+    except zstandard.ZstdError:
+        raise ValueError(f"stream {i} of 6 is not a zstd frame") from None
+    if declared not in (-1, size):   # -1: the frame does not say; read at most size + 1 to find out
+        raise ValueError(f"stream {i} of 6 is a zstd frame of {declared:,} bytes; the header's count needs {size:,}")
+    try:
+        if declared == -1:
+            head = dctx.stream_reader(frame, read_across_frames=False).read(size + 1)
+            if len(head) != size:
+                raise ValueError(f"stream {i} of 6 inflates to {'more than ' if len(head) > size else ''}"
+                                 f"{min(len(head), size):,} bytes; the header's count needs {size:,}")
+        obj = dctx.decompressobj()
+        out = obj.decompress(frame)
+    except zstandard.ZstdError as e:
+        raise ValueError(f"stream {i} of 6 is corrupt ({e})") from None
+    if not obj.eof:
+        raise ValueError(f"stream {i} of 6 is truncated (its zstd frame does not end)")
+    if obj.unused_data:
+        raise ValueError(f"stream {i} of 6 has {len(obj.unused_data):,} bytes after its zstd frame")
+    if len(out) != size:
+        raise ValueError(f"stream {i} of 6 inflates to {len(out):,} bytes; the header's count needs {size:,}")
+    return out
 
 
 def _v4_body(path, data: bytes, notes: list[str]) -> tuple[tuple, list[bytes]]:
@@ -170,25 +298,31 @@ def _v4_body(path, data: bytes, notes: list[str]) -> tuple[tuple, list[bytes]]:
         raise ValueError(f"unknown version {version} (this reader knows 1-4; a plaintext header means 4)")
     if streams != 6:
         raise ValueError(f"{streams} attribute streams (version 4 has 6)")
+    sizes = _check_header(version, n, degree, fb, len(data))
     if toc < _V4_HEADER.size or toc + 16 * streams > len(data):
         raise ValueError(f"the table of contents at byte {toc} lies outside the file ({len(data)} bytes)")
     if flags & _FLAG_EXTENSIONS and toc > _V4_HEADER.size:
         notes.append(f"{path}: {FORMAT} file: {toc - _V4_HEADER.size} bytes of extension records skipped")
+    elif toc > _V4_HEADER.size:
+        raise ValueError(f"{toc - _V4_HEADER.size} bytes between the header and the table of contents, but the "
+                         "header's flags announce no extension records")
     import zstandard
 
+    table = np.frombuffer(data, "<u8", 2 * streams, toc).reshape(streams, 2)
+    for i, ((cs, us), s) in enumerate(zip(table, sizes)):
+        if int(us) != s:
+            raise ValueError(f"stream {i + 1} of 6 declares {int(us):,} bytes; {n:,} Gaussians of SH degree {degree} "
+                             f"need {s:,} (wrong count)")
+    start = toc + 16 * streams
+    ends = start + np.cumsum(table[:, 0].astype(object))     # Python ints: no uint64 overflow
+    if ends[-1] > len(data):
+        i = int(np.argmax(ends > len(data)))
+        raise ValueError(f"stream {i + 1} of 6 is truncated (the file ends {int(ends[i]) - len(data):,} bytes short)")
+    if ends[-1] < len(data):
+        raise ValueError(f"{len(data) - int(ends[-1]):,} bytes of trailing data follow the last stream")
     dctx = zstandard.ZstdDecompressor()
-    sizes = np.frombuffer(data, "<u8", 2 * streams, toc).reshape(streams, 2)
-    at, out = toc + 16 * streams, []
-    for i, (cs, us) in enumerate(sizes):  # six streams
-        if at + int(cs) > len(data):
-            raise ValueError(f"stream {i + 1} of 6 is truncated ({len(data) - at} of {int(cs)} bytes)")
-        if int(us) > 72 * n + 64:   # no array holds more than 72 bytes per Gaussian (SH degree 4)
-            raise ValueError(f"stream {i + 1} of 6 claims {int(us):,} bytes for {n:,} Gaussians (wrong count)")
-        try:
-            out.append(dctx.decompress(data[at:at + int(cs)], max_output_size=int(us)))
-        except zstandard.ZstdError as e:
-            raise ValueError(f"stream {i + 1} of 6 is corrupt ({e})") from None
-        at += int(cs)
+    cuts = [start] + [int(e) for e in ends]
+    out = [_unzstd(dctx, data[cuts[i]:cuts[i + 1]], sizes[i], i + 1) for i in range(6)]
     return (magic, version, n, degree, fb, flags, 0), out
 
 
@@ -211,23 +345,14 @@ def read_spz(path: str | os.PathLike) -> GaussianPly:
         raise SplatFileError(path, FORMAT, str(e)) from None
 
 
-def _decode(path, head: tuple, parts: list[bytes], notes: list[str]) -> GaussianPly:
+@np.errstate(over="ignore", invalid="ignore", divide="ignore")  # non-finite results are dropped with a note (finish)
+def _decode(path, head: tuple, parts: list[bytes | memoryview], notes: list[str]) -> GaussianPly:
     _, version, n, degree, fb, _flags, _ = head
-    if n > MAX_SPLATS:
-        raise ValueError(f"the header claims {n:,} Gaussians (more than {MAX_SPLATS:,})")
-    if degree > 4:
-        raise ValueError(f"SH degree {degree} (SPZ has 0-4)")
-    if fb > 24:
-        raise ValueError(f"{fb} fractional bits (at most 24 fit a 24-bit position)")
     m = SH_COUNT[degree]
-    sizes = [n * (6 if version == 1 else 9), n, 3 * n, 3 * n, n * (4 if version >= 3 else 3), 3 * m * n]
-    if len(parts) == 1:  # legacy: one body, split by the sizes
-        body = parts[0]
-        if len(body) < sum(sizes):
-            raise ValueError(f"the body is truncated: {n:,} Gaussians of SH degree {degree} need {sum(sizes):,} bytes, "
-                             f"{len(body):,} follow the header")
+    sizes = _sizes(version, n, degree)
+    if len(parts) == 1:  # legacy: one body of exactly the sizes' sum (checked by _legacy_body), split by them
         cuts = np.cumsum([0] + sizes)
-        parts = [body[cuts[i]:cuts[i + 1]] for i in range(6)]
+        parts = [parts[0][cuts[i]:cuts[i + 1]] for i in range(6)]
     for i, (p, s) in enumerate(zip(parts, sizes)):
         if len(p) != s:
             raise ValueError(f"stream {i + 1} of 6 holds {len(p):,} bytes; {n:,} Gaussians need {s:,} (wrong count)")

@@ -8,6 +8,7 @@ and the reader cannot hide.
 from __future__ import annotations
 
 import os
+import re
 import tracemalloc
 import warnings
 
@@ -262,8 +263,11 @@ def test_binary_with_leading_fixed_element(tmp_path):
     extra_body = b"\xab" * (3 * 9)
     end = raw.index(b"end_header\n") + len(b"end_header\n")
     dst = tmp_path / "dst.ply"
-    dst.write_bytes(raw[:cut] + extra_header + raw[cut:end] + extra_body + raw[end:] + b"trailing")
+    dst.write_bytes(raw[:cut] + extra_header + raw[cut:end] + extra_body + raw[end:])
     assert_bit_equal(g, read_ply(dst))
+    dst.write_bytes(dst.read_bytes() + b"trailing")  # more data than the header's elements take: refused
+    with pytest.raises(PlyError, match=f"^{re.escape(str(dst))}: 8 bytes of trailing data"):
+        read_ply(dst)
 
 
 # ------------------------------------------------------------------------ invalid data
