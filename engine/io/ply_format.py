@@ -159,7 +159,9 @@ def read_binary(f: BinaryIO, where: str, fmt: str, elements: list[Element], vert
     if not any(el.has_list for el in elements):
         body = sum(el.count * np.dtype([(n, order + t) for n, t in el.props]).itemsize for el in elements)
         start = f.tell()
-        if file_size - start > body:
+        # a whole vertex record or more past the elements is data the header does not count (a
+        # lowered count); fewer stray bytes (a newline or padding some writers add) are no record
+        if file_size - start - body >= dtype.itemsize:
             raise PlyError(
                 f"{where}: {file_size - start - body} bytes of trailing data: the header's elements take "
                 f"{body} bytes, {file_size - start} follow the header (a count lower than the data?)"
