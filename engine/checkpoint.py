@@ -167,8 +167,12 @@ class BackgroundWriter:
         try:
             self.wait()
         except OSError as e:
-            return f"checkpoint not written to {self.path}: {e}"
+            return f"checkpoint not written to {self.path}: {e.strerror or e}"
         return ""
+
+    def busy(self) -> bool:
+        """A write is still going on (:meth:`wait` would block)."""
+        return self._thread is not None and self._thread.is_alive()
 
     def kept(self) -> str | None:
         """What is on disk, for error messages: 'the last good checkpoint (step N) is kept in
@@ -262,5 +266,5 @@ def _norm(v):
 
 
 def _write_atomic(path: Path, arrays: dict) -> None:
-    with open_atomic(path, "wb") as f:
+    with open_atomic(path, "wb", what="checkpoint") as f:
         np.savez(f, **arrays)

@@ -134,9 +134,25 @@ def cmd_mesh(args) -> int:
     from ..fileio import check_writable
     from ..jobs.mesh import run_mesh
 
-    if args.project.is_dir():
-        check_writable(args.project, "project folder")  # exports/ and mesh.json go there
-    report = run_mesh(args.project, config_from_args(args), emit=_Printer())
+    from ..jobs.lock import project_lock
+    from . import stopping
+
+    if not args.project.is_dir():  # run_mesh says what is wrong with it
+        report = run_mesh(args.project, config_from_args(args), emit=_Printer())
+    check_writable(args.project, "project folder")  # exports/ and mesh.json go there
+    stop = stopping.current()
+    printer = _Printer()
+    try:
+        with project_lock(args.project, "spirula mesh", on_note=lambda t: print(t, file=sys.stderr)), \
+                stop.between_steps(lambda t: print(f"\n{t}", file=sys.stderr)):
+            report = run_mesh(args.project, config_from_args(args), emit=printer, should_stop=stop)
+    except KeyboardInterrupt as e:
+        if not stop():
+            raise
+        where = str(e).removeprefix("mesh: cancelled at ").strip() or "the start"
+        print(f"\nstopped in the mesh at {where} ({stop.name}); no mesh file was written (the PLY and an earlier "
+              "mesh are kept); rerun the same command to make it", file=sys.stderr)
+        return stop.exit_code
     files = report["files"]
     print(f"{report['faces']:,} faces, {report['vertices']:,} vertices, texture {report['texture_size']}², "
           f"{'watertight' if report['watertight'] else 'not watertight'}, "

@@ -273,10 +273,13 @@ def stage_train(ctx: StageContext) -> dict:
             return {"partitioned": True, "step": total, **{k: m.get(k) for k in ("num_gaussians", "psnr", "ssim", "views")}}
     # the checkpoint lives outside the staging folder (which a failed stage loses): a rerun
     # continues from it when it fits, and it goes once the training has finished
+    # a stop (Ctrl-C, SIGTERM, Cancel) ends it between two steps, checkpointed: the pipeline then stops
     m = run_training(dataset_path(ctx), ctx.staging / "train", cfg, on_progress=on_progress, on_message=on_message,
-                     resume="auto", checkpoint_path=train_checkpoint_path(ctx.project), keep_checkpoint=False)
+                     should_stop=ctx.should_stop, resume="auto", checkpoint_path=train_checkpoint_path(ctx.project),
+                     keep_checkpoint=False)
     return {k: m.get(k) for k in ("step", "stopped_early", "num_gaussians", "psnr", "ssim", "initial_psnr",
-                                  "views", "train_seconds", "sec_per_1k_steps", "appearance")}
+                                  "views", "train_seconds", "sec_per_1k_steps", "appearance", "checkpoint",
+                                  "checkpoint_step")}
 
 
 def stage_export(ctx: StageContext) -> dict:
