@@ -68,19 +68,22 @@ def open_atomic(path: Path, mode: str = "wb", encoding: str | None = None, what:
     fsync_dir(path.parent)
 
 
-# the temporaries of this project's writers: open_atomic's, the PLY and mesh writers'
-# (".NAME.XXXXXXXX.tmp", mkstemp), the viewport's (".NAME.tmp"), the evaluation PNGs'
-# ("NAME.png.tmp") and check_writable's probes
-_TEMPORARY = re.compile(r"^(\..+\.tmp|.+\.png\.tmp)$")
+# the temporaries of this project's writers: open_atomic's and the PLY and mesh writers'
+# (mkstemp: ".NAME.XXXXXXXX.tmp"), check_writable's probes (".spirula-write-test-XXXXXXXX.tmp"),
+# and in eval/ folders the evaluation PNGs' ("NAME.png.tmp"); nothing else is touched
+_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+_EVAL_TEMPORARY = re.compile(r"^.+\.png\.tmp$")
 _PROBE_DIR = re.compile(r"^\.spirula-write-test-[a-z0-9_]{8}$")
+SWEEP_DEPTH = 4  # <parts>/part_000/train/eval: the deepest folder a job writes files into
 
 
 def remove_temporaries(folder: Path) -> tuple[int, int]:
-    """Remove what killed writes left under ``folder`` (recursively): the writers'
-    temporary files (see ``_TEMPORARY``), empty write-probe folders, and the pipeline's
-    ``.staging`` and ``.trash`` folders at the top. Only safe while no other process
-    writes there: run it holding the project's lock (engine/jobs/lock.py). Returns
-    (entries removed, bytes freed); entries that cannot be removed are left."""
+    """Remove what killed writes left in the project ``folder`` and its subfolders (down to
+    SWEEP_DEPTH levels): the writers' temporary files (``.NAME.XXXXXXXX.tmp``; the
+    evaluation's ``NAME.png.tmp`` in ``eval/``), empty write-probe folders, and the
+    pipeline's ``.staging`` and ``.trash`` folders at the top. Only safe while no other
+    process writes there: run it holding the project's lock (engine/jobs/lock.py).
+    Returns (entries removed, bytes freed); entries that cannot be removed are left."""
     folder = Path(folder)
     removed = freed = 0
     if not folder.is_dir():
@@ -92,10 +95,14 @@ def remove_temporaries(folder: Path) -> tuple[int, int]:
             shutil.rmtree(p, ignore_errors=True)
             if not p.exists():
                 removed, freed = removed + 1, freed + size
+    base = len(folder.parts)
     for root, dirs, files in os.walk(folder):
+        here = Path(root)
+        if len(here.parts) - base >= SWEEP_DEPTH:
+            dirs[:] = []
         for name in files:
-            if _TEMPORARY.match(name):
-                p = Path(root) / name
+            if _TEMPORARY.match(name) or (here.name == "eval" and _EVAL_TEMPORARY.match(name)):
+                p = here / name
                 try:
                     size = p.lstat().st_size
                     p.unlink()
@@ -104,7 +111,7 @@ def remove_temporaries(folder: Path) -> tuple[int, int]:
                 removed, freed = removed + 1, freed + size
         for name in [d for d in dirs if _PROBE_DIR.match(d)]:
             try:
-                (Path(root) / name).rmdir()
+                (here / name).rmdir()
                 dirs.remove(name)
                 removed += 1
             except OSError:

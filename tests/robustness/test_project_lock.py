@@ -152,3 +152,19 @@ def test_spirula_train_takes_the_lock_before_it_writes(tmp_path, monkeypatch):
     assert seen["owner"]["pid"] == os.getpid() and seen["owner"]["command"] == "spirula train"
     assert seen["leftover"] is False
     assert owner(out) is None  # released
+
+
+def test_the_sweep_touches_only_this_projects_temporaries(tmp_path):
+    """Files that are not our writers' temporaries stay, wherever they are; ours deeper than
+    any job writes are left too (the sweep does not walk a whole disk when -o is a big folder)."""
+    from engine.fileio import remove_temporaries
+
+    proj = tmp_path / "proj"
+    keep = [proj / ".editor.tmp", proj / "notes.tmp", proj / "train" / "a.png.tmp",
+            proj / "a" / "b" / "c" / "d" / "e" / ".deep.abcdefgh.tmp"]
+    gone = [proj / "train" / "eval" / "view.render.png.tmp", proj / "parts" / "part_000" / "train" / ".x.ply.ab_12xyz.tmp"]
+    for p in keep + gone:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"12345")
+    assert remove_temporaries(proj) == (2, 10)
+    assert all(p.exists() for p in keep) and not any(p.exists() for p in gone)
