@@ -102,18 +102,6 @@ def current() -> StopRequest:
     return _current if _current is not None else StopRequest()
 
 
-@contextlib.contextmanager
-def clean_stop_on_ctrl_c(say):
-    """The command's :meth:`StopRequest.between_steps` (installing the handlers when no
-    command did): yields ``should_stop``."""
-    if _current is not None:
-        with _current.between_steps(say) as stop:
-            yield stop
-        return
-    with handle_signals() as stop, stop.between_steps(say):
-        yield stop
-
-
 def stopped_line(stop: StopRequest, step: int, checkpoint: str | None, checkpoint_step: int | None,
                  then: str, without: str = "rerun the same command to start again", where: str = "") -> str:
     """The one line a command prints when its training stopped on request: the step, the

@@ -14,7 +14,7 @@ import pytest
 
 from engine import checkpoint, fileio
 from engine.cli.main import main
-from engine.errors import SpirulaError, WriteError
+from engine.errors import SpirulaError
 
 
 def _refuse(code: int, filename=None):
@@ -24,6 +24,8 @@ def _refuse(code: int, filename=None):
 
 
 def test_a_full_disk_while_writing_a_checkpoint_is_one_line_naming_it(tmp_path, monkeypatch):
+    from engine.errors import WriteError
+
     path = tmp_path / "checkpoint.npz"
     path.write_bytes(b"the previous checkpoint")
     monkeypatch.setattr(fileio.os, "fsync", _refuse(errno.ENOSPC))  # the data does not fit: write-back fails
@@ -36,12 +38,16 @@ def test_a_full_disk_while_writing_a_checkpoint_is_one_line_naming_it(tmp_path, 
 
 
 def test_a_read_only_folder_is_one_line_naming_the_file(tmp_path, monkeypatch):
+    from engine.errors import WriteError
+
     monkeypatch.setattr(fileio.tempfile, "mkstemp", _refuse(errno.EROFS, str(tmp_path)))
     with pytest.raises(WriteError, match=f"cannot write {tmp_path / 'metrics.json'}: read-only file system"):
         fileio.write_json_atomic(tmp_path / "metrics.json", {"a": 1})
 
 
 def test_an_os_error_about_another_file_is_not_taken_for_the_write(tmp_path):
+    from engine.errors import WriteError
+
     with pytest.raises(OSError) as e:
         with fileio.open_atomic(tmp_path / "out.txt", "w") as f:
             f.write("x")
@@ -96,6 +102,7 @@ def test_a_pipeline_stage_on_a_full_disk_names_the_stage_and_the_file(tmp_path, 
     WriteError naming the stage; run.json records the same line."""
     from PIL import Image
 
+    from engine.errors import WriteError
     from engine.jobs import stages
     from engine.jobs.pipeline import PipelineConfig, run_pipeline
 
