@@ -4,6 +4,7 @@ engine/cli/main.py). Progress goes to stderr, one line per step and a bar per ca
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -137,15 +138,14 @@ def cmd_mesh(args) -> int:
     from ..jobs.lock import project_lock
     from . import stopping
 
-    if not args.project.is_dir():  # run_mesh says what is wrong with it
-        report = run_mesh(args.project, config_from_args(args), emit=_Printer())
-    check_writable(args.project, "project folder")  # exports/ and mesh.json go there
+    lock = contextlib.nullcontext()  # no project folder: run_mesh says what is wrong
+    if args.project.is_dir():
+        check_writable(args.project, "project folder")  # exports/ and mesh.json go there
+        lock = project_lock(args.project, "spirula mesh", on_note=lambda t: print(t, file=sys.stderr))
     stop = stopping.current()
-    printer = _Printer()
     try:
-        with project_lock(args.project, "spirula mesh", on_note=lambda t: print(t, file=sys.stderr)), \
-                stop.between_steps(lambda t: print(f"\n{t}", file=sys.stderr)):
-            report = run_mesh(args.project, config_from_args(args), emit=printer, should_stop=stop)
+        with lock, stop.between_steps(lambda t: print(f"\n{t}", file=sys.stderr)):
+            report = run_mesh(args.project, config_from_args(args), emit=_Printer(), should_stop=stop)
     except KeyboardInterrupt as e:
         if not stop():
             raise

@@ -197,3 +197,30 @@ def test_mesh_and_partition_train_stop_in_one_line_with_the_signals_code(tmp_pat
         stops = _stop_lines(text)
         assert len(stops) == 1 and re.fullmatch(line, stops[0]), text
         assert not (proj / ".spirula.lock").exists()
+
+
+def test_the_stop_request_asks_between_steps_and_interrupts_elsewhere():
+    """The handler's rules without a real signal: inside between_steps the first signal only
+    asks (and a Ctrl-C is acknowledged in one line), the second interrupts; outside, the
+    first interrupts; the exit code follows the first signal."""
+    import pytest
+
+    from engine.cli.stopping import StopRequest
+
+    said = []
+    stop = StopRequest()
+    with stop.between_steps(said.append):
+        stop._handler(signal.SIGTERM, None)
+        assert stop() and stop.exit_code == 143 and stop.name == "SIGTERM" and said == []
+        with pytest.raises(KeyboardInterrupt):
+            stop._handler(signal.SIGINT, None)
+    assert stop.exit_code == 143  # the first signal's
+
+    stop = StopRequest()
+    with stop.between_steps(said.append):
+        stop._handler(signal.SIGINT, None)
+    assert said == ["stopping after this step (Ctrl-C again to interrupt at once)"] and stop.exit_code == 130
+    stop = StopRequest()
+    with pytest.raises(KeyboardInterrupt):
+        stop._handler(signal.SIGTERM, None)  # outside a stepped job: at once
+    assert stop.exit_code == 143
