@@ -188,8 +188,9 @@ def _train(args) -> int:
             print(f"error: {k}: {out['parts'][k]['error']}", file=sys.stderr)
         return 1
     if out["stopped"]:
-        print(f"stopped ({stop.name}): each unfinished part checkpointed the step it reached; rerun the same command "
-              "to continue them")
+        kept = ("each unfinished part checkpointed the step it reached" if args.checkpoint_every
+                else "no part was checkpointed (--checkpoint-every 0)")
+        print(f"stopped ({stop.name}): {kept}; rerun the same command to continue them")
         return stop.exit_code if stop() else 0
     else:
         print(f"every part trained: `spirula partition merge {args.parts} -o <project>`")

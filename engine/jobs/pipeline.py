@@ -20,15 +20,16 @@ stage before it (so a change upstream invalidates everything downstream) and, fo
 first stage, a fingerprint of the input (path, size and mtime of the video or of every
 photo / dataset file). ``<project>/run.json`` records each finished stage with its key;
 a rerun skips a stage whose key and outputs are still there (a stage stopped early, such
-as an interrupted training, is recorded as "partial" and redone).
-
-Stopping (``should_stop``: Ctrl-C or SIGTERM in `spirula run`, the studio's Cancel): a
-stage stops at its next step (the training checkpoints the step it reached and keeps
-its outputs, recorded "partial"; other stages keep nothing of theirs), no later stage
-starts, and :class:`PipelineStopped` (a KeyboardInterrupt) says where it stopped. ``from_stage`` redoes that
+as an interrupted training, is recorded as "partial" and redone). ``from_stage`` redoes that
 stage and every later one; ``until_stage`` stops after that stage (records of later
 stages are kept for a later run). ``run.json`` also keeps the settings, per-stage seconds
 and summaries, and the error of a failed run.
+
+Stopping (``should_stop``: Ctrl-C or SIGTERM in `spirula run`, the studio's Cancel): a
+stage stops at its next step (the training checkpoints the step it reached and keeps its
+outputs, recorded "partial"; other stages keep nothing of theirs), no later stage starts,
+and :class:`PipelineStopped` (a KeyboardInterrupt) says where it stopped. A write the disk
+refuses in a stage is engine.errors.WriteError naming the stage and the file.
 
 Progress goes out as typed messages (:mod:`engine.messages`) through ``emit``.
 """
