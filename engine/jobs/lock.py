@@ -25,7 +25,9 @@ the pipeline's ``.staging``; engine.fileio.remove_temporaries): no other writer 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import logging
 import os
 import socket
 import threading
@@ -36,6 +38,7 @@ from pathlib import Path
 from ..errors import SpirulaError
 
 LOCK_FILE = ".spirula.lock"
+log = logging.getLogger("spirula.lock")
 
 try:
     import fcntl
@@ -168,7 +171,7 @@ def _lock(path: Path, project: Path, made: bool) -> tuple[int, dict | None]:
             from ..fileio import write_error
 
             raise write_error(path, "the project's lock file", e) from e
-        if not _try_lock(fd):
+        if not _try_lock(fd, path):
             rec = owner(project) or {}
             os.close(fd)
             raise ProjectBusyError(f"{project} is being written by another spirula process ({_who(rec)}); "
@@ -189,15 +192,23 @@ def _lock(path: Path, project: Path, made: bool) -> tuple[int, dict | None]:
     return fd, previous if isinstance(previous, dict) else None
 
 
-def _try_lock(fd: int) -> bool:
+def _try_lock(fd: int, path: Path) -> bool:
+    """True when locked, False when another holds it. A file system without locks (some
+    network or FUSE mounts: ENOLCK, EOPNOTSUPP) counts as locked: no guard there, rather
+    than a refusal naming no owner."""
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         else:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
         return True
-    except OSError:
+    except BlockingIOError:
         return False
+    except OSError as e:
+        if fcntl is None and e.errno in (errno.EACCES, errno.EDEADLK):  # msvcrt's "held by another"
+            return False
+        log.warning("%s: file locks are not supported here (%s): no guard against a second writer", path, e)
+        return True
 
 
 def _unlock(fd: int) -> None:
