@@ -111,5 +111,6 @@ def stopped_line(stop: StopRequest, step: int, checkpoint: str | None, checkpoin
     if checkpoint and checkpoint_step == step:
         return f"{head}; checkpoint written to {checkpoint}; {then}"
     if checkpoint and checkpoint_step is not None:
-        return f"{head}; this step was not checkpointed, the last checkpoint (step {checkpoint_step}) is {checkpoint}; {then}"
+        return (f"{head}; this step was not checkpointed, the last checkpoint (step {checkpoint_step}) is "
+                f"{checkpoint}; {then}")
     return f"{head}; no checkpoint was written (--checkpoint-every 0, or the write failed: see above); {without}"

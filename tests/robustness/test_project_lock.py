@@ -162,7 +162,8 @@ def test_the_sweep_touches_only_this_projects_temporaries(tmp_path):
     proj = tmp_path / "proj"
     keep = [proj / ".editor.tmp", proj / "notes.tmp", proj / "train" / "a.png.tmp",
             proj / "a" / "b" / "c" / "d" / "e" / ".deep.abcdefgh.tmp"]
-    gone = [proj / "train" / "eval" / "view.render.png.tmp", proj / "parts" / "part_000" / "train" / ".x.ply.ab_12xyz.tmp"]
+    gone = [proj / "train" / "eval" / "view.render.png.tmp",
+            proj / "parts" / "part_000" / "train" / ".x.ply.ab_12xyz.tmp"]
     for p in keep + gone:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"12345")

@@ -98,8 +98,8 @@ def test_spirula_run_stops_at_the_step_on_ctrl_c_and_the_rerun_continues(shared_
     stops = _stop_lines(text)
     ckpt = proj / "checkpoints" / "train.npz"
     assert len(stops) == 1, text
-    m = re.fullmatch(rf"stopped at step (\d+) of the training \(Ctrl-C\); checkpoint written to {re.escape(str(ckpt))}; "
-                     r"rerun the same command to continue", stops[0])
+    m = re.fullmatch(rf"stopped at step (\d+) of the training \(Ctrl-C\); checkpoint written to "
+                     rf"{re.escape(str(ckpt))}; rerun the same command to continue", stops[0])
     assert m, stops
     step = int(m.group(1))
     assert 0 < step < 600 and checkpoint.load(ckpt).step == step
@@ -131,9 +131,9 @@ def test_spirula_train_stops_in_order_on_sigterm(shared_data, tmp_path):
     stops = _stop_lines(text)
     ckpt = out / checkpoint.NAME
     assert len(stops) == 1, text
-    m = re.fullmatch(rf"stopped at step (\d+) \(SIGTERM\); checkpoint written to {re.escape(str(ckpt))}; the model so "
-                     rf"far is in {re.escape(str(out / 'splat.ply'))}; rerun the same command with --resume to continue",
-                     stops[0])
+    m = re.fullmatch(rf"stopped at step (\d+) \(SIGTERM\); checkpoint written to {re.escape(str(ckpt))}; the model "
+                     rf"so far is in {re.escape(str(out / 'splat.ply'))}; rerun the same command with --resume to "
+                     r"continue", stops[0])
     assert m, stops
     step = int(m.group(1))
     assert 0 < step < 4000 and checkpoint.load(ckpt).step == step
