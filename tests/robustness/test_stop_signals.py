@@ -224,3 +224,26 @@ def test_the_stop_request_asks_between_steps_and_interrupts_elsewhere():
     with pytest.raises(KeyboardInterrupt):
         stop._handler(signal.SIGTERM, None)  # outside a stepped job: at once
     assert stop.exit_code == 143
+
+
+def test_spirula_runs_stop_line_names_the_stage_or_the_step():
+    from engine.cli.run import stopped_line
+    from engine.cli.stopping import StopRequest
+    from engine.jobs.pipeline import PipelineStopped
+
+    stop = StopRequest()
+    stop.signum = signal.SIGTERM
+    again = "rerun the same command to continue"
+    assert stopped_line(stop, PipelineStopped("sfm")) == (
+        f"stopped in the sfm stage (SIGTERM); the stages finished before are kept; {again}")
+    assert stopped_line(stop, PipelineStopped("undistort", {"images": 7})) == (
+        f"stopped after the undistort stage (SIGTERM); {again}")
+    train = {"step": 70, "checkpoint": "/p/checkpoints/train.npz"}
+    assert stopped_line(stop, PipelineStopped("train", {**train, "checkpoint_step": 70})) == (
+        f"stopped at step 70 of the training (SIGTERM); checkpoint written to /p/checkpoints/train.npz; {again}")
+    assert stopped_line(stop, PipelineStopped("train", {**train, "checkpoint_step": 50})) == (
+        "stopped at step 70 of the training (SIGTERM); this step was not checkpointed, the last checkpoint (step 50) "
+        f"is /p/checkpoints/train.npz; {again}")
+    assert stopped_line(stop, PipelineStopped("train", {"step": 70, "checkpoint": None})) == (
+        "stopped at step 70 of the training (SIGTERM); no checkpoint was written (--checkpoint-every 0, or the write "
+        f"failed: see above); {again} (the training starts over)")
