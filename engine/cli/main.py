@@ -217,6 +217,11 @@ def refused_write_line(command: str, e: OSError) -> str:
     reason = (e.strerror or str(e))
     reason = reason[:1].lower() + reason[1:]
     path = e.filename2 if getattr(e, "filename2", None) else e.filename
+    if path is not None:  # a writer's temporary (".NAME.XXXXXXXX.tmp"): name the file it was for
+        import re
+
+        m = re.fullmatch(r"\.(.+)\.[a-z0-9_]{8}\.tmp", Path(path).name)
+        path = Path(path).with_name(m.group(1)) if m else path
     if path is None:
         return f"spirula {command} could not write its outputs: {reason} (the outputs finished before are kept)"
     verb = "access" if e.errno in (errno.EACCES, errno.EPERM) else "write"

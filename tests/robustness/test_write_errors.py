@@ -72,6 +72,8 @@ def test_a_failed_checkpoint_write_is_a_warning_naming_the_file(tmp_path, monkey
      "error: cannot write /p/out/eval/a.png: read-only file system"),
     (PermissionError(errno.EACCES, "Permission denied", "/p/out/train.json"),
      "error: cannot access /p/out/train.json: permission denied"),
+    (OSError(errno.EROFS, "Read-only file system", "/p/out/.splat.ply.k2_8abcd.tmp"),  # a writer's temporary
+     "error: cannot write /p/out/splat.ply: read-only file system"),
 ])
 def test_the_command_line_says_what_the_os_refused_not_a_bug(tmp_path, monkeypatch, capsys, error, line):
     import engine.jobs.train
