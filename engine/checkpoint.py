@@ -16,12 +16,28 @@
                                                   dataset's identity, the device, and the
                                                   job's extras (evaluations so far, ...)
 
-It is written to a temporary file in the same folder, fsync'ed and renamed over the old
-one, so a crash (even SIGKILL) leaves either the previous checkpoint or the new one; the
-training job copies the state off the GPU between two steps and writes the file on a
-worker thread (:class:`BackgroundWriter`) while the training goes on. A
-checkpoint is only written from a finite state: a NaN/Inf in the guard's flags or in the
-arrays refuses the write and the previous file stays.
+Two generations are kept: ``<name>.npz`` (the newest) and ``<name>.prev.npz`` (the one
+before it, :func:`previous_path`). A write goes to a temporary file in the same folder and
+is fsync'ed; only then is the newest hard-linked to the previous generation's name (by a
+link and a rename, so the newest never disappears) and the temporary file renamed over
+the newest. A crash (even SIGKILL) at any point leaves the newest complete (old or new) and
+the previous generation complete. The first write of a run that starts afresh drops an
+earlier run's previous generation; the first write after resuming from the previous
+generation (the newest was bad) keeps it and replaces the bad newest. The training job
+copies the state off the GPU between two steps and writes the file on a worker thread
+(:class:`BackgroundWriter`) while the training goes on. A checkpoint is only written from
+a finite state: a NaN/Inf in the guard's flags or in the arrays refuses the write and the
+previous file stays.
+
+Reading (:func:`load`) trusts nothing in the file: a truncated or damaged archive (a bad
+CRC from flipped bytes, a cut zip directory, a bad array header), missing or mistyped
+arrays, arrays whose shapes disagree with each other, with the metadata's count or with
+the SH degree of the checkpoint's settings, NaN/Inf values, and metadata out of range (a
+step outside 0..the checkpoint's own number of steps, a logged step past the step, a
+negative Adam step count, an unusable RNG state) are each a one-line
+:class:`CheckpointError` naming the file and what is wrong. :func:`load_newest` falls back
+to the previous generation when the newest is unreadable or invalid, with a one-line
+warning naming both (``Checkpoint.notes``).
 
 Resuming rebuilds a :class:`engine.splat.trainer.Trainer` for the same dataset and loads
 the state; on the same device and with the same settings the run then continues bit for
@@ -38,8 +54,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import struct
 import threading
 import time
+import zipfile
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -47,7 +67,7 @@ import numpy as np
 
 from .config import added_later
 from .errors import NonFiniteError, SpirulaError
-from .fileio import json_default, open_atomic
+from .fileio import fsync_dir, json_default, open_atomic
 
 NAME = "checkpoint.npz"
 VERSION = 1
@@ -58,6 +78,10 @@ _NEUTRAL = {"checkpoint_every", "eval_interval", "log_interval", "init_random", 
             "mcmc_init_opacity", "mcmc_init_scale"}
 # settings the saved state cannot be used without
 _BLOCKING = {"sh_degree", "eval_every"}
+# what reading a damaged .npz may raise (zipfile: a cut directory or a bad CRC; numpy: a bad
+# array header; zlib: damaged compressed data; MemoryError: a header asking for absurd sizes)
+READ_ERRORS = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, struct.error,
+                UnicodeDecodeError, MemoryError, TypeError)
 
 
 class CheckpointError(SpirulaError):
@@ -73,6 +97,40 @@ class Checkpoint:
     dataset: dict                              # dataset_identity() of that run
     device: str = ""
     extra: dict = field(default_factory=dict)  # the job's own data (evaluations, timings)
+    notes: list[str] = field(default_factory=list)  # warnings of load_newest (the newest was bad)
+
+
+def previous_path(path: Path) -> Path:
+    """The previous generation of the checkpoint ``path``: ``train.npz`` -> ``train.prev.npz``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.prev{path.suffix or '.npz'}")
+
+
+def exists(path: Path) -> bool:
+    """Whether either generation of the checkpoint ``path`` is on disk."""
+    return Path(path).is_file() or previous_path(path).is_file()
+
+
+def remove(path: Path) -> None:
+    """Delete both generations of the checkpoint ``path`` (a finished run's)."""
+    for p in (Path(path), previous_path(path)):
+        p.unlink(missing_ok=True)
+
+
+def set_aside(path: Path) -> Path | None:
+    """Move the checkpoints of ``path`` out of the way of a run that trains afresh (`spirula
+    run --from train`): the newest becomes ``<name>.replaced.npz`` (kept, never resumed
+    from), the previous generation is deleted (it becomes the one kept when there is no
+    newest). Returns where the kept one went (None: there was none)."""
+    path = Path(path)
+    prev = previous_path(path)
+    newest = path if path.is_file() else prev if prev.is_file() else None
+    if newest is None:
+        return None
+    aside = path.with_name(f"{path.stem}.replaced{path.suffix or '.npz'}")
+    os.replace(newest, aside)
+    prev.unlink(missing_ok=True)
+    return aside
 
 
 def dataset_identity(dataset, train_idx: list[int]) -> dict:
@@ -93,7 +151,7 @@ def save(path: Path, trainer, config, dataset_id: dict, device: str = "", extra:
     """Write ``trainer``'s state to ``path`` atomically; returns the step saved. Raises
     NonFiniteError (and leaves the previous file) when the state is not finite."""
     arrays = snapshot(trainer, config, dataset_id, device, extra)
-    _write_atomic(Path(path), arrays)
+    _write_atomic(Path(path), arrays, "rotate")
     return int(json.loads(arrays["meta"].tobytes())["step"])
 
 
@@ -105,7 +163,8 @@ def snapshot(trainer, config, dataset_id: dict, device: str = "", extra: dict | 
     bad = [name for name in _ARRAYS if not np.isfinite(model[name]).all()]
     if bad:
         raise NonFiniteError(f"NaN/Inf in {', '.join(bad)} at step {state['step']}: checkpoint not written")
-    meta = {"version": VERSION, "step": state["step"], "adam_step": model["adam_step"],
+    meta = {"version": VERSION, "step": state["step"], "count": int(len(model["params"])),
+            "adam_step": model["adam_step"],
             "logged_step": state["logged_step"], "rng": state["rng"], "order": state["order"],
             "history": state["history"], "pipeline": state.get("pipeline", {}), "config": config if isinstance(config, dict) else asdict(config),
             "dataset": dataset_id, "device": device, "extra": extra or {},
@@ -137,13 +196,26 @@ class BackgroundWriter:
         self._thread: threading.Thread | None = None
         self._step: int | None = None
         self._error: BaseException | None = None
+        # what the next write does with the generations on disk (_write_atomic): a run that
+        # starts afresh drops an earlier run's; later writes keep the one before
+        self._generations = "rotate" if saved_step is not None else "fresh"
+        self.saved_path = self.path  # where the checkpoint of saved_step is (the previous generation after resumed())
+
+    def resumed(self, ckpt: Checkpoint) -> None:
+        """The run continues from ``ckpt``: it is the checkpoint on disk. Resumed from the
+        previous generation (the newest was bad), the next write replaces the bad newest
+        and keeps the previous one."""
+        self.saved_step = self.last_step = ckpt.step
+        self._generations = "rotate" if Path(ckpt.path) == self.path else "keep"
+        self.saved_path = Path(ckpt.path)
 
     def submit(self, step: int, arrays: dict) -> None:
         self.wait()
+        generations = self._generations
 
         def work() -> None:
             try:
-                _write_atomic(self.path, arrays)
+                _write_atomic(self.path, arrays, generations)
             except BaseException as e:  # handed to wait()
                 self._error = e
 
@@ -160,6 +232,8 @@ class BackgroundWriter:
         if err is not None:
             raise err
         self.saved_step = self._step
+        self.saved_path = self.path
+        self._generations = "rotate"
 
     def flush(self) -> str:
         """:meth:`wait`, with a failed write returned as a warning ('' when none): a full disk
@@ -179,33 +253,38 @@ class BackgroundWriter:
         PATH', or None when no checkpoint has been written."""
         if self.saved_step is None:
             return None
-        return f"the last good checkpoint (step {self.saved_step}) is kept in {self.path}"
+        return f"the last good checkpoint (step {self.saved_step}) is kept in {self.saved_path}"
 
 
 def load(path: Path) -> Checkpoint:
-    """Read a checkpoint; CheckpointError naming the file when it is not one."""
+    """Read and check one checkpoint file (module docstring: what is checked);
+    CheckpointError naming the file and what is wrong when it is not a usable one."""
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
     except FileNotFoundError:
         raise CheckpointError(f"no checkpoint at {path}") from None
-    except (OSError, ValueError, EOFError) as e:  # not a zip / truncated / bad member
-        raise CheckpointError(f"{path}: not a readable checkpoint ({e})") from e
+    except READ_ERRORS as e:  # not a zip / truncated / flipped bytes / bad member
+        raise CheckpointError(f"{path}: damaged checkpoint, not readable ({_why(e)})") from e
+    except Exception as e:  # noqa: BLE001 - whatever else a damaged file makes the readers raise
+        raise CheckpointError(f"{path}: damaged checkpoint, not readable ({type(e).__name__}: {e})") from e
     missing = [k for k in _ARRAYS + ("loss_sum", "meta") if k not in data]
     if missing:
         raise CheckpointError(f"{path}: not a training checkpoint (missing {', '.join(missing)})")
     try:
         meta = json.loads(data["meta"].tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise CheckpointError(f"{path}: unreadable metadata ({e})") from e
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise CheckpointError(f"{path}: damaged checkpoint, unreadable metadata ({e})") from e
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: damaged checkpoint, its metadata is not a JSON object")
     if meta.get("version") != VERSION:
         raise CheckpointError(f"{path}: checkpoint format version {meta.get('version')}, this build reads {VERSION}")
+    problem = _check(data, meta)
+    if problem:
+        raise CheckpointError(f"{path}: invalid checkpoint, {problem}")
     model = {k: data[k] for k in _ARRAYS}
     model["adam_step"] = int(meta["adam_step"])
-    n = len(model["params"])
-    if model["params"].ndim != 2 or any(len(model[k]) != n for k in _ARRAYS):
-        raise CheckpointError(f"{path}: arrays of different lengths")
     state = {"step": int(meta["step"]), "logged_step": int(meta["logged_step"]), "model": model,
              "rng": meta["rng"], "order": meta["order"], "loss_sum": data["loss_sum"].view(np.uint32),
              "history": meta["history"], "pipeline": meta.get("pipeline", {}), "filter3d": data.get("filter3d")}
@@ -213,6 +292,141 @@ def load(path: Path) -> Checkpoint:
         state["appearance"] = {n: data[f"appearance_{n}"] for n in _APPEARANCE} | {"mode": meta["appearance_mode"]}
     return Checkpoint(path, state["step"], state, meta["config"], meta["dataset"], meta.get("device", ""),
                       meta.get("extra", {}))
+
+
+def load_newest(path: Path) -> Checkpoint:
+    """The newest usable generation of the checkpoint ``path``: ``path`` itself, else (when
+    it is missing, unreadable or invalid) its previous generation (:func:`previous_path`),
+    with a one-line warning naming both in ``Checkpoint.notes``. CheckpointError when
+    neither is usable (naming what is wrong with each), or none exists."""
+    path = Path(path)
+    prev = previous_path(path)
+    try:
+        return load(path)
+    except CheckpointError as e:
+        if not prev.is_file():
+            raise
+        newest = e if path.is_file() else None
+    try:
+        ckpt = load(prev)
+    except CheckpointError as e:
+        if newest is None:
+            raise
+        raise CheckpointError(f"{newest}; the previous one is not usable either: {e}") from e
+    why = str(newest) if newest is not None else f"{path} is missing"
+    ckpt.notes.append(f"{why}; using the previous checkpoint {prev} (step {ckpt.step}) instead")
+    return ckpt
+
+
+def _why(e: BaseException) -> str:
+    """A read error in words: what is wrong with the file, then Python's own words."""
+    text = str(e) or type(e).__name__
+    if isinstance(e, zipfile.BadZipFile):
+        kind = "a damaged member (bad CRC: flipped bytes?)" if "CRC" in text else "truncated or not a zip archive"
+    elif isinstance(e, EOFError | struct.error):
+        kind = "truncated"
+    elif isinstance(e, zlib.error):
+        kind = "damaged compressed data"
+    elif isinstance(e, MemoryError):
+        kind = "an array header asks for more memory than there is"
+    elif isinstance(e, OSError) and not isinstance(e, zipfile.BadZipFile):
+        return f"cannot read: {e.strerror or text}"
+    else:
+        kind = "a damaged array"
+    return f"{kind}: {text}"
+
+
+def _check(data: dict, meta: dict) -> str:
+    """What is wrong with a checkpoint's arrays and metadata ('' when nothing): types,
+    shapes against each other, the count and the SH degree, finite values, and the
+    metadata's ranges."""
+    cfg = meta.get("config")
+    train = cfg.get("train") if isinstance(cfg, dict) else None
+    if not isinstance(train, dict) or not isinstance(meta.get("dataset"), dict):
+        return "its metadata has no settings or dataset identity"
+    steps, sh = train.get("steps"), train.get("sh_degree")
+    if not _is_int(steps) or steps < 0:
+        return f"its settings have no valid number of steps ({steps!r})"
+    if not _is_int(sh) or not 0 <= sh <= 3:
+        return f"its settings have no valid SH degree ({sh!r})"
+    for key in ("step", "logged_step", "adam_step"):
+        if not _is_int(meta.get(key)):
+            return f"its {key} is {meta.get(key)!r}, not a whole number"
+    step = meta["step"]
+    if not 0 <= step <= steps:
+        return f"its step {step} is outside 0..{steps}, the number of steps it was written for"
+    if not 0 <= meta["logged_step"] <= step:
+        return f"its logged step {meta['logged_step']} is outside 0..{step} (its step)"
+    if meta["adam_step"] < 0:
+        return f"its Adam step count {meta['adam_step']} is negative"
+    if not isinstance(meta.get("order"), list) or not all(_is_int(i) and i >= 0 for i in meta["order"]):
+        return "its camera queue is not a list of image indices"
+    if not isinstance(meta.get("history"), list):
+        return "its loss history is not a list"
+    if not _rng_ok(meta.get("rng")):
+        return "its random generator state is not usable"
+    extra = meta.get("extra", {})
+    if (not isinstance(extra, dict) or not isinstance(extra.get("evaluations", []), list)
+            or not isinstance(extra.get("train_seconds", 0.0), int | float)):
+        return "its job data (evaluations, timings) is malformed"
+    params = data["params"]
+    d = 11 + 3 * (sh + 1) ** 2  # engine/splat/layout.py: mean 3, scale 3, quat 4, opacity 1, SH
+    for name in _ARRAYS + tuple(k for k in ("filter3d",) if k in data):
+        if data[name].dtype != np.float32:
+            return f"{name} is {data[name].dtype}, not float32"
+    if params.ndim != 2 or params.shape[1] != d:
+        return (f"params has shape {params.shape}, expected [N, {d}] for SH degree {sh} (the degree of its "
+                "settings)")
+    n = params.shape[0]
+    count = meta.get("count", n)  # checkpoints before the count: the arrays' own
+    if not _is_int(count) or count != n:
+        return f"params holds {n} Gaussians, its metadata says {count!r}"
+    for name in ("exp_avg", "exp_avg_sq"):
+        if data[name].shape != params.shape:
+            return f"{name} has shape {data[name].shape}, params {params.shape}"
+    for name in ("grad2d_sum", "vis_count") + (("filter3d",) if "filter3d" in data else ()):
+        if data[name].shape != (n,):
+            return f"{name} has shape {data[name].shape}, expected ({n},) for {n} Gaussians"
+    loss = data["loss_sum"]
+    if loss.ndim != 1 or not 1 <= loss.size <= 8 or loss.dtype.itemsize != 4:
+        return f"loss_sum has shape {loss.shape} and type {loss.dtype}, expected at most 8 32-bit words"
+    app = [k for k in data if k.startswith("appearance_")]
+    if app:
+        complete = sorted(app) == sorted(f"appearance_{a}" for a in _APPEARANCE)
+        if not complete or not isinstance(meta.get("appearance_mode"), str):
+            return f"its appearance state is incomplete ({', '.join(sorted(app))})"
+        ap = data["appearance_params"]
+        if ap.ndim != 2 or ap.dtype != np.float32:
+            return f"appearance_params has shape {ap.shape} and type {ap.dtype}, expected float32 [I, P]"
+        for name in ("appearance_exp_avg", "appearance_exp_avg_sq"):
+            if data[name].shape != ap.shape or data[name].dtype != np.float32:
+                return f"{name} has shape {data[name].shape}, appearance_params {ap.shape}"
+        if data["appearance_steps"].shape != (ap.shape[0],) or data["appearance_steps"].dtype.kind not in "iu":
+            return f"appearance_steps has shape {data['appearance_steps'].shape}, expected ({ap.shape[0]},) integers"
+    for name in _ARRAYS + tuple(k for k in ("filter3d", "appearance_params", "appearance_exp_avg",
+                                            "appearance_exp_avg_sq") if k in data):
+        bad = int(np.count_nonzero(~np.isfinite(data[name])))
+        if bad:
+            return f"{bad:,} NaN/Inf value{'s' if bad != 1 else ''} in {name}"
+    return ""
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _rng_ok(state) -> bool:
+    """Whether ``state`` can be set as a NumPy bit generator's state (what restoring does)."""
+    if not isinstance(state, dict) or not isinstance(state.get("bit_generator"), str):
+        return False
+    kind = getattr(np.random, state["bit_generator"], None)
+    if not isinstance(kind, type) or not issubclass(kind, np.random.BitGenerator):
+        return False
+    try:
+        kind().state = state
+    except (TypeError, ValueError, KeyError, OverflowError):
+        return False
+    return True
 
 
 def resumed_strategy(ckpt: Checkpoint, strategy: str) -> str:
@@ -245,6 +459,9 @@ def compare(ckpt: Checkpoint, config, dataset_id: dict, device: str = "") -> tup
                 continue
             text = f"{key} {old.get(key)!r} -> {new.get(key)!r}"
             (blocking if key in _BLOCKING else changed).append(text)
+    steps = cur.get("train", {}).get("steps")
+    if isinstance(steps, int) and ckpt.step > steps:
+        blocking.append(f"it is at step {ckpt.step}, past this run's {steps} steps")
     if ckpt.device and device and ckpt.device != device:
         changed.append(f"device {ckpt.device!r} -> {device!r}")
     return blocking, changed
@@ -265,6 +482,38 @@ def _norm(v):
     return list(v) if isinstance(v, tuple) else v
 
 
-def _write_atomic(path: Path, arrays: dict) -> None:
+def _write_atomic(path: Path, arrays: dict, generations: str = "rotate") -> None:
+    """Write ``arrays`` to ``path`` (module docstring: the order that keeps both
+    generations whole through a crash). ``generations``: "rotate" keeps the file on disk as
+    the previous generation; "keep" replaces the newest and keeps the previous generation
+    (the newest was bad); "fresh" replaces the newest and drops the previous generation (an
+    earlier run's)."""
+    path = Path(path)
+    prev = previous_path(path)
     with open_atomic(path, "wb", what="checkpoint") as f:
         np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())  # the new file is whole before any generation moves
+        if generations == "rotate" and path.is_file():
+            _link_over(path, prev)
+    if generations == "fresh":
+        prev.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def _link_over(src: Path, dst: Path) -> None:
+    """Make ``dst`` the file ``src`` is, while ``src`` stays: a hard link under a temporary
+    name renamed over ``dst`` (atomic); a copy where the file system has no hard links."""
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        try:
+            os.link(src, tmp)
+        except OSError:
+            import shutil
+
+            shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -70,8 +70,9 @@ def open_atomic(path: Path, mode: str = "wb", encoding: str | None = None, what:
 
 # the temporaries of this project's writers: open_atomic's and the PLY and mesh writers'
 # (mkstemp: ".NAME.XXXXXXXX.tmp"), check_writable's probes (".spirula-write-test-XXXXXXXX.tmp"),
+# the checkpoint's previous-generation link (".NAME.PID.THREAD.tmp", engine/checkpoint.py),
 # and in eval/ folders the evaluation PNGs' ("NAME.png.tmp"); nothing else is touched
-_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+_TEMPORARY = re.compile(r"^\..+\.([a-z0-9_]{8}|\d+\.\d+)\.tmp$")
 _EVAL_TEMPORARY = re.compile(r"^.+\.png\.tmp$")
 _PROBE_DIR = re.compile(r"^\.spirula-write-test-[a-z0-9_]{8}$")
 SWEEP_DEPTH = 4  # <parts>/part_000/train/eval: the deepest folder a job writes files into

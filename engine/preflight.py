@@ -5,9 +5,12 @@ From the dataset's image list (image headers, read lazily by Pillow; the camera'
 where a file cannot be opened) and the run's settings, :func:`estimate` computes:
 
 * host bytes: every image decoded as RGB8 at its training size (longer side at most
-  ``--max-size``; ``engine.ingest.load`` keeps them all), plus the images in flight while
-  decoding: per loader thread one image at its native size as RGB8 with its
-  undistortion maps (2 float32 per pixel), 11 bytes a native pixel.
+  ``--max-size``; ``engine.ingest.load`` keeps them all), plus the larger of two passing
+  needs: the images in flight while decoding (per loader thread one image at its native
+  size as RGB8 with its undistortion maps, 2 float32 per pixel: 11 bytes a native pixel),
+  and reading the ``--init`` splat file (after the images: three copies of the packed
+  rows, 3 x 4 D bytes a splat -- the file's columns, the packed rows and the upload's
+  padded copy; measured 793 bytes a splat at SH degree 3 against these 708).
 * device bytes: the training images as RGBA8 (the trainer uploads every one,
   ``engine/splat/trainer.py``), the per-pixel buffers of one render at the largest size
   (image, its gradient, final transmittance, last index, the SSIM partials: 68 bytes a
@@ -19,8 +22,10 @@ where a file cannot be opened) and the run's settings, :func:`estimate` computes
   come on top (bounded per pass by ``engine/splat/render.py``): so these are lower bounds.
 
 What is certain is refused, with "needs X, have Y" and the setting to lower: the images
-and the Gaussians the run surely has (the initial ones: the SfM points or
-``--init-points``; for MCMC its exact budget). ADC's ``--max-gaussians`` is a ceiling the
+and the Gaussians the run surely has (the initial ones: the splats of ``--init`` when the
+run starts from a splat file, counted from its header (:func:`init_splat_count`), else the
+SfM points or ``--init-points``; for MCMC its exact budget, or the ``--init`` splats when
+there are more: MCMC never removes any). ADC's ``--max-gaussians`` is a ceiling the
 run may never reach: past memory it is a warning, with the cap that would fit.
 
 Memory available: device: ``$SPIRULA_VRAM_LIMIT`` when set (a testing aid), else the GPU's
@@ -49,6 +54,7 @@ RENDER_BYTES_PER_GAUSSIAN = 68 + 8 + 36   # projection outputs, depth-sort pairs
 DENSIFY_BYTES_PER_GAUSSIAN = 64       # densify's [N, 16] float32 gather buffer
 MCMC_BYTES_PER_GAUSSIAN = 20          # weights, flags, targets, sources, picks (uint32 each)
 LOADER_THREADS = 8                    # engine.ingest.load's default (at most min(8, CPUs))
+INIT_HOST_ROW_COPIES = 3              # reading --init: the file's columns, the packed rows, the padded upload
 
 
 class MemoryPreflightError(SpirulaError):
@@ -71,6 +77,9 @@ class MemoryEstimate:
     bytes_per_gaussian: int
     mcmc: bool
     notes: list[str] = field(default_factory=list)
+    init_file: str = ""                # --init: the splat file the run starts from (its count is certain)
+    init_gaussians: int = 0            # the splats of init_file (0: none)
+    row_floats: int = 0                # D, the packed row's floats at the run's SH degree
 
     @property
     def host_images(self) -> int:
@@ -81,8 +90,13 @@ class MemoryEstimate:
         return min(LOADER_THREADS, os.cpu_count() or 1, len(self.sizes)) * DECODE_BYTES_PER_PIXEL * self.native_pixels
 
     @property
+    def host_init(self) -> int:
+        """Reading the --init splat file (module docstring)."""
+        return self.init_gaussians * INIT_HOST_ROW_COPIES * 4 * self.row_floats
+
+    @property
     def host(self) -> int:
-        return self.host_images + self.host_decoding
+        return self.host_images + max(self.host_decoding, self.host_init)
 
     @property
     def device_train_images(self) -> int:
@@ -134,9 +148,58 @@ def estimate(dataset_path: str | os.PathLike, cfg: RunConfig) -> MemoryEstimate:
     t = cfg.train
     points = 0 if scene.points is None else len(scene.points)
     mcmc = resolve_strategy(t.strategy, points > 0, t.steps) == "mcmc"
-    certain = min(t.mcmc_budget, t.max_gaussians) if mcmc else (points or t.init_random_points)
+    n_init = init_splat_count(t.init_file) if t.init_file else None   # --init: its splats, all kept
+    initial = n_init if n_init is not None else (points or t.init_random_points)
+    certain = max(min(t.mcmc_budget, t.max_gaussians), n_init or 0) if mcmc else initial
     return MemoryEstimate(str(dataset_path), max_size, sizes, train, native, certain, t.max_gaussians,
-                          bytes_per_gaussian(t.sh_degree, t.adam_moments == "bf16", mcmc), mcmc)
+                          bytes_per_gaussian(t.sh_degree, t.adam_moments == "bf16", mcmc), mcmc,
+                          init_file=t.init_file if n_init is not None else "", init_gaussians=n_init or 0,
+                          row_floats=11 + 3 * (t.sh_degree + 1) ** 2)
+
+
+def init_splat_count(path: str | os.PathLike) -> int | None:
+    """The number of Gaussians a splat file (``--init``) holds, from its header alone (no
+    decoding: the PLY and compressed PLY vertex count, SPZ's N (version 4's plaintext
+    header, or the first 16 bytes of versions 1-3's gzip stream), SOG's meta.json count,
+    .splat's size / 32). None when the file cannot tell (the training's reader then says
+    what is wrong with it)."""
+    import gzip
+    import json
+    import struct
+
+    try:
+        from .io.formats import detect
+
+        fmt = detect(path)
+        p = Path(path)
+        if fmt in ("ply", "compressed-ply"):
+            from .io.ply_format import open_ply, parse_header
+
+            with open_ply(p) as f:
+                _, elements = parse_header(f, str(p))
+            return next((e.count for e in elements if e.name == "vertex"), None)
+        if fmt == "splat":
+            return p.stat().st_size // 32
+        if fmt == "spz":
+            with open(p, "rb") as f:
+                head = f.read(16)
+            if head[:2] == b"\x1f\x8b":
+                with gzip.open(p, "rb") as g:
+                    head = g.read(16)
+            return struct.unpack_from("<I", head, 8)[0] if len(head) >= 12 else None
+        if fmt == "sog":
+            import zipfile
+
+            if p.is_dir() or p.name.lower() == "meta.json":
+                meta = (p / "meta.json" if p.is_dir() else p).read_text(encoding="utf-8")
+            else:
+                with zipfile.ZipFile(p) as z:
+                    meta = z.read("meta.json").decode("utf-8")
+            count = json.loads(meta).get("count")
+            return int(count) if isinstance(count, int) and count >= 0 else None
+    except Exception:  # noqa: BLE001 - a header that cannot be read: the reader says why, later
+        return None
+    return None
 
 
 def parse_limit(name: str) -> int | None:
@@ -202,7 +265,8 @@ def check_host(est: MemoryEstimate, software_gpu: bool = False) -> None:
     n = len(est.sizes)
     w, h = max(est.sizes, key=lambda s: s[0] * s[1])
     parts = [f"{n:,} images decoded at up to {w} x {h} px: {_gib(est.host_images)}",
-             f"decoding: {_gib(est.host_decoding)}"]
+             f"decoding: {_gib(est.host_decoding)}" if est.host_decoding >= est.host_init else
+             f"reading the {est.init_gaussians:,} splats of --init {est.init_file}: {_gib(est.host_init)}"]
     if software_gpu:
         parts += [f"the software GPU's training images and buffers: {_gib(est.device_images)}",
                   f"{est.certain_gaussians:,} Gaussians x {est.bytes_per_gaussian} bytes: "
@@ -213,7 +277,8 @@ def check_host(est: MemoryEstimate, software_gpu: bool = False) -> None:
     raise MemoryPreflightError(
         f"{est.dataset}: not enough host memory: needs {_gib(need)} ({'; '.join(parts)}), have {_gib(have)} "
         f"({where}). Lower --max-size (now {est.max_size} px" + (f"; {fit} would fit" if fit else "") + ")"
-        + (" or --max-gaussians" if software_gpu else "") + ", or use fewer images")
+        + (" or --max-gaussians" if software_gpu else "") + ", or use fewer images"
+        + (", or start from a smaller --init model" if est.init_file else ""))
 
 
 def check_device(est: MemoryEstimate, gpu, on_message: Callable[[str], None]) -> None:
@@ -229,6 +294,8 @@ def check_device(est: MemoryEstimate, gpu, on_message: Callable[[str], None]) ->
     if need > have:
         what = (f"the MCMC budget of {est.certain_gaussians:,}" if est.mcmc
                 else f"{est.certain_gaussians:,} initial Gaussians")
+        if est.init_file:  # its splats are all kept (MCMC removes none either)
+            what = f"{est.certain_gaussians:,} Gaussians (the splats of --init {est.init_file})"
         buffers = est.device_images - est.device_train_images
         fit = _fitting_max_size(est, have - est.certain_gaussians * per_g - buffers,
                                 4.0 * len(est.train) / len(est.sizes))
@@ -240,7 +307,7 @@ def check_device(est: MemoryEstimate, gpu, on_message: Callable[[str], None]) ->
             f"{est.dataset}: not enough device memory: needs at least {_gib(need)} ({len(est.train):,} training "
             f"images at up to {w} x {h} px as RGBA8 and render buffers: {_gib(est.device_images)}; {what} x "
             f"{per_g} bytes: {_gib(est.certain_gaussians * per_g)}), have {_gib(have)} ({where}). Lower {lower}"
-            ", or train on fewer images")
+            + (", or start from a smaller --init model" if est.init_file else ", or train on fewer images"))
     if not est.mcmc and est.device(est.cap_gaussians) > have:
         room = max(0, (have - est.device_images) // per_g)
         on_message(f"warning: at its cap of {est.cap_gaussians:,} Gaussians (--max-gaussians) the model would need "

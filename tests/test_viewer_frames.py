@@ -5,7 +5,7 @@ whose count outgrew that capacity is rendered again before anything shows it."""
 import numpy as np
 import pytest
 
-from engine.profile.bench_viewer import ball_scene, orbit_w2c
+from engine.cli.bench.viewer_fps import ball_scene, orbit_w2c
 from engine.studio.viewer import Viewer, ViewSource
 
 

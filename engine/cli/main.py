@@ -1,6 +1,6 @@
 """The `spirula` command (no Qt at import): `spirula train <dataset> -o <project>`,
 `spirula --selftest` (engine/jobs/selftest.py), and `spirula` / `spirula gui [path]`, which
-import the PySide6 studio (app/) lazily."""
+open the studio window its caller passes in (app/launch.py: the engine never imports the app)."""
 
 from __future__ import annotations
 
@@ -91,23 +91,22 @@ def _gui_parser(sub) -> None:
     add_device_option(p, None)
 
 
-def cmd_gui(args) -> int:
-    """The PySide6 window, imported lazily: the engine itself never imports Qt."""
-    import importlib
+def cmd_gui(args, open_window=None) -> int:
+    """The studio window. The engine never imports Qt or the app: the window comes from the
+    caller (``open_window(path, device) -> exit code``; app/launch.py, the `spirula` command's
+    entry point, passes the PySide6 one); ``python -m engine.cli`` has none."""
     import os
 
+    if open_window is None:
+        print("error: this entry point has no studio window: run the `spirula` command "
+              "(or `python -m app`) for it", file=sys.stderr)
+        return 2
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
                                                   or os.environ.get("QT_QPA_PLATFORM")):
         print("error: no display for the studio window ($DISPLAY / $WAYLAND_DISPLAY unset); "
               "use `spirula train` / `spirula run` headless, or run under Xvfb (xvfb-run spirula gui)", file=sys.stderr)
         return 2
-    try:
-        gui = importlib.import_module("app.main")
-    except ImportError as e:
-        print(f"error: the studio window needs PySide6 and pyqtgraph: pip install 'spirula-studio[gui]' ({e})",
-              file=sys.stderr)
-        return 1
-    return gui.main(getattr(args, "path", None), getattr(args, "device", None))
+    return open_window(getattr(args, "path", None), getattr(args, "device", None))
 
 
 def _hoist_profile_options(argv: list[str]) -> list[str]:
@@ -136,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .mesh import add_parser as _mesh_parser
     from .partition import add_parser as _partition_parser
     from ..io.export_command import add_parser as _export_parser
-    from ..profile.bench import add_parser as _bench_parser
+    from .bench.commands import add_parser as _bench_parser
 
     parser = OneLineParser(prog="spirula", description="Spirula Studio: 3D Gaussian Splatting on any GPU")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every engine detail (debug level)")
@@ -159,13 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, open_window=None) -> int:
+    """The `spirula` command; ``open_window(path, device)`` opens the studio (see :func:`cmd_gui`)."""
     from .run import run as cmd_run
     from .clean import run as cmd_clean
     from .mesh import cmd_mesh
     from .partition import run as cmd_partition
     from ..io.export_command import cmd_export
-    from ..profile.bench import run as cmd_bench
+    from .bench.commands import run as cmd_bench
 
     parser = build_parser()
     args = parser.parse_args(_hoist_profile_options(list(sys.argv[1:] if argv is None else argv)))
@@ -179,9 +179,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return selftest(verbose=args.verbose)
     if args.command is None:  # `spirula` alone opens the studio
-        return cmd_gui(args)
+        return cmd_gui(args, open_window)
     command = {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "export": cmd_export,
-               "partition": cmd_partition, "clean": cmd_clean, "gui": cmd_gui}[args.command]
+               "partition": cmd_partition, "clean": cmd_clean, "gui": lambda a: cmd_gui(a, open_window)}[args.command]
     if args.command == "gui":  # the window has its own event loop (and Cancel)
         return _dispatch(args, command, stopping.StopRequest())
     with stopping.handle_signals() as stop:  # Ctrl-C and SIGTERM: engine/cli/stopping.py

@@ -246,7 +246,7 @@ def _size_notes(notes: dict[str, list]) -> list[str]:
         bits = sorted({b for _, b in notes["deep"]})
         out.append(
             f"{len(notes['deep'])} images have {' or '.join(map(str, bits))} bits per channel; used at 8 bits per "
-            f"channel (the training's ground truth is 8-bit; README, 'Bad input'): "
+            f"channel, rounded to the nearest level (the training's ground truth is 8-bit; README, 'Precision kept'): "
             f"{name_list([n for n, _ in notes['deep']], limit=5)}"
         )
     if notes["exif_applied"]:

@@ -12,7 +12,7 @@ Each photo is written into the frames folder:
   carried over with its orientation reset to 1.
 
 :func:`import_notes` says in one line each how many photos were turned upright by their
-EXIF orientation and how many were cut from 16 to 8 bits per channel.
+EXIF orientation and how many were rounded from 16 to 8 bits per channel.
 
 Names: the path relative to the source folder with whitespace replaced by ``_``
 (matching pair lists are space separated) and the suffix ``.jpg`` for converted files;
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DatasetError
-from .images import ImageDecodeError, fit_size, read_image, resize, stored_bits
+from .images import ImageDecodeError, fit_size, image_size, is_tiff, read_image, resize, stored_bits
 
 PHOTO_EXTENSIONS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".webp", ".bmp"}
 HEIF_EXTENSIONS = {".heic", ".heif"}
@@ -133,6 +133,11 @@ def _import_one(src: Path, rel: str, out_dir: Path, used: set[str], cfg: PhotosC
             exif = im.getexif()
     except FileNotFoundError as e:
         raise DatasetError(f"{src}: image file not found") from e
+    except Image.UnidentifiedImageError as e:
+        if not is_tiff(src):
+            raise ImageDecodeError(f"{src}: cannot decode image ({e})") from e
+        # a float colour TIFF, which Pillow cannot open (engine/ingest/images.py): FFmpeg decodes it
+        fmt, mode, size, bits, exif = "TIFF", "F", image_size(src), 32, Image.Exif()
     except (OSError, SyntaxError, ValueError) as e:
         raise ImageDecodeError(f"{src}: cannot decode image ({e})") from e
     orientation = exif.get(_EXIF_ORIENTATION, 1)
@@ -170,7 +175,7 @@ def _as_int(v) -> int:
 
 def import_notes(records: list[dict]) -> list[str]:
     """What the import did to the pixels, one line each: photos turned upright by their
-    EXIF orientation, photos cut from 16 (or 32) to 8 bits per channel."""
+    EXIF orientation, photos rounded from 16 (or 32) to 8 bits per channel."""
     out = []
     turned = [r["source"] for r in records if r.get("exif_orientation", 1) != 1]
     if turned:

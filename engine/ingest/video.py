@@ -12,9 +12,12 @@ Conventions:
   A rotation that is not a multiple of 90 degrees is rounded to one, with a warning.
 * luma: [h, w] float32 Y' plane in code values scaled to 0..255 (no colour conversion),
   optionally box-downscaled by an integer factor, rotated like the frame.
-* rgb: [H, W, 3] uint8 sRGB, rotated. 8-bit SDR through swscale (the frame's matrix and
-  range); 10/12-bit SDR the same (swscale reduces the depth); HDR (PQ / HLG transfer)
-  through :func:`engine.ingest.color.hdr_to_srgb8`.
+* rgb: [H, W, 3] uint8 sRGB, rotated. SDR through swscale (the frame's matrix and range)
+  with point (nearest) chroma: swscale's 8-bit 4:2:0 path takes each pixel's chroma
+  sample as it is, its general path (10/12-bit) would interpolate it, so a 10-bit encode
+  came out 2.3-4.5/255 (mean) off the 8-bit encode of the same frames; with point chroma
+  for every depth they agree within 1.2/255 (tests/ingest/test_video.py). HDR (PQ / HLG
+  transfer) through :func:`engine.ingest.color.hdr_to_srgb8`.
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ class DecodedFrame:
         if self.hdr is not None:
             img = hdr_to_srgb8(f.to_ndarray(format="rgb48le", **kw), self.hdr)
         else:
-            img = f.to_ndarray(format="rgb24", **kw)
+            img = f.to_ndarray(format="rgb24", interpolation="POINT", **kw)  # chroma as 8-bit 4:2:0 takes it
         return np.ascontiguousarray(_rotate(img, self.rotation))
 
 

@@ -31,7 +31,7 @@ from .ply_format import open_ply, parse_header
 __all__ = ["POINT_OPACITY", "open_splats", "splats_from_points"]
 
 POINT_OPACITY = 0.5
-_SH_C0 = 0.28209479177387814   # Y_0^0 = 1 / (2 sqrt(pi))
+SH_C0 = 0.28209479177387814   # Y_0^0 = 1 / (2 sqrt(pi)): the DC coefficient of RGB, sh0 = (rgb - 0.5) / SH_C0
 _NEIGHBOURS = 3
 
 
@@ -70,7 +70,7 @@ def splats_from_points(path: str | os.PathLike, *, warn: bool = True) -> Gaussia
         scales=np.repeat(log_sigma[:, None], 3, axis=1),
         quats=np.tile(np.float32([1, 0, 0, 0]), (n, 1)),
         opacities=np.full(n, np.log(POINT_OPACITY / (1 - POINT_OPACITY)), np.float32),
-        sh0=((colour - 0.5) / _SH_C0).astype(np.float32),
+        sh0=((colour - 0.5) / SH_C0).astype(np.float32),
         shN=np.zeros((n, 0, 3), np.float32),
     )
     what = (f"a mesh ({n:,} vertices; its {faces:,} faces are ignored)" if faces is not None

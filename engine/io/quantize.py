@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..splat.layout import SH_C0  # Y_0^0 = 1 / (2 sqrt(pi))
+from .ply_points import SH_C0
 
 __all__ = [
     "SH_C0", "sigmoid", "logit", "unit_quats", "smallest_three", "from_smallest_three", "unorm", "from_unorm",

@@ -244,10 +244,11 @@ def run_pipeline(source: Path, project: Path, cfg: PipelineConfig | None = None,
               "config": asdict(cfg), "versions": _versions(), "stages": [], "error": None,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     upstream = fingerprint(source)
-    forced = False
+    forced = redo = False
     t_run = time.perf_counter()
     for name in stages:
         forced = forced or name == from_stage
+        redo = redo or name == from_stage   # asked for: such a stage resumes nothing (a training starts afresh)
         key = stage_key(name, cfg.stage_settings(name), upstream)
         upstream = key
         prev = previous.get(name)
@@ -267,7 +268,7 @@ def run_pipeline(source: Path, project: Path, cfg: PipelineConfig | None = None,
         staging.mkdir(parents=True)
         emit(msg.StageStarted(name))
         t0 = time.perf_counter()
-        ctx = StageContext(name, kind, source, project, staging, cfg, emit, should_stop)
+        ctx = StageContext(name, kind, source, project, staging, cfg, emit, should_stop, fresh=redo)
         try:
             summary = STAGE_FUNCTIONS[name](ctx)
             _install(staging, project, outputs)

@@ -41,6 +41,7 @@ class StageContext:
     cfg: object                  # engine.jobs.pipeline.PipelineConfig
     emit: msg.Emit
     should_stop: Callable[[], bool]
+    fresh: bool = False          # redone on request (--from this stage or an earlier one): resume nothing
 
     def progress(self, done: int, total: int | None = None, detail: str = "") -> None:
         self.emit(msg.StageProgress(self.name, done, total, detail))
@@ -272,10 +273,18 @@ def stage_train(ctx: StageContext) -> dict:
         if m is not None:
             return {"partitioned": True, "step": total, **{k: m.get(k) for k in ("num_gaussians", "psnr", "ssim", "views")}}
     # the checkpoint lives outside the staging folder (which a failed stage loses): a rerun
-    # continues from it when it fits, and it goes once the training has finished
+    # continues from it when it fits, and it goes once the training has finished; --from
+    # train (or earlier) trains afresh: the earlier checkpoints are set aside, never resumed
+    ckpt = train_checkpoint_path(ctx.project)
+    if ctx.fresh:
+        from .. import checkpoint
+
+        aside = checkpoint.set_aside(ckpt)
+        if aside is not None:
+            on_message(f"note: training afresh (--from); the earlier training's checkpoint is set aside as {aside}")
     # a stop (Ctrl-C, SIGTERM, Cancel) ends it between two steps, checkpointed: the pipeline then stops
     m = run_training(dataset_path(ctx), ctx.staging / "train", cfg, on_progress=on_progress, on_message=on_message,
-                     should_stop=ctx.should_stop, resume="auto", checkpoint_path=train_checkpoint_path(ctx.project),
+                     should_stop=ctx.should_stop, resume="never" if ctx.fresh else "auto", checkpoint_path=ckpt,
                      keep_checkpoint=False)
     return {k: m.get(k) for k in ("step", "stopped_early", "num_gaussians", "psnr", "ssim", "initial_psnr",
                                   "views", "train_seconds", "sec_per_1k_steps", "appearance", "checkpoint",

@@ -7,7 +7,8 @@ project folder:
     <project>/metrics.json     held-out PSNR / SSIM (final and every --eval-interval steps)
     <project>/eval/            held-out renders beside their ground truth (PNG)
     <project>/train.json       settings, dataset notes, loss curve, timings
-    <project>/checkpoint.npz   the training state every --checkpoint-every steps (engine/checkpoint.py);
+    <project>/checkpoint.npz   the training state every --checkpoint-every steps (engine/checkpoint.py; the
+                               one before it in checkpoint.prev.npz, used when the newest is damaged);
                                --resume continues from it
 
 Nothing is lost on the way: a NaN/Inf gradient (engine/splat/guard.py) or running out of
@@ -140,7 +141,7 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
                   resume: str, checkpoint_path: Path | None, keep_checkpoint: bool, score_held_out: bool) -> dict:
     out_dir = Path(out_dir)
     ckpt_path = Path(checkpoint_path) if checkpoint_path is not None else out_dir / checkpoint.NAME
-    if resume == "require" and not ckpt_path.is_file():
+    if resume == "require" and not checkpoint.exists(ckpt_path):
         raise checkpoint.CheckpointError(f"--resume: no checkpoint at {ckpt_path} (one is written every "
                                          "--checkpoint-every steps)")
     t0 = time.perf_counter()
@@ -174,18 +175,21 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
 
 def _load_checkpoint(path: Path, resume: str, on_message) -> checkpoint.Checkpoint | None:
     if resume == "never":
-        if path.is_file():
+        if checkpoint.exists(path):
             on_message(f"note: the checkpoint {path} of an earlier run will be replaced (--resume continues from it)")
         return None
-    if not path.is_file():
+    if not checkpoint.exists(path):
         return None
     try:
-        return checkpoint.load(path)
+        ckpt = checkpoint.load_newest(path)  # the previous generation when the newest is bad
     except checkpoint.CheckpointError as e:
         if resume == "require":
             raise
         on_message(f"warning: {e}; starting over")
         return None
+    for note in ckpt.notes:
+        on_message(f"warning: {note}")
+    return ckpt
 
 
 class _Job:
@@ -272,7 +276,8 @@ class _Job:
                 ckpt = None
         if ckpt is not None:
             checkpoint.restore(trainer, ckpt)
-            self.writer.saved_step = self.writer.last_step = self.said_step = ckpt.step
+            self.writer.resumed(ckpt)
+            self.said_step = ckpt.step  # no news: it was on disk before this run
             for c in changed:
                 on_message(f"warning: resuming with a changed setting, {c}: from step {ckpt.step} the run differs "
                            "from one without the break")
@@ -338,7 +343,7 @@ class _Job:
             # held-out views are scored with the identity appearance (engine/splat/evaluate.py)
             "appearance": cfg.train.appearance,
             # a stopped run: the checkpoint on disk to continue from (None: none was written)
-            "checkpoint": str(self.ckpt_path) if state.stopped_early and self.writer.saved_step is not None else None,
+            "checkpoint": str(self.writer.saved_path) if state.stopped_early and self.writer.saved_step is not None else None,
             "checkpoint_step": self.writer.saved_step if state.stopped_early else None,
         }
         write_json_atomic(out_dir / "metrics.json", metrics)
@@ -351,6 +356,6 @@ class _Job:
             on_message(f"held-out PSNR {final['psnr']:.2f} dB (first render {first} dB), SSIM {final['ssim']:.4f}")
         if not keep_checkpoint and not state.stopped_early:
             self.flush(on_message)
-            self.ckpt_path.unlink(missing_ok=True)
+            checkpoint.remove(self.ckpt_path)
         trainer.release()  # the next stage (e.g. the mesh) gets the memory back
         return metrics

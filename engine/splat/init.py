@@ -175,7 +175,8 @@ def gaussians_from_file(path, max_sh_degree: int) -> tuple[np.ndarray, int, list
     compressed PLY, SPZ, SOG, .splat): the start of a fine-tuning run (`spirula train
     --init`). Quaternions are normalised; SH coefficients above ``max_sh_degree`` are
     dropped and missing ones are zero (a .splat or degree-0 file starts with flat colour).
-    The notes name the file: its repairs on reading, and an SH cut. SplatFileError /
+    The notes name the file: its repairs on reading, an SH cut, and the PLY properties
+    the training does not use (kept by `spirula export`, dropped here). SplatFileError /
     PlyError naming the file when it cannot be read; DatasetError-free (no dataset
     involved)."""
     from ..errors import SplatFileError
@@ -187,6 +188,11 @@ def gaussians_from_file(path, max_sh_degree: int) -> tuple[np.ndarray, int, list
     notes = list(g.notes)
     if g.sh_degree > max_sh_degree:
         notes.append(f"{path}: SH degree {g.sh_degree} cut to the run's {max_sh_degree} (--sh-degree)")
+    if g.extra:  # a PLY's own properties (a label, a confidence ...): the training has no place for them
+        names = sorted(g.extra)
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        notes.append(f"{path}: {len(names)} unknown PLY propert{'y' if len(names) == 1 else 'ies'} ({shown}) not "
+                     "used by the training and not in its output (spirula export keeps them)")
     q = np.asarray(g.quats, np.float64)
     q = q / np.linalg.norm(q, axis=1, keepdims=True)
     rows = pack(g.means, g.scales, q, g.opacities, g.sh0, g.shN, max_sh_degree)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 OFF_MEAN, OFF_SCALE, OFF_QUAT, OFF_OPACITY, OFF_SH = 0, 3, 6, 10, 11
-SH_C0 = 0.28209479177387814  # Y_0^0, converts RGB to the DC coefficient: sh0 = (rgb - 0.5) / SH_C0
+from ..io.ply_points import SH_C0  # noqa: F401 (Y_0^0: sh0 = (rgb - 0.5) / SH_C0; declared with the PLY format)
 
 
 def sh_coeffs(degree: int) -> int:

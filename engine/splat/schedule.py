@@ -1,5 +1,5 @@
 """The one step schedule of a training run, driven by `spirula train` (engine/jobs/train.py,
-through :meth:`Trainer.train`), the benchmarks (engine/profile/bench.py) and the studio's
+through :meth:`Trainer.train`), the benchmarks (engine/cli/bench/commands.py) and the studio's
 engine thread (engine/studio/training.py, in slices between viewer frames).
 
 What a step is, and what it schedules itself, is :meth:`Trainer.train_step`'s: the refine

@@ -193,7 +193,10 @@ class Loads:
             elif kind == "train":
                 e.training.begin(cmd, fut.result())
             elif kind == "resume":
-                e.training.begin(*fut.result())
+                resumed = fut.result()
+                for note in resumed[2].notes:  # the newest checkpoint was bad: the previous one is used
+                    e.emit(M.Warning(note))
+                e.training.begin(*resumed)
             elif kind == "mesh":
                 self._show_mesh(cmd, *fut.result())
             else:

@@ -37,9 +37,9 @@ def read_project(project: Path):
     from ..ingest import load_dataset
 
     path = train_checkpoint_path(project)
-    if not path.is_file():
+    if not checkpoint.exists(path):
         raise checkpoint.CheckpointError(f"{project}: no training checkpoint to continue from (expected {path})")
-    ckpt = checkpoint.load(path)
+    ckpt = checkpoint.load_newest(path)  # its notes: the newest was bad, the previous one is used
     studio = ckpt.extra.get("studio")
     if not isinstance(studio, dict):
         raise checkpoint.CheckpointError(f"{path}: written by `spirula run` or `spirula train`, not by the studio; "
@@ -86,8 +86,8 @@ def read_checkpoint_meta(path: Path) -> dict:
     try:
         with np.load(path, allow_pickle=False) as z:
             return json.loads(z["meta"].tobytes().decode("utf-8"))
-    except (OSError, ValueError, KeyError, EOFError) as e:
-        raise checkpoint.CheckpointError(f"{path}: not a readable checkpoint ({e})") from e
+    except checkpoint.READ_ERRORS as e:  # truncated, flipped bytes, no meta member
+        raise checkpoint.CheckpointError(f"{path}: damaged checkpoint, not readable ({e})") from e
 
 
 def describe_project(project: str | Path) -> ProjectInfo:
@@ -96,8 +96,13 @@ def describe_project(project: str | Path) -> ProjectInfo:
     info: dict = {"path": project}
     known = {f.name for f in fields(M.StartTraining)}
     ckpt = train_checkpoint_path(project)
-    if ckpt.is_file():
-        meta = read_checkpoint_meta(ckpt)
+    if checkpoint.exists(ckpt):
+        try:
+            meta = read_checkpoint_meta(ckpt)
+        except checkpoint.CheckpointError:
+            if not checkpoint.previous_path(ckpt).is_file():
+                raise
+            meta = read_checkpoint_meta(checkpoint.previous_path(ckpt))  # resuming uses it too (load_newest)
         studio = (meta.get("extra") or {}).get("studio")
         if isinstance(studio, dict):
             info.update(checkpoint=ckpt, step=int(meta.get("step", 0)), saved=str(meta.get("saved", "")),

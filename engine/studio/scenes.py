@@ -79,7 +79,7 @@ class TrainingScene(Scene):
             raise checkpoint.CheckpointError(f"the checkpoint {ckpt.path} (step {ckpt.step}) does not fit "
                                              f"{self.path}: {'; '.join(blocking)}")
         checkpoint.restore(self.trainer, ckpt)
-        self.writer.saved_step = self.writer.last_step = ckpt.step
+        self.writer.resumed(ckpt)
         self.evals = list(ckpt.extra.get("evaluations", []))
         self.t_train = float(ckpt.extra.get("train_seconds", 0.0))
         return changed

@@ -119,7 +119,7 @@ class Training:
         scene.project_lock = lock
         scene.announced_step = scene.writer.saved_step  # the checkpoint resumed from is no news
         if ckpt is None:  # a fresh run (Restart of a project): an older checkpoint there is not this run's
-            scene.writer.path.unlink(missing_ok=True)
+            checkpoint.remove(scene.writer.path)
         self.scene = scene
         self.paused = False
         self.step_ms, self.slice_ended = None, float("-inf")  # this model's steps are timed afresh
@@ -260,7 +260,7 @@ class Training:
             result["psnr"] = metrics["psnr"]
         if not stopped:  # all steps done: the checkpoint goes, as in `spirula run`
             self.flush_checkpoint()
-            sc.writer.path.unlink(missing_ok=True)
+            checkpoint.remove(sc.writer.path)
         release_project(sc)  # everything is written: another writer may come
         e.emit(M.StageFinished("train", sc.t_train, result))
         e.emit(M.Done(result))

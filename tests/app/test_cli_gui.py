@@ -1,9 +1,11 @@
-"""`spirula` and `spirula gui [path]` open the studio (app.main.main), imported lazily."""
+"""`spirula` and `spirula gui [path]` open the studio (app.main.main), imported lazily by the
+command's entry point (app/launch.py); the engine's own entry has no window."""
 
 from pathlib import Path
 
 import pytest
 
+from app import launch
 from engine.cli import main as cli
 
 
@@ -18,12 +20,12 @@ def opened(monkeypatch):
 
 
 def test_no_arguments_opens_the_window(opened):
-    assert cli.main([]) == 0
+    assert launch.main([]) == 0
     assert opened == [(None, None)]
 
 
 def test_gui_with_a_path_and_device(opened, tmp_path):
-    assert cli.main(["gui", str(tmp_path / "a.ply"), "--device", "vulkan"]) == 0
+    assert launch.main(["gui", str(tmp_path / "a.ply"), "--device", "vulkan"]) == 0
     assert opened == [(tmp_path / "a.ply", "vulkan")] and isinstance(opened[0][0], Path)
 
 
@@ -31,5 +33,11 @@ def test_no_display_is_a_clear_error(monkeypatch, capsys):
     for var in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(cli.sys, "platform", "linux")
-    assert cli.main(["gui"]) == 2
+    assert launch.main(["gui"]) == 2
     assert "no display" in capsys.readouterr().err
+
+
+def test_the_engine_entry_has_no_window(opened, capsys):
+    """`python -m engine.cli` (engine only) says where the window is instead of importing the app."""
+    assert cli.main(["gui"]) == 2
+    assert "`spirula` command" in capsys.readouterr().err and opened == []

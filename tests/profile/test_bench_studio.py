@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from engine.profile.bench_studio import frame_stats, orbit_w2c
+from engine.cli.bench.studio_fps import frame_stats, orbit_w2c
 from engine.studio.training import FRAME_BUDGET_MS, TRAIN_SHARE
 from tests.mesh import synthetic as S
 from tests.mesh.analytic import orbit_cameras

@@ -10,7 +10,7 @@ import numpy as np
 
 from engine.fileio import write_json_atomic
 from engine.io.ply import write_ply
-from engine.profile.bench_viewer import ball_scene, orbit_w2c
+from engine.cli.bench.viewer_fps import ball_scene, orbit_w2c
 from tests.mesh import synthetic as S
 from tests.mesh.analytic import orbit_cameras
 

@@ -1,4 +1,4 @@
-"""Compute floors of the rasterizers (engine/profile/compute_floors.py).
+"""Compute floors of the rasterizers (engine/cli/bench/compute_floors.py).
 
 The pair count is checked against an independent float64 NumPy re-run of the forward's
 front-to-back compositing over the GPU's own tile lists and projected splats; the FLOP
@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from engine.profile import compute_floors as cf
-from engine.profile.bench import _raster_counts, bench_raster, synthetic_scene
+from engine.cli.bench import compute_floors as cf
+from engine.cli.bench.commands import _raster_counts, bench_raster, synthetic_scene
 from engine.splat.camera_table import TILE, View, camera_row
 
 SENTINEL = np.uint32(0x7FC0_0DEF)  # a NaN payload the probe never writes

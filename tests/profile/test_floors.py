@@ -1,4 +1,4 @@
-"""Memory-traffic floors of `spirula bench raster` (engine/profile/floors.py) on a tiny workload.
+"""Memory-traffic floors of `spirula bench raster` (engine/cli/bench/floors.py) on a tiny workload.
 
 The byte model is checked against counts made here from the buffers themselves: the bytes
 of the rows and output buffers a kernel touches, and, for the writes, the words a kernel
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from engine import profile
-from engine.profile import floor_report, floors
-from engine.profile.bench import bench_raster, synthetic_scene
+from engine.cli.bench import floor_report, floors
+from engine.cli.bench.commands import bench_raster, synthetic_scene
 from engine.splat.camera_table import View, camera_row
 from engine.splat.layout import OFF_SH, row_stride, sh_coeffs
 

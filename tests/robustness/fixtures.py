@@ -269,12 +269,13 @@ def ring_dataset(root: Path, n: int, *, width: int = 48, height: int = 36, point
 
 
 def save_png16(path: Path, pixels: np.ndarray) -> Path:
-    """A 16-bit PNG (grey [H, W] or RGB [H, W, 3] uint16) laid out by hand from the PNG
-    specification: IHDR with bit depth 16, filter type 0 on every row, one IDAT."""
+    """A 16-bit PNG (grey [H, W], or [H, W, C] uint16 with C = 2 grey + alpha, 3 RGB, 4
+    RGBA) laid out by hand from the PNG specification: IHDR with bit depth 16, filter type
+    0 on every row, one IDAT."""
     import zlib
 
     h, w = pixels.shape[:2]
-    colour_type = 2 if pixels.ndim == 3 else 0
+    colour_type = 0 if pixels.ndim == 2 else {2: 4, 3: 2, 4: 6}[pixels.shape[2]]
     raw = b"".join(b"\x00" + pixels[y].astype(">u2").tobytes() for y in range(h))
 
     def chunk(kind: bytes, data: bytes) -> bytes:

@@ -17,11 +17,11 @@ def test_the_checkpoint_line_comes_after_the_file_is_on_disk(shared_data, tmp_pa
     order = []
     real = checkpoint._write_atomic
 
-    def slow_write(path, arrays):
+    def slow_write(path, arrays, *rest):
         # a slow disk: the write ends only once the line is out, or after a generous wait
         # (a correct job never says it first, so it waits the whole time, once)
         said.wait(timeout=10)
-        real(path, arrays)
+        real(path, arrays, *rest)
         order.append(("on disk", int(checkpoint.load(path).step)))
 
     def on_message(text: str) -> None:

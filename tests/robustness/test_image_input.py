@@ -155,7 +155,6 @@ def _cases():
     trns_alpha = np.array([A8.ravel()[i] if i < A8.size else 255 for i in idx.ravel()], np.float64).reshape(3, 4)
     f_unit = rng.uniform(0, 1, (3, 4)).astype(np.float32)
     f_255 = G8.astype(np.float32)
-    f_hdr = (rng.uniform(0, 40, (3, 4)) + 0.5).astype(np.float32)
     i32 = np.array([[0, 70000, 2**31 - 1, 5], [123456789, 1, 2, 3], [9, 99, 999, 9999]], np.int32)
     cmyk = rng.integers(0, 256, (3, 4, 4), dtype=np.uint8)
     ycc = rng.integers(16, 240, (3, 4, 3), dtype=np.uint8)
@@ -180,7 +179,6 @@ def _cases():
         "I (32-bit data)": (_png(Image.fromarray(i32), "TIFF"), _rgb(i32) / (2**31 - 1), 0),
         "F in [0, 1]": (_png(Image.fromarray(f_unit), "TIFF"), _rgb(f_unit), 0),
         "F of 8-bit values": (_png(Image.fromarray(f_255), "TIFF"), _rgb(f_255) / 255, 0),
-        "F HDR": (_png(Image.fromarray(f_hdr), "TIFF"), _rgb(f_hdr) / f_hdr.max(), 0),
         "CMYK": (_png(Image.frombytes("CMYK", (4, 3), cmyk.tobytes()), "TIFF"),
                  (255 - cmyk[:, :, :3].astype(np.float64)) * (255 - cmyk[:, :, 3:4]) / 255 / 255, 0.5),
         "YCbCr": (_png(Image.frombytes("YCbCr", (4, 3), ycc.tobytes()), "TIFF"), _ycbcr_to_rgb(ycc) / 255, 1),
@@ -230,6 +228,61 @@ def test_no_clipping_of_16_bit_values_above_255(tmp_path):
     np.testing.assert_array_equal(img[:, :, 0], np.rint(G16 / 257.0).astype(np.uint8))
 
 
+def test_sixteen_bit_colour_is_read_exactly(tmp_path):
+    """Issue 49: 16-bit colour was cut to its high byte (32768 -> 0.50196). The exact value
+    is value / 65535 (read_image_float); the training's 8 bits are that, rounded."""
+    from engine.ingest.images import read_image_float, read_image_meta
+
+    from .fixtures import save_png16
+
+    rng = np.random.default_rng(11)
+    deep = rng.integers(0, 65536, (5, 7, 3)).astype(np.uint16)
+    deep[0, 0] = [32768, 0x01FF, 65535]
+    path = save_png16(tmp_path / "deep.png", deep)
+    exact = read_image_float(path)
+    assert abs(float(exact[0, 0, 0]) - 0.50001) < 1e-5
+    np.testing.assert_allclose(exact, deep / 65535.0, rtol=0, atol=1e-7)
+    rgb8, _, bits = read_image_meta(path)
+    assert bits == 16 and rgb8[0, 0, 1] == 2  # 511 / 257 = 1.99: rounded, not the high byte (1)
+    np.testing.assert_array_equal(rgb8, np.rint(deep / 257.0).astype(np.uint8))
+    alpha = rng.integers(0, 65536, (5, 7, 1)).astype(np.uint16)  # with alpha: over black, exactly
+    path = save_png16(tmp_path / "deep_rgba.png", np.concatenate([deep, alpha], 2))
+    np.testing.assert_allclose(read_image_float(path), deep / 65535.0 * (alpha / 65535.0), rtol=0, atol=1e-6)
+    tifffile = pytest.importorskip("tifffile")
+    tifffile.imwrite(tmp_path / "deep.tif", deep, photometric="rgb")
+    np.testing.assert_allclose(read_image_float(tmp_path / "deep.tif"), deep / 65535.0, rtol=0, atol=1e-7)
+    # planar (one plane per channel): Pillow decoded it as 8-bit garbage
+    tifffile.imwrite(tmp_path / "planar.tif", deep.transpose(2, 0, 1), photometric="rgb", planarconfig="separate")
+    np.testing.assert_allclose(read_image_float(tmp_path / "planar.tif"), deep / 65535.0, rtol=0, atol=1e-7)
+    assert read_image_meta(tmp_path / "planar.tif")[2] == 16
+
+
+def test_float_tiff_is_exact_or_refused(tmp_path):
+    """32-bit float TIFF, grey or colour: values in [0, 1] exactly; HDR and NaN refused in
+    one line naming the file (README, 'Precision kept')."""
+    from engine.ingest.images import UnsupportedImageError, image_size, read_image_float
+
+    tifffile = pytest.importorskip("tifffile")
+    rng = np.random.default_rng(12)
+    colour = rng.random((5, 7, 3)).astype(np.float32)
+    tifffile.imwrite(tmp_path / "f.tif", colour, photometric="rgb")
+    np.testing.assert_array_equal(read_image_float(tmp_path / "f.tif"), colour)
+    assert image_size(tmp_path / "f.tif") == (7, 5)
+    np.testing.assert_array_equal(read_image(tmp_path / "f.tif"), np.rint(colour * 255).astype(np.uint8))
+    grey = rng.random((5, 7)).astype(np.float32)
+    tifffile.imwrite(tmp_path / "g.tif", grey)
+    np.testing.assert_array_equal(read_image_float(tmp_path / "g.tif")[:, :, 1], grey)
+    for name, values in (("hdr.tif", colour * 40), ("hdr_grey.tif", grey * 40 + 0.5), ("nan.tif", np.where(
+            colour > 0.9, np.nan, colour).astype(np.float32))):
+        tifffile.imwrite(tmp_path / name, values, photometric="rgb" if values.ndim == 3 else None)
+        for reader in (read_image, read_image_float):
+            with pytest.raises(UnsupportedImageError) as e:
+                reader(tmp_path / name)
+            text = str(e.value)
+            assert text.startswith(f"{tmp_path / name}: 32-bit float image") and "not supported" in text
+            assert "\n" not in text
+
+
 # ------------------------------------------------------------------------ truncated JPEG
 
 
@@ -250,3 +303,16 @@ def test_truncated_jpeg_is_named_and_the_rest_load(tmp_path):
     ds = load_dataset(tmp_path, max_size=None)
     assert [c.name for c in ds.cameras] == ["0.jpg", "1.jpg", "3.jpg"]
     assert ds.warnings == [f"{e.value}; skipped"]
+
+
+def test_photo_import_of_a_float_colour_tiff(tmp_path):
+    """The photo import (spirula run) takes a float colour TIFF Pillow cannot open, exactly."""
+    from engine.ingest.photos import PhotosConfig, import_photos
+
+    tifffile = pytest.importorskip("tifffile")
+    src = tmp_path / "photos"
+    src.mkdir()
+    colour = np.random.default_rng(13).random((20, 30, 3)).astype(np.float32)
+    tifffile.imwrite(src / "f.tif", colour, photometric="rgb")
+    records = import_photos(src, tmp_path / "frames", PhotosConfig())
+    assert len(records) == 1 and (records[0]["width"], records[0]["height"]) == (30, 20) and records[0]["bits"] == 32

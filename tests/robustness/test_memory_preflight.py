@@ -150,3 +150,60 @@ def test_spirula_train_says_it_in_one_line(dataset, tmp_path, monkeypatch, capsy
     lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and lines[0].startswith(f"error: {dataset}: not enough host memory: needs ")
     assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def _splats(n: int, seed: int = 0):
+    from engine.io.ply import GaussianPly
+
+    rng = np.random.default_rng(seed)
+    return GaussianPly(means=rng.normal(size=(n, 3)).astype(np.float32),
+                       scales=rng.normal(-3, 0.2, (n, 3)).astype(np.float32),
+                       quats=rng.normal(size=(n, 4)).astype(np.float32),
+                       opacities=rng.normal(size=n).astype(np.float32),
+                       sh0=rng.normal(size=(n, 3)).astype(np.float32),
+                       shN=rng.normal(0, 0.1, (n, 3, 3)).astype(np.float32))
+
+
+def test_init_splat_count_reads_every_formats_header(tmp_path):
+    from engine.io.formats import write_any
+    from engine.preflight import init_splat_count
+
+    g = _splats(300)
+    for name, kw in (("a.ply", {}), ("a.compressed.ply", {}), ("a.spz", {}), ("v2.spz", {"spz_version": 2}),
+                     ("a.sog", {}), ("a.splat", {})):
+        write_any(tmp_path / name, g, **kw)
+        assert init_splat_count(tmp_path / name) == 300, name
+    (tmp_path / "bad.spz").write_bytes(b"\x1f\x8b garbage")
+    assert init_splat_count(tmp_path / "bad.spz") is None  # the training's reader says what is wrong
+
+
+def test_a_large_init_model_is_refused_before_training(dataset, tmp_path, monkeypatch, no_decoding):
+    """Issue 49: an 8.7M-splat --init under an 8 GB limit trained on (the SfM points were
+    counted) and peaked at 11.6 GB. Now its splats are what the preflight counts: on the
+    device, and on the host while the file is read (3 copies of the packed rows)."""
+    n = 8_700_000
+    init = tmp_path / "big.ply"  # the header is all the preflight reads
+    init.write_bytes(("ply\nformat binary_little_endian 1.0\nelement vertex %d\n" % n
+                      + "".join(f"property float {p}\n" for p in
+                                ["x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1",
+                                 "scale_2", "rot_0", "rot_1", "rot_2", "rot_3"])
+                      + "end_header\n").encode())
+    cfg = _cfg(init_file=str(init))
+    est = estimate(dataset, cfg)
+    assert est.certain_gaussians == n and est.init_gaussians == n
+    d = 11 + 3 * 16  # SH degree 3
+    assert est.host_init == n * 3 * 4 * d
+    monkeypatch.setenv("SPIRULA_RAM_LIMIT", "8G")
+    soft = SimpleNamespace(vram_limit=None, software=True)  # lavapipe: device buffers are host memory
+    monkeypatch.setattr(train_job, "get_gpu", lambda *a: soft)
+    with pytest.raises(MemoryPreflightError) as e:
+        train_job.run_training(dataset, tmp_path / "out", cfg)
+    text = str(e.value)
+    assert "8,700,000 Gaussians x " in text and f"reading the 8,700,000 splats of --init {init}" in text, text
+    assert "smaller --init model" in text and "\n" not in text
+    monkeypatch.delenv("SPIRULA_RAM_LIMIT")
+    small = SimpleNamespace(vram_limit=est.device() - 1, software=False)
+    with pytest.raises(MemoryPreflightError, match=f"8,700,000 Gaussians \\(the splats of --init {init}\\)"):
+        check_device(est, small, print)
+    mcmc = estimate(dataset, _cfg(init_file=str(init), strategy="mcmc", mcmc_budget=1_000_000))
+    assert mcmc.certain_gaussians == n  # MCMC never removes: the budget below the start does not cap it

@@ -163,9 +163,10 @@ def test_the_sweep_touches_only_this_projects_temporaries(tmp_path):
     keep = [proj / ".editor.tmp", proj / "notes.tmp", proj / "train" / "a.png.tmp",
             proj / "a" / "b" / "c" / "d" / "e" / ".deep.abcdefgh.tmp"]
     gone = [proj / "train" / "eval" / "view.render.png.tmp",
-            proj / "parts" / "part_000" / "train" / ".x.ply.ab_12xyz.tmp"]
+            proj / "parts" / "part_000" / "train" / ".x.ply.ab_12xyz.tmp",
+            proj / "checkpoints" / ".train.prev.npz.4242.140031234567.tmp"]  # the previous generation's link
     for p in keep + gone:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"12345")
-    assert remove_temporaries(proj) == (2, 10)
+    assert remove_temporaries(proj) == (3, 15)
     assert all(p.exists() for p in keep) and not any(p.exists() for p in gone)

@@ -49,7 +49,7 @@ def test_train_prints_and_saves_the_new_k(tmp_path, capsys):
     assert f"to PINHOLE {k['width']}x{k['height']} fx={k['fx']:.6g}" in text and "note: undistorted 4 images" in text
 
 
-def test_sixteen_bit_images_are_cut_to_8_bits_with_a_notice(tmp_path):
+def test_sixteen_bit_images_are_rounded_to_8_bits_with_a_notice(tmp_path):
     rng = np.random.default_rng(4)
     ring_dataset(tmp_path, 3, points=10)
     deep = rng.integers(0, 65536, (36, 48, 3)).astype(np.uint16)
@@ -60,8 +60,9 @@ def test_sixteen_bit_images_are_cut_to_8_bits_with_a_notice(tmp_path):
     note = next(w for w in ds.warnings if "bits per channel" in w)
     assert note.startswith("2 images have 16 bits per channel; used at 8 bits per channel")
     assert "view_001.png, view_002.png" in note and "view_000.png" not in note
-    # colour: Pillow's high byte; grey: value / 65535 x 255, rounded (engine/ingest/images.py)
-    np.testing.assert_array_equal(ds.cameras[1].image, (deep >> 8).astype(np.uint8))
+    # colour and grey: value / 65535 x 255, rounded (engine/ingest/images.py), not Pillow's high byte
+    np.testing.assert_array_equal(ds.cameras[1].image, np.rint(deep / 65535.0 * 255.0).astype(np.uint8))
+    assert np.any(ds.cameras[1].image != (deep >> 8))
     np.testing.assert_array_equal(ds.cameras[2].image[:, :, 0], np.rint(grey / 65535.0 * 255.0).astype(np.uint8))
 
 

@@ -132,3 +132,28 @@ def test_initial_scale_is_the_rms_distance_to_the_three_nearest_neighbours():
     got = unpack(gaussians_from_points(pts, cols, 0, init_scale=1.0), 0)["scales"]
     assert np.allclose(np.exp(got), want[:, None], rtol=1e-5)
     assert not np.allclose(want, near3.mean(axis=1), rtol=1e-3)  # the mean would fail the check
+
+
+def test_init_from_a_ply_notes_the_unknown_properties_it_drops(tmp_path):
+    """`spirula train --init` (issue 49): a PLY's own properties are kept by `spirula export`
+    but the training has no place for them; one note names them and the file."""
+    from engine.io.ply import GaussianPly, write_ply
+    from engine.splat.init import gaussians_from_file
+
+    rng = np.random.default_rng(3)
+    n = 40
+    g = GaussianPly(means=rng.normal(size=(n, 3)).astype(np.float32),
+                    scales=rng.normal(-3, 0.2, (n, 3)).astype(np.float32),
+                    quats=rng.normal(size=(n, 4)).astype(np.float32), opacities=rng.normal(size=n).astype(np.float32),
+                    sh0=rng.normal(size=(n, 3)).astype(np.float32), shN=np.zeros((n, 0, 3), np.float32),
+                    extra={"label": rng.integers(0, 9, n).astype(np.int32),
+                           "confidence": rng.random(n).astype(np.float32)})
+    path = tmp_path / "labelled.ply"
+    write_ply(path, g)
+    rows, _, notes = gaussians_from_file(path, 0)
+    assert len(rows) == n
+    said = [t for t in notes if "confidence" in t]
+    assert len(said) == 1 and "label" in said[0] and str(path) in said[0] and "\n" not in said[0]
+    g.extra = {}
+    write_ply(path, g)
+    assert gaussians_from_file(path, 0)[2] == []  # nx, ny, nz and the rest are the format's own: no note

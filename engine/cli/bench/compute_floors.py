@@ -1,6 +1,6 @@
 """Compute floors of the two rasterizer kernels (`spirula bench raster`).
 
-The memory-traffic floors (engine/profile/floors.py) say how far a kernel is from moving
+The memory-traffic floors (engine/cli/bench/floors.py) say how far a kernel is from moving
 its bytes at the measured bandwidth. rasterize_forward and rasterize_backward are bound by
 per-pixel arithmetic instead, so they also get a *compute floor*: the time the FP32
 arithmetic the algorithm must do would take at the FP32 rate the device really reaches,

@@ -74,7 +74,7 @@ VIEW_HZ = 120.0          # SetView commands per second: a fast drag on a 120 Hz 
 def orbit_w2c(center, up, eye0, angle_rad: float) -> np.ndarray:
     """[4, 4] world-to-camera of ``eye0`` [3] turned by ``angle_rad`` about the axis ``up`` [3]
     through ``center`` [3], looking at ``center`` (Rodrigues' rotation)."""
-    from ..pose import look_at
+    from ...pose import look_at
 
     k = np.asarray(up, np.float64)
     k = k / max(np.linalg.norm(k), 1e-12)
@@ -133,8 +133,8 @@ def _instrument(engine, rec: _Record) -> None:
 
 
 def _session_class():
-    from ..studio.engine_thread import EngineThread
-    from ..studio.session import Session, lower_priority
+    from ...studio.engine_thread import EngineThread
+    from ...studio.session import Session, lower_priority
 
     class BenchSession(Session):
         """The window's Session whose engine thread is kept (``engine``) and timed (``rec``)."""
@@ -159,8 +159,8 @@ class _Watch:
         self.s, self.seen = session, []
 
     def poll(self) -> list:
-        from ..errors import SpirulaError
-        from ..studio import messages as M
+        from ...errors import SpirulaError
+        from ...studio import messages as M
 
         new = self.s.poll()
         self.seen += new
@@ -170,7 +170,7 @@ class _Watch:
         return new
 
     def until(self, pred, timeout_s: float, what: str):
-        from ..errors import SpirulaError
+        from ...errors import SpirulaError
 
         t_end = time.perf_counter() + timeout_s
         while time.perf_counter() < t_end:
@@ -189,8 +189,8 @@ def bench_studio(data, gaussians: int = 6_000_000, max_size: int = 1000, steps: 
     """Run the protocol of the module docstring on dataset folder ``data``; returns the
     JSON-ready result. ``timeout_s``: the longest wait for each setup phase. ``geometry``: train
     with the geometry phase (the training panel's default), from 60% of ``steps`` on."""
-    from ..ingest import load_dataset
-    from ..studio import messages as M
+    from ...ingest import load_dataset
+    from ...studio import messages as M
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="spirula-bench-studio-") as tmp:
@@ -322,8 +322,8 @@ def explain(r: dict) -> str:
 
 
 def add_parser(bs) -> None:
-    """``spirula bench studio`` (registered by engine/profile/bench.py)."""
-    from ..cli.options import image_side, int_at_least
+    """``spirula bench studio`` (registered by engine/cli/bench/commands.py)."""
+    from ..options import image_side, int_at_least
 
     p = bs.add_parser("studio", help="studio viewport frame rate while a model trains (the window's engine, no Qt)")
     p.add_argument("--data", type=Path, required=True, help="dataset folder to train (COLMAP, nerfstudio)")
@@ -365,7 +365,7 @@ def run(args) -> tuple[dict, list[str]]:
 
 def _waiting(res: dict) -> str:
     """Whether training waited for the moving camera (engine/studio/training.py's rule)."""
-    from ..studio.training import FRAME_BUDGET_MS, TRAIN_SHARE
+    from ...studio.training import FRAME_BUDGET_MS, TRAIN_SHARE
 
     if not res["yield_to_camera"]:
         return "off (SPIRULA_TRAIN_YIELD=0)"

@@ -1,7 +1,7 @@
 """Measured side of the memory-traffic floors (`spirula bench raster`): the bandwidth the
 device reaches (a large copy and a read+write kernel, GPU timestamps, median of repeats),
 the measured time of each kernel of the iteration against its floor from the byte model of
-engine/profile/floors.py, and the report's lines. See floors.py's docstring for the model."""
+engine/cli/bench/floors.py, and the report's lines. See floors.py's docstring for the model."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def measure_bandwidth(gpu, nbytes: int | None = None, repeats: int = 5) -> dict:
     the VRAM pool."""
     import slangpy as spy
 
-    from ..device import MAX_DISPATCH_GROUPS  # here: engine.device imports engine.profile
+    from ...device import MAX_DISPATCH_GROUPS
 
     device = gpu.device
     if nbytes is None:

@@ -27,7 +27,7 @@ import numpy as np
 
 def ball_scene(n: int, sh_degree: int, seed: int = 0) -> np.ndarray:
     """Packed rows [N, D] (engine/splat/layout.py) of the viewer benchmark's scene."""
-    from ..splat.layout import pack
+    from ...splat.layout import pack
 
     rng = np.random.default_rng(seed)
     d = rng.normal(size=(n, 3))
@@ -45,7 +45,7 @@ def ball_scene(n: int, sh_degree: int, seed: int = 0) -> np.ndarray:
 
 def orbit_w2c(k: int, frames: int, distance: float = 5.0) -> np.ndarray:
     """World-to-camera of frame ``k`` of the orbit (``frames`` frames per turn)."""
-    from ..pose import look_at
+    from ...pose import look_at
 
     a = 2.0 * math.pi * k / max(frames, 1)
     return look_at((distance * math.cos(a), distance * math.sin(a), 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 1.0))
@@ -54,9 +54,9 @@ def orbit_w2c(k: int, frames: int, distance: float = 5.0) -> np.ndarray:
 def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int = 1080, sh_degree: int = 3,
                  frames: int = 30, warmup: int = 3, readback: bool = False, seed: int = 0, progress=None) -> dict:
     """Render the orbit on ``gpu``; returns the JSON-ready result."""
-    from ..studio import viewer as viewer_module
-    from ..studio.polling import install_polling_waits, wait_polling
-    from ..studio.viewer import Viewer, ViewSource
+    from ...studio import viewer as viewer_module
+    from ...studio.polling import install_polling_waits, wait_polling
+    from ...studio.viewer import Viewer, ViewSource
 
     install_polling_waits(gpu)
     waited = [0.0, 0.0]  # seconds a frame spent waiting for the GPU, and submitting
@@ -109,8 +109,8 @@ def bench_viewer(gpu, gaussians: int = 1_000_000, width: int = 1920, height: int
 
 
 def add_parser(bs) -> None:
-    """``spirula bench viewer`` (registered by engine/profile/bench.py)."""
-    from .bench_args import add_scene_options
+    """``spirula bench viewer`` (registered by engine/cli/bench/commands.py)."""
+    from .scene_args import add_scene_options
 
     p = bs.add_parser("viewer", help="studio viewport frame time: synthetic ball of Gaussians, orbiting camera")
     add_scene_options(p, 1_000_000, 1920, 1080, "viewport", ("--frames", 30, "timed frames, one orbit", "frames"))

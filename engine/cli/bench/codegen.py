@@ -8,7 +8,7 @@ slangc's command-line options. Link-time constants (``extern static const``) are
 rewriting their declarations in a scratch copy of ``shaders/``: the values the engine links
 (engine/device.py) become plain constants, which Slang folds the same way.
 
-    python -m engine.profile.codegen [--out DIR] [--nvrtc DIR] [--ptxas PATH] [--fp-mode fast]
+    python -m engine.cli.bench.codegen [--out DIR] [--nvrtc DIR] [--ptxas PATH] [--fp-mode fast]
 
 The counts it prints are the evidence behind docs/cuda-backend.md: ``ballots`` is the number
 of ``__ballot_sync`` calls Slang wrote into a kernel to track the active mask (0 since the
@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..device import shader_dir
+from ...device import shader_dir
 
 # (module, entry, link-time constants as the training step links them)
 HOT_KERNELS = [
@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     if a.nvrtc and str(a.nvrtc.resolve()) not in lib_path.split(":"):
         # Slang dlopens "libnvrtc.so" by name: the loader must see the folder from the start
         env = dict(os.environ, LD_LIBRARY_PATH=f"{a.nvrtc.resolve()}:{lib_path}")
-        os.execve(sys.executable, [sys.executable, "-m", "engine.profile.codegen", *(argv or sys.argv[1:])], env)
+        os.execve(sys.executable, [sys.executable, "-m", "engine.cli.bench.codegen", *(argv or sys.argv[1:])], env)
     slang = Slang()
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)

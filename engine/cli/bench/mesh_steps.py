@@ -22,8 +22,8 @@ import numpy as np
 
 def bench_mesh(project: Path, cfg, repeats: int = 1, progress=None) -> dict:
     """Mesh ``project`` ``repeats`` times with MeshConfig ``cfg``; returns the JSON-ready result."""
-    from ..errors import SpirulaError
-    from ..jobs.mesh import STEPS, run_mesh
+    from ...errors import SpirulaError
+    from ...jobs.mesh import STEPS, run_mesh
 
     project = Path(project)
     for name in ("splat.ply", "train.json"):
@@ -55,9 +55,9 @@ def bench_mesh(project: Path, cfg, repeats: int = 1, progress=None) -> dict:
 
 
 def add_parser(bs) -> None:
-    """``spirula bench mesh`` (registered by engine/profile/bench.py): `spirula mesh`'s options."""
-    from ..cli.options import int_at_least
-    from ..cli.mesh import add_options
+    """``spirula bench mesh`` (registered by engine/cli/bench/commands.py): `spirula mesh`'s options."""
+    from ..options import int_at_least
+    from ..mesh import add_options
 
     p = bs.add_parser("mesh", help="wall time of each `spirula mesh` step on a trained project (its files untouched)")
     add_options(p)
@@ -67,7 +67,7 @@ def add_parser(bs) -> None:
 def run(args) -> tuple[dict, list[str]]:
     import sys
 
-    from ..cli.mesh import config_from_args
+    from ..mesh import config_from_args
 
     res = bench_mesh(args.project, config_from_args(args), args.repeats,
                      progress=lambda k, n, s: print(f"  repeat {k}/{n}: {s:.1f} s", file=sys.stderr))

@@ -1,9 +1,9 @@
 """`spirula bench raster|train|viewer|studio|mesh`: fixed workloads with JSON output.
 
 This module registers all five (``add_parser``) and holds raster and train; viewer
-(the studio viewport's frame time) is engine/profile/bench_viewer.py, studio (the viewport's
-frame rate while a model trains) engine/profile/bench_studio.py, mesh (the steps of
-`spirula mesh` on a project) engine/profile/bench_mesh.py. benchmarks/gpu.sh runs them
+(the studio viewport's frame time) is engine/cli/bench/viewer_fps.py, studio (the viewport's
+frame rate while a model trains) engine/cli/bench/studio_fps.py, mesh (the steps of
+`spirula mesh` on a project) engine/cli/bench/mesh_steps.py. benchmarks/gpu.sh runs them
 on the GPU machine as named protocols.
 
 raster: a fixed-seed synthetic scene (default 2,000,000 Gaussians, SH degree 3, one
@@ -15,7 +15,7 @@ copy counts toward the stage of the kernel that follows it. Each stage's number 
 median over the timed iterations of that stage's summed GPU time in one iteration (gaps
 between dispatches are not included; ``iteration_gpu_ms`` is the command buffers' span).
 
-Memory-traffic floors (engine/profile/floors.py): the same run first measures the device's
+Memory-traffic floors (engine/cli/bench/floors.py): the same run first measures the device's
 bandwidth (a 256 MiB device-to-device copy and a read+write kernel, 16 MiB on a software
 device; ``2 x bytes / GPU time``, median of 5; the larger is used, JSON ``bandwidth``).
 Every timed kernel, copy and clear of the iteration then gets its compulsory bytes from
@@ -26,7 +26,7 @@ operation in ``floors.calls``), and the three slowest are named with their ratio
 whether each is within 3x of its floor (``floors.slowest``). The model's list of
 operations is checked against the profiler's trace (``floors.model_matches_trace``).
 
-Compute floors (engine/profile/compute_floors.py), for rasterize_forward and
+Compute floors (engine/cli/bench/compute_floors.py), for rasterize_forward and
 rasterize_backward, which are bound by per-pixel arithmetic rather than bytes: the run
 also measures the device's FP32 rate (shaders/profile/flops.slang, independent FMA chains,
 GPU timestamps, median of 5; JSON ``compute_floors.probe``), and each of the two gets
@@ -75,7 +75,7 @@ def synthetic_scene(n: int, width: int, height: int, sh_degree: int = 3, seed: i
     engine/splat/layout.py), ``w2c`` [4, 4], ``fx, fy, cx, cy``, ``width``, ``height``
     and ``gt`` [H, W, 3] uint8. Depths 2..12, 10% of the centres outside the view, screen
     footprint of a few pixels (log-normal), random rotations, opacities and SH."""
-    from ..splat.layout import pack, sh_coeffs
+    from ...splat.layout import pack, sh_coeffs
 
     rng = np.random.default_rng(seed)
     f = 0.9 * width
@@ -97,7 +97,7 @@ def synthetic_scene(n: int, width: int, height: int, sh_degree: int = 3, seed: i
 
 def _stage_times(trace) -> dict[str, float]:
     """Trace of one iteration (kind, label, bytes, seconds) -> {stage: ms}."""
-    from .profiler import KERNEL, SPAN
+    from ...profile.profiler import KERNEL, SPAN
 
     out = dict.fromkeys(STAGES, 0.0)
     out["other"] = 0.0
@@ -120,14 +120,14 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
                  bandwidth_bytes: int | None = None) -> dict:
     """Run the raster benchmark on ``gpu``; returns the JSON-ready result.
     ``bandwidth_bytes``: size of the bandwidth probe (default 256 MiB, 16 MiB on a software
-    device; engine/profile/floor_report.py measure_bandwidth)."""
-    from .. import profile
+    device; engine/cli/bench/floor_report.py measure_bandwidth)."""
+    from ... import profile
     from . import compute_floors, floor_report, floors
-    from ..splat.camera_table import View, camera_row
-    from ..splat.loss import PhotometricLoss
-    from ..splat.model import GaussianModel
-    from ..splat.render import Rasterizer
-    from ..splat.trainer import pack_rgba8
+    from ...splat.camera_table import View, camera_row
+    from ...splat.loss import PhotometricLoss
+    from ...splat.model import GaussianModel
+    from ...splat.render import Rasterizer
+    from ...splat.trainer import pack_rgba8
 
     bandwidth = floor_report.measure_bandwidth(gpu, bandwidth_bytes)
     flop_rate = compute_floors.measure_flops(gpu)
@@ -149,7 +149,7 @@ def bench_raster(gpu, gaussians: int = 2_000_000, width: int = 1237, height: int
     per_kernel: dict[str, list[float]] = {}
     gpu_ms, wall_ms, isects = [], [], []
     ops: list[list[tuple[str, float, int]]] = []  # per timed iteration: (name, seconds, bytes moved) in order
-    from .profiler import COPY, KERNEL, MEMSET, SPAN
+    from ...profile.profiler import COPY, KERNEL, MEMSET, SPAN
 
     for it in range(warmup + iters):
         prof.trace = []
@@ -227,7 +227,7 @@ def _raster_counts(raster, n: int, view) -> tuple[int, int, int]:
     contributor index of its pixels)); and the compulsory pixel-splat pairs of both
     rasterizers, the sum of last_index over the pixels (compute_floors.pair_count, int64).
     Host reads after the timed loop (reporting only)."""
-    from ..splat.camera_table import TILE
+    from ...splat.camera_table import TILE
     from .compute_floors import pair_count
 
     visible = int(np.count_nonzero(raster.read("tiles_touched", np.uint32)[:n]))
@@ -246,9 +246,9 @@ def bench_train(gpu, data: Path | None = None, steps: int = 1000, max_size: int 
     ``sec_per_1k_steps`` counts every step, the first ones' kernel compiles included (nvrtc on
     CUDA, the driver's on Vulkan: seconds); ``steady_sec_per_1k_steps`` counts only the steps
     after the first fifth (log points' clock), which is the rate a long run trains at."""
-    from ..config import TrainConfig
-    from ..ingest import load_dataset
-    from ..splat.trainer import Trainer
+    from ...config import TrainConfig
+    from ...ingest import load_dataset
+    from ...splat.trainer import Trainer
 
     data = Path(data) if data is not None else REPO / "resources" / "sample" / "fox"
     t0 = time.perf_counter()
@@ -286,9 +286,9 @@ def bench_train(gpu, data: Path | None = None, steps: int = 1000, max_size: int 
 # --- command line ---------------------------------------------------------------------------------
 def add_parser(sub) -> None:
     """``spirula bench raster|train|viewer|studio|mesh`` (called by engine/cli/main.py)."""
-    from ..cli.options import add_device_option, image_side, int_at_least
-    from . import bench_mesh, bench_studio, bench_viewer
-    from .bench_args import add_scene_options
+    from ..options import add_device_option, image_side, int_at_least
+    from . import mesh_steps, studio_fps, viewer_fps
+    from .scene_args import add_scene_options
 
     p = sub.add_parser("bench", help="fixed-workload benchmarks (JSON output)")
     bs = p.add_subparsers(dest="bench", required=True)
@@ -302,9 +302,9 @@ def add_parser(sub) -> None:
     t.add_argument("--max-size", type=image_side, default=0, help="longer image side in px (0 = as stored)")
     t.add_argument("--init-points", type=int_at_least(1), default=100_000, help="random initial points (default 100,000)")
     t.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default 0)")
-    bench_viewer.add_parser(bs)
-    bench_studio.add_parser(bs)
-    bench_mesh.add_parser(bs)  # with `spirula mesh`'s options, --device included
+    viewer_fps.add_parser(bs)
+    studio_fps.add_parser(bs)
+    mesh_steps.add_parser(bs)  # with `spirula mesh`'s options, --device included
     for name, q in bs.choices.items():
         if name != "mesh":
             add_device_option(q)
@@ -312,23 +312,23 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..device import get_gpu
+    from ...device import get_gpu
     from .compute_floors import format_compute_floors
     from .floor_report import format_floors
 
     if args.bench == "mesh":  # the mesh job opens its device itself (MeshConfig.device)
-        from . import bench_mesh
+        from . import mesh_steps
 
-        return _report(args, *bench_mesh.run(args))
+        return _report(args, *mesh_steps.run(args))
     if args.bench == "studio":  # the studio's engine thread opens the device itself, as in the window
-        from . import bench_studio
+        from . import studio_fps
 
-        return _report(args, *bench_studio.run(args))
+        return _report(args, *studio_fps.run(args))
     gpu = get_gpu(args.device)
     if args.bench == "viewer":
-        from . import bench_viewer
+        from . import viewer_fps
 
-        return _report(args, *bench_viewer.run(gpu, args))
+        return _report(args, *viewer_fps.run(gpu, args))
     if args.bench == "raster":
         res = bench_raster(gpu, args.gaussians, args.width, args.height, args.sh_degree, args.iters, args.warmup,
                            args.seed, progress=lambda i, n: print(f"\r  iteration {i}/{n}", end="", file=sys.stderr),
@@ -339,9 +339,9 @@ def run(args) -> int:
         lines += [f"  {k:22s}{v:10.3f} ms" for k, v in res["stages_ms"].items() if v is not None]
         lines += [f"  {'iteration (GPU span)':22s}{res['iteration_gpu_ms']:10.3f} ms",
                   f"  {'iteration (wall)':22s}{res['iteration_wall_ms']:10.3f} ms",
-                  "memory-traffic floors (engine/profile/floors.py; floor = compulsory bytes / measured bandwidth):"]
+                  "memory-traffic floors (engine/cli/bench/floors.py; floor = compulsory bytes / measured bandwidth):"]
         lines += format_floors(res["floors"], res["bandwidth"])
-        lines.append("compute floors of the rasterizers (engine/profile/compute_floors.py; floor = pixel-splat pairs "
+        lines.append("compute floors of the rasterizers (engine/cli/bench/compute_floors.py; floor = pixel-splat pairs "
                      "x FP32 FLOPs per pair / measured FP32 rate):")
         lines += format_compute_floors(res["compute_floors"])
         drift = res["flop_rate_after_over_before"]
@@ -368,7 +368,7 @@ def _steady(res: dict) -> str:
 
 def _report(args, res: dict, lines: list[str]) -> int:
     """The summary lines to stderr, the JSON to stdout (and to --json)."""
-    from ..fileio import write_json_atomic
+    from ...fileio import write_json_atomic
 
     print("\n".join(lines), file=sys.stderr)
     if args.json is not None:

@@ -9,7 +9,7 @@ def add_scene_options(p, gaussians: int, width: int, height: int, image: str,
     """``image``: what the size is of ("image", "viewport"); ``repeats``: (flag, default,
     help, noun) of the timed repeats, e.g. ("--iters", 20, "timed iterations after warm-up",
     "iterations")."""
-    from ..cli.options import int_at_least
+    from ..options import int_at_least
 
     flag, count, what, noun = repeats
     p.add_argument("--gaussians", type=int_at_least(1), default=gaussians,

@@ -127,7 +127,7 @@ class Workload:
 
     @property
     def d(self) -> int:
-        from ..splat.layout import row_stride
+        from ...splat.layout import row_stride
         return row_stride(self.max_sh_degree)
 
     @property
@@ -137,7 +137,7 @@ class Workload:
 
     @property
     def k(self) -> int:
-        from ..splat.layout import sh_coeffs
+        from ...splat.layout import sh_coeffs
         return sh_coeffs(self.sh_degree)
 
     @property
@@ -174,7 +174,7 @@ class Workload:
 
 
 def _depth_key_bits() -> int:
-    from ..splat.render import DEPTH_KEY_BITS  # here: engine.splat imports engine.profile
+    from ...splat.render import DEPTH_KEY_BITS
 
     return DEPTH_KEY_BITS
 
