@@ -241,8 +241,12 @@ class BackgroundWriter:
         try:
             self.wait()
         except OSError as e:
-            return f"checkpoint not written to {self.path}: {e}"
+            return f"checkpoint not written to {self.path}: {e.strerror or e}"
         return ""
+
+    def busy(self) -> bool:
+        """A write is still going on (:meth:`wait` would block)."""
+        return self._thread is not None and self._thread.is_alive()
 
     def kept(self) -> str | None:
         """What is on disk, for error messages: 'the last good checkpoint (step N) is kept in
@@ -486,7 +490,7 @@ def _write_atomic(path: Path, arrays: dict, generations: str = "rotate") -> None
     earlier run's)."""
     path = Path(path)
     prev = previous_path(path)
-    with open_atomic(path, "wb") as f:
+    with open_atomic(path, "wb", what="checkpoint") as f:
         np.savez(f, **arrays)
         f.flush()
         os.fsync(f.fileno())  # the new file is whole before any generation moves

@@ -44,6 +44,24 @@ class OutputError(SpirulaError):
     """An output folder cannot be created or written (checked before any work starts)."""
 
 
+class WriteError(OutputError, OSError):
+    """The operating system refused a write (no space left, read-only file system, no
+    permission, quota): one line naming what was written and where, e.g. ``cannot write
+    checkpoint /p/checkpoint.npz: no space left on device``. Also an OSError (``errno``,
+    ``strerror``, ``filename`` as the original's), so code that tolerates a failed write
+    (a checkpoint on a full disk is a warning) still catches it."""
+
+    def __init__(self, path, what: str, err: OSError):
+        OSError.__init__(self, err.errno, err.strerror, str(path))
+        reason = (err.strerror or str(err) or type(err).__name__)
+        reason = reason[:1].lower() + reason[1:]
+        self.what = what
+        self.message = f"cannot write {what + ' ' if what else ''}{path}: {reason}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class SplatFileError(SpirulaError):
     """A splat file (PLY, compressed PLY, SPZ, SOG, .splat) cannot be read or written: the
     message names the file, the format and what is wrong (truncated, bad magic, wrong count,

@@ -8,10 +8,12 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 export DEBIAN_FRONTEND=noninteractive
 as_root() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
+# apt_get: apt-get waiting (up to 5 minutes, saying so once) for the package manager's lock
+. scripts/apt_wait.sh
 
 if ! $PY -c 'import venv, ensurepip' 2>/dev/null; then
   as_root || { echo "[setup] python3-venv is missing: install it (apt-get install python3-venv)" >&2; exit 1; }
-  apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+  apt_get update -qq && apt_get install -y -qq python3-venv >/dev/null
 fi
 if [ ! -x .venv/bin/python ]; then
   $PY -m venv .venv
@@ -42,8 +44,8 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
   fi
-  apt-get update -qq
-  apt-get install -y -qq -t "${codename}-backports" mesa-vulkan-drivers libvulkan1 >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq -t "${codename}-backports" mesa-vulkan-drivers libvulkan1 >/dev/null
   vulkan_ok || { echo "[setup] Vulkan still unavailable after installing Mesa" >&2; exit 1; }
 fi
 # The studio window's tests run Qt on a private Xvfb display (the Vulkan viewport presents
@@ -60,8 +62,8 @@ if as_root; then
   done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "[setup] installing X11 libraries for the studio window tests: ${missing[*]}"
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt_get update -qq
+    apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 else
   command -v Xvfb >/dev/null ||
@@ -75,8 +77,8 @@ fi
 SPLAT_TRANSFORM_VERSION=2.7.1
 if ! command -v npm >/dev/null && as_root; then
   echo "[setup] installing Node.js and npm for the splat-format interop tests"
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 st=.tools/node_modules/@playcanvas/splat-transform/package.json
 if command -v npm >/dev/null; then

@@ -161,14 +161,48 @@ def test_failed_stage_keeps_earlier_outputs_and_records_the_error(photo_folder, 
 
 
 def test_interrupted_training_is_kept_but_redone(photo_folder, tmp_path, fake_stages):
+    """A training stopped early keeps its outputs, recorded "partial", and the run stops
+    there: no export, no mesh (issue 49; on dfa6aa5 both ran on the partial model). The
+    rerun redoes the training and goes on."""
+    from engine.jobs.pipeline import PipelineStopped
+
     calls, fail = fake_stages
     fail["train"] = "stop"
-    rec = run_pipeline(photo_folder, tmp_path / "proj")
-    assert [s["status"] for s in rec["stages"]][-3:] == ["partial", "done", "done"]    # exported what it had
+    with pytest.raises(PipelineStopped) as stopped:
+        run_pipeline(photo_folder, tmp_path / "proj")
+    assert stopped.value.stage == "train" and stopped.value.summary["stopped_early"]
+    assert calls[-1] == "train" and not (tmp_path / "proj" / "exports").exists()
+    rec = json.loads((tmp_path / "proj" / "run.json").read_text())
+    assert [s["status"] for s in rec["stages"]][-1] == "partial" and rec["error"]["message"] == "stopped"
+    assert (tmp_path / "proj" / "train" / "out.txt").is_file()                           # kept
     fail.clear()
     calls.clear()
     run_pipeline(photo_folder, tmp_path / "proj")
     assert calls == ["train", "export", "mesh"]
+
+
+def test_a_stop_asked_during_a_stage_starts_no_later_stage(photo_folder, tmp_path, fake_stages):
+    """should_stop turning true while a stage that cannot stop midway runs (its outputs are
+    installed): the next stage does not start."""
+    from engine.jobs.pipeline import PipelineStopped
+
+    calls, fail = fake_stages
+    asked = []
+    stages_seen = []
+
+    def emit(m):
+        if isinstance(m, msg.StageStarted):
+            stages_seen.append(m.stage)
+            if m.stage == "sfm":
+                asked.append(True)  # e.g. SIGTERM arrives during SfM's last, uninterruptible part
+
+    with pytest.raises(PipelineStopped) as stopped:
+        run_pipeline(photo_folder, tmp_path / "proj", emit=emit, should_stop=lambda: bool(asked))
+    assert stopped.value.stage == "sfm" and calls == ["import", "sfm"] and stages_seen == ["import", "sfm"]
+    assert (tmp_path / "proj" / "sfm" / "out.txt").is_file()
+    calls.clear()
+    run_pipeline(photo_folder, tmp_path / "proj")
+    assert calls == ["undistort", "train", "export", "mesh"]
 
 
 def test_cancel_stops_between_stages(photo_folder, tmp_path, fake_stages):

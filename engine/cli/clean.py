@@ -19,7 +19,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("clean", help="remove the SfM cache (features and matches) of projects",
                        description="Remove <project>/cache/sfm: the SIFT features and matches kept so that a "
                                    "cancelled or failed SfM, or a rerun with other mapper settings, does not start "
-                                   "over. Results (frames, sparse model, training, exports) are never touched.")
+                                   "over; and the temporary files of interrupted writes. Results (frames, sparse model, "
+                                   "training, exports) are never touched.")
     p.add_argument("paths", type=Path, nargs="*", metavar="PATH",
                    help="project folders to clean (with --prune: the folder of projects; default: the studio's, "
                         "$SPIRULA_PROJECTS or ~/Spirula)")
@@ -54,4 +55,21 @@ def run(args) -> int:
         had = cache.cache_folder(project).is_dir()
         freed = cache.clear(project)
         print(f"{project}: " + (f"removed the SfM cache, {_size(freed)} freed" if had else "no SfM cache"))
+        _remove_temporaries(project)
     return 0
+
+
+def _remove_temporaries(project: Path) -> None:
+    """The temporary files of killed writes (engine/fileio.py remove_temporaries), under the
+    project's lock (engine/jobs/lock.py, which removes them as it is taken): left alone
+    while another process writes the project."""
+    from ..jobs.lock import ProjectBusyError, acquire
+
+    notes = []
+    try:
+        acquire(project, "spirula clean", on_note=notes.append).release()
+    except ProjectBusyError as e:
+        print(f"{project}: temporary files left: {e}")
+        return
+    for note in notes:
+        print(note.removeprefix("note: "))

@@ -5,6 +5,7 @@ open the studio window its caller passes in (app/launch.py: the engine never imp
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from ..config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from ..errors import SpirulaError
 from .options import (OneLineParser, add_device_option, add_training_options, geometry_settings, preset_train_settings,
                       resolution_settings)
-from .stopping import clean_stop_on_ctrl_c as _clean_stop_on_ctrl_c
+from . import stopping
 
 
 def _train_parser(sub) -> None:
@@ -58,17 +59,28 @@ def cmd_train(args) -> int:
                                       antialias=args.antialias, **geometry_settings(args), **resolution_settings(args),
                                       appearance=args.appearance, init_file=str(args.init) if args.init else "",
                                       **density_settings(args.strategy, args.max_gaussians)))
-    bar, update = _progress_bar(cfg.train.steps)
-    try:
-        with _clean_stop_on_ctrl_c(bar.write) as should_stop:
-            metrics = run_training(args.dataset, args.output, cfg, on_progress=update,
-                                   on_message=lambda m: bar.write(m), should_stop=should_stop,
-                                   resume="require" if args.resume else "never")
-    finally:
-        bar.close()
+    from ..jobs.lock import project_lock
+
+    stop = stopping.current()
+    with project_lock(args.output, "spirula train", on_note=_note):
+        bar, update = _progress_bar(cfg.train.steps)
+        try:
+            with stop.between_steps(bar.write):
+                metrics = run_training(args.dataset, args.output, cfg, on_progress=update,
+                                       on_message=lambda m: bar.write(m), should_stop=stop,
+                                       resume="require" if args.resume else "never")
+        finally:
+            bar.close()
     if metrics["stopped_early"]:
-        print(f"stopped at step {metrics['step']}: the model reached so far is in {args.output / 'splat.ply'}")
+        print(stopping.stopped_line(stop, metrics["step"], metrics.get("checkpoint"), metrics.get("checkpoint_step"),
+                                    f"the model so far is in {args.output / 'splat.ply'}; rerun the same command "
+                                    "with --resume to continue", "rerun the same command to start again"))
+        return stop.exit_code
     return 0
+
+
+def _note(text: str) -> None:
+    print(text, file=sys.stderr)
 
 
 def _gui_parser(sub) -> None:
@@ -168,22 +180,52 @@ def main(argv: list[str] | None = None, open_window=None) -> int:
         return selftest(verbose=args.verbose)
     if args.command is None:  # `spirula` alone opens the studio
         return cmd_gui(args, open_window)
+    command = {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "export": cmd_export,
+               "partition": cmd_partition, "clean": cmd_clean, "gui": lambda a: cmd_gui(a, open_window)}[args.command]
+    if args.command == "gui":  # the window has its own event loop (and Cancel)
+        return _dispatch(args, command, stopping.StopRequest())
+    with stopping.handle_signals() as stop:  # Ctrl-C and SIGTERM: engine/cli/stopping.py
+        return _dispatch(args, command, stop)
+
+
+def _dispatch(args, command, stop) -> int:
+    from ..fileio import is_refused_write
+
     try:
-        return {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "export": cmd_export,
-                "partition": cmd_partition, "clean": cmd_clean,
-                "gui": lambda a: cmd_gui(a, open_window)}[args.command](args)
+        return command(args)
     except SpirulaError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        print(f"stopped ({stop.name}): spirula {args.command} interrupted; the outputs finished before are kept",
+              file=sys.stderr)
+        return stop.exit_code
     except Exception as e:  # a bug: one clear line, the traceback with -v (earlier stages' results stay)
+        if is_refused_write(e):  # the file system's refusal, not a bug
+            print(f"error: {refused_write_line(args.command, e)}", file=sys.stderr)
+            return 1
         if args.verbose:
             raise
         print(f"error: spirula {args.command} failed unexpectedly: {type(e).__name__}: {e} (a bug: `spirula -v "
               f"{args.command} ...` shows where; results of finished stages are kept)", file=sys.stderr)
         return 1
+
+
+def refused_write_line(command: str, e: OSError) -> str:
+    """One line for an OSError of a refused write that no writer named (full disk,
+    read-only, permission): the path and the reason."""
+    reason = (e.strerror or str(e))
+    reason = reason[:1].lower() + reason[1:]
+    path = e.filename2 if getattr(e, "filename2", None) else e.filename
+    if path is not None:  # a writer's temporary (".NAME.XXXXXXXX.tmp"): name the file it was for
+        import re
+
+        m = re.fullmatch(r"\.(.+)\.[a-z0-9_]{8}\.tmp", Path(path).name)
+        path = Path(path).with_name(m.group(1)) if m else path
+    if path is None:
+        return f"spirula {command} could not write its outputs: {reason} (the outputs finished before are kept)"
+    verb = "access" if e.errno in (errno.EACCES, errno.EPERM) else "write"
+    return f"cannot {verb} {path}: {reason} (spirula {command}; the outputs finished before are kept)"
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ engine/cli/main.py). Progress goes to stderr, one line per step and a bar per ca
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -134,9 +135,24 @@ def cmd_mesh(args) -> int:
     from ..fileio import check_writable
     from ..jobs.mesh import run_mesh
 
+    from ..jobs.lock import project_lock
+    from . import stopping
+
+    lock = contextlib.nullcontext()  # no project folder: run_mesh says what is wrong
     if args.project.is_dir():
         check_writable(args.project, "project folder")  # exports/ and mesh.json go there
-    report = run_mesh(args.project, config_from_args(args), emit=_Printer())
+        lock = project_lock(args.project, "spirula mesh", on_note=lambda t: print(t, file=sys.stderr))
+    stop = stopping.current()
+    try:
+        with lock, stop.between_steps(lambda t: print(f"\n{t}", file=sys.stderr)):
+            report = run_mesh(args.project, config_from_args(args), emit=_Printer(), should_stop=stop)
+    except KeyboardInterrupt as e:
+        if not stop():
+            raise
+        where = str(e).removeprefix("mesh: cancelled at ").strip() or "the start"
+        print(f"\nstopped in the mesh at {where} ({stop.name}); no mesh file was written (the PLY and an earlier "
+              "mesh are kept); rerun the same command to make it", file=sys.stderr)
+        return stop.exit_code
     files = report["files"]
     print(f"{report['faces']:,} faces, {report['vertices']:,} vertices, texture {report['texture_size']}², "
           f"{'watertight' if report['watertight'] else 'not watertight'}, "

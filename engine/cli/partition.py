@@ -116,8 +116,15 @@ def _split(args) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    split_dataset(args.dataset, args.output, settings, force=args.force)
+    from ..jobs.lock import project_lock
+
+    with project_lock(args.output, "spirula partition split", on_note=_note):
+        split_dataset(args.dataset, args.output, settings, force=args.force)
     return 0
+
+
+def _note(text: str) -> None:
+    print(text, file=sys.stderr)
 
 
 def run_config(args) -> RunConfig:
@@ -165,12 +172,14 @@ class Bars:
 
 
 def _train(args) -> int:
+    from ..jobs.lock import project_lock
     from ..partition.run_parts import train_parts
-    from .stopping import clean_stop_on_ctrl_c
+    from . import stopping
 
     bars = Bars()
-    with clean_stop_on_ctrl_c(print) as should_stop:
-        out = train_parts(args.parts, run_config(args), address=args.address, emit=bars, should_stop=should_stop,
+    stop = stopping.current()
+    with project_lock(args.parts, "spirula partition train", on_note=_note), stop.between_steps(print):
+        out = train_parts(args.parts, run_config(args), address=args.address, emit=bars, should_stop=stop,
                           gpus_per_part=args.gpus_per_part, use_ray=not args.no_ray,
                           steps_rule=args.steps_rule)
     failed = [k for k, v in out["parts"].items() if v.get("error")]
@@ -179,7 +188,10 @@ def _train(args) -> int:
             print(f"error: {k}: {out['parts'][k]['error']}", file=sys.stderr)
         return 1
     if out["stopped"]:
-        print(f"stopped: run `spirula partition train {args.parts}` again to resume the unfinished parts")
+        kept = ("each unfinished part checkpointed the step it reached" if args.checkpoint_every
+                else "no part was checkpointed (--checkpoint-every 0)")
+        print(f"stopped ({stop.name}): {kept}; rerun the same command to continue them")
+        return stop.exit_code if stop() else 0
     else:
         print(f"every part trained: `spirula partition merge {args.parts} -o <project>`")
     return 0
@@ -188,8 +200,11 @@ def _train(args) -> int:
 def _merge(args) -> int:
     from ..partition.merge import merge_parts
 
-    m = merge_parts(args.parts, args.output, max_size=args.max_size, device=args.device,
-                    finetune_steps=args.finetune_steps)
+    from ..jobs.lock import project_lock
+
+    with project_lock(args.output, "spirula partition merge", on_note=_note):
+        m = merge_parts(args.parts, args.output, max_size=args.max_size, device=args.device,
+                        finetune_steps=args.finetune_steps)
     kept = ", ".join(f"{k} {v['kept']:,}/{v['trained']:,}" for k, v in m["parts"].items())
     print(f"wrote {args.output / 'splat.ply'} ({m['num_gaussians']:,} Gaussians; kept {kept})")
     if m.get("psnr") is not None:

@@ -191,19 +191,27 @@ def _short(stage: str, s: dict) -> str:
 
 def run(args) -> int:
     from ..fileio import check_writable
-    from ..jobs.pipeline import RUN_FILE, run_pipeline
+    from ..jobs.lock import project_lock
+    from ..jobs.pipeline import RUN_FILE, PipelineStopped, run_pipeline
+    from . import stopping
 
     check_writable(args.output, "project folder")  # fail before decoding or matching anything
+    stop = stopping.current()
     view = TqdmView()
     try:
-        record = run_pipeline(args.source, args.output, config_from_args(args), emit=view,
-                              from_stage=args.from_stage, until_stage=args.until_stage)
-    except BaseException:
+        with project_lock(args.output, "spirula run", on_note=view.write), stop.between_steps(view.write):
+            record = run_pipeline(args.source, args.output, config_from_args(args), emit=view,
+                                  from_stage=args.from_stage, until_stage=args.until_stage, should_stop=stop)
+    except PipelineStopped as e:  # Ctrl-C or SIGTERM: no later stage started
+        view._close()
+        print(stopped_line(stop, e), file=sys.stderr)
+        return stop.exit_code
+    except BaseException as e:
         view._close()
         from ..jobs.pipeline import _load_run
 
         rec = _load_run(Path(args.output).resolve())
-        if rec.get("stages"):
+        if rec.get("stages") and not isinstance(e, KeyboardInterrupt):
             print(summary_table(rec), file=sys.stderr)
         raise
     print(summary_table(record))
@@ -214,3 +222,18 @@ def run(args) -> int:
         freed = clear(args.output)
         print(f"SfM cache removed ({freed / 1024 ** 2:,.1f} MiB freed)" if freed else "no SfM cache to remove")
     return 0
+
+
+def stopped_line(stop, e) -> str:
+    """The one line of a `spirula run` stopped by Ctrl-C or SIGTERM (``e``: the pipeline's
+    PipelineStopped)."""
+    from . import stopping
+
+    again = "rerun the same command to continue"
+    if e.stage == "train" and e.summary.get("step") is not None:
+        return stopping.stopped_line(stop, e.summary["step"], e.summary.get("checkpoint"),
+                                     e.summary.get("checkpoint_step"), again, again + " (the training starts over)",
+                                     where=" of the training")
+    if e.summary:  # the stage had finished: none after it started
+        return f"stopped after the {e.stage} stage ({stop.name}); {again}"
+    return f"stopped in the {e.stage} stage ({stop.name}); the stages finished before are kept; {again}"

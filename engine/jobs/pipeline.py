@@ -25,6 +25,12 @@ stage and every later one; ``until_stage`` stops after that stage (records of la
 stages are kept for a later run). ``run.json`` also keeps the settings, per-stage seconds
 and summaries, and the error of a failed run.
 
+Stopping (``should_stop``: Ctrl-C or SIGTERM in `spirula run`, the studio's Cancel): a
+stage stops at its next step (the training checkpoints the step it reached and keeps its
+outputs, recorded "partial"; other stages keep nothing of theirs), no later stage starts,
+and :class:`PipelineStopped` (a KeyboardInterrupt) says where it stopped. A write the disk
+refuses in a stage is engine.errors.WriteError naming the stage and the file.
+
 Progress goes out as typed messages (:mod:`engine.messages`) through ``emit``.
 """
 
@@ -42,7 +48,7 @@ from typing import Callable
 from .. import messages as msg
 from ..config import RunConfig, added_later
 from ..errors import DatasetError, SpirulaError
-from ..fileio import write_json_atomic
+from ..fileio import is_refused_write, write_error, write_json_atomic
 from ..ingest.frames import FramesConfig
 from ..ingest.photos import PhotosConfig, is_photo_folder
 from ..mesh.config import MeshConfig
@@ -94,6 +100,16 @@ class PipelineConfig:
 
 class PipelineError(SpirulaError):
     """Bad pipeline arguments (input kind, stage name, project folder)."""
+
+
+class PipelineStopped(KeyboardInterrupt):
+    """The run stopped on request (``should_stop``) in or after stage ``stage``;
+    ``summary`` is that stage's (a stopped training's: ``step``, ``checkpoint``,
+    ``checkpoint_step``), empty when the stage kept nothing."""
+
+    def __init__(self, stage: str, summary: dict | None = None):
+        super().__init__(f"stopped in the {stage} stage")
+        self.stage, self.summary = stage, dict(summary or {})
 
 
 def detect_input(source: Path) -> str:
@@ -195,8 +211,10 @@ def run_pipeline(source: Path, project: Path, cfg: PipelineConfig | None = None,
     """Run (or resume) the main job; returns the run record (also in ``run.json``).
 
     Raises the stage's SpirulaError (after emitting :class:`engine.messages.Error` and
-    recording it) when a stage fails; KeyboardInterrupt when ``should_stop`` says so or
-    on Ctrl-C. Outputs of finished stages are kept in both cases.
+    recording it) when a stage fails; :class:`PipelineStopped` when ``should_stop`` says
+    so (in a stage, or once a stage has ended: no later stage starts) or a stage stopped
+    early, KeyboardInterrupt on another interrupt. Outputs of finished stages are kept in
+    every case.
     """
     cfg = cfg or PipelineConfig()
     source = Path(os.path.abspath(source))
@@ -254,17 +272,27 @@ def run_pipeline(source: Path, project: Path, cfg: PipelineConfig | None = None,
         try:
             summary = STAGE_FUNCTIONS[name](ctx)
             _install(staging, project, outputs)
+        except KeyboardInterrupt as e:
+            entry.update(status="cancelled", seconds=time.perf_counter() - t0)
+            record["error"] = {"stage": name, "message": "cancelled"}
+            record["total_seconds"] = time.perf_counter() - t_run
+            _record_quietly(project, record)
+            if should_stop() and not isinstance(e, PipelineStopped):
+                raise PipelineStopped(name) from e
+            raise
         except BaseException as e:
-            entry.update(status="cancelled" if isinstance(e, KeyboardInterrupt) else "failed",
-                         seconds=time.perf_counter() - t0)
-            text = "cancelled" if isinstance(e, KeyboardInterrupt) else str(e)
-            if not isinstance(e, SpirulaError | KeyboardInterrupt):
-                text = f"{name} stage failed: {type(e).__name__}: {e}"
+            entry.update(status="failed", seconds=time.perf_counter() - t0)
+            err = e
+            if is_refused_write(e) and not isinstance(e, SpirulaError):  # full disk, read-only, permission
+                where = getattr(e, "filename2", None) or e.filename or staging
+                err = write_error(Path(where), f"the {name} stage's output", e)
+            text = str(err) if isinstance(err, SpirulaError) else f"{name} stage failed: {type(e).__name__}: {e}"
             record["error"] = {"stage": name, "message": text}
             record["total_seconds"] = time.perf_counter() - t_run
-            write_json_atomic(project / RUN_FILE, record)
-            if not isinstance(e, KeyboardInterrupt):
-                emit(msg.Error(text))
+            _record_quietly(project, record)
+            emit(msg.Error(text))
+            if err is not e:
+                raise err from e
             raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -273,8 +301,14 @@ def run_pipeline(source: Path, project: Path, cfg: PipelineConfig | None = None,
         status = "partial" if summary.get("stopped_early") else "done"
         entry.update(status=status, seconds=time.perf_counter() - t0, summary=summary,
                      finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        stopped = status == "partial" or (should_stop() and name != stages[-1])
+        if stopped:  # no later stage starts
+            record["error"] = {"stage": name, "message": "stopped"}
+            record["total_seconds"] = time.perf_counter() - t_run
         write_json_atomic(project / RUN_FILE, record)
         emit(msg.StageFinished(name, entry["seconds"], summary))
+        if stopped:
+            raise PipelineStopped(name, summary)
     record["stages"] += [previous[s] for s in all_stages[len(stages):] if s in previous]
     record["total_seconds"] = time.perf_counter() - t_run
     record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -294,6 +328,15 @@ def _check_layout(source: Path, project: Path) -> None:
             if source == p or p in source.parents:
                 raise PipelineError(f"{source}: the input lies in {p}, which the run replaces; "
                                     "use another project folder")
+
+
+def _record_quietly(project: Path, record: dict) -> None:
+    """run.json of a run that ends in an error: not written when the disk refuses it (a
+    full disk), so that the error raised is the stage's, not this one's."""
+    try:
+        write_json_atomic(project / RUN_FILE, record)
+    except OSError:
+        pass
 
 
 def _pending(stages: list[str], current: str) -> list[dict]:

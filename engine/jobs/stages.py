@@ -282,10 +282,13 @@ def stage_train(ctx: StageContext) -> dict:
         aside = checkpoint.set_aside(ckpt)
         if aside is not None:
             on_message(f"note: training afresh (--from); the earlier training's checkpoint is set aside as {aside}")
+    # a stop (Ctrl-C, SIGTERM, Cancel) ends it between two steps, checkpointed: the pipeline then stops
     m = run_training(dataset_path(ctx), ctx.staging / "train", cfg, on_progress=on_progress, on_message=on_message,
-                     resume="never" if ctx.fresh else "auto", checkpoint_path=ckpt, keep_checkpoint=False)
+                     should_stop=ctx.should_stop, resume="never" if ctx.fresh else "auto", checkpoint_path=ckpt,
+                     keep_checkpoint=False)
     return {k: m.get(k) for k in ("step", "stopped_early", "num_gaussians", "psnr", "ssim", "initial_psnr",
-                                  "views", "train_seconds", "sec_per_1k_steps", "appearance")}
+                                  "views", "train_seconds", "sec_per_1k_steps", "appearance", "checkpoint",
+                                  "checkpoint_step")}
 
 
 def stage_export(ctx: StageContext) -> dict:

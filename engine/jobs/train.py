@@ -31,7 +31,7 @@ from .. import checkpoint
 from ..config import MCMC_MIN_STEPS, RunConfig
 from ..device import Gpu, get_gpu
 from ..errors import DeviceMemoryError, NonFiniteError, SpirulaError
-from ..fileio import write_json_atomic
+from ..fileio import write_error, write_json_atomic
 from ..ingest import load_dataset
 from ..ingest.load import undistortion_notes
 from ..io.ply import write_ply
@@ -78,13 +78,16 @@ def export_ply(trainer: Trainer, path: Path, on_message: Callable[[str], None] |
             raise NonFiniteError(f"every one of the {dropped} Gaussians has NaN/Inf values: {path} not written")
         rows = rows[finite]
         (on_message or log.warning)(f"warning: {dropped} Gaussians with NaN/Inf values dropped from {path}")
-    if fmt == "ply":
-        write_ply(path, unpack(rows, trainer.cfg.sh_degree))
-    else:
-        from ..io.formats import write_any
-        from ..io.splat_file import as_gaussians
+    try:
+        if fmt == "ply":
+            write_ply(path, unpack(rows, trainer.cfg.sh_degree))
+        else:
+            from ..io.formats import write_any
+            from ..io.splat_file import as_gaussians
 
-        write_any(path, as_gaussians(unpack(rows, trainer.cfg.sh_degree)), fmt)
+            write_any(path, as_gaussians(unpack(rows, trainer.cfg.sh_degree)), fmt)
+    except OSError as e:  # full disk, read-only, permission: one line naming the file
+        raise write_error(path, "the trained model", e) from e
     return len(rows)
 
 
@@ -197,13 +200,23 @@ class _Job:
         self.score_held_out = score_held_out
         self.trainer: Trainer | None = None
         self.writer = checkpoint.BackgroundWriter(ckpt_path)  # its saved_step: the checkpoint on disk
+        self.said_step: int | None = None  # the last checkpoint announced (once it was on disk)
 
     def flush(self, on_message) -> None:
         """Wait for the checkpoint being written; a failed write is a warning (a full disk
-        must not end the run)."""
+        must not end the run). A write now on disk is announced ("checkpoint: step N")."""
         warning = self.writer.flush()
         if warning:
             on_message(f"warning: {warning}")
+        saved = self.writer.saved_step
+        if saved is not None and saved != self.said_step:
+            self.said_step = saved
+            on_message(f"checkpoint: step {saved} -> {self.ckpt_path}")
+
+    def poll(self, on_message) -> None:
+        """Announce a checkpoint whose write has ended since (no wait)."""
+        if not self.writer.busy():
+            self.flush(on_message)
 
     def kept(self) -> str:
         kept = self.writer.kept()
@@ -264,6 +277,7 @@ class _Job:
         if ckpt is not None:
             checkpoint.restore(trainer, ckpt)
             self.writer.resumed(ckpt)
+            self.said_step = ckpt.step  # no news: it was on disk before this run
             for c in changed:
                 on_message(f"warning: resuming with a changed setting, {c}: from step {ckpt.step} the run differs "
                            "from one without the break")
@@ -290,14 +304,21 @@ class _Job:
             extra = {"evaluations": evals, "initial_psnr": initial_psnr,
                      "train_seconds": seconds_before + time.perf_counter() - t1}
             # the GPU state is copied now; the file is written while the training goes on
+            # (announced once it is on disk: flush, poll)
             self.writer.submit(step, checkpoint.snapshot(trainer, cfg, ident, gpu.adapter, extra))
-            on_message(f"checkpoint: step {step} -> {self.ckpt_path}")
+
+        def progress(p) -> None:
+            self.poll(on_message)
+            if on_progress is not None:
+                on_progress(p)
 
         every = cfg.train.checkpoint_every
-        state = trainer.train(on_progress=on_progress, on_eval=on_eval if scored else None, should_stop=should_stop,
+        state = trainer.train(on_progress=progress, on_eval=on_eval if scored else None, should_stop=should_stop,
                               on_checkpoint=on_checkpoint if every else None)
         if state.stopped_early and every and not state.in_step and state.step != self.writer.last_step:
             on_checkpoint(state.step)  # stopped between two steps: keep exactly this state
+        if state.stopped_early:
+            self.flush(on_message)  # on disk before the run says where it stopped
         t_train = time.perf_counter() - t1
         count = export_ply(trainer, out_dir / "splat.ply", on_message)
         on_message(f"wrote {out_dir / 'splat.ply'} ({count} Gaussians, step {state.step})")
@@ -321,6 +342,9 @@ class _Job:
             "strategy": trainer.strategy, "antialias": cfg.train.antialias,
             # held-out views are scored with the identity appearance (engine/splat/evaluate.py)
             "appearance": cfg.train.appearance,
+            # a stopped run: the checkpoint on disk to continue from (None: none was written)
+            "checkpoint": str(self.writer.saved_path) if state.stopped_early and self.writer.saved_step is not None else None,
+            "checkpoint_step": self.writer.saved_step if state.stopped_early else None,
         }
         write_json_atomic(out_dir / "metrics.json", metrics)
         write_json_atomic(out_dir / "train.json", {

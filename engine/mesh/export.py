@@ -24,7 +24,12 @@ from .atlas import UvMesh
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        from ..fileio import write_error
+
+        raise write_error(path, "mesh file", e) from e
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -32,8 +37,12 @@ def _atomic_write(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; exports are for other programs to read
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):  # full disk, read-only, permission: one line naming the file
+            from ..fileio import write_error
+
+            raise write_error(path, "mesh file", e) from e
         raise
 
 

@@ -167,6 +167,9 @@ class EngineThread:
             self.training.paused = False
             warning = ends.flush()
             kept = ends.kept()
+            from .training import release_project
+
+            release_project(ends)
             text = f"{text.rstrip('.')}. {kept[0].upper()}{kept[1:]}" + (f" ({warning})" if warning else "")
         self.emit(M.Error(text, "" if path is None else str(path)))
         if ends is not None:

@@ -107,7 +107,17 @@ class Loads:
                                            dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every)))
 
         def reconstruct():
-            return run_pipeline(src, project, cfg, emit=e.emit, should_stop=stop.is_set, until_stage="undistort")
+            from ..jobs.lock import ProjectBusyError, acquire
+
+            try:  # one writer per project (engine/jobs/lock.py)
+                lock = acquire(project, "spirula studio (reconstruction)", on_note=lambda t: e.emit(M.Warning(t)))
+            except ProjectBusyError as exc:
+                e.emit(M.Error(str(exc), str(project)))  # run_pipeline reports its own errors; this one is not its
+                raise
+            try:
+                return run_pipeline(src, project, cfg, emit=e.emit, should_stop=stop.is_set, until_stage="undistort")
+            finally:
+                lock.release()
 
         # the viewport empties while it reconstructs: what it showed is not what comes
         e.set_scene(Scene())

@@ -41,12 +41,16 @@ class Meshing:
             if not (project / name).is_file():
                 raise SpirulaError(f"{project / name}: not found; the mesh is made from a trained project "
                                    "(train it first, or open its folder)")
+        from ..jobs.lock import project_lock
+
         e.s.cancel_requested.clear()
         self.running = True
         e.state("meshing", f"{project.name}: textured mesh")
         try:
-            report = run_mesh(project, mesh_settings(cmd, e.gpu.backend), emit=e.emit,
-                              should_stop=e.s.cancel_requested.is_set)
+            # one writer per project (engine/jobs/lock.py): ProjectBusyError while another writes it
+            with project_lock(project, "spirula studio (mesh)", on_note=lambda t: e.emit(M.Warning(t))):
+                report = run_mesh(project, mesh_settings(cmd, e.gpu.backend), emit=e.emit,
+                                  should_stop=e.s.cancel_requested.is_set)
         except KeyboardInterrupt:
             e.emit(M.Warning(f"mesh export of {project.name} cancelled; nothing was written to {project / 'exports'}"))
             e.state("idle", "mesh export cancelled")

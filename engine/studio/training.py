@@ -108,8 +108,16 @@ class Training:
         project = Path(cmd.project) if cmd.project else new_project_dir(Path(cmd.dataset).name, e.s.projects)
         check_output_dir(project)
         t0 = time.perf_counter()
-        scene = TrainingScene(e.gpu, dataset, cmd, project)
-        changed = scene.resume(ckpt, e.gpu.adapter) if ckpt is not None else []
+        # one writer per project (engine/jobs/lock.py): held until the run ends (finish, or fail)
+        lock = acquire_project(project, "spirula studio (training)", on_note=lambda t: e.emit(M.Warning(t)))
+        try:
+            scene = TrainingScene(e.gpu, dataset, cmd, project)
+            changed = scene.resume(ckpt, e.gpu.adapter) if ckpt is not None else []
+        except BaseException:
+            lock.release()
+            raise
+        scene.project_lock = lock
+        scene.announced_step = scene.writer.saved_step  # the checkpoint resumed from is no news
         if ckpt is None:  # a fresh run (Restart of a project): an older checkpoint there is not this run's
             checkpoint.remove(scene.writer.path)
         self.scene = scene
@@ -181,6 +189,8 @@ class Training:
             self.finish(stopped=False)
 
     def _progress(self, p: Progress) -> None:
+        if not self.scene.writer.busy():  # a scheduled checkpoint now on disk is announced
+            self.flush_checkpoint()
         self.e.emit(M.TrainMetrics(p.step, p.loss, p.num_gaussians, p.steps_per_sec))
         self.e.emit(M.StageProgress("train", p.step, p.steps, f"loss {p.loss:.4f}, {p.num_gaussians:,} Gaussians, "
                                                               f"{p.steps_per_sec:.1f} steps/s"))
@@ -215,6 +225,8 @@ class Training:
             self._finish(sc, stopped, save)
         except Exception as exc:
             self.e.fail(exc, ends=sc)
+        finally:
+            release_project(sc)
 
     def _finish(self, sc: TrainingScene, stopped: bool, save: bool) -> None:
         e = self.e
@@ -249,6 +261,7 @@ class Training:
         if not stopped:  # all steps done: the checkpoint goes, as in `spirula run`
             self.flush_checkpoint()
             checkpoint.remove(sc.writer.path)
+        release_project(sc)  # everything is written: another writer may come
         e.emit(M.StageFinished("train", sc.t_train, result))
         e.emit(M.Done(result))
         if saved_ckpt is not None:  # last: everything is on disk when the GUI sees it
@@ -261,7 +274,8 @@ class Training:
     def checkpoint(self, stopped: bool) -> int:
         """Checkpoint the training at its current step: the state is copied off the GPU now
         and written on the writer's thread; ``stopped`` waits for the file (and raises its
-        error). Scheduled ones say so at once, stopped ones leave it to finish."""
+        error). Scheduled ones are announced (CheckpointSaved) once on disk
+        (:meth:`flush_checkpoint`), stopped ones leave it to finish."""
         sc = self.scene
         tr = sc.trainer
         self.flush_checkpoint()
@@ -269,8 +283,7 @@ class Training:
                                                             sc.checkpoint_extra()))
         if stopped:
             sc.writer.wait()
-        else:
-            self.e.emit(M.CheckpointSaved(str(sc.writer.path), tr.state.step, tr.cfg.steps))
+            sc.announced_step = sc.writer.saved_step  # finish announces it, last
         return tr.state.step
 
     def flush_checkpoint(self) -> int | None:
@@ -280,4 +293,27 @@ class Training:
         warning = sc.flush()
         if warning:
             self.e.emit(M.Warning(warning))
-        return sc.writer.saved_step
+        saved = sc.writer.saved_step
+        if saved is not None and saved != getattr(sc, "announced_step", None):
+            sc.announced_step = saved
+            self.e.emit(M.CheckpointSaved(str(sc.writer.path), saved, sc.trainer.cfg.steps))
+        return saved
+
+
+def acquire_project(project: Path, command: str, on_note=None):
+    """The project's write lock (engine/jobs/lock.py; ProjectBusyError when another
+    process writes it)."""
+    from ..jobs.lock import acquire
+
+    project = Path(project)
+    if project.name == "train" and (project.parent / "run.json").is_file():
+        project = project.parent  # the train/ of a `spirula run` project: the run's writer is the whole project's
+    return acquire(project, command, on_note)
+
+
+def release_project(scene) -> None:
+    """Give back the write lock a training scene holds (none: nothing to do)."""
+    lock = getattr(scene, "project_lock", None)
+    if lock is not None:
+        scene.project_lock = None
+        lock.release()

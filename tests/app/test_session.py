@@ -239,3 +239,35 @@ def test_a_training_error_names_the_checkpoint_it_keeps(driver, tiny_dataset, tm
     assert "diverged at step 25" in err.text and err.path == str(project)
     assert f"checkpoint (step 20) is kept in {train_checkpoint_path(project)}" in err.text
     driver.wait(lambda m: isinstance(m, M.JobState) and m.state == "failed", 30, "failed")
+
+
+def test_a_project_another_process_writes_is_refused_and_the_lock_goes_with_the_run(driver, tiny_dataset, tmp_path):
+    """One writer per project (engine/jobs/lock.py; issue 49): the studio's training takes the
+    project's lock, is refused in one line naming the owner while another process holds
+    it, and gives it back when the run ends."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from engine.jobs.lock import LOCK_FILE
+    from tests.robustness.test_project_lock import HOLD
+
+    s, project = driver.s, tmp_path / "p6"
+    repo = Path(__file__).resolve().parents[2]
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(project)], cwd=repo, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=10, max_size=48, init_points=300))
+        err = driver.wait(lambda m: isinstance(m, M.Error), 120, "error: the project is busy")
+        assert f"{project} is being written by another spirula process (PID {holder.pid}" in err.text
+        assert "\n" not in err.text
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=5000, max_size=48, init_points=300))
+    driver.wait(lambda m: isinstance(m, M.TrainMetrics), 120, "metrics")
+    assert (project / LOCK_FILE).is_file()  # held while it trains
+    s.send(M.Cancel(save=True))
+    done = driver.wait(lambda m: isinstance(m, M.Done), 120, "stopped")
+    assert done.result["stopped_early"] and not (project / LOCK_FILE).exists()

@@ -107,25 +107,20 @@ def test_spirula_run_continues_from_the_training_checkpoint(shared_data, tmp_pat
 
 def test_ctrl_c_stops_after_the_step_and_checkpoints_it(shared_data, tmp_path):
     """`spirula train`: the first SIGINT stops between two steps; that exact state is
-    checkpointed and the PLY written (exit code 0)."""
+    checkpointed and the PLY written; one line says so and the exit code is 130 (issue 49:
+    128 + SIGINT, as for every command; engine/cli/stopping.py)."""
+    from tests.robustness.test_stop_signals import Command
+
     out = tmp_path / "p"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "train", str(shared_data / "book"), "-o", str(out),
-                             "--max-size", "64", "--eval-every", "0", "--sh-degree", "1", "--steps", "5000",
-                             "--checkpoint-every", "4000"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:  # wait until the training has started
-        lines.append(line)
-        if line.startswith("initial Gaussians"):
-            break
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=120)
-    text = "".join(lines) + rest
-    assert proc.returncode == 0, text
+    c = Command("train", str(shared_data / "book"), "-o", str(out), "--max-size", "64", "--eval-every", "0",
+                "--sh-degree", "1", "--steps", "5000", "--checkpoint-every", "4000")
+    c.wait_for(r"\b[1-9]\d*/5000\b")  # steps done: the training has started
+    c.proc.send_signal(signal.SIGINT)
+    rc, text = c.finish()
+    assert rc == 130, text
     assert "stopping after this step" in text
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["stopped_early"] and 0 < metrics["step"] < 4000
+    assert f"stopped at step {metrics['step']} (Ctrl-C); checkpoint written to {out / checkpoint.NAME}" in text
     assert checkpoint.load(out / checkpoint.NAME).step == metrics["step"]
     assert len(read_ply(out / "splat.ply").means) == metrics["num_gaussians"]
