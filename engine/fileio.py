@@ -120,6 +120,27 @@ def remove_temporaries(folder: Path) -> tuple[int, int]:
     return removed, freed
 
 
+def remove_temporaries_of(path: Path) -> int:
+    """Remove the temporaries killed writes of ``path`` itself left beside it
+    (``.NAME.XXXXXXXX.tmp`` with NAME = path's name), for outputs outside a project (``spirula
+    export`` into any folder): only that one name's, so nothing else in a user's folder is
+    touched. Returns how many went; those that cannot be removed are left."""
+    path = Path(path)
+    prefix, removed = f".{path.name}.", 0
+    try:
+        names = [e.name for e in os.scandir(path.parent) if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return 0
+    for name in names:
+        if name.startswith(prefix) and _TEMPORARY.match(name) and len(name) == len(prefix) + len("XXXXXXXX.tmp"):
+            try:
+                (path.parent / name).unlink()
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
 def _tree_size(folder: Path) -> int:
     total = 0
     for root, _, files in os.walk(folder):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import SplatFileError
+from ..fileio import remove_temporaries_of
 from . import formats
 
 __all__ = ["add_parser", "cmd_export", "export_splats", "source_file"]
@@ -64,6 +65,7 @@ def export_splats(source: Path, output: Path, fmt: str | None = None, *, spz_ver
         notes.append(f"{output}: .splat holds no SH: the degree-{g.sh_degree} view-dependent colour is dropped")
     if len(g) == 0:
         raise SplatFileError(src, formats.detect(src), "holds no Gaussians to export")
+    remove_temporaries_of(output)  # what an earlier, killed export of this file left beside it
     size = formats.write_any(output, g, fmt, spz_version=spz_version, sog_palette=sog_palette)
     for note in notes:
         (emit or (lambda s: None))(note)

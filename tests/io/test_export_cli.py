@@ -91,3 +91,19 @@ def test_fine_tuning_an_imported_spz_improves_book(shared_data, tmp_path):
     # ...and training on the dataset improves it
     assert m["psnr"] > m["initial_psnr"] + 0.3, m
     assert json.loads((second / "train.json").read_text())["config"]["train"]["init_file"] == str(spz)
+
+
+def test_export_removes_what_a_killed_export_of_the_same_file_left(project, tmp_path):
+    """A killed export leaves its writer's temporary (".NAME.XXXXXXXX.tmp", as large as the
+    file) beside the output; the next export of that name removes it and nothing else."""
+    out = tmp_path / "out"
+    out.mkdir()
+    left = out / ".scene.spz.k3j_9xq2.tmp"
+    left.write_bytes(b"\0" * 4096)
+    others = [out / ".scene.spz.backup", out / ".other.spz.ab12cd34.tmp", out / "notes.txt",
+              out / ".scene.spz.longer.ab12cd34.tmp"]
+    for p in others:
+        p.write_bytes(b"keep")
+    assert main(["export", str(project), "-o", str(out / "scene.spz")]) == 0
+    assert not left.exists()
+    assert all(p.read_bytes() == b"keep" for p in others)
