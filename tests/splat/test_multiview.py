@@ -236,3 +236,60 @@ def test_neighbour_views_keep_overlapping_views_with_a_baseline():
     assert picks == [Neighbours(views, seed=3).pick(5, s) for s in range(200)]
     assert set(picks) == {3, 4, 6, 7} and min(picks.count(i) for i in (3, 4, 6, 7)) > 25
     assert nb.pick(24, 0) is None
+
+
+def test_training_steps_loss_matches_separate_renders_of_both_views(gpu):
+    """Three geometry steps of a Trainer with the multi-view term alone (the first counted
+    exactly, its neighbour in a submission of its own; the next two in one command buffer
+    each, the neighbour's render reusing the rasterizer's buffers): each step's loss equals the
+    NumPy loss of the reference and neighbour views rendered separately from the parameters the
+    step started from."""
+    from engine.config import TrainConfig
+    from engine.splat.camera_table import View
+    from engine.splat.render import Rasterizer
+    from engine.splat.trainer import Trainer
+    from tests.splat.scenes import tiny_dataset
+
+    ds = tiny_dataset(seed=47, n_cams=16, w=48, h=40, n_points=1500)
+    cfg = TrainConfig(steps=100, sh_degree=0, densify_from=1000, log_interval=1000, seed=3, strategy="adc",
+                      checkpoint_every=0, geometry=True, geometry_from=0.0, lambda_normal=0.0, lambda_multiview=1.0,
+                      init_opacity=0.6)
+    t = Trainer(gpu, ds, list(range(16)), cfg)
+    assert t.neighbours.coverage() == 1
+    pairs = []
+    record = t.multiview_loss.record
+    t.multiview_loss.record = lambda enc, g, T, d, cams, ci, nb, *a, **k: (pairs.append((ci, nb)),
+                                                                        record(enc, g, T, d, cams, ci, nb, *a, **k))
+    # the blob's splats are round (their planes are arbitrary): errors of several px are common
+    # here, so the bound is widened for the comparison to see many pixels
+    bound = t.multiview_loss.max_error = 20.0
+    raster = Rasterizer(gpu, cfg.sh_degree)
+
+    def view_map(params, n, i):
+        c = ds.cameras[i]
+        raster.prepare(params, n, t.cams, View(i, c.width, c.height), 0, geometry=True)
+        enc = gpu.encoder()
+        raster.record_forward(enc)
+        gpu.submit(enc)
+        return (gpu.read(raster.geom_image, np.float32, shape=(c.height, c.width, 4)).astype(np.float64),
+                gpu.read(raster.final_T, np.float32, shape=(c.height, c.width)).astype(np.float64))
+
+    def cam(i):
+        c = ds.cameras[i]
+        return c.w2c, (c.fx, c.fy, c.cx, c.cy), c.width, c.height
+
+    for step in range(3):
+        n = t.model.n
+        params = gpu.upload(gpu.read(t.model.buf["params"], np.float32))
+        before = gpu.read(t.loss_sum, np.float32, 8)[MV_LOSS_WORD]
+        t.train_step(step)
+        t.drain()
+        got = gpu.read(t.loss_sum, np.float32, 8)[MV_LOSS_WORD] - before
+        ci, nb = pairs[-1]
+        (g0, T0), (g1, T1) = view_map(params, n, ci), view_map(params, n, nb)
+        phi, ok = reprojection_np(g0, T0, plane_depth_np(g1, T1, cam(nb)[1]), cam(ci), cam(nb), max_error=bound)
+        assert ok.sum() > 50, f"step {step}: only {ok.sum()} valid pixels"
+        want = float(np.sum(np.exp(-phi) * phi * ok)) / ok.sum()
+        print(f"step {step}: cameras {ci} -> {nb}, {ok.sum()} valid pixels, loss {got:.5f} (NumPy {want:.5f})")
+        np.testing.assert_allclose(got, want, rtol=2e-3)
+    t.release()
