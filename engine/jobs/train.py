@@ -302,13 +302,17 @@ class _Job:
         final = evaluate(trainer, scored, out_dir / "eval") if scored else None
         # held-out depth-normal disagreement (0: the depth map's normals are the rendered ones):
         # what the geometry phase buys; measured for runs without it on request
-        consistency = None
+        consistency = multiview = None
         if scored and (cfg.train.geometry or os.environ.get("SPIRULA_EVAL_GEOMETRY") == "1"):
             consistency = float(np.mean([trainer.depth_normal_consistency(i) for i in scored]))
+            agree = [v for v in (trainer.multiview_consistency(i) for i in scored) if v is not None]
+            multiview = float(np.mean(agree)) if agree else None
         metrics = {
             "step": state.step, "stopped_early": state.stopped_early, "num_gaussians": count,
             "psnr": final and final["psnr"], "ssim": final and final["ssim"],
-            "initial_psnr": initial_psnr, "normal_consistency": consistency, "views": final and final["views"],
+            "initial_psnr": initial_psnr, "normal_consistency": consistency,
+            # held-out views' share of opaque pixels within 1 px of their nearest training view's surface
+            "multiview_consistency": multiview, "views": final and final["views"],
             "held_out": [dataset.cameras[i].name for i in test_idx],
             "evaluations": evals + ([{"step": state.step, "psnr": final["psnr"], "ssim": final["ssim"]}] if final else []),
             "train_seconds": seconds_before + t_train,

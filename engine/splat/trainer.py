@@ -484,6 +484,40 @@ class Trainer:
         self.gpu.submit(enc)
         return float(self.gpu.read(out, np.float32, 8)[LOSS_WORD])
 
+    def multiview_consistency(self, index: int) -> float | None:
+        """The share of camera ``index``'s opaque pixels (accumulated alpha >= 0.5) whose
+        forward-backward reprojection error (engine/splat/geometry.py MultiViewLoss) against
+        its nearest training camera is below 1 px: how well the current model's plane depths
+        of the two views agree (1: one surface). The neighbour follows :func:`neighbour_views`'
+        rule among the training cameras (``index`` may be held out); None when there is none.
+        Full-size renders; waits for the GPU."""
+        others = [i for i in self.train_idx if i != index]
+        near = neighbour_views(self.dataset.cameras, [index, *others], self.world_unit(), count=1).get(index, [])
+        if not near:
+            return None
+        nb, m, r = near[0], self.model, self.raster
+        loss = MultiViewLoss(self.gpu)
+        self.drain()
+        maps = {}
+        for i in (nb, index):
+            cam = self.dataset.cameras[i]
+            r.prepare(m.buf["params"], m.n, self.cams, View(i, cam.width, cam.height), self.sh_degree_at(self.state.step),
+                      filter3d=self.filter3d, geometry=True)
+            enc = self.gpu.encoder()
+            r.record_forward(enc)
+            if i == nb:
+                depth = self.gpu.buffer(4 * cam.width * cam.height, "geometry.view_depth")
+                loss.record_depth(enc, r.geom_image, r.final_T, self.cams, nb, cam.width, cam.height, depth)
+            else:
+                loss.record(enc, r.geom_image, r.final_T, depth, self.cams, index, nb, cam.width, cam.height,
+                            self.gpu.zeros(16 * cam.width * cam.height, "geometry.view_grad"),
+                            self.gpu.zeros(32, "geometry.view_loss"), 1.0)
+            self.gpu.submit(enc)
+            maps[i] = cam
+        cam = maps[index]
+        opaque = int(np.count_nonzero(self.gpu.read(r.final_T, np.float32, cam.width * cam.height) <= 0.5))
+        return int(self.gpu.read(loss.count, np.uint32, 4)[0]) / max(opaque, 1)
+
     def render(self, index: int) -> np.ndarray:
         """Render camera ``index`` of the dataset: [H, W, 3] float32 (waits for the GPU)."""
         cam = self.dataset.cameras[index]

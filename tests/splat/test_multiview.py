@@ -243,7 +243,8 @@ def test_training_steps_loss_matches_separate_renders_of_both_views(gpu):
     exactly, its neighbour in a submission of its own; the next two in one command buffer
     each, the neighbour's render reusing the rasterizer's buffers): each step's loss equals the
     NumPy loss of the reference and neighbour views rendered separately from the parameters the
-    step started from."""
+    step started from. And Trainer.multiview_consistency (the evaluation's share of agreeing
+    pixels) against the NumPy share on separate renders."""
     from engine.config import TrainConfig
     from engine.splat.camera_table import View
     from engine.splat.render import Rasterizer
@@ -292,4 +293,13 @@ def test_training_steps_loss_matches_separate_renders_of_both_views(gpu):
         want = float(np.sum(np.exp(-phi) * phi * ok)) / ok.sum()
         print(f"step {step}: cameras {ci} -> {nb}, {ok.sum()} valid pixels, loss {got:.5f} (NumPy {want:.5f})")
         np.testing.assert_allclose(got, want, rtol=2e-3)
+    # the evaluation's measure: camera 0's opaque pixels within 1 px of its nearest camera's surface
+    (near,) = neighbour_views(ds.cameras, list(range(16)), t.world_unit(), count=1)[0]
+    params = gpu.upload(gpu.read(t.model.buf["params"], np.float32))
+    (g0, T0), (g1, T1) = view_map(params, t.model.n, 0), view_map(params, t.model.n, near)
+    _, ok = reprojection_np(g0, T0, plane_depth_np(g1, T1, cam(near)[1]), cam(0), cam(near))
+    share = t.multiview_consistency(0)
+    print(f"camera 0 against {near}: {share:.4f} of the opaque pixels agree (NumPy {ok.sum() / (T0 <= 0.5).sum():.4f})")
+    assert 0 < share < 1
+    np.testing.assert_allclose(share, ok.sum() / (T0 <= 0.5).sum(), atol=2 / ok.size)
     t.release()
