@@ -4,9 +4,12 @@ Runs `spirula train <data> --steps S --max-size M --seed K --geometry <variant f
 dataset x variant x seed, JOBS at a time on the one GPU (concurrent: the seconds are not a
 speed measurement), with SPIRULA_EVAL_GEOMETRY=1 so each run's metrics.json holds
 ``normal_consistency`` (the held-out views' mean edge-weighted 1 - cos between the rendered
-normals and the normals of the rendered depth; 0 = they agree). Prints one line per run as it
-ends, then a table per dataset: each variant's PSNR per seed, the mean, its difference from the
-first variant, and the mean normal consistency; writes the same as JSON (``--json``).
+normals and the normals of the rendered depth; 0 = they agree) and ``multiview_consistency``
+(the held-out views' share of opaque pixels whose plane depth agrees within 1 px of the
+forward-backward reprojection with their nearest training view's; 1 = one surface). Prints one
+line per run as it ends, then a table per dataset: each variant's PSNR per seed, the mean, its
+difference from the first variant, and the means of both consistencies; writes the same as
+JSON (``--json``).
 
 The default variants compare the multi-view geometric consistency term (issue 47 item 1;
 engine/splat/geometry.py MultiViewLoss) off and on:
@@ -86,6 +89,7 @@ def main(argv=None) -> int:
             try:
                 m = json.loads((work / name / "metrics.json").read_text())
                 row.update(psnr=m["psnr"], ssim=m["ssim"], normal_consistency=m.get("normal_consistency"),
+                           multiview_consistency=m.get("multiview_consistency"),
                            train_s=m.get("train_seconds"), gaussians=m.get("num_gaussians"))
             except (OSError, ValueError, KeyError):
                 row["error"] = f"rc {rc}: " + " | ".join((work / f"{name}.log").read_text().strip().splitlines()[-2:])
@@ -97,7 +101,8 @@ def main(argv=None) -> int:
     print()
     summary = {}
     for data in dict.fromkeys(Path(d).name for d in a.data):
-        print(f"{data}: held-out PSNR per seed (mean) | vs {next(iter(variants))} | normal_consistency (mean)")
+        print(f"{data}: held-out PSNR per seed (mean) | vs {next(iter(variants))} | normal_consistency | "
+              "multiview_consistency (means)")
         base = None
         for v in variants:
             ok = [r for r in rows if r["data"] == data and r["variant"] == v and "psnr" in r]
@@ -105,13 +110,15 @@ def main(argv=None) -> int:
                 print(f"  {v:12s} no finished run")
                 continue
             psnr = sum(r["psnr"] for r in ok) / len(ok)
-            nc = [r["normal_consistency"] for r in ok if r.get("normal_consistency") is not None]
-            ncm = sum(nc) / len(nc) if nc else float("nan")
+            def mean(key):
+                v = [r[key] for r in ok if r.get(key) is not None]
+                return sum(v) / len(v) if v else float("nan")
+            ncm, mvm = mean("normal_consistency"), mean("multiview_consistency")
             base = psnr if base is None else base
-            summary.setdefault(data, {})[v] = {"psnr": psnr, "normal_consistency": ncm, "seeds": [r["seed"] for r in ok],
-                                               "delta_db": psnr - base}
+            summary.setdefault(data, {})[v] = {"psnr": psnr, "normal_consistency": ncm, "multiview_consistency": mvm,
+                                               "seeds": [r["seed"] for r in ok], "delta_db": psnr - base}
             per = ", ".join(f"{r['psnr']:.2f}" for r in sorted(ok, key=lambda r: r["seed"]))
-            print(f"  {v:12s} {per} ({psnr:.3f}) | {psnr - base:+.3f} dB | {ncm:.4f}")
+            print(f"  {v:12s} {per} ({psnr:.3f}) | {psnr - base:+.3f} dB | {ncm:.4f} | {mvm:.4f}")
     if a.json:
         Path(a.json).write_text(json.dumps({"runs": rows, "summary": summary, "steps": a.steps,
                                             "max_size": a.max_size, "variants": variants}, indent=1))
