@@ -21,6 +21,8 @@ def test_train_book_improves_heldout_psnr(shared_data, tmp_path, monkeypatch):
     assert metrics["step"] == 200 and not metrics["stopped_early"]
     # trained without the geometry phase, depth and normals disagree somewhat (1 - cos in (0, 2))
     assert 0.005 < metrics["normal_consistency"] < 1.0, metrics["normal_consistency"]
+    # and some of the held-out view's surface agrees with its nearest training view's within 1 px
+    assert 0.0 < metrics["multiview_consistency"] < 1.0, metrics["multiview_consistency"]
     g = read_ply(out / "splat.ply")
     assert len(g.means) == metrics["num_gaussians"] > 600
     assert g.shN.shape[1:] == (15, 3)
