@@ -34,6 +34,11 @@
 #   overhead  benchmarks/step_overhead.py (h200_common.sh's compare) on OVERHEAD ("fox:15000")
 #   renderer  benchmarks/parity_gsplat.py: image and every gradient against gsplat's, same
 #             Gaussians and camera, on .gpu/data/$RENDERER_DATA (office_chair)
+#   geometry  benchmarks/geometry_variants.py: the geometry phase's variants GEOMETRY_VARIANTS (the multi-view
+#             term off and on: "off= mv0.03=--lambda-multiview 0.03 mv0.1=--lambda-multiview 0.1", NAME=FLAGS
+#             separated by spaces, flags joined by commas) at GEOMETRY_STEPS (7000) and --max-size 1000, seeds
+#             GEOMETRY_SEEDS (0 1 2), 4 at a time, on GEOMETRY_DATA ("colmap-office_chair colmap-mouse"):
+#             held-out PSNR and normal_consistency per variant (issue 47 item 1)
 #   appearance benchmarks/appearance_exposure.py on .gpu/data/$APPEARANCE_DATA (office_chair), 7000 steps
 #   partition benchmarks/partition_quality.py: PARTITION_DATA ("mouse office_chair") each split in 2, whole
 #             against partitioned at PARTITION_STEPS (7000), MCMC 1M, --max-size 1000; COLMAP folders
@@ -55,7 +60,7 @@
 # Writes: <protocol>/ (its JSON and logs), manifest.jsonl (one line per protocol: rc, seconds,
 # skipped reason), gpu.txt (nvidia-smi), and prints a short table last.
 set -u
-PROTOCOLS="raster train viewer studio mesh large parity overhead renderer appearance partition fast quality pipeline"
+PROTOCOLS="raster train viewer studio mesh large parity overhead renderer geometry appearance partition fast quality pipeline"
 if [ "${1:-}" = --list ]; then
   sed -n 's/^#   \([a-z]*\) \+\(.*\)/\1: \2/p' "$0" | grep -E "^($(echo $PROTOCOLS | tr ' ' '|')):"
   exit 0
@@ -181,6 +186,22 @@ p_overhead() {
 p_renderer() {
   data_dir "${RENDERER_DATA:-office_chair}" || return 3
   run "$1" 300 python3 benchmarks/parity_gsplat.py --data ".gpu/data/${RENDERER_DATA:-office_chair}" --count 200000
+}
+
+p_geometry() {
+  local d=$1 data="" v args=()
+  for name in ${GEOMETRY_DATA:-colmap-office_chair colmap-mouse}; do
+    data_dir "$name" >/dev/null && data="$data .gpu/data/$name"
+  done
+  [ -n "$data" ] || [ -n "${DRY_RUN:-}" ] || { echo "skipped: no GEOMETRY_DATA dataset carried in .gpu/data"; return 3; }
+  for v in ${GEOMETRY_VARIANTS:-off= mv0.03=--lambda-multiview,0.03 mv0.1=--lambda-multiview,0.1}; do
+    args+=(--variant "${v//,/ }")
+  done
+  run "$d" 590 python3 benchmarks/geometry_variants.py --data $data --steps "${GEOMETRY_STEPS:-7000}" --max-size 1000 \
+    --seeds ${GEOMETRY_SEEDS:-0 1 2} --jobs 4 --budget $(( deadline - $(date +%s) - 15 )) "${args[@]}" \
+    --work /tmp/gpu-geometry --json "$d/geometry.json"; local rc=$?
+  [ -f "$d/stdout.txt" ] && tail -12 "$d/stdout.txt"
+  return $rc
 }
 
 p_appearance() {

@@ -21,6 +21,8 @@ def test_train_book_improves_heldout_psnr(shared_data, tmp_path, monkeypatch):
     assert metrics["step"] == 200 and not metrics["stopped_early"]
     # trained without the geometry phase, depth and normals disagree somewhat (1 - cos in (0, 2))
     assert 0.005 < metrics["normal_consistency"] < 1.0, metrics["normal_consistency"]
+    # and some of the held-out view's surface agrees with its nearest training view's within 1 px
+    assert 0.0 < metrics["multiview_consistency"] < 1.0, metrics["multiview_consistency"]
     g = read_ply(out / "splat.ply")
     assert len(g.means) == metrics["num_gaussians"] > 600
     assert g.shN.shape[1:] == (15, 3)
@@ -82,7 +84,7 @@ def test_antialias_flag_reaches_the_training_config(tmp_path, monkeypatch):
 
 
 def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsys):
-    """--geometry-from, --lambda-normal, --lambda-flat and --geometry-alpha-grad of `spirula train` and `spirula run` set
+    """--geometry-from, --lambda-normal, --lambda-flat, --geometry-alpha-grad and --lambda-multiview of `spirula train` and `spirula run` set
     TrainConfig's fields (TrainConfig's defaults without them); out-of-range values are refused."""
     import argparse
 
@@ -94,13 +96,14 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(engine.jobs.train, "run_training",
                         lambda data, out, cfg, **kw: seen.append(cfg) or {"stopped_early": False, "step": 0})
     given = ["--geometry", "--geometry-from", "0.5", "--lambda-normal", "0.03", "--lambda-flat", "10",
-             "--geometry-alpha-grad", "on"]
-    defaults = (TrainConfig.geometry_from, TrainConfig.lambda_normal, TrainConfig.lambda_flat, TrainConfig.geometry_alpha_grad)
-    want = [(False, *defaults), (True, 0.5, 0.03, 10.0, True), (False, *defaults)]
+             "--geometry-alpha-grad", "on", "--lambda-multiview", "0.04"]
+    defaults = (TrainConfig.geometry_from, TrainConfig.lambda_normal, TrainConfig.lambda_flat, TrainConfig.geometry_alpha_grad,
+                TrainConfig.lambda_multiview)
+    want = [(False, *defaults), (True, 0.5, 0.03, 10.0, True, 0.04), (False, *defaults)]
     for flags, expected in zip(([], given, ["--no-geometry"]), want):  # train: off unless asked, as run's flags
         assert main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *flags]) == 0
     assert [(c.train.geometry, c.train.geometry_from, c.train.lambda_normal, c.train.lambda_flat,
-             c.train.geometry_alpha_grad) for c in seen] == want
+             c.train.geometry_alpha_grad, c.train.lambda_multiview) for c in seen] == want
     # spirula run: on by default, since its mesh stage follows; off with --no-mesh or --no-geometry
     for flags, expected in (([], (True, *defaults)), (given, want[1]), (["--no-mesh"], (False, *defaults)),
                             (["--until", "export"], (False, *defaults)), (["--until", "mesh"], (True, *defaults)),
@@ -109,7 +112,8 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
         add_parser(sub)
         args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off", *flags])
         t = config_from_args(args).run.train
-        assert (t.geometry, t.geometry_from, t.lambda_normal, t.lambda_flat, t.geometry_alpha_grad) == expected, flags
+        assert (t.geometry, t.geometry_from, t.lambda_normal, t.lambda_flat, t.geometry_alpha_grad,
+                t.lambda_multiview) == expected, flags
     for flags, why in ((["--no-geometry"], "(--no-geometry)"), (["--no-mesh"], "(no mesh stage follows)"),
                        (["--until", "export"], "(no mesh stage follows)")):
         args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off",
@@ -123,7 +127,8 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
     for bad in (["--geometry", "--geometry-from", "1"], ["--geometry", "--lambda-flat", "-1"],
                 ["--geometry", "--lambda-normal", "nan"], ["--lambda-normal", "0.02"],
                 ["--geometry", "--geometry-alpha-grad", "no"], ["--geometry-alpha-grad", "off"],
-                ["--geometry", "--no-geometry"], ["--no-geometry", "--lambda-flat", "1"]):
+                ["--geometry", "--no-geometry"], ["--no-geometry", "--lambda-flat", "1"],
+                ["--geometry", "--lambda-multiview", "-0.1"], ["--lambda-multiview", "0.03"]):
         with pytest.raises(SystemExit) as e:
             main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *bad])
         assert e.value.code == 2
@@ -135,6 +140,7 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
     assert "--geometry-alpha-grad needs the geometry phase" in err
     assert "argument --no-geometry: not allowed with argument --geometry" in err
     assert "--lambda-flat needs the geometry phase, which is off (--no-geometry)" in err
+    assert "--lambda-multiview needs the geometry phase" in err
     assert len(seen) == 3  # no refused command trained
 
 

@@ -233,6 +233,10 @@ def add_geometry_options(p, t: TrainConfig, with_mesh: bool = False) -> None:
                    help=f"with --geometry: the phase starts at this fraction of the steps (default {t.geometry_from:g})")
     p.add_argument("--lambda-normal", type=float_range(0.0), default=None, metavar="W",
                    help=f"with --geometry: depth-normal consistency weight (default {t.lambda_normal:g})")
+    p.add_argument("--lambda-multiview", type=float_range(0.0), default=None, metavar="W",
+                   help="with --geometry: multi-view geometric consistency weight (PGSR's term: each step also "
+                        "renders a neighbouring view's depth and penalises the forward-backward reprojection "
+                        f"error; PGSR uses 0.03), 0 = off (default {t.lambda_multiview:g})")
     p.add_argument("--lambda-flat", type=float_range(0.0), default=None, metavar="W",
                    help=f"with --geometry: flattening (shortest scale) weight, 0 = none (default {t.lambda_flat:g})")
     p.add_argument("--geometry-alpha-grad", type=on_off, default=None, metavar="on|off",
@@ -242,6 +246,7 @@ def add_geometry_options(p, t: TrainConfig, with_mesh: bool = False) -> None:
 
 
 GEOMETRY_TUNING = (("geometry_from", "--geometry-from"), ("lambda_normal", "--lambda-normal"),
+                   ("lambda_multiview", "--lambda-multiview"),
                    ("lambda_flat", "--lambda-flat"), ("geometry_alpha_grad", "--geometry-alpha-grad"))
 
 

@@ -263,7 +263,7 @@ class _Job:
         if trainer.geometry is not None:
             g = trainer.geometry
             on_message(f"geometry phase: from step {g.start:,} (lambda_normal {g.lambda_normal:g}, lambda_flat "
-                       f"{g.lambda_flat:g}, alpha gradient {'on' if cfg.train.geometry_alpha_grad else 'off'})")
+                       f"{g.lambda_flat:g}, lambda_multiview {g.lambda_multiview:g}, alpha gradient {'on' if cfg.train.geometry_alpha_grad else 'off'})")
         ident = checkpoint.dataset_identity(dataset, train_idx)
         evals, initial_psnr, seconds_before = [], None, 0.0
         if ckpt is not None:
@@ -327,13 +327,17 @@ class _Job:
         final = evaluate(trainer, scored, out_dir / "eval") if scored else None
         # held-out depth-normal disagreement (0: the depth map's normals are the rendered ones):
         # what the geometry phase buys; measured for runs without it on request
-        consistency = None
+        consistency = multiview = None
         if scored and (cfg.train.geometry or os.environ.get("SPIRULA_EVAL_GEOMETRY") == "1"):
             consistency = float(np.mean([trainer.depth_normal_consistency(i) for i in scored]))
+            agree = [v for v in (trainer.multiview_consistency(i) for i in scored) if v is not None]
+            multiview = float(np.mean(agree)) if agree else None
         metrics = {
             "step": state.step, "stopped_early": state.stopped_early, "num_gaussians": count,
             "psnr": final and final["psnr"], "ssim": final and final["ssim"],
-            "initial_psnr": initial_psnr, "normal_consistency": consistency, "views": final and final["views"],
+            "initial_psnr": initial_psnr, "normal_consistency": consistency,
+            # held-out views' share of opaque pixels within 1 px of their nearest training view's surface
+            "multiview_consistency": multiview, "views": final and final["views"],
             "held_out": [dataset.cameras[i].name for i in test_idx],
             "evaluations": evals + ([{"step": state.step, "psnr": final["psnr"], "ssim": final["ssim"]}] if final else []),
             "train_seconds": seconds_before + t_train,

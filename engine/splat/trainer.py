@@ -21,7 +21,15 @@ buffer (3 or 4 dispatches, no read); "off" records exactly the step above.
 With ``geometry`` (engine/splat/geometry.py), steps from ``geometry_from`` x steps on render
 the surfel geometry too and add the depth-normal consistency loss (one clear and one dispatch,
 its mean logged as ``geometry_loss``) and the flattening regulariser (in the fused Adam pass);
-earlier steps, and every evaluation render, are the colour-only ones.
+earlier steps, and every evaluation render, are the colour-only ones. With ``lambda_multiview``
+> 0 a geometry step first renders the geometry of a neighbouring training view (forward only,
+into the rasterizer's own buffers, which the step's render then reuses: only its [H, W] depth
+is kept, in a buffer of the largest image's size) and adds the multi-view consistency loss's
+gradient to the map's (four commands more, logged as ``multiview_loss``). That render is in
+the same command buffer; only where the step is counted synchronously anyway (no count known
+yet, or the large path) does it go in a submission of its own before the step's. Its
+intersections get the step's capacity: when they outgrow it, its depth is all invalid and
+the term is 0 for that step (the host is not told; the step itself is not skipped).
 
 What happens between two steps (evaluations, checkpoints, progress reports, the end) is
 scheduled once, by :class:`engine.splat.schedule.TrainingRun`: :meth:`Trainer.train`,
@@ -45,7 +53,8 @@ from .adc import AdcDensifier
 from .antialias import SmoothingFilter
 from .appearance import Appearance, default_settings
 from .camera_table import View, camera_table
-from .geometry import LOSS_WORD, DepthNormalLoss, GeometrySettings, geometry_start
+from .geometry import (LOSS_WORD, MV_LOSS_WORD, DepthNormalLoss, GeometrySettings, MultiViewLoss, Neighbours,
+                       geometry_start, neighbour_views)
 from .guard import raise_if_flagged
 from .init import gaussians_from_file, gaussians_from_points, initial_points, look_point
 from .loss import PhotometricLoss
@@ -131,11 +140,25 @@ class Trainer:
         self.raster.geometry_alpha_grad = cfg.geometry_alpha_grad
         self.loss = PhotometricLoss(gpu, arena=self.raster.arena, ssim_padding=cfg.ssim_padding)
         self.geometry: GeometrySettings | None = None  # the geometry phase's settings (None: off)
+        self.neighbours: Neighbours | None = None  # the multi-view term's neighbour views (None: off)
         if cfg.geometry:
+            if not cfg.lambda_multiview >= 0:
+                raise ValueError(f"lambda_multiview must be >= 0, not {cfg.lambda_multiview}")
             self.geometry = GeometrySettings(geometry_start(cfg.steps, cfg.geometry_from), cfg.lambda_normal,
-                                             cfg.lambda_flat)
+                                             cfg.lambda_flat, cfg.lambda_multiview)
             self.geometry_loss = DepthNormalLoss(gpu)
             self.geometry_unit = self.world_unit()
+            if cfg.lambda_multiview > 0:
+                self.neighbours = Neighbours(neighbour_views(dataset.cameras, self.train_idx, self.geometry_unit),
+                                             cfg.seed)
+                self.multiview_loss = MultiViewLoss(gpu)
+                npix = max(dataset.cameras[i].width * dataset.cameras[i].height for i in self.train_idx)
+                self._mv_depth = gpu.buffer(4 * npix, "geometry.multiview_depth")  # the neighbour's [H, W] depth
+                if self.neighbours.coverage() < 1:
+                    self.warnings.append(
+                        f"the multi-view consistency term has no neighbour view for "
+                        f"{1 - self.neighbours.coverage():.0%} of the training cameras (none within 30 degrees "
+                        "and a baseline of 0.02-1.5 x the cameras' distance): their steps train without it")
         # per-image colour transforms, by camera index (held-out ones stay identity)
         self.appearance = None
         if cfg.appearance != "off":
@@ -196,6 +219,10 @@ class Trainer:
         pipe = self.pipeline
         capacity = pipe.capacity()
         geo = self.geometry is not None and self.geometry.active(step)
+        nb = self.neighbours.pick(ci, step) if geo and self.neighbours is not None else None
+        enc = self.gpu.encoder()
+        if nb is not None:  # before the step's own render: the neighbour's uses the same buffers
+            self._record_neighbour(enc, nb, capacity, sh)
         if capacity is None:  # no count known yet: count this one exactly (one host read)
             self.drain()
             pipe.observe(self.raster.prepare(m.buf["params"], m.n, cams, view, sh, filter3d=self.filter3d,
@@ -204,7 +231,6 @@ class Trainer:
             self.raster.setup(m.buf["params"], m.n, cams, view, sh, capacity=capacity, filter3d=self.filter3d,
                               geometry=geo)
         m.set_learning_rates(self.mean_lr(step), cfg.lr_scales, cfg.lr_quats, cfg.lr_opacities, cfg.lr_sh0, cfg.lr_shN)
-        enc = self.gpu.encoder()
         if capacity is not None:
             self.raster.record_prepare(enc)
         self.raster.record_forward(enc, backward=True)
@@ -221,6 +247,10 @@ class Trainer:
             self.geometry_loss.record(enc, self.raster.geom_image, self.raster.final_T, gt[ci],
                                       self.raster.geom_image_grad(), self.loss_sum, width, height,
                                       (cam.fx * sx, cam.fy * sy, cam.cx * sx, cam.cy * sy), self.geometry.lambda_normal)
+            if nb is not None:  # after the depth-normal loss: it clears the map's gradient, this adds
+                self.multiview_loss.record(enc, self.raster.geom_image, self.raster.final_T, self._mv_depth, cams,
+                                           ci, nb, width, height, self.raster.geom_image_grad(), self.loss_sum,
+                                           self.geometry.lambda_multiview)
             regs["reg_flat"] = self.geometry.lambda_flat / self.geometry_unit
         # the projection backward applies Adam (no gradient buffer); Adam is also the NaN/Inf
         # guard, and both skip an overflowed step
@@ -270,6 +300,30 @@ class Trainer:
         dens.after_step(done)  # ADC's opacity reset
         if self.filter is not None and (refine or done % max(cfg.densify_interval, 1) == 0):
             self.filter.update()  # after a refine the rows moved (and may be more); otherwise the means did
+
+    def _record_neighbour(self, enc, nb: int, capacity: int | None, sh: int) -> None:
+        """Render camera ``nb``'s geometry forward and keep its plane depth in ``_mv_depth``,
+        for the multi-view term of this step (module docstring). Recorded into ``enc``, or,
+        where the step is counted synchronously anyway, submitted on its own first."""
+        r, m = self.raster, self.model
+        cam = self.dataset.cameras[nb]
+        w, h = self._sizes[nb] if self._sizes else (cam.width, cam.height)
+        view = View(nb, w, h)
+        sync = capacity is None or capacity > r.max_intersections_per_pass
+        e = self.gpu.encoder() if sync else enc
+        if capacity is None:
+            self.drain()
+            r.prepare(m.buf["params"], m.n, self._level_cams, view, sh, filter3d=self.filter3d, geometry=True)
+        else:
+            r.setup(m.buf["params"], m.n, self._level_cams, view, sh, capacity=capacity, filter3d=self.filter3d,
+                    geometry=True)
+            r.record_prepare(e)
+        r.record_forward(e)
+        total, cap = r.overflow_guard()
+        self.multiview_loss.record_depth(e, r.geom_image, r.final_T, self._level_cams, nb, w, h, self._mv_depth,
+                                         isect_total=total, isect_capacity=cap)
+        if sync:
+            self.gpu.submit(e)
 
     def _enter_level(self, level: int) -> None:
         """Train at ``level`` of the resolution schedule from now on: its camera table and
@@ -356,6 +410,8 @@ class Trainer:
                      "elapsed_s": now - self.t_start}
             if self.geometry is not None:  # the consistency loss's mean over the same steps (0 before its start)
                 entry["geometry_loss"] = float(block[LOSS_WORD:LOSS_WORD + 1].view(np.float32)[0]) / max(tag["steps"], 1)
+            if self.neighbours is not None:  # the multi-view term's mean over the same steps
+                entry["multiview_loss"] = float(block[MV_LOSS_WORD:MV_LOSS_WORD + 1].view(np.float32)[0]) / max(tag["steps"], 1)
             self.state.history.append(entry)
             self._unreported.append(entry)
 
@@ -427,6 +483,40 @@ class Trainer:
                                          cam.width, cam.height, (cam.fx, cam.fy, cam.cx, cam.cy), 1.0)
         self.gpu.submit(enc)
         return float(self.gpu.read(out, np.float32, 8)[LOSS_WORD])
+
+    def multiview_consistency(self, index: int) -> float | None:
+        """The share of camera ``index``'s opaque pixels (accumulated alpha >= 0.5) whose
+        forward-backward reprojection error (engine/splat/geometry.py MultiViewLoss) against
+        its nearest training camera is below 1 px: how well the current model's plane depths
+        of the two views agree (1: one surface). The neighbour follows :func:`neighbour_views`'
+        rule among the training cameras (``index`` may be held out); None when there is none.
+        Full-size renders; waits for the GPU."""
+        others = [i for i in self.train_idx if i != index]
+        near = neighbour_views(self.dataset.cameras, [index, *others], self.world_unit(), count=1).get(index, [])
+        if not near:
+            return None
+        nb, m, r = near[0], self.model, self.raster
+        loss = MultiViewLoss(self.gpu)
+        self.drain()
+        maps = {}
+        for i in (nb, index):
+            cam = self.dataset.cameras[i]
+            r.prepare(m.buf["params"], m.n, self.cams, View(i, cam.width, cam.height), self.sh_degree_at(self.state.step),
+                      filter3d=self.filter3d, geometry=True)
+            enc = self.gpu.encoder()
+            r.record_forward(enc)
+            if i == nb:
+                depth = self.gpu.buffer(4 * cam.width * cam.height, "geometry.view_depth")
+                loss.record_depth(enc, r.geom_image, r.final_T, self.cams, nb, cam.width, cam.height, depth)
+            else:
+                loss.record(enc, r.geom_image, r.final_T, depth, self.cams, index, nb, cam.width, cam.height,
+                            self.gpu.zeros(16 * cam.width * cam.height, "geometry.view_grad"),
+                            self.gpu.zeros(32, "geometry.view_loss"), 1.0)
+            self.gpu.submit(enc)
+            maps[i] = cam
+        cam = maps[index]
+        opaque = int(np.count_nonzero(self.gpu.read(r.final_T, np.float32, cam.width * cam.height) <= 0.5))
+        return int(self.gpu.read(loss.count, np.uint32, 4)[0]) / max(opaque, 1)
 
     def render(self, index: int) -> np.ndarray:
         """Render camera ``index`` of the dataset: [H, W, 3] float32 (waits for the GPU)."""
