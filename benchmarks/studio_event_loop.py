@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         prepare_environment()
         from tests.app.conftest import spin
         from tests.app.scene import write_scene
-        from tests.app.studio_helpers import measure_event_loop, open_and_start, open_studio
+        from tests.app.studio_helpers import measure_event_loop, open_and_start, open_studio, steps_done
 
         with tempfile.TemporaryDirectory(prefix="spirula-event-loop-") as tmp:
             app, win = open_studio(Path(tmp) / "projects", size=(1100, 720))
@@ -54,9 +54,14 @@ def main(argv: list[str] | None = None) -> int:
                 if not spin(app, 120, lambda: win.viewer_mode is not None):
                     print("studio_event_loop: the engine never said how it presents", file=sys.stderr)
                     return 2
+                # the settings of tests/app/test_window.py: a tiny model training on and on
+                win.training.steps.setValue(100_000)
+                win.training.max_size.setValue(64)
+                win.training.init_points.setValue(500)
+                win.training.eval_interval.setValue(0)
                 open_and_start(app, win, write_scene(Path(tmp) / "ring"))
-                if not spin(app, 300, lambda: win.job_state == "running"):
-                    print("studio_event_loop: training did not start", file=sys.stderr)
+                if not spin(app, 300, lambda: steps_done(win) >= 25 or bool(win.errors)) or win.errors:
+                    print(f"studio_event_loop: training did not start: {win.errors}", file=sys.stderr)
                     return 2
                 windows = []
                 for _ in range(2):
