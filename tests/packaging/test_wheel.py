@@ -73,7 +73,8 @@ def installed(tmp_path_factory) -> Path:
     # then (not before: pip would see this environment's packages) the libraries of this one
     site = Path(subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True, timeout=patient(60)).stdout.strip())
-    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]} | {
+        p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()}
     (site / "zz_spirula_test_libraries.pth").write_text("\n".join(sorted(ours)) + "\n", encoding="utf-8")
     return venv
 
