@@ -91,7 +91,9 @@ def test_photos_for_bake_reads_the_training_files(gpu, tmp_path, rng):
     cams.append(SimpleNamespace(name="new.jpg", image=photos[0]))
     image_of, report = photos_for_bake(tmp_path, cams)
     assert report == {"mode": "affine", "images_adjusted": 2, "images": 4}
-    mats = app.matrices()
+    # as appearance.json holds them (7 decimals): the trained float32 ones would put a pixel
+    # at a rounding boundary 1 off now and then (seeded draws found one in 1,800)
+    mats = app.matrices().round(7)
     np.testing.assert_array_equal(image_of(0), remove_appearance(photos[1], mats[1]))
     np.testing.assert_array_equal(image_of(1), remove_appearance(photos[0], mats[0]))
     assert image_of(2) is photos[2] and image_of(3) is photos[0]
