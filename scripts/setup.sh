@@ -21,7 +21,7 @@ fi
 stamp=.venv/.spirula-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test,distributed]'
+  .venv/bin/python -m pip install -q -e '.[test,distributed,video,sfm,mesh]'
   touch "$stamp"
 fi
 

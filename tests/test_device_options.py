@@ -38,11 +38,10 @@ def test_shader_cache_is_opt_in_and_per_backend(monkeypatch, tmp_path):
     assert D._shader_cache("vulkan") is None  # cannot be made: no cache, no error
 
 
-def test_a_kernel_runs_with_the_shader_cache_on(monkeypatch, tmp_path):
+def test_a_kernel_runs_with_the_shader_cache_on(monkeypatch, tmp_path, rng):
     """A device made with the cache compiles and runs a kernel, twice (the second device may
     take it from the cache), with the same result as NumPy's."""
     monkeypatch.setenv("SPIRULA_SHADER_CACHE", str(tmp_path))
-    rng = np.random.default_rng()
     keys = rng.integers(0, 1 << 20, 5000).astype(np.uint32)
     for _ in range(2):
         gpu = D.Gpu(BACKEND)

@@ -1,7 +1,8 @@
 """A cancelled SfM keeps its frames and its feature/match database (engine/sfm/cache.py):
 the real pipeline on a few seconds of the chair video, cancelled once matching has
 finished; the rerun reuses the features and matches (its messages and run.json say so,
-and it takes no time for them), and a changed matching setting redoes the matching only."""
+and it calls none of pycolmap's extraction or matching functions), and a changed matching
+setting redoes the matching only."""
 
 import json
 
@@ -24,7 +25,7 @@ def _sfm_details(seen) -> list[str]:
     return [m.detail for m in seen if isinstance(m, msg.StageProgress) and m.stage == "sfm"]
 
 
-def test_cancel_after_matching_keeps_frames_and_matches_and_the_rerun_reuses_them(shared_data, tmp_path):
+def test_cancel_after_matching_keeps_frames_and_matches_and_the_rerun_reuses_them(shared_data, tmp_path, monkeypatch):
     video = shared_data / "office_chair" / "office_chair.mp4"
     proj = tmp_path / "proj"
     cfg = _config()
@@ -53,7 +54,10 @@ def test_cancel_after_matching_keeps_frames_and_matches_and_the_rerun_reuses_the
     frame_times = [f.stat().st_mtime_ns for f in frames]
 
     seen.clear()
-    rec = run_pipeline(video, proj, cfg, emit=seen.append, until_stage="sfm")
+    with monkeypatch.context() as m:  # reused: neither extracted nor matched again (not timed: no wall clock)
+        for name in ("extract_features", "match_sequential", "match_exhaustive", "match_image_pairs"):
+            m.setattr(pycolmap, name, lambda *a, _name=name, **k: pytest.fail(f"the rerun called pycolmap.{_name}"))
+        rec = run_pipeline(video, proj, cfg, emit=seen.append, until_stage="sfm")
     by = {s["name"]: s for s in rec["stages"]}
     assert [by[s]["status"] for s in ("decode", "select", "sfm")] == ["cached", "cached", "done"]
     assert [f.stat().st_mtime_ns for f in frames] == frame_times            # frames not written again
@@ -63,7 +67,6 @@ def test_cancel_after_matching_keeps_frames_and_matches_and_the_rerun_reuses_the
     assert any(d.startswith("matching (sequential, reused") for d in details)
     sfm = by["sfm"]["summary"]
     assert sfm["database"] == {"features": "reuse", "matches": "reuse"}
-    assert sfm["phase_seconds"]["features"] + sfm["phase_seconds"]["matching"] < 1.0, sfm["phase_seconds"]
     assert sfm["registered"] >= len(frames) - 1
     assert (proj / "sfm" / "database.db").is_file() and (proj / "sfm" / "sparse" / "0" / "images.bin").is_file()
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SpirulaError
+from ..optional import need
 from .color import hdr_to_srgb8, hdr_transfer
 
 VIDEO_EXTENSIONS = {".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi", ".mts", ".m2ts", ".3gp", ".mpg", ".mpeg",
@@ -107,11 +108,7 @@ class DecodedFrame:
 
 
 def _av():
-    try:
-        import av
-    except ImportError as e:  # pragma: no cover - av is a dependency
-        raise VideoError("PyAV is not installed (pip install av)") from e
-    return av
+    return need("av")  # the `video` extra: a one-line MissingExtraError when it is not installed
 
 
 def _open(path: Path):

@@ -5,11 +5,14 @@ Checks, in order, each timed and reported on one line:
 1. **device**  create the GPU device (Vulkan unless ``$SPIRULA_DEVICE`` says otherwise) and
    report the adapter, backend, slangpy version, whether it is a software device and its
    features;
-2. **modules** import the libraries of the other stages (PyAV for video, pycolmap for SfM,
-   trimesh / scikit-image / xatlas / fast-simplification for the mesh) and look for the GUI's
-   (PySide6, pyqtgraph: found, not imported; required only in the frozen bundle);
-3. **sample**  find the embedded sample (``resources/sample/fox``, in the checkout or the
-   frozen bundle);
+2. **modules** import the required libraries (numpy, scipy, Pillow) and those of the other
+   stages (PyAV for video, pycolmap for SfM, trimesh / scikit-image / xatlas /
+   fast-simplification for the mesh: the package's extras, engine/optional.py; one not
+   installed is a note naming its extra, one that fails to load is a failure) and look for
+   the GUI's (PySide6, pyqtgraph: found, not imported); in the frozen bundle every one is
+   required;
+3. **sample**  find the embedded sample (``resources/sample/fox``: in the checkout, the
+   frozen bundle, or the installed package ``spirula_resources``);
 4. **train**   a few hundred steps on it through the normal training job
    (:func:`engine.jobs.train.run_training`: shader compilation, projection, sort,
    rasterizer, loss, backward, Adam); the held-out PSNR must rise;
@@ -42,10 +45,12 @@ import numpy as np
 from ..errors import SpirulaError
 
 SAMPLE = Path("resources") / "sample" / "fox"
+RESOURCE_PACKAGE = "spirula_resources"  # resources/ in the wheel (pyproject.toml)
 # (import name, what needs it): imported by the check, so a broken native library shows here
-STAGE_MODULES = (("numpy", "everything"), ("scipy", "everything"), ("PIL", "images"), ("av", "video import"),
-                 ("pycolmap", "SfM"), ("trimesh", "mesh export"), ("skimage", "mesh surface"),
-                 ("xatlas", "mesh UV atlas"), ("fast_simplification", "mesh decimation"))
+REQUIRED_MODULES = (("numpy", "everything"), ("scipy", "everything"), ("PIL", "images"))
+STAGE_MODULES = REQUIRED_MODULES + (("av", "video import"), ("pycolmap", "SfM"), ("trimesh", "mesh export"),
+                                    ("skimage", "mesh surface"), ("xatlas", "mesh UV atlas"),
+                                    ("fast_simplification", "mesh decimation"))
 GUI_MODULES = ("PySide6", "pyqtgraph")   # found, not imported: the engine stays Qt-free
 
 
@@ -107,10 +112,30 @@ def resource_root() -> Path:
     return Path(__file__).resolve().parents[2]  # engine/jobs/selftest.py -> the checkout
 
 
+def installed_resources() -> Path | None:
+    """The folder of the installed package ``spirula_resources`` (the wheel's copy of
+    ``resources/``), or None when it is not installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(RESOURCE_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
 def sample_dir() -> Path:
-    """The embedded sample dataset (``$SPIRULA_SAMPLE`` wins)."""
+    """The embedded sample dataset: ``$SPIRULA_SAMPLE`` wins, then the checkout's or the
+    frozen bundle's ``resources/sample/fox``, then the installed package's."""
     env = os.environ.get("SPIRULA_SAMPLE")
-    return Path(env) if env else resource_root() / SAMPLE
+    if env:
+        return Path(env)
+    local = resource_root() / SAMPLE
+    if (local / "transforms.json").is_file():
+        return local
+    installed = installed_resources()
+    if installed is not None and (installed / "sample" / "fox" / "transforms.json").is_file():
+        return installed / "sample" / "fox"
+    return local
 
 
 def device_report(gpu) -> dict:
@@ -182,31 +207,43 @@ def run_selftest(backend: str | None = None, steps: int | None = None, workdir: 
         import importlib
         import importlib.util
 
-        versions, missing = {}, []
+        from ..optional import EXTRAS, missing_message
+
+        frozen = getattr(sys, "frozen", False)
+        versions, missing, absent = {}, [], []
         for mod, used_for in STAGE_MODULES:
             try:
                 m = importlib.import_module(mod)
                 versions[mod] = getattr(m, "__version__", "?")
-            except Exception as e:  # ImportError, or a native library that fails to load
+            except ModuleNotFoundError as e:  # not installed: an extra left out, unless required
+                if e.name == mod and mod in EXTRAS and not frozen:
+                    absent.append(mod)
+                else:
+                    missing.append(f"{mod} ({used_for}): {type(e).__name__}: {e}")
+            except Exception as e:  # installed, but it (or its native library) fails to load
                 missing.append(f"{mod} ({used_for}): {type(e).__name__}: {e}")
         gui = {mod: importlib.util.find_spec(mod) is not None for mod in GUI_MODULES}
-        result.report["modules"] = {"versions": versions, "gui": gui}
-        if getattr(sys, "frozen", False):
+        result.report["modules"] = {"versions": versions, "gui": gui, "extras_missing": absent}
+        if frozen:
             missing += [f"{mod} (studio window): not in the bundle" for mod, ok in gui.items() if not ok]
         if missing:
             raise _Failed("; ".join(missing))
+        for mod in absent:
+            out(f"         note: {missing_message(mod)}")
         gui_note = "GUI libraries present" if all(gui.values()) else \
             "no GUI libraries (pip install 'spirula-studio[gui]' for the studio window)"
-        return ", ".join(f"{k} {v}" for k, v in versions.items() if k in ("av", "pycolmap", "trimesh")) + "; " + gui_note
+        extras_note = f"; not installed: {', '.join(absent)}" if absent else ""
+        return (", ".join(f"{k} {v}" for k, v in versions.items() if k in ("av", "pycolmap", "trimesh"))
+                + extras_note + "; " + gui_note)
 
     def check_sample() -> str:
         from ..device import shader_dir
 
         d = sample_dir()
         if not (d / "transforms.json").is_file():
-            raise _Failed(f"the embedded sample is missing: no {d / 'transforms.json'} "
-                          "(a pip-installed wheel has no resources/; use the installed package or a checkout, "
-                          "or point $SPIRULA_SAMPLE at the fox folder)")
+            raise _Failed(f"the embedded sample is missing: no {d / 'transforms.json'} (neither in the checkout "
+                          f"nor in the installed package {RESOURCE_PACKAGE}; reinstall, or point $SPIRULA_SAMPLE "
+                          "at the fox folder)")
         n = len(list((d / "images").glob("*.jpg")))
         result.report["sample"] = str(d)
         result.report["shaders"] = str(shader_dir())

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..optional import need
 CHUNK_FACES = 1000  # faces per xatlas mesh (see the module docstring)
 
 
@@ -66,7 +67,7 @@ def unwrap(verts: np.ndarray, faces: np.ndarray, texture_size: int, padding: int
     ``texture_size`` square texture with ``padding`` texels between charts (room for the
     seam dilation), as spatial cells of at most ``chunk_faces`` faces (0: one mesh).
     RuntimeError when xatlas needs more than one atlas."""
-    import xatlas
+    xatlas = need("xatlas")
 
     faces = np.asarray(faces, np.int64)
     verts32 = np.ascontiguousarray(verts, np.float32)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
+from ..optional import need
 
 
 def face_components(faces: np.ndarray, num_vertices: int) -> np.ndarray:
@@ -50,7 +51,7 @@ def decimate(verts: np.ndarray, faces: np.ndarray, target_faces: int) -> tuple[n
     already has fewer)."""
     if target_faces <= 0 or len(faces) <= target_faces:
         return verts, faces
-    import fast_simplification
+    fast_simplification = need("fast_simplification")
 
     v, f = fast_simplification.simplify(np.ascontiguousarray(verts, np.float32),
                                         np.ascontiguousarray(faces, np.int32), target_count=int(target_faces))

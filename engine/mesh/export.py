@@ -21,6 +21,7 @@ import numpy as np
 from PIL import Image
 
 from .atlas import UvMesh
+from ..optional import need
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -100,7 +101,7 @@ def glb_bytes(vertices: np.ndarray, faces: np.ndarray, uvs: np.ndarray, png: byt
 def _obj_mesh(uv: UvMesh, name: str):
     """The trimesh mesh whose OBJ and MTL trimesh writes: its material's texture is a 1-texel
     stand-in (the PNG beside them is ours, encoded once)."""
-    import trimesh
+    trimesh = need("trimesh")
     from trimesh.visual import TextureVisuals
     from trimesh.visual.material import SimpleMaterial
 
@@ -115,7 +116,7 @@ def export_meshes(out_dir: Path, uv: UvMesh, texture: np.ndarray, verts: np.ndar
     ``out_dir``; returns {kind: path}. ``uv``: the seam-split textured mesh; ``texture``
     [S, S, 3] uint8 (row 0 = top); ``verts`` [V, 3], ``faces`` [F, 3], ``vertex_colors``
     [V, 3] uint8: the unsplit mesh for the PLY."""
-    import trimesh
+    trimesh = need("trimesh")
     from trimesh.exchange.obj import export_obj
 
     out_dir = Path(out_dir)

@@ -12,8 +12,8 @@ Vertices shared by neighbouring slabs are welded by exact position (quantised to
 from __future__ import annotations
 
 import numpy as np
-from skimage.measure import marching_cubes
 
+from ..optional import need
 from .grid import BRICK
 from .tsdf import TsdfVolume
 
@@ -63,6 +63,9 @@ def _cell_mask(weight: np.ndarray, support: np.ndarray, min_support: float) -> n
 def extract_mesh(vol: TsdfVolume, min_support: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """Surface tsdf = 0 of the volume: (vertices [V, 3] float64 world, faces [F, 3] int64),
     faces wound counter-clockwise seen from outside (normals point to positive tsdf)."""
+    need("skimage")
+    from skimage.measure import marching_cubes
+
     verts, faces, count = [], [], 0
     bx_total = vol.spec.bricks[0]
     occupied = (vol.table >= 0).reshape(bx_total, -1).any(axis=1)

@@ -25,6 +25,7 @@ from scipy.sparse.csgraph import connected_components
 from .clean import compact, face_components, remove_small_components
 from .extract import weld
 from .subject import Plane
+from ..optional import need
 
 
 def _edge_keys(faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -299,6 +300,7 @@ def repair_mesh(verts: np.ndarray, faces: np.ndarray, lo=None, hi=None, plane: P
     components few views agree on go, the support sheet not judged
     (engine/mesh/consensus.py). max_hole_share: holes up to this share of their
     component's extent are filled too (:func:`fill_holes`)."""
+    need("trimesh")
     import trimesh.intersections as ti
 
     verts, faces = np.asarray(verts, np.float64), np.asarray(faces, np.int64)

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SpirulaError
+from ..optional import need
 
 
 @dataclass
@@ -57,7 +58,7 @@ class PoseAccuracy:
 def poses_by_name(model_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """image name -> (R [3, 3] world-to-camera, c [3] camera centre) of a COLMAP model
     folder (bin or txt), registered images only."""
-    import pycolmap
+    pycolmap = need("pycolmap")
 
     rec = pycolmap.Reconstruction(str(model_dir))
     out = {}
@@ -72,7 +73,7 @@ def compare_poses(estimate: dict, reference: dict) -> PoseAccuracy:
     """Sim(3)-align ``estimate`` to ``reference`` (both as from :func:`poses_by_name`) on
     the centres of their common images and measure the errors. Raises SpirulaError when
     fewer than 3 images are shared or the alignment is degenerate."""
-    import pycolmap
+    pycolmap = need("pycolmap")
 
     names = sorted(set(estimate) & set(reference))
     if len(names) < 3:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from ..fileio import write_json_atomic
 from .config import SfmConfig
+from ..optional import need
 
 STATE_FILE = "state.json"
 DATABASE = "database.db"
@@ -55,7 +56,7 @@ def _sha(obj) -> str:
 
 
 def _pycolmap_version() -> str:
-    import pycolmap
+    pycolmap = need("pycolmap")
 
     return pycolmap.__version__
 
@@ -121,7 +122,7 @@ class SfmCache:
         if m.get("key") == key:
             return "reuse" if m.get("done") else "resume"
         if m:
-            import pycolmap
+            pycolmap = need("pycolmap")
 
             with pycolmap.Database.open(self.database) as db:
                 db.clear_matches()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import SpirulaError
 from .config import SfmConfig
+from ..optional import need
 
 
 class SfmError(SpirulaError):
@@ -28,7 +29,7 @@ CAPTURE_ADVICE = ("Try: a capture with slower camera motion and more overlap bet
 
 
 def device(cfg: SfmConfig):
-    import pycolmap
+    pycolmap = need("pycolmap")
 
     if cfg.device == "cuda":
         if not pycolmap.has_cuda:
@@ -43,7 +44,7 @@ def extraction_options(cfg: SfmConfig, longest_side: int):
     """pycolmap FeatureExtractionOptions: SIFT on images downscaled to cfg.max_image_size;
     first octave -1 (upsampled: about 3x more keypoints, 4x slower) for images whose
     working size is at most 1000 px when cfg.upsample is "auto"."""
-    import pycolmap
+    pycolmap = need("pycolmap")
 
     o = pycolmap.FeatureExtractionOptions()
     o.max_image_size = cfg.max_image_size
@@ -64,7 +65,7 @@ def extract(database: Path, image_dir: Path, groups: dict[str, list[str]], sizes
     image names relative to ``image_dir``; ``sizes``: group key -> (width, height)).
     Returns group key -> camera id, which is also filled into ``cameras`` (a group found
     there keeps its camera). ``progress(done, total)`` and ``on_chunk()`` after each chunk."""
-    import pycolmap
+    pycolmap = need("pycolmap")
 
     total = sum(len(v) for v in groups.values())
     cameras = {} if cameras is None else cameras

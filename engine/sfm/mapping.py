@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .config import SfmConfig
 from .features import CAPTURE_ADVICE, SfmError
+from ..optional import need
 
 FALLBACK_BELOW = 0.9
 
@@ -33,7 +34,7 @@ RELAXED_ABS_POSE_INLIERS = 15   # COLMAP's default is 30
 
 def _run(mapper: str, database: Path, image_dir: Path, out_dir: Path, cfg: SfmConfig,
          on_image: Callable[[], None] | None, relaxed: bool = False):
-    import pycolmap
+    pycolmap = need("pycolmap")
 
     out_dir.mkdir(parents=True, exist_ok=True)
     calibrate_if_needed(database, cfg)
@@ -54,7 +55,7 @@ def _run(mapper: str, database: Path, image_dir: Path, out_dir: Path, cfg: SfmCo
 
 def calibrate_if_needed(database: Path, cfg: SfmConfig) -> bool:
     """Run view-graph calibration when most cameras lack a focal prior; True if it ran."""
-    import pycolmap
+    pycolmap = need("pycolmap")
 
     with pycolmap.Database.open(database) as db:
         cams = db.read_all_cameras()

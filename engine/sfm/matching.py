@@ -19,6 +19,7 @@ from pathlib import Path
 from .config import SfmConfig
 from .features import CAPTURE_ADVICE, SfmError, device
 from .pairs import exhaustive_pairs, loop_pairs, sequential_pairs
+from ..optional import need
 
 
 def choose_matching(cfg: SfmConfig, kind: str, n: int) -> str:
@@ -45,7 +46,7 @@ def match(database: Path, work_dir: Path, names: list[str], method: str, cfg: Sf
           should_stop: Callable[[], bool] | None = None, label: object = None) -> dict:
     """Match and verify the planned pairs of ``names``; returns a summary dict
     (method, pairs, verified_pairs). ``label`` names the input in errors."""
-    import pycolmap
+    pycolmap = need("pycolmap")
 
     bad = [n for n in names if any(c.isspace() for c in n)]
     if bad:

@@ -24,13 +24,14 @@ from .config import SfmConfig
 from .features import CAPTURE_ADVICE, SfmError, extract
 from .mapping import reconstruct
 from .matching import choose_matching, match
+from ..optional import need as need_extra
 
 Report = Callable[[str, int, "int | None"], None]   # (what, done, total)
 
 
 def quiet_colmap() -> None:
     """Keep COLMAP's glog lines off the console unless debug logging is on."""
-    import pycolmap
+    pycolmap = need_extra("pycolmap")
 
     pycolmap.logging.minloglevel = 0 if logging.getLogger().isEnabledFor(logging.DEBUG) else 2
 
@@ -51,7 +52,7 @@ def run_sfm(image_dir: Path, names: list[str], groups: dict[str, list[str]], siz
     :func:`engine.sfm.features.extract`). ``kind``: 'video' or 'photos'. Returns the
     summary; raises SfmError (naming ``label`` -- the user's input -- or ``image_dir``,
     with the count and a suggestion) when too few images register."""
-    import pycolmap
+    pycolmap = need_extra("pycolmap")
 
     quiet_colmap()
     pycolmap.set_random_seed(cfg.seed)

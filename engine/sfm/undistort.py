@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from ..optional import need
 
 
 def undistort(model_dir: Path, image_dir: Path, out_dir: Path, jpeg_quality: int = 95,
@@ -20,7 +21,7 @@ def undistort(model_dir: Path, image_dir: Path, out_dir: Path, jpeg_quality: int
     images, points, ``cameras`` (the pinhole intrinsics written, pixels) and
     ``cameras_before`` (the distorted cameras they replace: model, size, params; the
     same order, by camera id)."""
-    import pycolmap
+    pycolmap = need("pycolmap")
 
     before = pycolmap.Reconstruction(str(model_dir))
     cams_before = [{"model": c.model.name, "width": c.width, "height": c.height,

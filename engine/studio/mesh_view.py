@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SpirulaError
+from ..optional import need
 
 GREY = 160             # colour of a mesh with neither texture nor vertex colours (0..255)
 
@@ -47,7 +48,7 @@ class TexturedMesh:
 def read_textured_mesh(path: str | Path) -> TexturedMesh:
     """The mesh at ``path`` with its base-colour texture (PBR or MTL) or vertex colours.
     Raises SpirulaError naming the file when it cannot be read or has no triangles."""
-    import trimesh
+    trimesh = need("trimesh")
 
     path = Path(path)
     try:

@@ -11,7 +11,7 @@ scripts/setup.sh >/dev/null
 stamp=.venv/.spirula-packaging-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   log=$(mktemp)
-  .venv/bin/python -m pip install -q -e '.[test,gui,packaging]' >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+  .venv/bin/python -m pip install -q -e '.[test,gui,packaging,video,sfm,mesh]' >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
   rm -f "$log"
   touch "$stamp"
 fi

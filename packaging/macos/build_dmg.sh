@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -n 1)
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q -e '.[gui,packaging]'
+.venv/bin/python -m pip install -q -e '.[gui,packaging,video,sfm,mesh]'
 
 # the Vulkan loader and MoltenVK, found in the SDK or Homebrew
 find_lib() {

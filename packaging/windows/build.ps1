@@ -5,7 +5,7 @@
 $ErrorActionPreference = "Stop"
 $version = (Select-String -Path pyproject.toml -Pattern '^version = "(.*)"').Matches[0].Groups[1].Value
 if (-not (Test-Path .venv)) { py -3.11 -m venv .venv }
-.venv\Scripts\python -m pip install -q -e ".[gui,packaging]"
+.venv\Scripts\python -m pip install -q -e ".[gui,packaging,video,sfm,mesh]"
 .venv\Scripts\python -m PyInstaller packaging\pyinstaller\spirula.spec --distpath build\packaging\dist `
     --workpath build\packaging\work --noconfirm --log-level WARN
 # the frozen bundle must pass its own self-test before it is wrapped (needs a Vulkan GPU driver)

@@ -2,7 +2,7 @@
 ; NOT BUILT OR TESTED on the project's machines (Linux only): see packaging/README.md.
 ;
 ; Build on Windows (packaging/windows/build.ps1 runs these):
-;   py -3.11 -m venv .venv; .venv\Scripts\pip install -e .[gui,packaging]
+;   py -3.11 -m venv .venv; .venv\Scripts\pip install -e .[gui,packaging,video,sfm,mesh]
 ;   .venv\Scripts\python -m PyInstaller packaging\pyinstaller\spirula.spec --distpath build\packaging\dist --workpath build\packaging\work --noconfirm
 ;   iscc /DAppVersion=0.1.0 packaging\windows\spirula.iss      -> dist\SpirulaStudio-0.1.0-setup.exe
 ;

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from .scene import write_scene
+from ..patience import patient
 
 
 @pytest.fixture(scope="session")
@@ -70,10 +71,11 @@ def studio(qapp, tmp_path_factory):
 
 
 def spin(app, seconds: float, until=None, step_ms: int = 10) -> bool:
-    """Run the Qt event loop for up to ``seconds`` or until ``until()`` is true."""
+    """Run the Qt event loop for ``seconds``, or until ``until()`` is true: then ``seconds``
+    is a deadline, scaled by tests/patience.py's factor (a loaded machine is slower)."""
     from PySide6 import QtCore
 
-    t_end = time.perf_counter() + seconds
+    t_end = time.perf_counter() + (patient(seconds) if until is not None else seconds)
     while time.perf_counter() < t_end:
         app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, step_ms)
         if until is not None and until():

@@ -106,3 +106,36 @@ def write_colmap_copy(dataset, folder) -> None:
     (model / "cameras.txt").write_text("\n".join(cams) + "\n")
     (model / "images.txt").write_text("\n".join(images) + "\n")
     (model / "points3D.txt").write_text("")
+
+
+def measure_event_loop(app, win, seconds: float = 6.0, orbit_every_ms: int = 50) -> dict:
+    """Run the Qt event loop for ``seconds`` with a 2 ms precise timer ticking and the
+    camera orbiting every ``orbit_every_ms``; returns the gaps between ticks (ms: median,
+    p99, max, count) and the training steps and viewport frames before and after. Used by
+    tests/app/test_window.py (a generous bound) and benchmarks/studio_event_loop.py (the
+    50 ms one, measured on an otherwise idle machine)."""
+    import time
+
+    from PySide6 import QtCore
+
+    frames0 = win.viewer_stats.frames if win.viewer_stats else 0
+    step0 = steps_done(win)
+    ticks: list[float] = []
+    tick = QtCore.QTimer()
+    tick.setTimerType(QtCore.Qt.TimerType.PreciseTimer)
+    tick.setInterval(2)
+    tick.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    mover = QtCore.QTimer()
+    mover.setInterval(orbit_every_ms)
+    mover.timeout.connect(lambda: (win.controller.camera.orbit(6, 0), win.controller._changed()))
+    loop = QtCore.QEventLoop()
+    QtCore.QTimer.singleShot(int(seconds * 1000), loop.quit)
+    tick.start()
+    mover.start()
+    loop.exec()
+    tick.stop()
+    mover.stop()
+    gaps = np.diff(ticks) * 1000 if len(ticks) > 1 else np.array([seconds * 1000.0])
+    return {"ticks": len(ticks), "gap_median_ms": float(np.median(gaps)), "gap_p99_ms": float(np.percentile(gaps, 99)),
+            "gap_max_ms": float(gaps.max()), "steps": [step0, steps_done(win)],
+            "frames": [frames0, win.viewer_stats.frames if win.viewer_stats else frames0]}

@@ -65,14 +65,13 @@ def test_pick_finds_the_camera_under_the_cursor():
     assert pick(cam, centers, 640, 480, uv[1][0] + 40, uv[1][1]) is None
 
 
-def test_start_view_fits_every_camera():
+def test_start_view_fits_every_camera(rng):
     """fit_points moves the eye back until every camera centre is inside the narrower field
     of view (checked by the angle from the line of sight, not by the formula it uses)."""
     from PySide6 import QtCore
 
     from app.viewport import fit_points
 
-    rng = np.random.default_rng()
     center = rng.normal(size=3)
     points = center + rng.normal(scale=3.0, size=(40, 3))
     eye = center + np.array([0.5, 0.3, 1.0])          # too close: most points outside

@@ -16,6 +16,7 @@ from engine.studio import messages as M
 from engine.jobs.stages import train_checkpoint_path
 
 from .studio_helpers import open_and_start
+from ..patience import patient
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -71,20 +72,20 @@ def test_engine_error_shows_a_dialog_with_the_message_and_the_file(qtbot, tmp_pa
     win = state["win"]
     missing = tmp_path / "no-such-dataset"
     win.session.send(M.StartTraining(str(missing), steps=10))
-    qtbot.waitUntil(lambda: bool(win.errors), timeout=60_000)
+    qtbot.waitUntil(lambda: bool(win.errors), timeout=int(patient(60_000)))
     err = _last(win, M.Error)
     assert err.path == str(missing) and "no-such-dataset" in err.text
 
     def dialog():
         return next(iter(_error_dialogs()), None)
 
-    qtbot.waitUntil(lambda: dialog() is not None, timeout=5_000)
+    qtbot.waitUntil(lambda: dialog() is not None, timeout=int(patient(5_000)))
     box = dialog()
     assert box.text() == err.text and box.informativeText() == f"File: {missing}"
     assert box.detailedText().startswith("Log file: ")  # "Show Details…": where the tracebacks go
     assert win.isVisible() and win.session.alive  # an error is no crash
     box.accept()
-    qtbot.waitUntil(lambda: dialog() is None, timeout=5_000)
+    qtbot.waitUntil(lambda: dialog() is None, timeout=int(patient(5_000)))
 
 
 def test_a_gui_bug_shows_a_dialog_not_a_crash(qtbot, state, monkeypatch):
@@ -103,7 +104,7 @@ def test_a_gui_bug_shows_a_dialog_not_a_crash(qtbot, state, monkeypatch):
         raise ValueError("a bug in a slot")
 
     QtCore.QTimer.singleShot(0, buggy_slot)
-    qtbot.waitUntil(lambda: len(win.errors) > n, timeout=5_000)
+    qtbot.waitUntil(lambda: len(win.errors) > n, timeout=int(patient(5_000)))
     assert "ValueError: a bug in a slot" in win.errors[-1] and win.isVisible()
     del win.errors[n:]
     for box in _error_dialogs():
@@ -126,20 +127,20 @@ def test_close_while_training_asks_then_saves_a_checkpoint(qtbot, tiny_dataset, 
     win.training.init_points.setValue(400)
     win.training.eval_interval.setValue(0)
     open_and_start(QtWidgets.QApplication.instance(), win, tiny_dataset)
-    qtbot.waitUntil(lambda: win.job_state == "running" and _steps(win) > 0, timeout=120_000)
+    qtbot.waitUntil(lambda: win.job_state == "running" and _steps(win) > 0, timeout=int(patient(120_000)))
     project = Path(win.scene.project)
 
     _answer(qtbot, win, "Cancel")
     win.close()
     assert win.isVisible() and win.session.alive and win.job_state == "running"
     step0 = _steps(win)
-    qtbot.waitUntil(lambda: _steps(win) > step0, timeout=60_000)  # still training
+    qtbot.waitUntil(lambda: _steps(win) > step0, timeout=int(patient(60_000)))  # still training
 
     _answer(qtbot, win, "Save and quit")
     win.close()  # returns at once: the engine saves while the window says so
     assert win.isVisible() and win.saving_to_close
     assert win.save_progress is not None and win.save_progress.isVisible()
-    qtbot.waitUntil(lambda: not win.isVisible(), timeout=120_000)
+    qtbot.waitUntil(lambda: not win.isVisible(), timeout=int(patient(120_000)))
     assert not win.session.alive
     assert len(win.errors) == 1, win.errors  # the first test's
     saved = _last(win, M.CheckpointSaved)
@@ -156,16 +157,16 @@ def test_reopening_the_project_resumes_where_it_stopped(qapp, qtbot, projects, s
     project, step = state["project"], state["step"]
     win = _studio(qapp, project, projects)  # as `spirula gui <project>`
     try:
-        qtbot.waitUntil(lambda: win.project_dialog is not None and win.project_dialog.isVisible(), timeout=30_000)
+        qtbot.waitUntil(lambda: win.project_dialog is not None and win.project_dialog.isVisible(), timeout=int(patient(30_000)))
         win.project_dialog.buttons["resume"].click()  # it offers Resume, Restart and View
-        qtbot.waitUntil(lambda: win.resumed is not None or bool(win.errors), timeout=120_000)
+        qtbot.waitUntil(lambda: win.resumed is not None or bool(win.errors), timeout=int(patient(120_000)))
         assert not win.errors, win.errors
         r = win.resumed
         assert r.step == step and r.checkpoint == str(train_checkpoint_path(project)) and r.project == str(project)
         assert f"Resumed at step {step:,}" in win.training.source.text()
         assert win.scene.project == str(project) and len(win.scene.cameras) == 10
         assert win.training.steps_x and max(win.training.steps_x) <= step  # the curve up to the break
-        qtbot.waitUntil(lambda: _steps(win) > step, timeout=120_000)  # and on from there
+        qtbot.waitUntil(lambda: _steps(win) > step, timeout=int(patient(120_000)))  # and on from there
         assert min(m.step for m in win.messages if isinstance(m, M.TrainMetrics) and m.steps_per_sec > 0) > step
         _answer(qtbot, win, "Quit without saving")
         win.close()

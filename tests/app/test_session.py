@@ -14,6 +14,7 @@ from engine.studio import messages as M
 from engine.io.ply import read_ply
 from engine.studio.session import Session
 from engine.studio.viewer import BG_BOTTOM, BG_TOP
+from ..patience import patient
 
 
 class Driver:
@@ -24,7 +25,7 @@ class Driver:
         self.tag = 0
 
     def wait(self, pred, timeout: float = 120.0, what: str = ""):
-        t_end = time.perf_counter() + timeout
+        t_end = time.perf_counter() + patient(timeout)
         while time.perf_counter() < t_end:
             self.backlog += self.s.poll()
             while self.backlog:
@@ -41,7 +42,7 @@ class Driver:
         """The first frame rendered after every command sent so far."""
         self.tag += 1
         self.s.send(M.RequestFrame(readback=True, tag=self.tag))
-        t_end = time.perf_counter() + timeout
+        t_end = time.perf_counter() + patient(timeout)
         while time.perf_counter() < t_end:
             f = self.s.preview.take()
             if f is not None and f.tag == self.tag:
@@ -63,7 +64,7 @@ def driver(tmp_path_factory):
     assert ready.adapter
     s.send(M.ResizeViewport(96, 72))
     yield d
-    assert s.close(save=False, timeout=120)
+    assert s.close(save=False, timeout=patient(120))
 
 
 def test_train_pause_resume_finish(driver, tiny_dataset, tmp_path):

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from engine.sfm import cache
 from engine.studio import messages as M
 from engine.studio.session import Session
 
 from ..sfm.test_cache_clean import _project
 from .test_session import Driver
+from ..patience import patient
 
 
-def test_the_engine_prunes_at_start_and_clears_on_request(tmp_path):
-    rng = np.random.default_rng()
+def test_the_engine_prunes_at_start_and_clears_on_request(tmp_path, rng):
     now = time.time()
     old = _project(tmp_path, "old", 5000, 45, now, rng)
     fresh = _project(tmp_path, "fresh", 7000, 1, now, rng)
@@ -37,4 +35,4 @@ def test_the_engine_prunes_at_start_and_clears_on_request(tmp_path):
         w = d.wait(lambda m: isinstance(m, M.Warning), 60, "no cache left")
         assert "no SfM cache" in w.text and str(fresh) in w.text
     finally:
-        assert s.close(save=False, timeout=120)
+        assert s.close(save=False, timeout=patient(120))

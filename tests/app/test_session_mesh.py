@@ -16,6 +16,7 @@ from engine.studio.session import Session
 
 from ..mesh.raycast import checker, cube, look_at, reference
 from .test_session import Driver, _background
+from ..patience import patient
 
 W, H = 96, 72
 
@@ -35,7 +36,7 @@ def driver(tmp_path_factory):
             os.environ["SPIRULA_VIEWER_SCALE"] = old
     s.send(M.ResizeViewport(W, H))
     yield d
-    assert s.close(save=False, timeout=120)
+    assert s.close(save=False, timeout=patient(120))
 
 
 def _glb(mesh, path):

@@ -19,6 +19,7 @@ from engine.studio import messages as M
 
 from .conftest import spin
 from .studio_helpers import sent
+from ..patience import patient
 
 pytestmark = [pytest.mark.timeout(180),
               pytest.mark.skipif(shutil.which("xdotool") is None,
@@ -143,7 +144,7 @@ def _drag(app, win, paths) -> DragSource:
     finally:
         got.remove()
         if not any(s.startswith("drag-ended") for s in src.lines):
-            subprocess.run(["xdotool", "mouseup", "1"], timeout=10)  # a failed test leaves no button held
+            subprocess.run(["xdotool", "mouseup", "1"], timeout=patient(10))  # a failed test leaves no button held
         src.close()
 
 

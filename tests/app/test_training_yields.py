@@ -1,12 +1,23 @@
 """The studio's training yields to a moving camera (engine/studio/training.py yields_to_view):
 only while the camera moved within MOVING_HOLD_S, only when one step and one frame would not
-fit in 1/60 s, and never for longer than TRAIN_EVERY_S; SPIRULA_TRAIN_YIELD=0 turns it off. No GPU: the engine is a stand-in."""
+fit in 1/60 s, and never for longer than TRAIN_EVERY_S; SPIRULA_TRAIN_YIELD=0 turns it off. No GPU: the engine is a stand-in, and the clock
+(time.perf_counter, read by both modules) is a stand-in too: a loaded machine pausing the
+test between two lines cannot move a hold past its end."""
 
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from engine.studio.training import TRAIN_EVERY_S, Training
 from engine.studio.viewport import MOVING_HOLD_S, Viewport
+
+
+@pytest.fixture(autouse=True)
+def _frozen_clock(monkeypatch):
+    """time.perf_counter() stands still at 1000 s (engine/studio/training.py and viewport.py
+    read it through the time module)."""
+    monkeypatch.setattr(time, "perf_counter", lambda: 1000.0)
 
 
 def _training(monkeypatch, frame_ms: float, setting: str | None = None) -> Training:

@@ -19,6 +19,7 @@ import pytest
 from engine.io import formats
 from engine.io.ply import read_ply, write_ply
 from tests.io.splat_cases import M_FOR_DEGREE, match, random_gaussians, rgb, rotation_error, sigmoid
+from ..patience import patient
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = REPO / ".tools" / "node_modules" / "@playcanvas" / "splat-transform" / "bin" / "cli.mjs"
@@ -35,7 +36,7 @@ def splat_transform():
 
     def run(src: Path, dst: Path) -> None:
         r = subprocess.run([node, str(CLI), "-q", "-w", str(src), str(dst)], capture_output=True, text=True,
-                           timeout=300)
+                           timeout=patient(300))
         assert r.returncode == 0 and dst.exists(), f"splat-transform {src.name} -> {dst.name}: {r.stderr[-2000:]}"
 
     return run

@@ -316,9 +316,9 @@ def gaussian_header(n, fmt="binary_little_endian", k=9):
             + "".join(f"property float {p}\n" for p in props) + "end_header\n").encode()
 
 
-def test_error_not_a_ply(tmp_path):
+def test_error_not_a_ply(tmp_path, rng):
     p = tmp_path / "image.ply"
-    p.write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(64))
+    p.write_bytes(b"\x89PNG\r\n\x1a\n" + rng.bytes(64))
     raises_naming(p, "not a PLY")
     p.write_bytes(b"")
     raises_naming(p, "not a PLY", "empty")

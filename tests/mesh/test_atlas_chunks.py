@@ -14,8 +14,7 @@ def _noisy_sphere(rng):
     return v, np.asarray(s.faces, np.int64)
 
 
-def test_cells_hold_at_most_the_budget_and_are_compact():
-    rng = np.random.default_rng()
+def test_cells_hold_at_most_the_budget_and_are_compact(rng):
     v, f = _noisy_sphere(rng)
     budget = int(rng.integers(300, 2000))
     labels = spatial_chunks(v, f, budget)
@@ -30,8 +29,7 @@ def test_cells_hold_at_most_the_budget_and_are_compact():
     assert (spatial_chunks(v, f, 0) == 0).all() and (spatial_chunks(v, f, len(f)) == 0).all()
 
 
-def test_unwrap_over_cells_keeps_the_mesh():
-    rng = np.random.default_rng()
+def test_unwrap_over_cells_keeps_the_mesh(rng):
     v, f = _noisy_sphere(rng)
     uv = unwrap(v, f, 1024, chunk_faces=1000)
     assert uv.faces.shape == f.shape

@@ -77,8 +77,7 @@ def test_remove_appearance_inverts_the_training_transform(gpu, mode):
             assert np.percentile(err, 99) <= 0.015 and np.percentile(err, 99.9) <= 0.03 and err.max() <= 0.08
 
 
-def test_photos_for_bake_reads_the_training_files(gpu, tmp_path):
-    rng = np.random.default_rng()
+def test_photos_for_bake_reads_the_training_files(gpu, tmp_path, rng):
     app = Appearance(gpu, "affine", 3)
     dev = rng.normal(size=(3, 12)) * 0.1
     dev += 0.05 * np.sign(dev)  # each at least 0.05 off identity: the photo visibly changes (line below)
@@ -92,7 +91,9 @@ def test_photos_for_bake_reads_the_training_files(gpu, tmp_path):
     cams.append(SimpleNamespace(name="new.jpg", image=photos[0]))
     image_of, report = photos_for_bake(tmp_path, cams)
     assert report == {"mode": "affine", "images_adjusted": 2, "images": 4}
-    mats = app.matrices()
+    # as appearance.json holds them (7 decimals): the trained float32 ones would put a pixel
+    # at a rounding boundary 1 off now and then (seeded draws found one in 1,800)
+    mats = app.matrices().round(7)
     np.testing.assert_array_equal(image_of(0), remove_appearance(photos[1], mats[1]))
     np.testing.assert_array_equal(image_of(1), remove_appearance(photos[0], mats[0]))
     assert image_of(2) is photos[2] and image_of(3) is photos[0]
@@ -106,10 +107,10 @@ def test_photos_for_bake_reads_the_training_files(gpu, tmp_path):
         photos_for_bake(tmp_path, cams)
 
 
-def test_prefetched_photos_come_in_order_and_errors_surface():
+def test_prefetched_photos_come_in_order_and_errors_surface(rng):
     from engine.mesh.bake import _prefetched
 
-    order = np.random.default_rng().permutation(37)
+    order = rng.permutation(37)
     assert list(_prefetched(lambda i: int(order[i]), 37, workers=3)) == order.tolist()
     assert list(_prefetched(lambda i: i, 0)) == []
 

@@ -7,8 +7,7 @@ from engine.mesh.plane import Plane, camera_elevations
 from tests.mesh.raycast import rotation
 
 
-def test_elevations_over_a_tilted_table_are_the_angles_the_cameras_were_placed_at():
-    rng = np.random.default_rng()
+def test_elevations_over_a_tilted_table_are_the_angles_the_cameras_were_placed_at(rng):
     R = rotation(rng)                                # the table's frame: its normal is R's third column
     n = R[:, 2]
     offset = float(rng.uniform(-3, 3))

@@ -57,8 +57,7 @@ def _grid(p0, a, b, n):
     return v, f
 
 
-def test_a_standing_sheet_one_view_made_goes_and_the_box_and_table_stay():
-    rng = np.random.default_rng()
+def test_a_standing_sheet_one_view_made_goes_and_the_box_and_table_stay(rng):
     box_lo, box_hi = np.array([-0.4, -0.3, 0.0]), np.array([0.4, 0.3, 0.5])
     angle = rng.uniform(0, 2 * np.pi)
     foot = 1.2 * np.array([np.cos(angle), np.sin(angle), 0.0])
@@ -100,8 +99,7 @@ def test_a_mesh_that_is_all_skipped_support_is_kept_as_it_is():
     assert dropped == 0 and np.array_equal(out_f, faces) and np.array_equal(out_v, verts)
 
 
-def test_a_hole_small_beside_its_object_is_filled_whatever_its_edge_count():
-    rng = np.random.default_rng()
+def test_a_hole_small_beside_its_object_is_filled_whatever_its_edge_count(rng):
     s = trimesh.creation.icosphere(5, radius=1.0)                  # edges ~0.03
     v, f = np.asarray(s.vertices), np.asarray(s.faces)
     d1 = rng.normal(size=3)

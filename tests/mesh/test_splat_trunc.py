@@ -29,8 +29,7 @@ def _splats(rng, sigma, count=4000):
     return means, scales, logits
 
 
-def test_band_from_the_splats(rng=None):
-    rng = rng or np.random.default_rng()
+def test_band_from_the_splats(rng):
     sigma = 0.2
     means, scales, logits = _splats(rng, sigma)
     lo, hi = [-1.5] * 3, [1.5] * 3
@@ -48,8 +47,7 @@ def _fused(gpu, cams, maps, trunc):
     return extract_mesh(vol, 2)
 
 
-def test_views_that_disagree_by_a_splat_fuse_into_one_surface(gpu):
-    rng = np.random.default_rng()
+def test_views_that_disagree_by_a_splat_fuse_into_one_surface(gpu, rng):
     sigma = 0.15
     means, scales, logits = _splats(rng, sigma)
     cams = orbit_cameras(24, 3.5, 64, 64.0, seed_offset=rng.uniform(0.1, 0.9))

@@ -33,8 +33,7 @@ def _two_ring_orbit(rng, centre, radius, count=36, heights=(0.4, 1.0), jitter=0.
     return _c2w(eyes, targets), eyes
 
 
-def test_orbit_at_two_heights_recovers_the_look_point():
-    rng = np.random.default_rng()
+def test_orbit_at_two_heights_recovers_the_look_point(rng):
     centre = rng.uniform(-5, 5, 3)
     c2w, eyes = _two_ring_orbit(rng, centre, 3.0, jitter=0.05)
     # a few cameras looking elsewhere must not pull the point
@@ -45,8 +44,7 @@ def test_orbit_at_two_heights_recovers_the_look_point():
     assert orbit.up @ UP > 0.999 and orbit.azimuth_gap_deg < 42  # 3 of 36 left out: 40 deg
 
 
-def test_forward_walk_and_facing_arc_are_not_orbits():
-    rng = np.random.default_rng()
+def test_forward_walk_and_facing_arc_are_not_orbits(rng):
     eyes = np.stack([np.linspace(0, 10, 40), rng.normal(0, 0.05, 40), 1.6 + rng.normal(0, 0.05, 40)], 1)
     ahead = eyes + [5.0, 0, 0] + rng.normal(0, 0.3, (40, 3))
     assert not detect_orbit(_c2w(eyes, ahead)).is_orbit
@@ -57,8 +55,7 @@ def test_forward_walk_and_facing_arc_are_not_orbits():
     assert not o.is_orbit and o.azimuth_gap_deg > 250 and np.linalg.norm(o.look_point) < 0.1
 
 
-def test_ransac_plane_on_noisy_points_with_outliers():
-    rng = np.random.default_rng()
+def test_ransac_plane_on_noisy_points_with_outliers(rng):
     n = np.array([0.15, -0.1, 1.0])
     n /= np.linalg.norm(n)
     offset = rng.uniform(-1, 1)
@@ -95,8 +92,7 @@ def _box_surface(rng, lo, hi, count, bottom=True):
     return p
 
 
-def test_box_on_a_table_in_a_room_is_found_and_cut_at_the_table():
-    rng = np.random.default_rng()
+def test_box_on_a_table_in_a_room_is_found_and_cut_at_the_table(rng):
     lo_true, hi_true = np.array([-0.3, -0.2, 0.0]), np.array([0.25, 0.3, 0.45])
     subject = _box_surface(rng, lo_true, hi_true, 15000)
     table = np.concatenate([rng.uniform(-1.5, 1.5, (20000, 2)), rng.normal(0, 0.002, (20000, 1))], 1)
@@ -119,10 +115,9 @@ def test_box_on_a_table_in_a_room_is_found_and_cut_at_the_table():
     assert sb.to_json()["plane"]["normal"][2] > 0.999
 
 
-def test_textureless_table_gives_a_base_plane_under_the_box():
+def test_textureless_table_gives_a_base_plane_under_the_box(rng):
     """A textureless table holds almost no opaque splats (the photometric loss cannot place
     them): no RANSAC plane, but the box still gets closed under its lowest splats."""
-    rng = np.random.default_rng()
     lo_true, hi_true = np.array([-0.3, -0.2, 0.0]), np.array([0.25, 0.3, 0.45])
     subject = _box_surface(rng, lo_true, hi_true, 15000, bottom=False)
     table = np.concatenate([rng.uniform(-1.5, 1.5, (25, 2)), rng.normal(0, 0.1, (25, 1))], 1)
@@ -138,10 +133,9 @@ def test_textureless_table_gives_a_base_plane_under_the_box():
     assert np.all(np.abs(sb.hi - hi_true) < 2 * vox)
 
 
-def test_torus_around_the_look_point_is_not_cut():
+def test_torus_around_the_look_point_is_not_cut(rng):
     """The look point is in the torus' hole, the cameras all around (also below): subject
     found, no support plane, the box holds the whole torus."""
-    rng = np.random.default_rng()
     u, v = rng.uniform(0, 2 * np.pi, (2, 20000))
     ring = 0.75 + 0.3 * np.cos(v)
     pts = np.stack([ring * np.cos(u), ring * np.sin(u), 0.3 * np.sin(v)], 1)
@@ -151,8 +145,7 @@ def test_torus_around_the_look_point_is_not_cut():
     assert np.all(sb.lo <= pts.min(0)) and np.all(sb.hi >= pts.max(0))
 
 
-def test_non_orbit_falls_back_to_the_scene_bounds():
-    rng = np.random.default_rng()
+def test_non_orbit_falls_back_to_the_scene_bounds(rng):
     eyes = np.stack([np.linspace(0, 10, 30), np.zeros(30), np.ones(30)], 1)
     pts = rng.uniform(-1, 12, (5000, 3))
     sb = find_subject(_c2w(eyes, eyes + [5.0, 0, 0]), pts, np.full(5000, 2.0))
@@ -160,8 +153,7 @@ def test_non_orbit_falls_back_to_the_scene_bounds():
     assert sb.lo[0] < 0 and sb.hi[0] > 11
 
 
-def test_resolve_bounds_settings():
-    rng = np.random.default_rng()
+def test_resolve_bounds_settings(rng):
     pts, logits = rng.uniform(-1, 1, (500, 3)), np.full(500, 2.0)
     c2w = np.stack([np.linalg.inv(c[0]) for c in orbit_cameras(12, 3.0, 64, 64.0)])
     assert resolve_bounds("scene", c2w, pts, logits).found == "scene"
@@ -189,8 +181,7 @@ def test_cli_bad_bounds(argv, capsys):
 
 # ----- repair ---------------------------------------------------------------------------------
 
-def test_punched_hole_is_filled_watertight():
-    rng = np.random.default_rng()
+def test_punched_hole_is_filled_watertight(rng):
     s = trimesh.creation.icosphere(4, radius=rng.uniform(0.5, 2))
     v, f = np.asarray(s.vertices), np.asarray(s.faces)
     d = rng.normal(0, 1, 3)
@@ -205,8 +196,7 @@ def test_punched_hole_is_filled_watertight():
     assert abs(trimesh.Trimesh(v2, f2).volume / s.volume - 1) < 0.01
 
 
-def test_cut_below_the_plane_is_capped_flat():
-    rng = np.random.default_rng()
+def test_cut_below_the_plane_is_capped_flat(rng):
     r, h = 1.0, rng.uniform(-0.5, 0.5)                # cut a unit sphere at height h
     s = trimesh.creation.icosphere(5, radius=r)
     plane = Plane(UP.copy(), 0.0)
@@ -229,8 +219,7 @@ def test_components_outside_the_bounds_are_dropped():
     assert len(f2) == len(a.faces) and v2[:, 0].max() < 1 and rep["watertight_after"]
 
 
-def test_sheet_on_the_plane_is_cut_away_and_the_object_closed():
-    rng = np.random.default_rng()
+def test_sheet_on_the_plane_is_cut_away_and_the_object_closed(rng):
     obj = trimesh.creation.cylinder(radius=0.3, height=0.6, sections=48)
     obj.apply_translation([0, 0, 0.3])               # stands on z = 0
     sheet = trimesh.creation.box([3.0, 3.0, 0.01])   # the table's torn surface around it
@@ -268,13 +257,12 @@ def _office_chair(rng, lift=0.0):
 
 
 @pytest.mark.parametrize("lift", [0.0, 0.12])
-def test_chair_on_a_glossy_floor_is_cut_at_the_floor_with_its_base(lift):
+def test_chair_on_a_glossy_floor_is_cut_at_the_floor_with_its_base(lift, rng):
     """Issue 21's office chair: RANSAC took the flat seat for the support (the glossy floor
     holds few opaque splats) and the cut took everything under it; the base, apart from the
     seat on the coarse grid (the pole is fog), was left out of the box. lift 0.12: the chair
     video's casters held no opaque splats, its base floated 5 coarse voxels over the floor
     (1/6 of the chair's height), and the floor was dropped for a plane under the seat."""
-    rng = np.random.default_rng()
     means, logits = _office_chair(rng, lift)
     scales = np.log(np.full((len(means), 3), 0.005))
     c2w, _ = _two_ring_orbit(rng, np.array([0, 0, 0.65]), 1.6, 48, jitter=0.02)
@@ -285,11 +273,10 @@ def test_chair_on_a_glossy_floor_is_cut_at_the_floor_with_its_base(lift):
     assert np.all(sb.lo[:2] < -0.3) and np.all(sb.hi[:2] > 0.3), (sb.lo, sb.hi)   # the legs' ends
 
 
-def test_box_on_a_textureless_table_does_not_stand_on_the_floor():
+def test_box_on_a_textureless_table_does_not_stand_on_the_floor(rng):
     """The floor under a textureless table is a fine support plane for RANSAC, but the box
     floats over it by more than its own height: no base reaches it, the box is closed under
     its lowest splats (a base plane), and the table's legs outside its footprint stay out."""
-    rng = np.random.default_rng()
     top = 0.7
     lo_true, hi_true = np.array([-0.2, -0.15, top]), np.array([0.2, 0.15, top + 0.35])
     subject = _box_surface(rng, lo_true, hi_true, 15000, bottom=False)
@@ -312,13 +299,12 @@ def _rotation(rng):
     return q * np.sign(np.linalg.det(q))
 
 
-def test_photos_of_a_book_on_a_table_flatten_the_table_and_drop_what_lies_under_it():
+def test_photos_of_a_book_on_a_table_flatten_the_table_and_drop_what_lies_under_it(rng):
     """Issue 21's book: 7 photos from one side of a book on a table (no orbit: the scene is
     meshed). Few fuzzy views tore the table into sheets at several heights, a quarter of them
     under it. The table is found as the scene's support (all cameras on its front side), its
     layer flattened onto it, what lies under it cut; the book on it stays as it was.
     The scene is rotated at random: nothing may depend on the world axes."""
-    rng = np.random.default_rng()
     rot, shift = _rotation(rng), rng.uniform(-5, 5, 3)
     world = lambda p: np.asarray(p) @ rot.T + shift
     up = rot @ UP

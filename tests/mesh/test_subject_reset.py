@@ -28,15 +28,14 @@ def _room_clutter(rng, count):
     return blob
 
 
-def test_opaque_cut_follows_the_most_opaque_splats():
-    rng = np.random.default_rng()
+def test_opaque_cut_follows_the_most_opaque_splats(rng):
     trained = _logit(np.concatenate([rng.uniform(0.5, 1.0, 4000), rng.uniform(0.0, 0.2, 6000)]))
     assert opaque_cut(trained) == 0.2                      # a tenth over 0.4: the fixed cut stays
     reset = _logit(rng.uniform(0.001, 0.13, 10000))      # 1000 steps after a reset: all under 0.13
     assert 0.05 < opaque_cut(reset) < 0.065               # half the 90th percentile (0.118)
 
 
-def test_chair_after_an_opacity_reset_is_found_whole_on_its_floor():
+def test_chair_after_an_opacity_reset_is_found_whole_on_its_floor(rng):
     """Issue 21, the office chair video at 1000 px: its training (7000 steps, opacity reset at
     6000) left a median opacity of 0.04 and 4% of the splats over 0.2. With the fixed cut
     the finder saw the backrest alone, no floor, and meshed the backrest and seat over a fan
@@ -44,7 +43,6 @@ def test_chair_after_an_opacity_reset_is_found_whole_on_its_floor():
     pole, reflection and fog under 0.04), and furniture around it holds many more opaque
     splats than the glossy floor, which holds about 6% of them (without the Hough seeds of
     engine/mesh/plane.py RANSAC missed that floor in about 1 run of 6)."""
-    rng = np.random.default_rng()
     means, logits = _office_chair(rng, 0.12)
     chair = logits > 0
     a = np.where(chair, rng.uniform(0.05, 0.13, len(means)), rng.uniform(0.005, 0.04, len(means)))
@@ -84,12 +82,11 @@ def _merge(*meshes):
     return np.concatenate(verts), np.concatenate(faces)
 
 
-def test_floor_flakes_over_the_cut_are_dropped_and_the_legs_kept():
+def test_floor_flakes_over_the_cut_are_dropped_and_the_legs_kept(rng):
     """A seat (a box over the floor z = 0), a leg apart from it (the thin column missing at
     the mesh's resolution) and two flat flakes of floor 1 m away, 0.05-0.25 over the floor
     (a glossy floor's reflections fused there). The subject's coarse voxels cover the seat
     and the leg only. The flakes go; the leg, as large as a flake, stays."""
-    rng = np.random.default_rng()
     seat = _box([-0.3, -0.3, 0.4], [0.3, 0.3, 0.5])
     leg = _box([-0.02, -0.35, 0.02], [0.02, 0.35, 0.1])
     flakes = [_box([x, -0.2, 0.05], [x + 0.4, 0.2, 0.06 + 0.19 * rng.random()]) for x in (-1.3, 0.9)]
@@ -141,13 +138,12 @@ def test_floor_flake_grown_onto_a_leg_is_cut_off_it():
     assert v3[:, 0].max() > 0.6
 
 
-def test_holes_torn_out_of_a_flattened_table_are_closed_and_its_rim_kept():
+def test_holes_torn_out_of_a_flattened_table_are_closed_and_its_rim_kept(rng):
     """The book's table (7 photos, no orbit): the views' disagreement tore holes of hundreds
     of edges out of the support's layer, over the small-hole limit (20 here). Flattened onto the
     scene's support and re-meshed as one sheet (engine/mesh/support.py), the holes are gone;
     the table's outer rim stays where it was (within the sheet's grid cell, 0.1 here), and the
     box on the table stays as it was."""
-    rng = np.random.default_rng()
     n = 81
     gx, gy = np.meshgrid(np.linspace(-2, 2, n), np.linspace(-2, 2, n), indexing="ij")
     verts = np.stack([gx.ravel(), gy.ravel(), rng.normal(0, 0.01, gx.size)], 1)   # a wavy sheet of table

@@ -33,8 +33,7 @@ def _torn_table(rng, normal, offset):
     return np.array(verts), np.array(faces), box_v, np.asarray(box.faces), u, w, n
 
 
-def test_the_torn_support_becomes_one_flat_sheet_and_the_box_stays():
-    rng = np.random.default_rng()
+def test_the_torn_support_becomes_one_flat_sheet_and_the_box_stays(rng):
     normal = rng.normal(size=3)
     normal /= np.linalg.norm(normal)
     offset = float(rng.uniform(-2, 2))

@@ -14,8 +14,7 @@ from engine.splat.camera_table import camera_row
 from tests.mesh.analytic import orbit_cameras
 
 
-def test_a_sphere_inside_a_sphere_is_hidden_and_the_outer_one_seen(gpu):
-    rng = np.random.default_rng()
+def test_a_sphere_inside_a_sphere_is_hidden_and_the_outer_one_seen(gpu, rng):
     outer = trimesh.creation.icosphere(5, radius=1.0)
     inner = trimesh.creation.icosphere(4, radius=rng.uniform(0.75, 0.9))
     shift = rng.uniform(-0.05, 0.05, 3)
@@ -30,8 +29,7 @@ def test_a_sphere_inside_a_sphere_is_hidden_and_the_outer_one_seen(gpu):
     assert seen[:n_out].mean() > 0.99, seen[:n_out].mean()
 
 
-def test_close_mesh_closes_a_large_hole_pinched_holes_and_folds():
-    rng = np.random.default_rng()
+def test_close_mesh_closes_a_large_hole_pinched_holes_and_folds(rng):
     s = trimesh.creation.icosphere(5, radius=1.0)   # edges ~0.03: the hole below has ~190
     v, f = np.asarray(s.vertices), np.asarray(s.faces)
     d = rng.normal(size=3)

@@ -18,8 +18,7 @@ from tests.partition.city import make_city, write_city
 MOUSE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mouse"
 
 
-def test_context_points_count_the_views_that_see_each_point():
-    rng = np.random.default_rng()
+def test_context_points_count_the_views_that_see_each_point(rng):
     centres = np.c_[rng.uniform(-4, 4, (12, 2)), rng.uniform(1, 2, 12)]
     w2c = np.stack([look_at(c, rng.uniform(-1, 1, 3), (0.0, 0.0, 1.0)) for c in centres])
     intr = np.tile([40.0, 40.0, 32.0, 24.0, 64, 48], (12, 1))

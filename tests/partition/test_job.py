@@ -11,11 +11,12 @@ from engine.partition import run_parts
 from engine.partition.job import PartitionJob
 from engine.partition.split import SplitSettings
 from tests.partition.city import make_city, write_city
+from ..patience import patient
 
 
 def _run(job, seconds=300):
     job.start()
-    out, t_end = [], time.monotonic() + seconds
+    out, t_end = [], time.monotonic() + patient(seconds)
     while job.running or not job.messages.empty():
         out += job.poll()
         assert time.monotonic() < t_end, "the job did not finish"

@@ -22,6 +22,7 @@ from engine.partition.merge import merge_parts
 from engine.partition.parts import split_dataset
 from engine.partition.split import SplitSettings
 from tests.partition.city import make_city, write_city
+from ..patience import patient
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS, BUDGET, SIZE = 500, 1200, 32
@@ -55,10 +56,10 @@ def test_ray_run_killed_mid_way_resumes(parts):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpts = [layout.part_dir(p) / "train" / "checkpoint.npz" for p in layout.parts]
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + patient(300)
         while not any(c.exists() for c in ckpts):
             assert proc.poll() is None, "the run ended before its first checkpoint"
-            assert time.monotonic() < deadline, "no checkpoint within 300 s"
+            assert time.monotonic() < deadline, f"no checkpoint within {patient(300):.0f} s"
             time.sleep(0.2)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray processes it started

@@ -14,6 +14,7 @@ from engine.cli.bench.studio_fps import frame_stats, orbit_w2c
 from engine.studio.training import FRAME_BUDGET_MS, TRAIN_SHARE
 from tests.mesh import synthetic as S
 from tests.mesh.analytic import orbit_cameras
+from ..patience import patient
 
 FIELDS = {"bench", "device", "backend", "gaussians", "gaussians_requested", "width", "height", "render_size",
           "frames", "fps", "frame_interval_ms_median", "frame_interval_ms_p90", "fps_median", "fps_p10",
@@ -31,7 +32,7 @@ def _bench(tmp_path, *extra) -> tuple[dict, str]:
     r = subprocess.run([sys.executable, "-m", "engine.cli", "bench", "studio", "--data", str(tmp_path / "data"),
                         "--gaussians", "2000", "--max-size", "48", "--seconds", "1.5",
                         "--still", "0.5", "--width", "64", "--height", "48", "--json", str(out), *extra],
-                       capture_output=True, text=True, timeout=240)
+                       capture_output=True, text=True, timeout=patient(240))
     assert r.returncode == 0, r.stderr
     res = json.loads(out.read_text())
     assert json.loads(r.stdout.strip().splitlines()[-1]) == res
@@ -44,21 +45,25 @@ def test_bench_studio_json(tmp_path):
     assert FIELDS <= set(res), FIELDS - set(res)
     assert res["bench"] == "studio" and (res["width"], res["height"]) == (64, 48)
     assert res["gaussians"] == res["gaussians_requested"] == 2000  # random init, not the 300 SfM points
-    assert res["frames"] > 0 and res["fps"] > 0 and res["view_commands"] > 30
+    # the camera orbited and frames came (counts, not rates: a loaded machine sends fewer; the
+    # rates are the GPU machine's studio protocol, benchmarks/README.md)
+    assert res["frames"] > 0 and res["fps"] > 0 and res["view_commands"] >= 3
     assert res["step_start"] >= 1 and res["step_ms"] > 0 and not res["training_finished_early"]
     assert res["yield_to_camera"]
     # software Vulkan: a frame alone misses 1/60 s, so the training does not wait for the
     # camera (engine/studio/training.py) and advances while orbiting
     if res["render_ms_median"] > TRAIN_SHARE * FRAME_BUDGET_MS:
         assert res["steps"] > 0 and res["steps_per_slice_median"] >= 1
-    assert 1.4 < res["seconds"] < 2.5
+    assert 1.5 <= res["seconds"] < 1.5 + 60  # the orbit lasts --seconds, then ends (no wall-clock bound)
     assert not res["geometry"] and res["geometry_from_step"] is None
 
 
 def test_bench_studio_trains_the_geometry_phase_when_asked(tmp_path):
     """--geometry: the training panel's default; the phase starts at 60% of --steps (12 of 20
-    here), and the run trains into it."""
-    res, stderr = _bench(tmp_path, "--steps", "20", "--geometry")
+    here), and the run trains into it. The orbit's --seconds is a deadline here, not a
+    length: the bench stops when the 20 steps are done, however long a loaded machine takes
+    (a 1.5 s orbit reached only step 12 under load)."""
+    res, stderr = _bench(tmp_path, "--steps", "20", "--geometry", "--seconds", f"{patient(60):.0f}")
     assert res["geometry"] and res["geometry_from_step"] == 12
     assert res["step_end"] > 12, res["step_end"]
     assert "geometry phase from step 12" in stderr

@@ -3,8 +3,9 @@
 On lavapipe the numbers are the machine's RAM (Mesa's lvp_GetPhysicalDeviceMemoryProperties2):
 heap 0 is device-local with size = budget = total RAM and usage = MemTotal - MemAvailable,
 so the test checks them against /proc/meminfo, and that usage grows when a 256 MiB buffer
-is allocated and written. Other processes change that number too, hence the tolerances
-and the retries. Freeing a buffer does not bring the number down (the memory stays with
+is allocated and written. Other processes change that number too, hence generous
+tolerances (a quarter of a GiB, and a growth between half and twice the buffer's size) and
+up to five tries, so a loaded machine's allocations do not fail the test. Freeing a buffer does not bring the number down (the memory stays with
 the driver and is reused by the next allocation of the same size); the test does not
 assert anything about frees.
 """
@@ -60,12 +61,12 @@ def test_lavapipe_numbers_are_the_machines_ram(gpu):
     if not gpu.device.info.adapter_name.startswith("llvmpipe"):
         pytest.skip("lavapipe's budget semantics only")
     reader = driver._reader
-    for attempt in range(3):  # other processes on the machine move MemAvailable
+    for attempt in range(5):  # other processes on the machine move MemAvailable
         before = _meminfo_mib()
         h = _heap0(reader, gpu)
         after = _meminfo_mib()
         used = sorted(m["MemTotal"] - m["MemAvailable"] for m in (before, after))
-        if used[0] - 64 <= h["usage_mib"] <= used[1] + 64:
+        if used[0] - 256 <= h["usage_mib"] <= used[1] + 256:
             break
         time.sleep(0.2)
     else:
@@ -74,7 +75,7 @@ def test_lavapipe_numbers_are_the_machines_ram(gpu):
     assert h["size_mib"] == pytest.approx(before["MemTotal"], rel=0.01)
 
     deltas, keep = [], []
-    for attempt in range(3):
+    for attempt in range(5):
         # a size no earlier test used: lavapipe (or slang-rhi) keeps freed memory and hands
         # it back to an allocation of the same size, which would not move the number
         size = 256 * MiB + (attempt * 16 + 1) * 4096
@@ -82,7 +83,7 @@ def test_lavapipe_numbers_are_the_machines_ram(gpu):
         keep.append(gpu.zeros(size, "test.budget", category="other"))  # the clear writes every page
         gpu.wait_idle()
         deltas.append(_heap0(reader, gpu)["usage_mib"] - u0)
-        if 192 <= deltas[-1] <= 384:
+        if 128 <= deltas[-1] <= 512:
             break
     else:
         pytest.fail(f"heapUsage grew by {deltas} MiB after writing a 256 MiB buffer")

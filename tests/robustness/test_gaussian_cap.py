@@ -6,16 +6,16 @@ import numpy as np
 from tests.robustness.train_small import small_config
 
 
-def test_training_fills_the_gaussian_cap_and_never_passes_it(shared_data, gpu):
+def test_training_fills_the_gaussian_cap_and_never_passes_it(shared_data, gpu, rng):
     from engine.ingest import load_dataset
     from engine.splat.trainer import Trainer
 
     ds = load_dataset(shared_data / "book", 64)
     cfg = small_config(steps=60, densify_from=10, densify_interval=10, densify_until=60, opacity_reset_interval=0,
-                       grad_threshold=2e-5, seed=int(np.random.default_rng().integers(1 << 20))).train
+                       grad_threshold=2e-5, seed=int(rng.integers(1 << 20))).train
     tr = Trainer(gpu, ds, [0, 1, 2, 3], cfg)
     n0 = tr.model.n
-    cap = cfg.max_gaussians = n0 + int(np.random.default_rng().integers(500, 900))
+    cap = cfg.max_gaussians = n0 + int(rng.integers(500, 900))
     counts, capped = [], []
     for s in range(cfg.steps):
         tr.train_step(s)

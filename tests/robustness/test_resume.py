@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ import pytest
 
 from engine import checkpoint
 from engine.io.ply import read_ply
+from ..patience import patient
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +42,7 @@ def _start(dataset: Path, out: Path, *extra: str) -> subprocess.Popen:
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 240) -> dict:
-    out, _ = proc.communicate(timeout=timeout)
+    out, _ = proc.communicate(timeout=patient(timeout))
     assert proc.returncode == 0, out
     return json.loads(out.strip().splitlines()[-1])
 
@@ -51,10 +53,10 @@ def test_sigkill_mid_run_resumes_bit_for_bit(shared_data, tmp_path):
     a = _start(book, a_dir)  # the two first runs side by side (one lavapipe thread each)
     b = _start(book, b_dir)
     ckpt = b_dir / checkpoint.NAME
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + patient(180)
     while not ckpt.exists():
         assert b.poll() is None, f"run B ended before its first checkpoint:\n{b.communicate()[0]}"
-        assert time.monotonic() < deadline, "no checkpoint within 180 s"
+        assert time.monotonic() < deadline, f"no checkpoint within {patient(180):.0f} s"
         time.sleep(0.05)
     b.send_signal(signal.SIGKILL)
     b.communicate()

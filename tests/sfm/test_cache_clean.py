@@ -32,8 +32,7 @@ def _project(root, name, nbytes, age_days, now, rng):
     return p
 
 
-def test_clear_removes_only_the_cache_and_counts_its_bytes(tmp_path):
-    rng = np.random.default_rng()
+def test_clear_removes_only_the_cache_and_counts_its_bytes(tmp_path, rng):
     n = int(rng.integers(1000, 50_000))
     p = _project(tmp_path, "a", n, 0, time.time(), rng)
     assert cache.clear(p) == n
@@ -41,23 +40,22 @@ def test_clear_removes_only_the_cache_and_counts_its_bytes(tmp_path):
     assert cache.clear(p) == 0  # nothing left: nothing to do
 
 
-def test_clear_keeps_a_cache_folder_shared_with_other_caches(tmp_path):
-    p = _project(tmp_path, "a", 100, 0, time.time(), np.random.default_rng())
+def test_clear_keeps_a_cache_folder_shared_with_other_caches(tmp_path, rng):
+    p = _project(tmp_path, "a", 100, 0, time.time(), rng)
     (p / "cache" / "other").mkdir()
     cache.clear(p)
     assert (p / "cache" / "other").is_dir() and not cache.cache_folder(p).exists()
 
 
-def test_find_cache_from_the_project_its_train_folder_or_an_export(tmp_path):
-    p = _project(tmp_path, "a", 10, 0, time.time(), np.random.default_rng())
+def test_find_cache_from_the_project_its_train_folder_or_an_export(tmp_path, rng):
+    p = _project(tmp_path, "a", 10, 0, time.time(), rng)
     (p / "train" / "exports").mkdir(parents=True)
     for q in (p, p / "train", p / "train" / "exports"):
         assert cache.find_cache(q) == cache.cache_folder(p).resolve()
     assert cache.find_cache(tmp_path / "elsewhere") is None
 
 
-def test_prune_by_age_then_by_size_least_recently_used_first(tmp_path):
-    rng = np.random.default_rng()
+def test_prune_by_age_then_by_size_least_recently_used_first(tmp_path, rng):
     now = time.time()
     mib = 1024 ** 2
     # (name, size, age in days): old ones go by age; of the rest, the oldest go until under the cap
@@ -81,17 +79,16 @@ def test_prune_by_age_then_by_size_least_recently_used_first(tmp_path):
         cache.prune(tmp_path, -1, 30.0)
 
 
-def test_opening_a_cache_marks_it_used(tmp_path):
+def test_opening_a_cache_marks_it_used(tmp_path, rng):
     now = time.time()
-    p = _project(tmp_path, "a", 100, 40, now, np.random.default_rng())
+    p = _project(tmp_path, "a", 100, 40, now, rng)
     cache.SfmCache(cache.cache_folder(p))   # a rerun of SfM opens it
     assert cache.prune(tmp_path, 10 ** 12, 30.0) == []
 
 
-def test_the_clean_command(tmp_path, capsys):
+def test_the_clean_command(tmp_path, capsys, rng):
     from engine.cli.main import main
 
-    rng = np.random.default_rng()
     now = time.time()
     a = _project(tmp_path, "a", 2048, 0, now, rng)
     b = _project(tmp_path, "b", 4096, 90, now, rng)

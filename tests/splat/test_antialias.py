@@ -40,11 +40,10 @@ def random_filter(rng, n):
     return np.exp(rng.uniform(np.log(1e-4), np.log(0.05), n)).astype(np.float32)
 
 
-def test_filter3d_matches_closed_form(gpu):
+def test_filter3d_matches_closed_form(gpu, rng):
     """Half the centres near the origin (every camera sees them), half far out in random
     directions (most unseen: they take the largest filter of the seen ones); cameras of
     the table outside the training list must not count."""
-    rng = np.random.default_rng()
     n = 4000
     _, rows = random_scene(rng, n)
     far = rng.normal(0, 1, (n // 2, 3))
@@ -76,8 +75,7 @@ def test_filter3d_matches_closed_form(gpu):
 
 
 @pytest.mark.parametrize("degree", [0, 3])
-def test_project_forward_antialias_matches_reference(gpu, degree):
-    rng = np.random.default_rng()
+def test_project_forward_antialias_matches_reference(gpu, degree, rng):
     n, width, height = 3000, 97, 61
     f, rows = random_scene(rng, n, degree=degree, max_degree=3)
     cam = random_camera(rng, width, height)
@@ -102,12 +100,11 @@ def test_project_forward_antialias_matches_reference(gpu, degree):
 
 
 @pytest.mark.parametrize("opacity_only", [False, True], ids=["all", "opacity-only"])
-def test_project_backward_antialias_matches_finite_differences(gpu, opacity_only):
+def test_project_backward_antialias_matches_finite_differences(gpu, opacity_only, rng):
     """As test_project_backward.py, through the anti-aliased projection: L = weighted sum of
     means2d, conics, opacities (now o rho2 rho3) and colours; the 3D filter is a constant.
     opacity_only: only the opacity has an upstream gradient, on small splats (rho2 well
     below 1), so the geometry's gradients are those of the two opacity factors alone."""
-    rng = np.random.default_rng()
     degree, n, width, height = 3, 40, 120, 90
     f, rows = random_scene(rng, n, degree=degree, max_degree=3, spread=0.6,
                            **(dict(scale=(-5.0, -3.5), opacity=(1.0, 4.0)) if opacity_only else {}))
@@ -173,11 +170,10 @@ def test_project_backward_antialias_matches_finite_differences(gpu, opacity_only
     np.testing.assert_allclose(g[picked, OFF_OPACITY], wo[picked] * rho * o * (1 - o), rtol=2e-3)
 
 
-def test_bake_renders_what_was_trained(gpu):
+def test_bake_renders_what_was_trained(gpu, rng):
     """Rows baked with the 3D filter f, projected with the anti-aliased kernel and a zero
     filter, give the same splats as the raw rows with f; f = 0 changes nothing; extreme
     logits and tiny scales stay finite and match float64 closed forms."""
-    rng = np.random.default_rng()
     n, width, height = 2000, 97, 61
     _, rows = random_scene(rng, n, degree=3, max_degree=3)
     cam = random_camera(rng, width, height)
@@ -205,7 +201,7 @@ def test_bake_renders_what_was_trained(gpu):
 
 
 @pytest.mark.parametrize("strategy", ["adc", "mcmc"])
-def test_short_antialiased_run_on_book_trains_and_exports_what_it_trained(gpu, shared_data, tmp_path, strategy):
+def test_short_antialiased_run_on_book_trains_and_exports_what_it_trained(gpu, shared_data, tmp_path, strategy, rng):
     """A short real run with --antialias (200 steps at 96 px): the loss falls and held-out PSNR rises; the filter
     is positive and follows the refines (the model grows); the exported PLY (3D filter baked
     in) rendered with a zero 3D filter is the trainer's own anti-aliased render."""
@@ -221,7 +217,7 @@ def test_short_antialiased_run_on_book_trains_and_exports_what_it_trained(gpu, s
 
     ds = load_dataset(shared_data / "book", 96)
     train, test = ds.split(8)
-    cfg = TrainConfig(steps=200, seed=int(np.random.default_rng().integers(1000)), strategy=strategy, antialias=True,
+    cfg = TrainConfig(steps=200, seed=int(rng.integers(1000)), strategy=strategy, antialias=True,
                       mcmc_budget=1000, densify_from=50, densify_interval=50, log_interval=50, checkpoint_every=0)
     t = Trainer(gpu, ds, train, cfg)
     start = evaluate(t, test)["psnr"]

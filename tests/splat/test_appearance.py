@@ -130,8 +130,7 @@ def random_image(rng, h, w, lo=0.02, hi=0.98):
 # ---- tests -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("w,h", [(37, 29), (16, 16), (70, 45)])
-def test_affine_forward_matches_numpy(gpu, w, h):
-    rng = np.random.default_rng()
+def test_affine_forward_matches_numpy(gpu, w, h, rng):
     app, params = make(gpu, "affine", 5, rng, 0.2)
     x = random_image(rng, h, w)
     i = int(rng.integers(5))
@@ -140,8 +139,7 @@ def test_affine_forward_matches_numpy(gpu, w, h):
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
-def test_affine_backward_matches_finite_differences(gpu):
-    rng = np.random.default_rng()
+def test_affine_backward_matches_finite_differences(gpu, rng):
     w, h = 21, 19  # two workgroups wide and tall, partly outside the image
     app, params = make(gpu, "affine", 3, rng, 0.2)
     i = int(rng.integers(3))
@@ -159,8 +157,7 @@ def close(got, want, rel=2e-4):
 
 
 @pytest.mark.parametrize("w,h", [(40, 33), (128, 72)])
-def test_bilagrid_slice_matches_numpy_trilinear(gpu, w, h):
-    rng = np.random.default_rng()
+def test_bilagrid_slice_matches_numpy_trilinear(gpu, w, h, rng):
     app, params = make(gpu, "bilagrid", 2, rng, 0.1)
     gx, gy, gz = BILAGRID_SHAPE
     x = random_image(rng, h, w, -0.1, 1.1)  # also where the luma guide clamps
@@ -188,8 +185,7 @@ def ref_grid_param_grad(x, g, shape):
     return out.reshape(-1)
 
 
-def test_bilagrid_backward_matches_finite_differences(gpu):
-    rng = np.random.default_rng()
+def test_bilagrid_backward_matches_finite_differences(gpu, rng):
     w, h = 23, 18
     app, params = make(gpu, "bilagrid", 2, rng, 0.1)
     gx_, gy_, gz_ = BILAGRID_SHAPE
@@ -229,9 +225,8 @@ def test_bilagrid_backward_matches_finite_differences(gpu):
         assert abs((fp - fm) / 2e-3 - want[j]) <= 1e-9 * max(1.0, abs(want).max()), j
 
 
-def test_tv_gradient_matches_finite_differences():
+def test_tv_gradient_matches_finite_differences(rng):
     """The NumPy TV gradient the Adam test uses, checked against its own definition."""
-    rng = np.random.default_rng()
     gx, gy, gz = 4, 3, 5
     grid = rng.normal(size=(gz, gy, gx, 12))
     want = fd_grad(lambda: ref_tv(grid), grid)
@@ -275,12 +270,11 @@ def restrict_gradient(gd, d, form, reg, reg_bias):
 
 @pytest.mark.parametrize("mode,form", [("affine", "affine"), ("bilagrid", "affine"), ("affine", "gains"),
                                        ("affine", "gains_bias"), ("affine", "gain")])
-def test_step_matches_numpy_adam_with_regulariser(gpu, mode, form):
+def test_step_matches_numpy_adam_with_regulariser(gpu, mode, form, rng):
     """record_backward: backward + (TV) + Adam of one image; twice, so the moments carry.
     The affine's restricted forms: entries outside the form keep their (random) values, a
     tied gain's three diagonal entries (equal at the start) stay equal; the lr decayed
     exponentially from start to end."""
-    rng = np.random.default_rng()
     n_img, w, h = 4, 29, 21
     app, params = make(gpu, mode, n_img, rng, 0.1, form=form)
     if FORMS[form][1]:
@@ -327,8 +321,7 @@ def test_step_matches_numpy_adam_with_regulariser(gpu, mode, form):
     assert not gpu.read(app.buf["accum"], np.float32).any()
 
 
-def test_state_and_files_round_trip(gpu, tmp_path):
-    rng = np.random.default_rng()
+def test_state_and_files_round_trip(gpu, tmp_path, rng):
     for mode in ("exposure", "affine", "bilagrid"):
         app, params = make(gpu, mode, 3, rng, 0.1)
         app.steps[:] = [4, 0, 2]
@@ -346,7 +339,7 @@ def test_state_and_files_round_trip(gpu, tmp_path):
         np.testing.assert_allclose(back["matrices"], want, atol=1e-6)
 
 
-def test_recentre_keeps_every_trained_view_and_moves_the_mean_into_the_colours(gpu):
+def test_recentre_keeps_every_trained_view_and_moves_the_mean_into_the_colours(gpu, rng):
     """Appearance.recentre + GaussianModel.transform_colours: for every trained image i and
     any colour x of the model, T_i'(c'(x)) == T_i(c(x)) (affine: exactly), the new
     transforms' mean over the trained images is the identity, untrained images stay
@@ -355,7 +348,6 @@ def test_recentre_keeps_every_trained_view_and_moves_the_mean_into_the_colours(g
     from engine.splat.model import GaussianModel
     from tests.splat.reference import sh_basis
 
-    rng = np.random.default_rng()
     app, params = make(gpu, "affine", 4, rng, 0.2)
     params[1] = 0.0  # image 1 never trained: identity
     gpu.write(app.buf["params"], params.astype(np.float32))

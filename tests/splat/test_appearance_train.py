@@ -135,7 +135,7 @@ def test_run_defaults_to_exposure_on_video_only(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["exposure", "affine"])
-def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data, mode):
+def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data, mode, rng):
     """Half of book's training images 30% darker; the per-image transforms (per-channel
     gains, or the full affine) must take it up.
 
@@ -155,7 +155,7 @@ def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data, mode):
     colours = {i: ds.cameras[i].image.astype(np.float64) / 255.0 for i in train}
     for i in dark:
         ds.cameras[i].image = np.clip(ds.cameras[i].image * 0.7 + 0.5, 0, 255).astype(np.uint8)
-    cfg = TrainConfig(steps=250, seed=int(np.random.default_rng().integers(1000)), densify_from=50,
+    cfg = TrainConfig(steps=250, seed=int(rng.integers(1000)), densify_from=50,
                       densify_interval=50, log_interval=50, checkpoint_every=0, appearance=mode)
     t = Trainer(gpu, ds, train, cfg)
     t.appearance.settings.start = 50

@@ -111,7 +111,7 @@ def reference_adam(p, m, v, g, lr, t, b1=0.9, b2=0.999, eps=1e-15):
                                                    (False, None, False, True), (False, None, "flatten", False)],
                          ids=["fp32-moments", "bf16-moments", "2d-grid", "mcmc-regularisers", "antialias",
                               "flatten"])
-def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, reg, aa, monkeypatch):
+def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, reg, aa, monkeypatch, rng):
     """groups_x: workgroups per grid row forced to 2 (300 Gaussians: 5 workgroups in 3 rows,
     the last row half empty), as a dispatch of more than 65,535 workgroups would be laid out.
     aa: both backwards anti-aliased (test_antialias.py checks project_backward's).
@@ -123,7 +123,6 @@ def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, reg, aa, monkeyp
     if groups_x:
         monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", groups_x)
         assert dispatch_grid(300, BWD_WG) == ([128, 3, 1], 2)
-    rng = np.random.default_rng()
     sc = Scene(gpu, rng, antialias=aa)
     n, D = sc.n, row_stride(3)
     g, stat = sc.gradients()
@@ -188,11 +187,10 @@ def test_fused_backward_adam_matches_numpy(gpu, bf16, groups_x, reg, aa, monkeyp
         assert np.all(got == bf16_exact(got)), "stored values are bfloat16"
 
 
-def test_bf16_moments_are_rounded_stochastically_not_to_nearest(gpu):
+def test_bf16_moments_are_rounded_stochastically_not_to_nearest(gpu, rng):
     """Adam's second moment moves by (1 - beta2) = 0.1% of (g^2 - v) per step, below
     bfloat16's resolution: round-to-nearest would freeze it, stochastic rounding follows
     the exact value on average. Many steps of a constant gradient on a small moment."""
-    rng = np.random.default_rng()
     sc = Scene(gpu, rng, n=128)
     g, _ = sc.gradients()
     n, D = sc.n, row_stride(3)

@@ -103,8 +103,7 @@ def smax_of(rows):
 
 # --- tests --------------------------------------------------------------------------------
 @pytest.mark.parametrize("bf16", [False, True])
-def test_densify_clone_split_prune(gpu, bf16):
-    rng = np.random.default_rng()
+def test_densify_clone_split_prune(gpu, bf16, rng):
     n = 5000
     _, rows = random_scene(rng, n, degree=3, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
     grad_sum = rng.uniform(0, 4e-4, n).astype(np.float32)
@@ -141,11 +140,10 @@ def distinct_gradients(rng, n, thr):
 
 
 @pytest.mark.parametrize("n,degree,cap_frac", [(3000, 1, 0.25), (1000, 3, 0.7)])
-def test_densify_cap_grows_largest_gradients(gpu, n, degree, cap_frac):
+def test_densify_cap_grows_largest_gradients(gpu, n, degree, cap_frac, rng):
     """Growth that would pass max_gaussians grows only the largest mean gradients, as many as
     fit: count <= cap, more than no growth, exactly the NumPy prefix of the sorted candidates.
     (3000 rows fit the capacity; 1000 rows grow past it, through the reallocation path.)"""
-    rng = np.random.default_rng()
     _, rows = random_scene(rng, n, degree=degree, max_degree=degree, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
     thr = 2e-4
     rule = (0.1, 0.005, 0.3)
@@ -183,8 +181,7 @@ def test_densify_cap_grows_largest_gradients(gpu, n, degree, cap_frac):
     check_rows(*read_state(gpu, model), rows, moments, moments_sq, want, smax_of(rows))
 
 
-def test_densify_cap_below_pruned_count_grows_nothing(gpu):
-    rng = np.random.default_rng()
+def test_densify_cap_below_pruned_count_grows_nothing(gpu, rng):
     n = 2000
     _, rows = random_scene(rng, n, degree=0, max_degree=0, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
     grad_sum, counts = distinct_gradients(rng, n, 2e-4)
@@ -221,12 +218,11 @@ def big_buffers(pool, nbytes):
 
 @pytest.mark.parametrize("bf16", [False, True])
 @pytest.mark.parametrize("n,grow_past_capacity", [(3000, False), (1000, True)])
-def test_densify_holds_no_spare_state(gpu, n, grow_past_capacity, bf16):
+def test_densify_holds_no_spare_state(gpu, n, grow_past_capacity, bf16, rng):
     """The model holds params [capacity, D] and two moment buffers [capacity, MW] and
     nothing else of that size (no gradient buffer), before and after densify; densify's
     only transient is one [N, 16] temporary (within capacity) or one old state buffer
     beside the new state (beyond it: the buffers are replaced one at a time)."""
-    rng = np.random.default_rng()
     D = row_stride(3)
     MW = (D + 1) // 2 if bf16 else D
     r16 = lambda b: (b + 15) // 16 * 16
@@ -259,11 +255,10 @@ def test_densify_holds_no_spare_state(gpu, n, grow_past_capacity, bf16):
 
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32-moments", "bf16-moments"])
 @pytest.mark.parametrize("grow", [False, True], ids=["mostly-prune", "mostly-grow"])
-def test_densify_in_place_matches_reference(gpu, bf16, grow):
+def test_densify_in_place_matches_reference(gpu, bf16, grow, rng):
     """Within capacity densify scatters each buffer in place, a slice of columns at a time
     (later slices must still read their original columns, whether a row moves down by
     pruning or up by growth): the result must equal the NumPy reference."""
-    rng = np.random.default_rng()
     n = 3000
     _, rows = random_scene(rng, n, degree=3, scale=(-4.0, -1.0), opacity=(-6.0, 3.0))
     grad_sum = rng.uniform(1e-4 if grow else 0.0, 8e-4 if grow else 2.4e-4, n).astype(np.float32)

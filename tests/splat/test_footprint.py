@@ -86,12 +86,11 @@ def _reached(means, co, rect):
     return out
 
 
-def test_binning_keeps_every_reached_tile_of_any_shape(gpu):
+def test_binning_keeps_every_reached_tile_of_any_shape(gpu, rng):
     """emit_intersections straight on screen-space splats of every shape, needles included:
     each splat's emitted tiles hold every tile a pixel of which passes the alpha test
     (exact or float32), and little more; a count larger than the tiles leaves the rest
     as the filler past the last tile; nothing is written past the capacity."""
-    rng = np.random.default_rng()
     width, height = 1008, 400
     view = View(0, width, height)
     tx, ty = view.tiles_x, view.tiles_y

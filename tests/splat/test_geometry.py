@@ -29,11 +29,10 @@ def surfels(means, log_scales, quats, w2c):
     return np.concatenate([n, np.sum(n * p, 1, keepdims=True)], 1)
 
 
-def test_geometry_render_matches_numpy_compositor(gpu):
+def test_geometry_render_matches_numpy_compositor(gpu, rng):
     """The whole geometry render (projection with GEOMETRY, sort, binning, forward) against the
     NumPy projection, surfels and per-pixel compositor of the same Gaussians; and the colour
     image is the one of the render without geometry."""
-    rng = np.random.default_rng()
     width, height = 72, 56
     f, rows = random_scene(rng, 300, degree=1, max_degree=3, spread=0.6, scale=(-2.8, -1.6))
     w2c, fx, fy, cx, cy = random_camera(rng, width, height, dist=3.0)
@@ -71,12 +70,11 @@ def test_geometry_render_matches_numpy_compositor(gpu):
 
 
 @pytest.mark.parametrize("kind", ["translucent", "deep-split"])
-def test_geometry_raster_backward_matches_finite_differences(gpu, kind):
+def test_geometry_raster_backward_matches_finite_differences(gpu, kind, rng):
     """L = <W, geom_image> (colour gradient 0): the backward's g_geom and, through the alphas,
     the screen-space gradients against float64 central differences of the NumPy compositor.
     deep-split: faint splats several hundred deep, each tile's replay shared by 3 workgroups
     starting from the forward's checkpoints (of the geometry too), 2 pixels per thread."""
-    rng = np.random.default_rng()
     deep = kind == "deep-split"
     view = View(0, 32, 32) if deep else View(0, 40, 36)
     n, scale = (900, (-2.2, -1.4)) if deep else (60, (-2.5, -1.2))
@@ -147,11 +145,10 @@ def test_geometry_raster_backward_matches_finite_differences(gpu, kind):
         np.testing.assert_allclose(ana, num, atol=0.02 * big, rtol=0.02, err_msg=key)
 
 
-def test_geometry_alpha_grad_off_keeps_the_alphas(gpu):
+def test_geometry_alpha_grad_off_keeps_the_alphas(gpu, rng):
     """GEOMETRY_ALPHA_GRAD = 0: a geometry-only loss (colour gradient 0) gives the splats the
     same g_geom as with it on, and no screen-space gradient at all; with it on, the same loss
     reaches the opacities (so the switch is what zeroes them)."""
-    rng = np.random.default_rng()
     view = View(0, 40, 36)
     n = 60
     r, vis = _splats(rng, n, view.width, view.height, (-2.5, -1.2))
@@ -186,11 +183,10 @@ def test_geometry_alpha_grad_off_keeps_the_alphas(gpu):
     np.testing.assert_array_equal(off[0], 0.0)
 
 
-def test_surfel_projection_backward_matches_finite_differences(gpu):
+def test_surfel_projection_backward_matches_finite_differences(gpu, rng):
     """The projection backward with GEOMETRY and only a surfel gradient g_geom: dL/dmeans and
     dL/dquats of L = sum over visible Gaussians of <Wg, (n, d)> against float64 central
     differences of the NumPy surfels; the scales only choose the axis (gradient 0)."""
-    rng = np.random.default_rng()
     n, width, height = 40, 120, 90
     f, rows = random_scene(rng, n, degree=0, max_degree=3, spread=0.6)
     w2c, fx, fy, cx, cy = random_camera(rng, width, height, dist=3.0)
@@ -264,11 +260,10 @@ def consistency_loss(geom, final_T, gt, intr, lam):
     return lam / (w * h) * float(np.sum(np.where(ok, wgt * (1 - np.sum(nd * nr, -1)), 0)))
 
 
-def test_depth_normal_loss_and_gradient_match_numpy(gpu):
+def test_depth_normal_loss_and_gradient_match_numpy(gpu, rng):
     """A random smooth surface seen by a random pinhole (planes' normals and offsets with
     noise, some pixels too transparent or seen edge-on): the loss against the NumPy float64
     definition and its gradient with respect to the [H, W, 4] map against central differences."""
-    rng = np.random.default_rng()
     w, h = 37, 29
     fx, fy = rng.uniform(30, 45, 2)
     cx, cy = w * rng.uniform(0.4, 0.6), h * rng.uniform(0.4, 0.6)

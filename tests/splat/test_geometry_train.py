@@ -25,7 +25,7 @@ def torus(tmp_path_factory):
     root = tmp_path_factory.mktemp("torus_geometry")
     verts, faces = S.torus_mesh()
     S.write_dataset(root, orbit_cameras(VIEWS, 3.2, SIZE, SIZE * 1.1), verts, faces,
-                    S.sfm_like_points(POINTS, np.random.default_rng()))
+                    S.sfm_like_points(POINTS, np.random.default_rng(48)))
     return load_dataset(root, SIZE)
 
 

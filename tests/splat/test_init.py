@@ -77,9 +77,8 @@ def coverage(points, o, d, t_wall, subject):
     return wall.mean(), sub.mean()
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_views_init_covers_the_far_walls_and_the_subject(seed):
-    rng = np.random.default_rng(seed + 100 * int(np.random.default_rng().integers(1000)))
+@pytest.mark.parametrize("case", [0, 1])
+def test_views_init_covers_the_far_walls_and_the_subject(case, rng):
     ds = orbit_dataset(rng)
     pts, cols = initial_points(ds, 20_000, rng, mode="views")
     assert pts.shape == (20_000, 3) and cols.shape == (20_000, 3) and np.isfinite(pts).all()
@@ -97,10 +96,9 @@ def test_views_init_covers_the_far_walls_and_the_subject(seed):
 
 
 @pytest.mark.parametrize("mode", ["box", "small"])
-def test_the_check_fails_for_inits_that_stop_short_of_the_walls(mode):
+def test_the_check_fails_for_inits_that_stop_short_of_the_walls(mode, rng):
     """The check can fail: gsplat's cube (half size 9.9 here) and the init this replaced (a
     cube of half the camera distance around the look point) leave the wall rays bare."""
-    rng = np.random.default_rng()
     ds = orbit_dataset(rng)
     if mode == "box":
         pts = initial_points(ds, 20_000, rng, mode="box")[0].astype(np.float64)
@@ -116,13 +114,12 @@ def test_unknown_init_mode_is_refused():
         initial_points(orbit_dataset(np.random.default_rng(0)), 10, np.random.default_rng(0), mode="sphere")
 
 
-def test_initial_scale_is_the_rms_distance_to_the_three_nearest_neighbours():
+def test_initial_scale_is_the_rms_distance_to_the_three_nearest_neighbours(rng):
     """3DGS's distCUDA2 / gsplat's knn init: sqrt of the mean squared distance to the 3
     nearest other points, checked by brute force (all pairwise distances, float64)."""
     from engine.splat.init import gaussians_from_points
     from engine.splat.layout import unpack
 
-    rng = np.random.default_rng()
     pts = rng.normal(size=(300, 3)) * rng.uniform(0.1, 3.0, 3)
     cols = rng.integers(0, 256, (300, 3), dtype=np.uint8)
     d = np.linalg.norm(pts[:, None] - pts[None], axis=2)

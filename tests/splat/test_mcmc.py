@@ -49,10 +49,9 @@ def random_model(gpu, rng, n):
     return model, rows, m0
 
 
-def test_split_copies_match_eq9_and_compose_to_the_original(gpu):
+def test_split_copies_match_eq9_and_compose_to_the_original(gpu, rng):
     """Sources drawn k times and the targets written from them, against float64 eq. 9;
     the k + 1 copies' opacities compose back to the source's (1 - (1 - a)^(k+1) = o)."""
-    rng = np.random.default_rng()
     n, count = 400, 150
     model, rows, m0 = random_model(gpu, rng, n)
     src_pool = rng.choice(n // 2, 60, replace=False)  # sources in the first half, targets in the second
@@ -88,8 +87,7 @@ def test_split_copies_match_eq9_and_compose_to_the_original(gpu):
     assert not gpu.read(b["picks"], np.uint32, n).any(), "picks are cleared for the next pass"
 
 
-def test_sources_are_drawn_in_proportion_to_opacity(gpu):
-    rng = np.random.default_rng()
+def test_sources_are_drawn_in_proportion_to_opacity(gpu, rng):
     n, draws = 64, 200_000
     model, rows, _ = random_model(gpu, rng, n)
     rows[::3, OFF_OPACITY] = -8.0  # dead (opacity 3e-4 <= 0.005): never drawn
@@ -135,9 +133,8 @@ def quat_rotmat(q):
                      np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1)], 1)
 
 
-def test_position_noise_matches_eq10(gpu):
+def test_position_noise_matches_eq10(gpu, rng):
     """mean += Sigma z * sigmoid(-100 (1 - o - 0.995)) * scaler, z from the kernel's hash."""
-    rng = np.random.default_rng()
     n = 500
     _, rows = random_scene(rng, n, scale=(-2.5, -0.5), opacity=(-7.0, 3.0))
     params = gpu.upload(rows)
@@ -158,8 +155,7 @@ def test_position_noise_matches_eq10(gpu):
     np.testing.assert_array_equal(got[:, 3:], rows[:, 3:])
 
 
-def test_refine_relocates_every_dead_and_grows_to_the_budget(gpu):
-    rng = np.random.default_rng()
+def test_refine_relocates_every_dead_and_grows_to_the_budget(gpu, rng):
     n = 1000
     model, rows, _ = random_model(gpu, rng, n)
     rows[rng.choice(n, 100, replace=False), OFF_OPACITY] = -9.0
@@ -181,11 +177,11 @@ def test_refine_relocates_every_dead_and_grows_to_the_budget(gpu):
 
 
 @pytest.mark.parametrize("strategy", ["adc", "mcmc"])
-def test_short_run_on_book_improves_and_mcmc_holds_its_budget(gpu, shared_data, strategy):
+def test_short_run_on_book_improves_and_mcmc_holds_its_budget(gpu, shared_data, strategy, rng):
     ds = load_dataset(shared_data / "book", 160)
     train, test = ds.split(8)
     budget = 1000  # book has 699 SfM points: 5% per refine reaches it at the 8th (step 450)
-    cfg = TrainConfig(steps=500, seed=int(np.random.default_rng().integers(1000)), strategy=strategy,
+    cfg = TrainConfig(steps=500, seed=int(rng.integers(1000)), strategy=strategy,
                       mcmc_budget=budget, densify_from=50, densify_interval=50, log_interval=50, checkpoint_every=0)
     t = Trainer(gpu, ds, train, cfg)
     start = evaluate(t, test)["psnr"]
@@ -245,12 +241,11 @@ def test_trainer_resolves_auto_from_the_run_length(gpu, shared_data):
     assert t.strategy == "adc" and isinstance(t.densifier, AdcDensifier) and t.lr_means_final == 1.6e-6
 
 
-def test_noise_and_scale_regulariser_do_not_depend_on_world_units(gpu):
+def test_noise_and_scale_regulariser_do_not_depend_on_world_units(gpu, rng):
     """The same scene in units k times smaller (means x k, scales x k, the means' lr x k as
     the trainer's extent-scaled lr is, the MCMC unit x k): every noise step is k times as long
     and the scale regulariser's gradient on the log scales is unchanged (gsplat's defaults
     hold in its normalised world; before, a world k times larger had k^2 times the noise)."""
-    rng = np.random.default_rng()
     n, k, unit, lr = 400, float(rng.uniform(2.0, 6.0)), float(rng.uniform(0.5, 2.0)), 1e-3
     _, rows = random_scene(rng, n, scale=(-2.5, -0.5), opacity=(-7.0, 3.0))
     scaled = rows.copy()
@@ -273,14 +268,14 @@ def test_noise_and_scale_regulariser_do_not_depend_on_world_units(gpu):
         McmcDensifier(gpu, GaussianModel(gpu, rows, 3), McmcSettings(), budget=n, unit=0.0)
 
 
-def test_trainer_mcmc_unit_scales_with_the_world(gpu, shared_data):
+def test_trainer_mcmc_unit_scales_with_the_world(gpu, shared_data, rng):
     """The trainer's MCMC unit (the cameras' median distance to their look point) follows
     the dataset's units: book scaled by k gets k times the unit and the extent."""
     import copy
 
     ds = load_dataset(shared_data / "book", 64)
     train, _ = ds.split(8)
-    k = float(np.random.default_rng().uniform(2.0, 6.0))
+    k = float(rng.uniform(2.0, 6.0))
     big = copy.deepcopy(ds)
     for c in big.cameras:
         c.w2c[:3, 3] *= k

@@ -170,7 +170,7 @@ def test_rasterize_backward_matches_finite_differences(gpu, kind, py):
 
 @pytest.mark.parametrize("m,max_groups", [(5_000, 3), (16_776_960 + 3_000, None)],
                          ids=["grid-forced-to-3-columns", "past-65535-workgroups"])
-def test_tile_ranges_over_a_2d_grid(gpu, m, max_groups, monkeypatch):
+def test_tile_ranges_over_a_2d_grid(gpu, m, max_groups, monkeypatch, rng):
     """tile_ranges, one thread per intersection, against NumPy's searchsorted: over a grid
     forced to rows of 3 workgroups, and over a real list of more than 65,535 x 256
     intersections (the 1D limit of Intel and lavapipe)."""
@@ -179,7 +179,6 @@ def test_tile_ranges_over_a_2d_grid(gpu, m, max_groups, monkeypatch):
 
     if max_groups:
         monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", max_groups)
-    rng = np.random.default_rng()
     ntiles = 4_099
     tiles = np.sort(rng.integers(0, ntiles, m, dtype=np.uint32))
     tiles[-rng.integers(1, 300):] = ntiles  # the binning's filler past the last tile: ignored
@@ -198,12 +197,11 @@ def test_tile_ranges_over_a_2d_grid(gpu, m, max_groups, monkeypatch):
     np.testing.assert_array_equal(got, want)
 
 
-def test_clear_screen_grads_zeroes_exactly_n_rows_over_a_2d_grid(gpu, monkeypatch):
+def test_clear_screen_grads_zeroes_exactly_n_rows_over_a_2d_grid(gpu, monkeypatch, rng):
     from engine import device
     from engine.device import dispatch_grid
 
     monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", 3)
-    rng = np.random.default_rng()
     n = int(rng.integers(200, 400))
     before = rng.uniform(1, 2, SCREEN_GRAD_STRIDE * n + 77).astype(np.float32)  # a slot longer than n rows
     buf = gpu.upload(before)
@@ -215,13 +213,12 @@ def test_clear_screen_grads_zeroes_exactly_n_rows_over_a_2d_grid(gpu, monkeypatc
     np.testing.assert_array_equal(after[SCREEN_GRAD_STRIDE * n:], before[SCREEN_GRAD_STRIDE * n:])
 
 
-def test_strip_masks_keep_every_strip_a_pixel_composites_in(gpu):
+def test_strip_masks_keep_every_strip_a_pixel_composites_in(gpu, rng):
     """raster.slang's strip_mask (the 2-row strips of a tile a subgroup may skip a splat
     for) on screen-space splats of every shape, needles included, each in a tile near its
     mean: every strip one of whose pixel centres passes the alpha >= 1/255 test (float64 or
     float32, as the rasterizer evaluates it) is kept; well-conditioned splats keep little
     more than the strips they reach."""
-    rng = np.random.default_rng()
     n = 3000
     means, co, radii = random_screen_splats(rng, n, 1008, 400)
     # a tile around a point within the splat's rectangle, so most tiles meet the ellipse's edge
