@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from .. import checkpoint
-from ..config import DatasetConfig, RunConfig, TrainConfig, default_appearance, density_settings
+from ..config import RunConfig, settings_of
+from ..config import run_config as _run_config
 from ..errors import SpirulaError
-from ..jobs.stages import train_checkpoint_path
+from ..jobs.layout import checkpoint_path
 from . import messages as M
 
 THUMB = 128           # longer side of dataset thumbnails, px
@@ -41,14 +42,14 @@ class TrainingScene(Scene):
         from ..splat.trainer import Trainer
         from ..splat.trainer import pack_rgba8
 
-        ckpt_path = Path(cmd.checkpoint) if cmd.checkpoint else train_checkpoint_path(project)
-        # absolute paths: the checkpoint records this command for OpenProject
-        cmd = replace(cmd, dataset=str(Path(cmd.dataset).resolve()), project=str(project.resolve()),
-                      checkpoint=str(ckpt_path.resolve()))
+        ckpt_path = checkpoint_path(project)  # the project's one path, whoever made the project
+        self.cfg = run_config(cmd, gpu.backend)
+        # absolute paths and every setting as resolved: the checkpoint records this command for
+        # OpenProject (Resume), which then trains on exactly these settings
+        cmd = recorded_command(cmd, self.cfg, project)
         self.gpu, self.dataset, self.cmd, self.project = gpu, dataset, cmd, project
         self.name = Path(cmd.dataset).name
         self.path = cmd.dataset
-        self.cfg = run_config(cmd, gpu.backend)
         from .split import choose_split
 
         self.train_idx, self.test_idx, split_note = choose_split(dataset, cmd.eval_every, tuple(cmd.held_out),
@@ -197,13 +198,15 @@ def up_vector(cameras) -> np.ndarray:
     return u / n if n > 1e-6 else np.array([0.0, -1.0, 0.0])
 
 
+def recorded_command(cmd: M.StartTraining, cfg: RunConfig, project: Path) -> M.StartTraining:
+    """``cmd`` as a studio checkpoint records it (engine/studio/projects.py read_project reads
+    it back for Resume): absolute paths, and every setting as ``cfg`` resolved it, so the
+    resumed run has exactly these settings whatever the presets or defaults are by then."""
+    return replace(cmd, dataset=str(Path(cmd.dataset).resolve()), project=str(Path(project).resolve()),
+                   **settings_of(cfg))
+
+
 def run_config(cmd: M.StartTraining, backend: str) -> RunConfig:
-    """The run's settings from the studio's StartTraining."""
-    return RunConfig(device=backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
-                     train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
-                                       init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
-                                       adam_moments=cmd.adam_moments, antialias=cmd.antialias,
-                                       appearance=cmd.appearance or default_appearance("dataset"),
-                                       densify_from=cmd.densify_from, densify_interval=cmd.densify_interval,
-                                       mcmc_refine_until=cmd.mcmc_refine_until, geometry=cmd.geometry,
-                                       **density_settings(cmd.strategy, cmd.max_gaussians)))
+    """The run's settings from the studio's StartTraining: what it sets, its preset's overlay
+    on the rest, the appearance by its input kind (engine/settings.py resolve)."""
+    return _run_config(M.settings_of(cmd), device=backend, preset=cmd.preset, input_kind=cmd.input_kind)

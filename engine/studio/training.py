@@ -240,7 +240,9 @@ class Training:
             metrics = {"step": s, "stopped_early": stopped, "num_gaussians": count,
                        "psnr": final and final["psnr"], "ssim": final and final["ssim"], "evaluations": sc.evals,
                        "train_seconds": sc.t_train, "strategy": tr.strategy,
-                       "appearance": sc.cfg.train.appearance}
+                       "appearance": sc.cfg.train.appearance,
+                       "held_out": [sc.dataset.cameras[i].name for i in sc.test_idx],
+                       "excluded": list(sc.cmd.excluded)}
             write_json_atomic(sc.project / "metrics.json", metrics)
             write_json_atomic(sc.project / "train.json", {
                 "dataset": sc.path, "device": e.gpu.adapter, "config": asdict(sc.cfg), "strategy": tr.strategy,
