@@ -7,6 +7,7 @@ import math
 
 from PySide6 import QtCore, QtWidgets
 
+from engine import settings as table
 from engine.config import TrainConfig, preset_settings
 from engine.studio import messages as M
 
@@ -63,64 +64,24 @@ class TrainingPanel(QtWidgets.QWidget):
         self.preset = QtWidgets.QComboBox()
         self.preset.addItems(list(self.PRESETS))
         self.preset.currentTextChanged.connect(self._apply_preset)
-        self.steps = QtWidgets.QSpinBox(minimum=1, maximum=1_000_000, singleStep=100)
-        self.max_size = QtWidgets.QSpinBox(minimum=32, maximum=8192, singleStep=16)
-        self.max_size.setSuffix(" px")
-        self.eval_interval = QtWidgets.QSpinBox(minimum=0, maximum=1_000_000, singleStep=100)
-        self.eval_interval.setSpecialValueText("at the end")
-        self.init_points = QtWidgets.QSpinBox(minimum=1, maximum=10_000_000, singleStep=1000)
-        self.densify_from = QtWidgets.QSpinBox(minimum=0, maximum=1_000_000, singleStep=100)
-        self.densify_from.setValue(TrainConfig.densify_from)
-        self.densify_from.setToolTip("The first densification (ADC's clone / split, MCMC's growth) after this step")
-        self.max_gaussians = QtWidgets.QSpinBox(minimum=1_000, maximum=100_000_000, singleStep=500_000)
-        self.max_gaussians.setGroupSeparatorShown(True)
-        self.max_gaussians.setValue(TrainConfig.max_gaussians)
-        self.max_gaussians.setToolTip("Densification stops growing here (the largest gradients grow first)")
-        self.strategy = QtWidgets.QComboBox()
-        for label, value in self.STRATEGIES:
-            self.strategy.addItem(label, value)
-        self.strategy.setToolTip("ADC clones and splits where the image gradient is large, up to Max Gaussians; "
-                                 "MCMC moves transparent Gaussians onto opaque ones and grows to exactly Max Gaussians; "
-                                 "Auto takes MCMC unless the run is short (under 500 steps on SfM points, 7,000 from "
-                                 "random points), then ADC "
-                                 "(Max Gaussians is then MCMC's budget or ADC's cap)")
+        # the basic group of the settings table (engine/settings.py): its labels, ranges and help
+        form.addRow("Preset", self.preset)
+        filters = QtWidgets.QHBoxLayout()  # the switches share one row: the window must fit a small screen
+        filters.setContentsMargins(0, 0, 0, 0)
+        for name in self.ORDER:
+            st = table.BY_NAME[name]
+            w = self._basic_widget(st)
+            w.setToolTip(f"{st.help} ({st.option})")
+            setattr(self, self.WIDGETS[name], w)
+            if st.type is bool:
+                filters.addWidget(w)
+                if name == self.ORDER[-2]:
+                    filters.addStretch(1)
+                    form.addRow("Training with", filters)
+            else:
+                form.addRow(st.title, w)
         self.strategy.currentIndexChanged.connect(self._strategy_changed)
         self._strategy_changed()  # Max Gaussians starts at the default strategy's number
-        self.adam_moments = QtWidgets.QComboBox()
-        for label, value in self.MOMENTS:
-            self.adam_moments.addItem(label, value)
-        self.adam_moments.setToolTip("bfloat16 halves the optimizer's memory: for very large models")
-        self.antialias = QtWidgets.QCheckBox("anti-aliasing")
-        self.antialias.setChecked(TrainConfig.antialias)
-        self.antialias.setToolTip("Anti-aliased training: a 3D smoothing filter from the training cameras' "
-                                  "sampling rates and the 2D Mip filter, so the splats hold up when zooming in "
-                                  "or out; the exported PLY has the 3D filter baked in")
-        self.geometry = QtWidgets.QCheckBox("geometry for meshing")
-        self.geometry.setChecked(True)
-        self.geometry.setToolTip("The geometry phase from 60% of the steps on: flattened splats whose depth and "
-                                 "normals agree, so the exported mesh is cleaner. It kept held-out PSNR (+0.06 dB "
-                                 "on office_chair, +0.59 on mouse) and made training about a quarter longer")
-        self.appearance = QtWidgets.QComboBox()
-        for label, value in self.APPEARANCES:
-            self.appearance.addItem(label, value)
-        self.appearance.setToolTip("A colour transform learned per image, so exposure and white-balance changes "
-                                   "between frames are not baked into the splats (held-out views use none)")
-        form.addRow("Preset", self.preset)
-        form.addRow("Steps", self.steps)
-        form.addRow("Image size", self.max_size)
-        form.addRow("Held-out PSNR every", self.eval_interval)
-        form.addRow("Random init points", self.init_points)
-        form.addRow("Densification", self.strategy)
-        form.addRow("Densify from step", self.densify_from)
-        form.addRow("Max Gaussians", self.max_gaussians)
-        form.addRow("Adam moments", self.adam_moments)
-        filters = QtWidgets.QHBoxLayout()  # one row for both: the window must fit a small screen
-        filters.setContentsMargins(0, 0, 0, 0)
-        filters.addWidget(self.antialias)
-        filters.addWidget(self.geometry)
-        filters.addStretch(1)
-        form.addRow("Training with", filters)
-        form.addRow("Per-image appearance", self.appearance)
         self.all_options = QtWidgets.QPushButton("All options…")
         self.all_options.setToolTip("Every training setting (engine/settings.py), as `spirula train --help` lists them")
         self.all_options.clicked.connect(self._edit_all)
@@ -169,6 +130,40 @@ class TrainingPanel(QtWidgets.QWidget):
         self._apply_preset(self.preset.currentText())
         self.set_state("idle")
         self._redraw()
+
+    # the basic settings' rows, in this order: every setting of the table's basic group, once
+    # (tests/app/test_training_panel.py); the switches (bools) share the row before the last
+    ORDER = ("steps", "max_size", "eval_interval", "init_random_points", "strategy", "densify_from", "max_gaussians",
+             "adam_moments", "antialias", "geometry", "appearance")
+    # how the panel shows some of them (the rest: the table's range, labels and default)
+    CHOICE_LABELS = {"strategy": STRATEGIES, "adam_moments": MOMENTS, "appearance": APPEARANCES}
+    PANEL_DEFAULTS = {"geometry": True}   # the studio exports meshes: the geometry phase is on
+    SPIN = {"steps": dict(singleStep=100), "max_size": dict(singleStep=16, suffix=" px", special="as stored"),
+            "eval_interval": dict(singleStep=100, special="at the end"), "init_random_points": dict(singleStep=1000),
+            "densify_from": dict(singleStep=100), "max_gaussians": dict(singleStep=500_000, groups=True)}
+
+    def _basic_widget(self, st):
+        """The panel's widget of basic setting ``st`` (engine/settings.py Setting)."""
+        default = self.PANEL_DEFAULTS.get(st.name, st.default)
+        if st.type is bool:
+            box = QtWidgets.QCheckBox(st.title[0].lower() + st.title[1:])
+            box.setChecked(bool(default))
+            return box
+        if st.choices:
+            combo = QtWidgets.QComboBox()
+            for label, value in self.CHOICE_LABELS.get(st.name, [(str(c), c) for c in st.choices]):
+                combo.addItem(label, value)
+            return combo
+        opts = self.SPIN.get(st.name, {})
+        spin = QtWidgets.QSpinBox(minimum=0 if st.zero else int(st.low or 0), maximum=2_000_000_000,
+                                  singleStep=opts.get("singleStep", 1))
+        if "suffix" in opts:
+            spin.setSuffix(opts["suffix"])
+        if opts.get("special"):
+            spin.setSpecialValueText(opts["special"])
+        spin.setGroupSeparatorShown(bool(opts.get("groups")))
+        spin.setValue(int(default))
+        return spin
 
     # the basic settings with a widget here: table name -> attribute
     WIDGETS = {"steps": "steps", "max_size": "max_size", "init_random_points": "init_points",

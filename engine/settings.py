@@ -43,7 +43,10 @@ TRAIN_STAGES = ("train", "export", "mesh")   # a training setting changes these 
 class Setting:
     """One setting. ``low``/``high``: the allowed range (``open_low``/``open_high``: the bound
     itself excluded); ``zero``: what 0 stands for when 0 lies below ``low``; ``choices``: the
-    allowed values; ``needs``: a bool setting that must be on for this one to do anything."""
+    allowed values; ``needs``: a bool setting that must be on for this one to do anything;
+    ``stages``: the `spirula run` stages a change redoes; ``retrains`` / ``resume``: what a
+    changed value does to a finished training (engine/jobs/pipeline.py) and to a resumed one
+    (engine/checkpoint.py compare)."""
 
     name: str                 # the field of DatasetConfig / TrainConfig
     section: str              # "dataset" or "train"
@@ -59,7 +62,9 @@ class Setting:
     open_high: bool = False
     zero: str = ""
     stages: tuple = TRAIN_STAGES
-    retrains: bool = True
+    retrains: bool = True     # a changed value trains again (`spirula run`'s train stage key)
+    resume: str = "changes"   # a checkpoint resumed with another value: "changes" the run from there
+                              # (said), "blocking" (the state cannot be used), "neutral" (nothing to say)
     flag: str = ""            # the CLI option ("" = --name-with-dashes)
     metavar: str = ""
     needs: str = ""
@@ -157,13 +162,13 @@ SETTINGS: tuple[Setting, ...] = (
     _s("max_size", D, int, 1600, "longer training image side in px after downscaling, 0 = as stored",
        group="basic", label="Image size", low=MIN_IMAGE_SIDE, zero="as stored", metavar="PX"),
     _s("eval_every", D, int, 8, "hold out every k-th image by sorted name for evaluation, 0 = none; when that "
-       "would hold out every image, all train and none is held out", low=0, metavar="K"),
+       "would hold out every image, all train and none is held out", low=0, metavar="K", resume="blocking"),
     # --- training (TrainConfig); defaults follow Kerbl et al. 2023 (the reference implementation's
     # learning rates and density-control schedule)
     _s("steps", T, int, 30_000, "training steps", group="basic", low=1),
     _s("seed", T, int, 0, "random seed of the initial points and the image order", low=0),
     _s("sh_degree", T, int, 3, "max spherical-harmonics degree of the colours", choices=(0, 1, 2, 3),
-       label="SH degree"),
+       label="SH degree", resume="blocking"),
     _s("sh_degree_interval", T, int, 1000, "the SH degree grows by one every this many steps", low=1),
     _s("lr_means", T, float, 1.6e-4, "means' learning rate (x the scene extent), decays exponentially to "
        "lr_means_final", low=0),
@@ -198,8 +203,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("mcmc_budget", T, int, 200_000, "mcmc: the exact Gaussian count it grows to (at most max_gaussians)",
        label="MCMC budget", low=1),
     _s("mcmc_init_opacity", T, float, 0.5, "mcmc: the initial opacity (gsplat's MCMC preset, init_opa)",
-       low=0, high=1, open_low=True),
-    _s("mcmc_init_scale", T, float, 0.1, "mcmc: initial scale x the RMS distance to the 3 nearest points", low=0),
+       low=0, high=1, open_low=True, resume="neutral"),
+    _s("mcmc_init_scale", T, float, 0.1, "mcmc: initial scale x the RMS distance to the 3 nearest points", low=0,
+       resume="neutral"),
     _s("mcmc_noise_lr", T, float, 0.0, "mcmc: position noise x the means' lr; 0: by the start "
        "(engine/splat/mcmc.py noise_lr_for)", low=0),
     _s("mcmc_lr_means_final", T, float, 0.0, "mcmc: where the means' lr decays to (x extent); 0: by the start "
@@ -212,7 +218,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("init_random_points", T, int, 100_000, "random initial points when the dataset has no SfM points",
        group="basic", label="Random init points", low=1, flag="--init-points"),
     _s("init_random", T, str, "views", "without SfM points: random points where the training cameras look "
-       "(views) or in gsplat's cube (box)", choices=RANDOM_INITS),
+       "(views) or in gsplat's cube (box)", choices=RANDOM_INITS, resume="neutral"),
     _s("init_opacity", T, float, 0.1, "initial opacity of SfM or random points (ADC)", low=0, high=1,
        open_low=True),
     _s("init_file", T, str, "", "start from these Gaussians (.ply, .compressed.ply, .spz, .sog, .splat) instead "
@@ -246,11 +252,12 @@ SETTINGS: tuple[Setting, ...] = (
     _s("background", T, tuple, (0.0, 0.0, 0.0), "background colour behind the splats (R G B in [0, 1])",
        metavar="C"),
     _s("eval_interval", T, int, 0, "evaluate the held-out images every k steps (0 = at the end only)",
-       group="basic", label="Held-out PSNR every", low=0, metavar="K", retrains=False),
-    _s("log_interval", T, int, 25, "read the loss back every k steps", low=1, metavar="K"),
+       group="basic", label="Held-out PSNR every", low=0, metavar="K", resume="neutral"),
+    _s("log_interval", T, int, 25, "read the loss back every k steps", low=1, metavar="K", resume="neutral"),
     _s("checkpoint_every", T, int, 2000, "checkpoint the training every K steps (0 = only when stopped): "
        "spirula train into <output>/checkpoint.npz (--resume continues), spirula run and the studio into "
-       "<project>/checkpoints/train.npz (a rerun or Resume continues)", low=0, metavar="K", retrains=False),
+       "<project>/checkpoints/train.npz (a rerun or Resume continues)", low=0, metavar="K", retrains=False,
+       resume="neutral"),
 )
 del D, T
 

@@ -87,6 +87,44 @@ def export_ply(trainer: Trainer, path: Path, on_message: Callable[[str], None] |
     return len(rows)
 
 
+def write_results(out_dir: Path, trainer: Trainer, dataset, cfg: RunConfig, test_idx, scored, evals: list,
+                  initial_psnr: float | None, train_seconds: float, seconds_per_step: float,
+                  resumed_from: int | None, count: int, about: dict, evaluate_fn=evaluate,
+                  excluded: tuple = ()) -> tuple[dict | None, dict]:
+    """The end of a training, whoever drove it (`spirula train`, `spirula run`, the studio):
+    the held-out evaluation of ``scored`` (renders into <out_dir>/eval/) and the depth-normal
+    consistency, then <out_dir>/metrics.json and train.json, the one writer of both. ``about``:
+    train.json's keys of the driver (dataset, device, load_seconds, source); ``excluded``: names
+    of images neither trained on nor held out (the studio's split). Returns (the final
+    evaluation or None, the metrics written)."""
+    state = trainer.state
+    final = evaluate_fn(trainer, scored, out_dir / "eval") if scored else None
+    # held-out depth-normal disagreement (0: the depth map's normals are the rendered ones):
+    # what the geometry phase buys; measured for runs without it on request
+    consistency = None
+    if scored and (cfg.train.geometry or os.environ.get("SPIRULA_EVAL_GEOMETRY") == "1"):
+        consistency = float(np.mean([trainer.depth_normal_consistency(i) for i in scored]))
+    metrics = {
+        "step": state.step, "stopped_early": state.stopped_early, "num_gaussians": count,
+        "psnr": final and final["psnr"], "ssim": final and final["ssim"],
+        "initial_psnr": initial_psnr, "normal_consistency": consistency, "views": final and final["views"],
+        "held_out": [dataset.cameras[i].name for i in test_idx], "excluded": list(excluded),
+        "evaluations": evals + ([{"step": state.step, "psnr": final["psnr"], "ssim": final["ssim"]}] if final else []),
+        "train_seconds": train_seconds,
+        "sec_per_1k_steps": 1000 * seconds_per_step,
+        "resumed_from_step": resumed_from,
+        "strategy": trainer.strategy, "antialias": cfg.train.antialias,
+        # held-out views are scored with the identity appearance (engine/splat/evaluate.py)
+        "appearance": cfg.train.appearance,
+    }
+    write_json_atomic(out_dir / "metrics.json", metrics)
+    write_json_atomic(out_dir / "train.json", {
+        **{k: v for k, v in about.items() if k != "source"}, "config": asdict(cfg), "strategy": trainer.strategy,
+        "warnings": dataset.warnings + trainer.warnings, "undistortion": dataset.undistortion,
+        "history": state.history, **({"source": about["source"]} if "source" in about else {})})
+    return final, metrics
+
+
 RESUME = ("never", "auto", "require")
 
 
@@ -299,30 +337,10 @@ class _Job:
         on_message(f"wrote {out_dir / 'splat.ply'} ({count} Gaussians, step {state.step})")
         if trainer.appearance is not None:
             trainer.appearance.save(out_dir, [c.name for c in dataset.cameras], train_idx)
-        final = evaluate(trainer, scored, out_dir / "eval") if scored else None
-        # held-out depth-normal disagreement (0: the depth map's normals are the rendered ones):
-        # what the geometry phase buys; measured for runs without it on request
-        consistency = None
-        if scored and (cfg.train.geometry or os.environ.get("SPIRULA_EVAL_GEOMETRY") == "1"):
-            consistency = float(np.mean([trainer.depth_normal_consistency(i) for i in scored]))
-        metrics = {
-            "step": state.step, "stopped_early": state.stopped_early, "num_gaussians": count,
-            "psnr": final and final["psnr"], "ssim": final and final["ssim"],
-            "initial_psnr": initial_psnr, "normal_consistency": consistency, "views": final and final["views"],
-            "held_out": [dataset.cameras[i].name for i in test_idx],
-            "evaluations": evals + ([{"step": state.step, "psnr": final["psnr"], "ssim": final["ssim"]}] if final else []),
-            "train_seconds": seconds_before + t_train,
-            "sec_per_1k_steps": 1000 * t_train / max(state.step - start_step, 1),
-            "resumed_from_step": ckpt.step if ckpt is not None else None,
-            "strategy": trainer.strategy, "antialias": cfg.train.antialias,
-            # held-out views are scored with the identity appearance (engine/splat/evaluate.py)
-            "appearance": cfg.train.appearance,
-        }
-        write_json_atomic(out_dir / "metrics.json", metrics)
-        write_json_atomic(out_dir / "train.json", {
-            "dataset": str(dataset_path), "device": gpu.adapter, "config": asdict(cfg), "strategy": trainer.strategy,
-            "warnings": dataset.warnings + trainer.warnings, "undistortion": dataset.undistortion,
-            "load_seconds": t_load, "history": state.history})
+        final, metrics = write_results(out_dir, trainer, dataset, cfg, test_idx, scored, evals, initial_psnr,
+                                       seconds_before + t_train, t_train / max(state.step - start_step, 1),
+                                       ckpt.step if ckpt is not None else None, count,
+                                       {"dataset": str(dataset_path), "device": gpu.adapter, "load_seconds": t_load})
         if final:
             first = "-" if initial_psnr is None else f"{initial_psnr:.2f}"
             on_message(f"held-out PSNR {final['psnr']:.2f} dB (first render {first} dB), SSIM {final['ssim']:.4f}")

@@ -46,7 +46,8 @@ class Loads:
         e.state("loading", cmd.dataset)
         e.emit(M.StageStarted("load", None, cmd.dataset))
         r = self.reviewed
-        cached = r[2] if r is not None and r[0] == _key(cmd.dataset) and r[1] == cmd.max_size else None
+        size = run_config(cmd, e.gpu.backend).dataset.max_size
+        cached = r[2] if r is not None and r[0] == _key(cmd.dataset) and r[1] == size else None
         fut = self.pool.submit(checked_load, cmd, e.gpu, e.emit, cached)
         self.pending = ("train", fut, cmd)
 
@@ -177,7 +178,8 @@ class Loads:
             # reviewed, then trained where `spirula run` would (either continues the other's checkpoint)
             self.after_pipeline[_key(project)] = dict(project=str(project / "train"), input_kind=fut.result()["kind"],
                                                       appearance=pcmd.appearance)
-            self.review(M.ReviewDataset(str(project), pcmd.max_size, pcmd.eval_every))
+            ds = settings_config(M.settings_of(pcmd)).dataset
+            self.review(M.ReviewDataset(str(project), ds.max_size, ds.eval_every))
             return
         try:
             if kind == "review":
@@ -401,8 +403,9 @@ def checked_load(cmd: M.StartTraining, gpu, emit, cached=None):
     def warn(text: str) -> None:
         emit(M.Warning(text.removeprefix("warning: ")))
 
-    preflight(cmd.dataset, run_config(cmd, gpu.backend), lambda: gpu, warn)
-    return cached if cached is not None else load_dataset(cmd.dataset, cmd.max_size)
+    cfg = run_config(cmd, gpu.backend)
+    preflight(cmd.dataset, cfg, lambda: gpu, warn)
+    return cached if cached is not None else load_dataset(cmd.dataset, cfg.dataset.max_size)
 
 
 def command_path(cmd) -> str | None:

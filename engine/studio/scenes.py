@@ -65,12 +65,22 @@ class TrainingScene(Scene):
         self.run = None           # the TrainingRun (engine/splat/schedule.py), made once resumed
         self.t_train = 0.0        # wall time of the steps (viewer frames excluded)
         self.t_slice = 0.0        # start of the slice (or the part of it) not yet in t_train
+        self.t_before = 0.0       # t_train of the sessions before (a resumed run's)
+        self.initial_psnr: float | None = None  # held-out PSNR before the first step (metrics.json)
+        self.resumed_from: int | None = None    # the checkpoint's step, when resumed
+        self.start_step = 0       # the step this session's training started at
         self.finished = False
         self.saved = False
 
     def checkpoint_extra(self) -> dict:
         """The job's data in a checkpoint: engine.jobs.train's keys, and the command."""
-        return {"evaluations": self.evals, "train_seconds": self.t_train, "studio": asdict(self.cmd)}
+        return {"evaluations": self.evals, "initial_psnr": self.initial_psnr, "train_seconds": self.t_train,
+                "studio": asdict(self.cmd)}
+
+    @property
+    def t_session(self) -> float:
+        """Wall time of this session's steps (a resumed run's earlier ones excluded)."""
+        return self.t_train - self.t_before
 
     def resume(self, ckpt: checkpoint.Checkpoint, adapter: str) -> list[str]:
         """Continue from ``ckpt``; returns the allowed differences (CheckpointError when it
@@ -82,7 +92,9 @@ class TrainingScene(Scene):
         checkpoint.restore(self.trainer, ckpt)
         self.writer.saved_step = self.writer.last_step = ckpt.step
         self.evals = list(ckpt.extra.get("evaluations", []))
-        self.t_train = float(ckpt.extra.get("train_seconds", 0.0))
+        self.t_train = self.t_before = float(ckpt.extra.get("train_seconds", 0.0))
+        self.initial_psnr = ckpt.extra.get("initial_psnr")
+        self.resumed_from = self.start_step = ckpt.step
         return changed
 
     def flush(self) -> str:

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import checkpoint
-from ..fileio import write_json_atomic
+from ..jobs.train import write_results
 from ..splat.schedule import Progress, TrainingRun
 from . import messages as M
 from .projects import new_project_dir
@@ -130,23 +130,26 @@ class Training:
                                 "test": len(scene.test_idx)}))
         tr = scene.trainer
         step = tr.state.step
+        steps = scene.cfg.train.steps
         if ckpt is None:
-            e.emit(M.StageStarted("train", cmd.steps, f"{len(scene.train_idx)} training images, "
+            if scene.test_idx:  # the first render's held-out PSNR, as `spirula train` (metrics.json)
+                scene.initial_psnr = self._evaluate_polling(tr, scene.test_idx)["psnr"]
+            e.emit(M.StageStarted("train", steps, f"{len(scene.train_idx)} training images, "
                                                       f"{tr.model.n:,} initial Gaussians"))
-            e.state("running", f"{scene.name}: {cmd.steps} steps -> {project}")
+            e.state("running", f"{scene.name}: {steps} steps -> {project}")
         else:
             saved = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ckpt.path.stat().st_mtime))
-            e.emit(M.TrainingResumed(str(ckpt.path), step, cmd.steps, str(project), saved))
+            e.emit(M.TrainingResumed(str(ckpt.path), step, steps, str(project), saved))
             for c in changed:
                 e.emit(M.Warning(f"resuming with a changed setting, {c}: from step {step} the run differs "
                                  "from one without the break"))
-            e.emit(M.StageStarted("train", cmd.steps, f"resumed at step {step} from {ckpt.path}, "
+            e.emit(M.StageStarted("train", steps, f"resumed at step {step} from {ckpt.path}, "
                                                       f"{tr.model.n:,} Gaussians"))
             for h in tr.state.history:  # the curves up to the break
                 e.emit(M.TrainMetrics(int(h["step"]), float(h["loss"]), int(h["num_gaussians"]), 0.0))
             for ev in scene.evals:
                 e.emit(M.TrainMetrics(int(ev["step"]), float("nan"), tr.model.n, 0.0, psnr=ev["psnr"]))
-            e.state("running", f"{scene.name}: resumed at step {step} of {cmd.steps} -> {project}")
+            e.state("running", f"{scene.name}: resumed at step {step} of {steps} -> {project}")
         e.profiling.follow_training()
         # the one schedule; the studio's hooks: its messages, its checkpoints, polling waits
         scene.run = TrainingRun(tr, on_progress=self._progress, on_eval=self.evaluate if scene.test_idx else None,
@@ -198,6 +201,13 @@ class Training:
         self.e.emit(M.TrainMetrics(step, float("nan"), sc.trainer.model.n, 0.0, psnr=m["psnr"]))
         return m
 
+    def _evaluate_polling(self, trainer, idx, out=None) -> dict:
+        from ..splat.evaluate import evaluate
+        from .polling import wait_polling
+
+        wait_polling(self.e.gpu)
+        return evaluate(trainer, idx, out)
+
     def _scheduled_checkpoint(self, step: int) -> None:
         sc = self.scene
         sc.t_train += time.perf_counter() - sc.t_slice  # the checkpoint records the time so far
@@ -236,17 +246,17 @@ class Training:
             e.emit(M.Saved("ply", str(ply), f"{count:,} Gaussians, step {s}"))
             if tr.appearance is not None:  # the per-image colour transforms beside the PLY
                 tr.appearance.save(sc.project, [c.name for c in sc.dataset.cameras], sc.train_idx)
-            final = self.evaluate(s) if not stopped else None
-            metrics = {"step": s, "stopped_early": stopped, "num_gaussians": count,
-                       "psnr": final and final["psnr"], "ssim": final and final["ssim"], "evaluations": sc.evals,
-                       "train_seconds": sc.t_train, "strategy": tr.strategy,
-                       "appearance": sc.cfg.train.appearance,
-                       "held_out": [sc.dataset.cameras[i].name for i in sc.test_idx],
-                       "excluded": list(sc.cmd.excluded)}
-            write_json_atomic(sc.project / "metrics.json", metrics)
-            write_json_atomic(sc.project / "train.json", {
-                "dataset": sc.path, "device": e.gpu.adapter, "config": asdict(sc.cfg), "strategy": tr.strategy,
-                "warnings": sc.dataset.warnings, "history": tr.state.history, "source": "studio"})
+            # the one writer of metrics.json and train.json (engine/jobs/train.py), as `spirula train`;
+            # a stopped run is not scored (its evaluation would hold up the stop)
+            scored = sc.test_idx if not stopped else []
+            final, metrics = write_results(
+                sc.project, tr, sc.dataset, sc.cfg, sc.test_idx, scored, list(sc.evals), sc.initial_psnr, sc.t_train,
+                sc.t_session / max(s - sc.start_step, 1), sc.resumed_from, count,
+                {"dataset": sc.path, "device": e.gpu.adapter, "source": "studio"}, self._evaluate_polling,
+                excluded=tuple(sc.cmd.excluded))
+            if final:
+                sc.evals.append({"step": s, "psnr": final["psnr"], "ssim": final["ssim"]})
+                e.emit(M.TrainMetrics(s, float("nan"), tr.model.n, 0.0, psnr=final["psnr"]))
             result["psnr"] = metrics["psnr"]
         if not stopped:  # all steps done: the checkpoint goes, as in `spirula run`
             self.flush_checkpoint()

@@ -96,6 +96,10 @@ def test_train_pause_resume_finish(driver, tiny_dataset, tmp_path):
     assert (train["max_gaussians"], train["adam_moments"]) == (450, "bf16")  # the studio's settings reached the run
     metrics = json.loads((tmp_path / "proj" / "metrics.json").read_text())
     assert metrics["psnr"] is not None and [e["step"] for e in metrics["evaluations"]] == [20, 40]
+    # one writer of metrics.json (engine/jobs/train.py write_results): the keys of `spirula train`'s
+    assert {"initial_psnr", "normal_consistency", "views", "held_out", "sec_per_1k_steps", "resumed_from_step",
+            "antialias"} <= set(metrics) and metrics["initial_psnr"] < metrics["psnr"]
+    assert len(metrics["held_out"]) == 2 and (tmp_path / "proj" / "eval").is_dir()
     assert metrics["appearance"] == train["appearance"] == "affine" and (tmp_path / "proj" / "appearance.json").is_file()
     psnrs = [m for m in driver.seen if isinstance(m, M.TrainMetrics) and m.psnr is not None]
     assert len(psnrs) == 2

@@ -73,3 +73,22 @@ def test_the_geometry_phase_is_on_for_meshing_and_reaches_the_run(qapp):
     assert from_saved({"train": {"geometry": True}})["geometry"] is True
     # a studio checkpoint saved before the setting: trained without
     assert run_config(M.StartTraining("d"), "vulkan").train.geometry is False
+
+
+def test_the_panel_shows_the_tables_basic_group(qapp):
+    """Every setting of the table's basic group has its row (label and help from the table),
+    and only those; the rest are in the All options editor."""
+    from PySide6 import QtWidgets
+
+    from app.training_panel import TrainingPanel
+    from engine import settings as table
+
+    panel = TrainingPanel()
+    assert sorted(panel.ORDER) == sorted(s.name for s in table.basic())
+    form = panel.findChild(QtWidgets.QFormLayout)
+    labels = {form.itemAt(k, QtWidgets.QFormLayout.ItemRole.LabelRole).widget().text()
+              for k in range(form.rowCount()) if form.itemAt(k, QtWidgets.QFormLayout.ItemRole.LabelRole)}
+    for s in table.basic():
+        w = getattr(panel, panel.WIDGETS[s.name])
+        assert s.help in w.toolTip()
+        assert s.title in labels or (s.type is bool and w.text() == s.title[0].lower() + s.title[1:])
