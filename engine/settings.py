@@ -234,11 +234,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s("appearance", T, str, "off", "per-image colour learned beside the splats, so exposure / white-balance "
        "changes between images are not baked into them: exposure (a gain per colour channel and image), affine "
        "(a 3x4 colour matrix per image) or bilagrid (a bilateral grid per image, Wang et al. 2024); held-out "
-       "views use none. Unset: exposure for a video input, off otherwise",
+       "views use none; unset: by the input (exposure for a video)",
        group="basic", label="Per-image appearance", choices=APPEARANCES),
     _s("geometry", T, bool, False, "the geometry phase (from geometry_from of the steps on): flattened Gaussians "
-       "and depth-normal consistency, for splats whose depth a mesh can be made from (2DGS / PGSR). Unset: on in "
-       "`spirula run` when its mesh stage runs, off in `spirula train`", group="basic", label="Geometry for meshing"),
+       "and depth-normal consistency, for splats whose depth a mesh can be made from (2DGS / PGSR); unset: on when "
+       "a mesh stage follows", group="basic", label="Geometry for meshing"),
     # geometry defaults: the variant within 0.3 dB of held-out PSNR at 7k / 1000 px (BENCHMARKS.md;
     # from 0.25 with lambda 0.05 and the alpha gradient on, office_chair lost 1.07 dB)
     _s("geometry_from", T, float, 0.6, "geometry: the phase starts at this fraction of the steps (2DGS: 7k of "

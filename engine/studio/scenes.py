@@ -39,8 +39,9 @@ class TrainingScene(Scene):
     kind = "dataset"
 
     def __init__(self, gpu, dataset, cmd: M.StartTraining, project: Path):
-        from ..splat.trainer import Trainer
+        from ..jobs.train import TrainingJob
         from ..splat.trainer import pack_rgba8
+        from .polling import wait_polling
 
         ckpt_path = checkpoint_path(project)  # the project's one path, whoever made the project
         self.cfg = run_config(cmd, gpu.backend)
@@ -56,45 +57,41 @@ class TrainingScene(Scene):
                                                                  tuple(cmd.excluded))
         if split_note and split_note not in dataset.warnings:
             dataset.warnings.append(split_note)  # shown with the dataset's other notes
-        self.trainer = Trainer(gpu, dataset, self.train_idx, self.cfg.train)
-        self.ident = checkpoint.dataset_identity(dataset, self.train_idx)
-        self.writer = checkpoint.BackgroundWriter(ckpt_path)  # saved_step: the checkpoint known on disk
+        # the training job of `spirula train` (engine/jobs/train.py), driven here in slices: its
+        # trainer, checkpoints, evaluations and result files; its GPU waits poll (engine/studio/polling.py)
+        self.job = TrainingJob(gpu, dataset, self.train_idx, self.test_idx, self.cfg, ckpt_path,
+                               wait=lambda: wait_polling(gpu))
+        self.trainer, self.writer, self.ident = self.job.trainer, self.job.writer, self.job.ident
         self._gt_extra: dict[int, Any] = {}
         self._pack = pack_rgba8
-        self.evals: list[dict] = []
         self.run = None           # the TrainingRun (engine/splat/schedule.py), made once resumed
-        self.t_train = 0.0        # wall time of the steps (viewer frames excluded)
+        self.t_train = 0.0        # wall time of the steps (viewer frames excluded), earlier sessions' included
         self.t_slice = 0.0        # start of the slice (or the part of it) not yet in t_train
-        self.t_before = 0.0       # t_train of the sessions before (a resumed run's)
-        self.initial_psnr: float | None = None  # held-out PSNR before the first step (metrics.json)
-        self.resumed_from: int | None = None    # the checkpoint's step, when resumed
-        self.start_step = 0       # the step this session's training started at
         self.finished = False
         self.saved = False
 
+    @property
+    def evals(self) -> list[dict]:
+        return self.job.evals
+
     def checkpoint_extra(self) -> dict:
-        """The job's data in a checkpoint: engine.jobs.train's keys, and the command."""
-        return {"evaluations": self.evals, "initial_psnr": self.initial_psnr, "train_seconds": self.t_train,
-                "studio": asdict(self.cmd)}
+        """The job's data in a checkpoint (engine.jobs.train's keys) and the command."""
+        return self.job.checkpoint_extra(self.t_train, {"studio": asdict(self.cmd)})
 
     @property
     def t_session(self) -> float:
         """Wall time of this session's steps (a resumed run's earlier ones excluded)."""
-        return self.t_train - self.t_before
+        return self.t_train - self.job.seconds_before
 
     def resume(self, ckpt: checkpoint.Checkpoint, adapter: str) -> list[str]:
         """Continue from ``ckpt``; returns the allowed differences (CheckpointError when it
         does not fit)."""
-        blocking, changed = checkpoint.compare(ckpt, self.cfg, self.ident, adapter)
+        blocking, changed = self.job.fits(ckpt)
         if blocking:
             raise checkpoint.CheckpointError(f"the checkpoint {ckpt.path} (step {ckpt.step}) does not fit "
                                              f"{self.path}: {'; '.join(blocking)}")
-        checkpoint.restore(self.trainer, ckpt)
-        self.writer.saved_step = self.writer.last_step = ckpt.step
-        self.evals = list(ckpt.extra.get("evaluations", []))
-        self.t_train = self.t_before = float(ckpt.extra.get("train_seconds", 0.0))
-        self.initial_psnr = ckpt.extra.get("initial_psnr")
-        self.resumed_from = self.start_step = ckpt.step
+        self.job.resume(ckpt)
+        self.t_train = self.job.seconds_before
         return changed
 
     def flush(self) -> str:

@@ -14,7 +14,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import checkpoint
-from ..jobs.train import write_results
 from ..splat.schedule import Progress, TrainingRun
 from . import messages as M
 from .projects import new_project_dir
@@ -132,8 +131,7 @@ class Training:
         step = tr.state.step
         steps = scene.cfg.train.steps
         if ckpt is None:
-            if scene.test_idx:  # the first render's held-out PSNR, as `spirula train` (metrics.json)
-                scene.initial_psnr = self._evaluate_polling(tr, scene.test_idx)["psnr"]
+            scene.job.score_start()  # the first render's held-out PSNR, as `spirula train` (metrics.json)
             e.emit(M.StageStarted("train", steps, f"{len(scene.train_idx)} training images, "
                                                       f"{tr.model.n:,} initial Gaussians"))
             e.state("running", f"{scene.name}: {steps} steps -> {project}")
@@ -189,24 +187,12 @@ class Training:
                                                               f"{p.steps_per_sec:.1f} steps/s"))
 
     def evaluate(self, step: int) -> dict | None:
-        from ..splat.evaluate import evaluate
-        from .polling import wait_polling
-
         sc = self.scene
         if not sc.test_idx:
             return None
-        wait_polling(self.e.gpu)
-        m = evaluate(sc.trainer, sc.test_idx)
-        sc.evals.append({"step": step, "psnr": m["psnr"], "ssim": m["ssim"]})
+        m = sc.job.evaluate(step)
         self.e.emit(M.TrainMetrics(step, float("nan"), sc.trainer.model.n, 0.0, psnr=m["psnr"]))
         return m
-
-    def _evaluate_polling(self, trainer, idx, out=None) -> dict:
-        from ..splat.evaluate import evaluate
-        from .polling import wait_polling
-
-        wait_polling(self.e.gpu)
-        return evaluate(trainer, idx, out)
 
     def _scheduled_checkpoint(self, step: int) -> None:
         sc = self.scene
@@ -239,21 +225,17 @@ class Training:
         elif stopped:
             self.flush_checkpoint()  # an earlier checkpoint stays for a reopening
         if save:
+            # the training job's end, as `spirula train`'s (engine/jobs/train.py TrainingJob.finish):
+            # the PLY, the appearance, the one writer of metrics.json and train.json; a stopped
+            # run is not scored (its evaluation would hold up the stop)
             ply = sc.project / "splat.ply"
-            count = sc.export(ply)
+            sc.project.mkdir(parents=True, exist_ok=True)
+            count, final, metrics = sc.job.finish(sc.project, sc.t_train, sc.t_session,
+                                                  {"dataset": sc.path, "device": e.gpu.adapter, "source": "studio"},
+                                                  score=not stopped, excluded=tuple(sc.cmd.excluded))
             sc.saved = True
             result.update(ply=str(ply), num_gaussians=count)
             e.emit(M.Saved("ply", str(ply), f"{count:,} Gaussians, step {s}"))
-            if tr.appearance is not None:  # the per-image colour transforms beside the PLY
-                tr.appearance.save(sc.project, [c.name for c in sc.dataset.cameras], sc.train_idx)
-            # the one writer of metrics.json and train.json (engine/jobs/train.py), as `spirula train`;
-            # a stopped run is not scored (its evaluation would hold up the stop)
-            scored = sc.test_idx if not stopped else []
-            final, metrics = write_results(
-                sc.project, tr, sc.dataset, sc.cfg, sc.test_idx, scored, list(sc.evals), sc.initial_psnr, sc.t_train,
-                sc.t_session / max(s - sc.start_step, 1), sc.resumed_from, count,
-                {"dataset": sc.path, "device": e.gpu.adapter, "source": "studio"}, self._evaluate_polling,
-                excluded=tuple(sc.cmd.excluded))
             if final:
                 sc.evals.append({"step": s, "psnr": final["psnr"], "ssim": final["ssim"]})
                 e.emit(M.TrainMetrics(s, float("nan"), tr.model.n, 0.0, psnr=final["psnr"]))
@@ -277,8 +259,7 @@ class Training:
         sc = self.scene
         tr = sc.trainer
         self.flush_checkpoint()
-        sc.writer.submit(tr.state.step, checkpoint.snapshot(tr, sc.cfg, sc.ident, self.e.gpu.adapter,
-                                                            sc.checkpoint_extra()))
+        sc.job.checkpoint(tr.state.step, sc.t_train, {"studio": asdict(sc.cmd)})
         if stopped:
             sc.writer.wait()
         else:
