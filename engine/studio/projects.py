@@ -59,6 +59,9 @@ def read_project(project: Path):
     path = find_checkpoint(project)
     if not path.is_file():
         raise checkpoint.CheckpointError(f"{project}: no training checkpoint to continue from (expected {path})")
+    if path != checkpoint_path(project):  # a reconstruction's of before: moved where its run now checkpoints
+        checkpoint_path(project).parent.mkdir(parents=True, exist_ok=True)
+        path = path.replace(checkpoint_path(project))
     ckpt = checkpoint.load(path)
     studio = ckpt.extra.get("studio")
     if not isinstance(studio, dict):
