@@ -24,6 +24,10 @@ from .patience import PATIENCE
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("SPIRULA_SHARED_DATA", REPO.parent / "shared" / "data"))
+# The CLI picks the `software` preset by itself on a software Vulkan device (engine/cli/options.py
+# choose_preset): the tests (and the subprocesses they start) say which settings they train with,
+# whatever the device, so they pin the default preset; tests of that choice unset this.
+os.environ.setdefault("SPIRULA_PRESET", "default")
 
 SEED_ENV = "SPIRULA_TEST_SEED"
 _SEED_KEY = pytest.StashKey[int]()
