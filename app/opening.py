@@ -164,8 +164,9 @@ class Opening:
             self.session.send(M.StartTraining(info.dataset, **settings))
             self.note(f"Training {info.path.name} again from the start…")
             self.docks["Training"].raise_()
-        elif info.splats is not None:
-            self.session.send(M.OpenPly(str(info.splats)))
+        elif info.splats is not None:  # its mesh (or splats), cameras and curves, as the dialog says
+            self.session.send(M.ViewProject(str(info.path)))
+            self.note(f"Opening {info.path.name} to view…")
         else:
             self.session.send(M.OpenMesh(str(info.mesh)))
 

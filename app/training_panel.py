@@ -7,6 +7,7 @@ import math
 
 from PySide6 import QtCore, QtWidgets
 
+from engine import settings as table
 from engine.config import TrainConfig, preset_settings
 from engine.studio import messages as M
 
@@ -30,25 +31,21 @@ class TrainingPanel(QtWidgets.QWidget):
     resume_requested = QtCore.Signal()
     stop_requested = QtCore.Signal()
 
-    # The software preset densifies from step 100 (the GPU ones at 3DGS's 500). Measured on
-    # book at 240 px on software Vulkan (held-out PSNR every 100 steps, seed 0): the old
-    # preview (400 steps, no densification) ended at 17.4 dB; this preset (Auto = MCMC on
-    # book's SfM points) rises to 19.0 dB at step 1,000 and 19.2 at 2,000 with no fall when
-    # densification begins (699 -> 1,750 Gaussians, 2 min); ADC from step 500 fell from 18.1
-    # to 13.6 dB at step 600 and ended at 18.1 (63k Gaussians, 4.5 min).
+    # The studio's presets: their engine settings are engine/settings.py PRESETS' (software: a
+    # machine without a GPU, why its values in its comment there; fast: `--preset fast`), set
+    # there only; the rest (image size, init points, held-out PSNR interval) are the panel's.
     PRESETS = {
-        "Software device (2,000 steps)": dict(steps=2_000, max_size=240, init_points=10_000, eval_interval=200,
-                                              densify_from=100, max_gaussians=200_000),
-        "Quick": dict(steps=7_000, max_size=960, init_points=100_000, eval_interval=1_000, densify_from=500),
-        "Full (3DGS)": dict(steps=30_000, max_size=1600, init_points=100_000, eval_interval=5_000, densify_from=500),
-        # `--preset fast` (engine/config.py PRESETS: its steps and its schedule, set there only)
-        "Fast (10,000 steps)": dict(max_size=1600, init_points=100_000, eval_interval=1_000, densify_from=500,
+        "Software device (2,000 steps)": {**preset_settings("software")},
+        "Quick": dict(steps=7_000, max_size=960, init_random_points=100_000, eval_interval=1_000, densify_from=500),
+        "Full (3DGS)": dict(steps=30_000, max_size=1600, init_random_points=100_000, eval_interval=5_000,
+                            densify_from=500),
+        "Fast (10,000 steps)": dict(max_size=1600, init_random_points=100_000, eval_interval=1_000, densify_from=500,
                                     max_gaussians=TrainConfig.mcmc_budget, **preset_settings("fast")),
     }
 
     MOMENTS = (("float32", "fp32"), ("bfloat16 (half the memory)", "bf16"))
     STRATEGIES = (("Auto (MCMC; ADC for short runs)", "auto"), ("ADC (3DGS)", "adc"), ("MCMC (exact budget)", "mcmc"))
-    APPEARANCES = (("Automatic (exposure for a video)", ""), ("Off", "off"),
+    APPEARANCES = (("Automatic (exposure for a video)", None), ("Off", "off"),
                    ("Exposure (gain per channel)", "exposure"), ("Affine (3x4 colour matrix)", "affine"),
                    ("Bilateral grid", "bilagrid"))
 
@@ -56,6 +53,7 @@ class TrainingPanel(QtWidgets.QWidget):
         super().__init__(parent)
         self.dataset: str | None = None
         self.preset_extra: dict = {}  # the chosen preset's settings without a widget (_apply_preset)
+        self.advanced: dict = {}      # settings set in the All options editor without a widget here
         lay = QtWidgets.QVBoxLayout(self)
         self.source = QtWidgets.QLabel("Drop a dataset, project or photo folder, a video or a splat file on the window")
         self.source.setWordWrap(True)
@@ -66,64 +64,28 @@ class TrainingPanel(QtWidgets.QWidget):
         self.preset = QtWidgets.QComboBox()
         self.preset.addItems(list(self.PRESETS))
         self.preset.currentTextChanged.connect(self._apply_preset)
-        self.steps = QtWidgets.QSpinBox(minimum=1, maximum=1_000_000, singleStep=100)
-        self.max_size = QtWidgets.QSpinBox(minimum=32, maximum=8192, singleStep=16)
-        self.max_size.setSuffix(" px")
-        self.eval_interval = QtWidgets.QSpinBox(minimum=0, maximum=1_000_000, singleStep=100)
-        self.eval_interval.setSpecialValueText("at the end")
-        self.init_points = QtWidgets.QSpinBox(minimum=100, maximum=10_000_000, singleStep=1000)
-        self.densify_from = QtWidgets.QSpinBox(minimum=0, maximum=1_000_000, singleStep=100)
-        self.densify_from.setValue(TrainConfig.densify_from)
-        self.densify_from.setToolTip("The first densification (ADC's clone / split, MCMC's growth) after this step")
-        self.max_gaussians = QtWidgets.QSpinBox(minimum=1_000, maximum=100_000_000, singleStep=500_000)
-        self.max_gaussians.setGroupSeparatorShown(True)
-        self.max_gaussians.setValue(TrainConfig.max_gaussians)
-        self.max_gaussians.setToolTip("Densification stops growing here (the largest gradients grow first)")
-        self.strategy = QtWidgets.QComboBox()
-        for label, value in self.STRATEGIES:
-            self.strategy.addItem(label, value)
-        self.strategy.setToolTip("ADC clones and splits where the image gradient is large, up to Max Gaussians; "
-                                 "MCMC moves transparent Gaussians onto opaque ones and grows to exactly Max Gaussians; "
-                                 "Auto takes MCMC unless the run is short (under 500 steps on SfM points, 7,000 from "
-                                 "random points), then ADC "
-                                 "(Max Gaussians is then MCMC's budget or ADC's cap)")
+        # the basic group of the settings table (engine/settings.py): its labels, ranges and help
+        form.addRow("Preset", self.preset)
+        filters = QtWidgets.QHBoxLayout()  # the switches share one row: the window must fit a small screen
+        filters.setContentsMargins(0, 0, 0, 0)
+        for name in self.ORDER:
+            st = table.BY_NAME[name]
+            w = self._basic_widget(st)
+            w.setToolTip(f"{st.help} ({st.option})")
+            setattr(self, self.WIDGETS[name], w)
+            if st.type is bool:
+                filters.addWidget(w)
+                if name == self.ORDER[-2]:
+                    filters.addStretch(1)
+                    form.addRow("Training with", filters)
+            else:
+                form.addRow(st.title, w)
         self.strategy.currentIndexChanged.connect(self._strategy_changed)
         self._strategy_changed()  # Max Gaussians starts at the default strategy's number
-        self.adam_moments = QtWidgets.QComboBox()
-        for label, value in self.MOMENTS:
-            self.adam_moments.addItem(label, value)
-        self.adam_moments.setToolTip("bfloat16 halves the optimizer's memory: for very large models")
-        self.antialias = QtWidgets.QCheckBox("anti-aliasing")
-        self.antialias.setChecked(TrainConfig.antialias)
-        self.antialias.setToolTip("Anti-aliased training: a 3D smoothing filter from the training cameras' "
-                                  "sampling rates and the 2D Mip filter, so the splats hold up when zooming in "
-                                  "or out; the exported PLY has the 3D filter baked in")
-        self.geometry = QtWidgets.QCheckBox("geometry for meshing")
-        self.geometry.setChecked(True)
-        self.geometry.setToolTip("The geometry phase from 60% of the steps on: flattened splats whose depth and "
-                                 "normals agree, so the exported mesh is cleaner. It kept held-out PSNR (+0.06 dB "
-                                 "on office_chair, +0.59 on mouse) and made training about a quarter longer")
-        self.appearance = QtWidgets.QComboBox()
-        for label, value in self.APPEARANCES:
-            self.appearance.addItem(label, value)
-        self.appearance.setToolTip("A colour transform learned per image, so exposure and white-balance changes "
-                                   "between frames are not baked into the splats (held-out views use none)")
-        form.addRow("Preset", self.preset)
-        form.addRow("Steps", self.steps)
-        form.addRow("Image size", self.max_size)
-        form.addRow("Held-out PSNR every", self.eval_interval)
-        form.addRow("Random init points", self.init_points)
-        form.addRow("Densification", self.strategy)
-        form.addRow("Densify from step", self.densify_from)
-        form.addRow("Max Gaussians", self.max_gaussians)
-        form.addRow("Adam moments", self.adam_moments)
-        filters = QtWidgets.QHBoxLayout()  # one row for both: the window must fit a small screen
-        filters.setContentsMargins(0, 0, 0, 0)
-        filters.addWidget(self.antialias)
-        filters.addWidget(self.geometry)
-        filters.addStretch(1)
-        form.addRow("Training with", filters)
-        form.addRow("Per-image appearance", self.appearance)
+        self.all_options = QtWidgets.QPushButton("All options…")
+        self.all_options.setToolTip("Every training setting (engine/settings.py), as `spirula train --help` lists them")
+        self.all_options.clicked.connect(self._edit_all)
+        form.addRow("", self.all_options)
         lay.addLayout(form)
 
         row = QtWidgets.QHBoxLayout()
@@ -169,24 +131,77 @@ class TrainingPanel(QtWidgets.QWidget):
         self.set_state("idle")
         self._redraw()
 
+    # the basic settings' rows, in this order: every setting of the table's basic group, once
+    # (tests/app/test_training_panel.py); the switches (bools) share the row before the last
+    ORDER = ("steps", "max_size", "eval_interval", "init_random_points", "strategy", "densify_from", "max_gaussians",
+             "adam_moments", "antialias", "geometry", "appearance")
+    # how the panel shows some of them (the rest: the table's range, labels and default)
+    CHOICE_LABELS = {"strategy": STRATEGIES, "adam_moments": MOMENTS, "appearance": APPEARANCES}
+    PANEL_DEFAULTS = {"geometry": True}   # the studio exports meshes: the geometry phase is on
+    SPIN = {"steps": dict(singleStep=100), "max_size": dict(singleStep=16, suffix=" px", special="as stored"),
+            "eval_interval": dict(singleStep=100, special="at the end"), "init_random_points": dict(singleStep=1000),
+            "densify_from": dict(singleStep=100), "max_gaussians": dict(singleStep=500_000, groups=True)}
+
+    def _basic_widget(self, st):
+        """The panel's widget of basic setting ``st`` (engine/settings.py Setting)."""
+        default = self.PANEL_DEFAULTS.get(st.name, st.default)
+        if st.type is bool:
+            box = QtWidgets.QCheckBox(st.title[0].lower() + st.title[1:])
+            box.setChecked(bool(default))
+            return box
+        if st.choices:
+            combo = QtWidgets.QComboBox()
+            for label, value in self.CHOICE_LABELS.get(st.name, [(str(c), c) for c in st.choices]):
+                combo.addItem(label, value)
+            return combo
+        opts = self.SPIN.get(st.name, {})
+        spin = QtWidgets.QSpinBox(minimum=0 if st.zero else int(st.low or 0), maximum=2_000_000_000,
+                                  singleStep=opts.get("singleStep", 1))
+        if "suffix" in opts:
+            spin.setSuffix(opts["suffix"])
+        if opts.get("special"):
+            spin.setSpecialValueText(opts["special"])
+        spin.setGroupSeparatorShown(bool(opts.get("groups")))
+        spin.setValue(int(default))
+        return spin
+
+    # the basic settings with a widget here: table name -> attribute
+    WIDGETS = {"steps": "steps", "max_size": "max_size", "init_random_points": "init_points",
+               "eval_interval": "eval_interval", "densify_from": "densify_from", "max_gaussians": "max_gaussians",
+               "strategy": "strategy", "adam_moments": "adam_moments", "antialias": "antialias",
+               "geometry": "geometry", "appearance": "appearance"}
+
     def _apply_preset(self, name: str) -> None:
         p = self.PRESETS.get(name)
         if not p:
             return
-        self.steps.setValue(p["steps"])
-        self.max_size.setValue(p["max_size"])
-        self.init_points.setValue(p["init_points"])
-        self.eval_interval.setValue(p["eval_interval"])
-        self.densify_from.setValue(p.get("densify_from", TrainConfig.densify_from))
-        if "max_gaussians" in p:
-            self.max_gaussians.setValue(p["max_gaussians"])
-        # the preset's settings without a widget (StartTraining fields), sent with the others
-        shown = {"steps", "max_size", "init_points", "eval_interval", "densify_from", "max_gaussians"}
-        self.preset_extra = {k: v for k, v in p.items() if k not in shown}
+        self._set_widgets(p)
+        # the preset's settings without a widget, sent with the others
+        self.preset_extra = {k: v for k, v in p.items() if k not in self.WIDGETS}
+
+    def _set_widgets(self, values: dict) -> None:
+        """Show the settings of ``values`` that have a widget here."""
+        for name, attr in self.WIDGETS.items():
+            if name not in values:
+                continue
+            w, v = getattr(self, attr), values[name]
+            if isinstance(w, QtWidgets.QComboBox):
+                k = 0 if v is None and w.itemData(0) is None else w.findData(v)
+                if k >= 0:
+                    w.setCurrentIndex(k)
+            elif isinstance(w, QtWidgets.QCheckBox):
+                w.setChecked(str(v).lower() in ("1", "true", "on"))
+            else:
+                try:
+                    w.setValue(int(v))
+                except (TypeError, ValueError):
+                    pass
 
     def _strategy_changed(self) -> None:
         """Max Gaussians takes the chosen strategy's default (a cap for ADC, the budget for MCMC
         and Auto: Auto's number is MCMC's budget or ADC's cap, whichever it picks)."""
+        if getattr(self, "_restoring", False):
+            return
         adc = self.strategy.currentData() == "adc"
         self.max_gaussians.setValue(TrainConfig.max_gaussians if adc else TrainConfig.mcmc_budget)
 
@@ -195,37 +210,58 @@ class TrainingPanel(QtWidgets.QWidget):
         self._apply_preset(self.preset.currentText())
 
     def settings(self) -> dict:
-        """The settings as StartTraining / StartPipeline fields."""
-        return dict(steps=self.steps.value(), max_size=self.max_size.value(), init_points=self.init_points.value(),
-                    eval_interval=self.eval_interval.value(), max_gaussians=self.max_gaussians.value(),
-                    adam_moments=self.adam_moments.currentData(), strategy=self.strategy.currentData(),
-                    antialias=self.antialias.isChecked(), appearance=self.appearance.currentData(),
-                    densify_from=self.densify_from.value(), geometry=self.geometry.isChecked(),
-                    mcmc_refine_until=self.preset_extra.get("mcmc_refine_until", TrainConfig.mcmc_refine_until))
+        """The settings as StartTraining fields (engine/settings.py names): the widgets', the
+        preset's without a widget, and those set in the All options editor (they win)."""
+        out = dict(self.preset_extra)
+        out.update(steps=self.steps.value(), max_size=self.max_size.value(),
+                   init_random_points=self.init_points.value(), eval_interval=self.eval_interval.value(),
+                   max_gaussians=self.max_gaussians.value(), adam_moments=self.adam_moments.currentData(),
+                   strategy=self.strategy.currentData(), antialias=self.antialias.isChecked(),
+                   appearance=self.appearance.currentData(), densify_from=self.densify_from.value(),
+                   geometry=self.geometry.isChecked())
+        out.update(self.advanced)
+        return out
 
     def values(self) -> dict:
         """The settings and the preset, to remember (app/remembered.py)."""
         return dict(self.settings(), preset=self.preset.currentText())
 
     def restore(self, v: dict) -> None:
-        """Settings remembered from an earlier session (unknown or missing keys are skipped)."""
+        """Settings remembered from an earlier session or of a project to restart (unknown or
+        missing keys are skipped): the basic ones into the widgets, the others kept as set in
+        the All options editor."""
+        from engine import settings as table
+
+        v = {("init_random_points" if k == "init_points" else k): x for k, x in v.items()}  # remembered before
         if v.get("preset") in self.PRESETS:
             self.preset.setCurrentText(v["preset"])
-        for combo, key in ((self.strategy, "strategy"), (self.adam_moments, "adam_moments"),
-                           (self.appearance, "appearance")):
-            k = combo.findData(v.get(key)) if key in v else -1
-            if k >= 0:
-                combo.setCurrentIndex(k)
-        for spin, key in ((self.steps, "steps"), (self.max_size, "max_size"), (self.init_points, "init_points"),
-                          (self.eval_interval, "eval_interval"), (self.max_gaussians, "max_gaussians"),
-                          (self.densify_from, "densify_from")):
-            try:
-                spin.setValue(int(v[key]))
-            except (KeyError, TypeError, ValueError):
-                pass
-        for box, key in ((self.antialias, "antialias"), (self.geometry, "geometry")):
-            if key in v:
-                box.setChecked(str(v[key]).lower() in ("1", "true"))
+        self._restoring = True  # the strategy's default count must not replace the one restored
+        try:
+            self._set_widgets(v)
+        finally:
+            self._restoring = False
+        self.advanced = {k: x for k, x in v.items() if k in table.BY_NAME and k not in self.WIDGETS
+                         and k not in self.preset_extra and x is not None}
+        self.advanced.update({k: v[k] for k in self.preset_extra if k in v and v[k] is not None})
+
+    def all_settings(self) -> dict:
+        """Every setting this panel would train with (what the All options editor shows)."""
+        from engine.config import run_config, settings_of
+
+        return settings_of(run_config(self.settings()))
+
+    def _edit_all(self) -> None:
+        from .settings_editor import edit
+
+        shown = self.all_settings()
+        automatic = self.appearance.currentData() is None
+
+        def done(values: dict) -> None:
+            if automatic and values.get("appearance") == shown["appearance"]:
+                values = dict(values, appearance=None)  # left as it was: still by the input kind
+            self.restore(values)
+
+        self.editor = edit(self, shown, done)
 
     def _pause_clicked(self) -> None:
         (self.resume_requested if self.state == "paused" else self.pause_requested).emit()
@@ -253,7 +289,8 @@ class TrainingPanel(QtWidgets.QWidget):
         self.stop_btn.setEnabled(state in ("running", "paused", "loading"))
         self.stop_btn.setText("Cancel" if state == "loading" else "Stop && save")
         for w in (self.preset, self.steps, self.max_size, self.eval_interval, self.init_points, self.max_gaussians,
-                  self.adam_moments, self.antialias, self.appearance, self.strategy, self.densify_from, self.geometry):
+                  self.adam_moments, self.antialias, self.appearance, self.strategy, self.densify_from, self.geometry,
+                  self.all_options):
             w.setEnabled(not running)
         self.status.setText(f"{state}: {detail}" if detail else state)
 
@@ -280,6 +317,14 @@ class TrainingPanel(QtWidgets.QWidget):
         self.progress.setValue(min(m.step, self.progress.maximum()))
         self.source.setText(f"Dataset: {self.dataset}\nResumed at step {m.step:,} of {m.steps:,} "
                             f"(checkpoint of {m.saved.replace('T', ' ')})")
+
+    def show_viewed(self, m: M.ProjectViewed) -> None:
+        """A finished project on view: its run's length and where it ended (its curves follow
+        as TrainMetrics)."""
+        self.reset_curves(m.steps)
+        self.progress.setValue(min(m.step, self.progress.maximum()))
+        psnr = f", held-out PSNR {m.psnr:.2f} dB" if m.psnr is not None else ""
+        self.source.setText(f"Viewing {m.project}: trained {m.step:,} of {m.steps:,} steps{psnr}")
 
     def on_metrics(self, m: M.TrainMetrics) -> None:
         if m.psnr is not None:

@@ -399,6 +399,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.training.show_resumed(msg)
             self.statusBar().showMessage(f"Resumed at step {msg.step:,} of {msg.steps:,} from {msg.checkpoint} "
                                          f"(saved {msg.saved.replace('T', ' ')})", 0)
+        elif isinstance(msg, M.ProjectViewed):  # its curves follow as TrainMetrics
+            self.training.show_viewed(msg)
         elif isinstance(msg, M.StageStarted):
             if msg.stage == "train" and msg.total:
                 self.training.set_total(msg.total)

@@ -13,7 +13,7 @@ Trainers (same images, same split as train_bench.py: every 8th image held out):
                         and 2D Mip filters, engine/splat/antialias.py; its PLY has the 3D filter
                         baked in), gsplat with ``rasterize_mode="antialiased"``; their PLYs are
                         scored in gsplat's antialiased mode (the 2D Mip filter), the others' in classic.
-``--preset NAME`` (ours): the TrainConfig settings of engine/config.py PRESETS (e.g. fast, issue
+``--preset NAME`` (ours): the TrainConfig settings of engine/settings.py PRESETS (e.g. fast, issue
 25's time to quality; its steps unless --steps), labelled ``+preset=NAME``. With ``--score-at``, each
 trajectory entry of ours has ``train_s``: the training seconds to that step, the PLY exports of the
 scored steps left out (``train_s`` of the RESULT: the whole run's, likewise; null when concurrent).
@@ -252,7 +252,8 @@ def run_ours_quality(args, cams, images, pts, cols, ply_out: Path) -> dict:
     # strategy, and for mcmc its budget (mcmc_budget) and cap = --cap, as `spirula train` sets them
     cfg = TrainConfig(steps=args.steps, seed=args.seed, log_interval=100, antialias=args.trainer.endswith("-aa"),
                       **density_settings(strategy, args.cap if strategy == "mcmc" else None))
-    override(cfg, **{k: v for k, v in preset_settings(args.preset).items() if k != "steps"})  # --steps: args.steps
+    override(cfg, **{k: v for k, v in preset_settings(args.preset).items()  # --steps: args.steps; the
+                      if k != "steps" and k in TrainConfig.__dataclass_fields__})  # image size: the protocol's
     override(cfg, **args.settings)  # --set: a labelled variant, not the defaults users get
     has = len(pts) > 0
     on_eval = None
@@ -433,7 +434,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=None, help="training steps (default 7000; the preset's with --preset)")
     ap.add_argument("--preset", default="default",
-                    help="ours: a preset of engine/config.py PRESETS (e.g. fast: its steps unless --steps, its "
+                    help="ours: a preset of engine/settings.py PRESETS (e.g. fast: its steps unless --steps, its "
                          "schedule); the trainer name gets '+preset=NAME' unless it is default")
     ap.add_argument("--cap", type=int, default=1_000_000, help="mcmc trainers: the Gaussian count cap")
     ap.add_argument("--protocol", choices=["user", "parity"], default="user")

@@ -65,6 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import settings as _settings
 from .config import added_later
 from .errors import NonFiniteError, SpirulaError
 from .fileio import fsync_dir, json_default, open_atomic
@@ -73,11 +74,10 @@ NAME = "checkpoint.npz"
 VERSION = 1
 _ARRAYS = ("params", "exp_avg", "exp_avg_sq", "grad2d_sum", "vis_count")
 _APPEARANCE = ("params", "exp_avg", "exp_avg_sq", "steps")  # optional: saved as appearance_<name>
-# settings that do not change what the optimisation computes
-_NEUTRAL = {"checkpoint_every", "eval_interval", "log_interval", "init_random",  # init_*: only step 0 uses them
-            "mcmc_init_opacity", "mcmc_init_scale"}
-# settings the saved state cannot be used without
-_BLOCKING = {"sh_degree", "eval_every"}
+# settings that do not change what the optimisation computes, and those the saved state cannot
+# be used without: the settings table's (engine/settings.py Setting.resume)
+_NEUTRAL = {s.name for s in _settings.SETTINGS if s.resume == "neutral"}
+_BLOCKING = {s.name for s in _settings.SETTINGS if s.resume == "blocking"}
 # what reading a damaged .npz may raise (zipfile: a cut directory or a bad CRC; numpy: a bad
 # array header; zlib: damaged compressed data; MemoryError: a header asking for absurd sizes)
 READ_ERRORS = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, struct.error,

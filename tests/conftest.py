@@ -9,6 +9,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("SPIRULA_SHARED_DATA", REPO.parent / "shared" / "data"))
+# The CLI picks the `software` preset by itself on a software Vulkan device (engine/cli/options.py
+# choose_preset): the tests (and the subprocesses they start) say which settings they train with,
+# whatever the device, so they pin the default preset; tests of that choice unset this.
+os.environ.setdefault("SPIRULA_PRESET", "default")
 
 
 @pytest.fixture(scope="session")

@@ -18,12 +18,13 @@ FAST = {"steps": 10_000, "mcmc_refine_until": 0.8}
 
 
 def test_presets_resolve_to_the_documented_settings():
-    assert set(PRESETS) == {"default", "fast"}
+    assert set(PRESETS) == {"default", "fast", "software"}
     assert preset_settings("default") == {}
     assert preset_settings("fast") == FAST
     preset_settings("fast")["steps"] = 1          # a copy: the table is not changed through it
     assert PRESETS["fast"]["steps"] == 10_000
     assert set(FAST) <= {f for f in TrainConfig.__dataclass_fields__}
+    assert set(preset_settings("software")) <= set(TrainConfig.__dataclass_fields__) | {"max_size"}
     with pytest.raises(ValueError, match="fast"):
         preset_settings("fastest")
     # MCMC's refine window: 0.8 of the run with the preset, gsplat's fixed 25,000 without
@@ -60,14 +61,14 @@ def test_preset_flag_reaches_train_and_run(tmp_path, monkeypatch):
 
 def test_studio_start_training_carries_the_preset_schedule():
     from engine.studio import messages as M
-    from engine.studio.projects import settings_of_run
+    from engine.settings import from_saved
     from engine.studio.scenes import run_config
 
     cfg = run_config(M.StartTraining("d", steps=10_000, mcmc_refine_until=0.8), "vulkan")
     assert (cfg.train.steps, cfg.train.mcmc_refine_until) == (10_000, 0.8)
     assert run_config(M.StartTraining("d"), "vulkan").train.mcmc_refine_until == 0.0
     # a restart of a saved run keeps it
-    assert settings_of_run({"train": {"steps": 10_000, "mcmc_refine_until": 0.8}})["mcmc_refine_until"] == 0.8
+    assert from_saved({"train": {"steps": 10_000, "mcmc_refine_until": 0.8}})["mcmc_refine_until"] == 0.8
 
 
 def test_fast_preset_trains_book_and_writes_a_ply(shared_data, tmp_path):

@@ -9,23 +9,17 @@ import logging
 import sys
 from pathlib import Path
 
-from ..config import DatasetConfig, RunConfig, TrainConfig, density_settings
 from ..errors import SpirulaError
-from .options import (OneLineParser, add_device_option, add_training_options, geometry_settings, preset_train_settings,
-                      resolution_settings)
+from .options import OneLineParser, add_device_option, add_settings_options, train_config_of_args
 from .stopping import clean_stop_on_ctrl_c as _clean_stop_on_ctrl_c
 
 
 def _train_parser(sub) -> None:
-    d, t = DatasetConfig(), TrainConfig()
     p = sub.add_parser("train", help="train 3D Gaussians on a COLMAP or transforms.json dataset")
     p.add_argument("dataset", type=Path, help="dataset folder (COLMAP sparse model + images, or transforms.json)")
     p.add_argument("-o", "--output", type=Path, required=True, help="project folder for splat.ply, metrics.json, eval/")
-    add_training_options(p, d, t, f"write <output>/checkpoint.npz every K steps (0 = never; default "
-                                  f"{t.checkpoint_every})")
-    p.add_argument("--init", type=Path, default=None, metavar="SPLAT_FILE",
-                   help="start from these Gaussians (.ply, .compressed.ply, .spz, .sog, .splat) instead of the SfM "
-                        "points or a random start: fine-tune a model made elsewhere on this dataset")
+    add_settings_options(p, "train")  # the settings table's (engine/settings.py)
+    add_device_option(p)
     p.add_argument("--resume", action="store_true",
                    help="continue from <output>/checkpoint.npz (same dataset; same settings give the same result)")
 
@@ -47,17 +41,11 @@ def cmd_train(args) -> int:
     from ..jobs.train import run_training
 
     check_writable(args.output)  # fail before loading anything
-    if args.init:
+    if args.init_file:
         from ..io.formats import detect
 
-        detect(args.init)  # a missing or unknown --init file fails here, not after the dataset is loaded
-    cfg = RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
-                    train=TrainConfig(**preset_train_settings(args), eval_interval=args.eval_interval, sh_degree=args.sh_degree,
-                                      seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
-                                      init_random_points=args.init_points, checkpoint_every=args.checkpoint_every,
-                                      antialias=args.antialias, **geometry_settings(args), **resolution_settings(args),
-                                      appearance=args.appearance, init_file=str(args.init) if args.init else "",
-                                      **density_settings(args.strategy, args.max_gaussians)))
+        detect(args.init_file)  # a missing or unknown --init file fails here, not after the dataset is loaded
+    cfg = train_config_of_args(args, "train")
     bar, update = _progress_bar(cfg.train.steps)
     try:
         with _clean_stop_on_ctrl_c(bar.write) as should_stop:

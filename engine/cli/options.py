@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
-from ..config import (APPEARANCES, MCMC_MIN_STEPS, MCMC_MIN_STEPS_RANDOM, PRESETS, RANDOM_INITS, STRATEGIES,
-                      DatasetConfig, TrainConfig, preset_settings)
+from .. import settings as table
+from ..settings import MIN_IMAGE_SIDE, PRESETS
 from ..errors import CPU_REFUSAL
 
 BACKEND_CHOICES = ("vulkan", "cuda")
@@ -80,8 +81,7 @@ def add_device_option(p, default: str | None = "vulkan", help: str | None = None
                                 "default vulkan")
 
 
-# longer image sides: 0 keeps the size, else at least this many pixels
-MIN_IMAGE_SIDE = 8
+# longer image sides: 0 keeps the size, else at least this many pixels (MIN_IMAGE_SIDE)
 image_side = int_at_least(MIN_IMAGE_SIDE, zero_means="as stored")
 
 
@@ -107,25 +107,6 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return text + " (default: %(default)s)"
 
 
-def add_density_options(p, t: TrainConfig) -> None:
-    """--strategy, --max-gaussians, --init-random, --antialias (spirula train and spirula run)."""
-    p.add_argument("--strategy", choices=STRATEGIES, default=t.strategy,
-                   help="densification: adc (3DGS clone/split/prune), mcmc (relocation, an exact Gaussian "
-                        "budget; Kheradmand et al. 2024) or auto (mcmc when the run has at least "
-                        f"{MCMC_MIN_STEPS} steps on SfM points or {MCMC_MIN_STEPS_RANDOM} from random points, else adc: "
-                        "mcmc grows slowly from its small initial splats). "
-                        f"Default {t.strategy}")
-    p.add_argument("--max-gaussians", type=int_at_least(1), default=None,
-                   help=f"adc: the cap densification stops at (default {t.max_gaussians:,}); mcmc: the exact "
-                        f"number of Gaussians it grows to (default {t.mcmc_budget:,}); auto: whichever applies")
-    p.add_argument("--init-random", choices=RANDOM_INITS, default=t.init_random,
-                   help="without SfM points: random points where the training cameras look (views) or in "
-                        f"gsplat's cube (box). Default {t.init_random}")
-    p.add_argument("--antialias", action="store_true", default=t.antialias,
-                   help="anti-aliased training (Mip-Splatting: a 3D smoothing filter from the training cameras' "
-                        "sampling rates and the 2D Mip filter); the exported PLY has the 3D filter baked in")
-
-
 def fraction(text: str) -> float:
     """argparse type: a number in (0, 1]."""
     value = float_range(0.0, inclusive=False)(text)
@@ -149,125 +130,149 @@ def on_off(text: str) -> bool:
     return text == "on"
 
 
-def add_resolution_options(p, t: TrainConfig) -> None:
-    """--res-levels, --res-until: the coarse-to-fine schedule (engine/splat/res_schedule.py)."""
-    p.add_argument("--res-levels", type=int_at_least(1), default=t.res_levels, metavar="K",
-                   help="coarse-to-fine training: the first steps see the images at 1/2, 1/4, ... of their size "
-                        f"(K levels; 1 = always full size). Default {t.res_levels}")
-    p.add_argument("--res-until", type=fraction, default=t.res_until, metavar="F",
-                   help=f"with --res-levels > 1: full size from this fraction of the steps on (default {t.res_until:g})")
+# --- the training settings: one option per setting of the table (engine/settings.py) -------------
+
+def _arg_type(s: table.Setting):
+    """argparse type of setting ``s``: its own check, with the reason as argparse's message."""
+
+    def parse(text: str):
+        try:
+            return s.parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    parse.__name__ = {int: "integer", float: "number", bool: "on|off"}.get(s.type, "value")
+    return parse
 
 
-def preset_train_settings(args) -> dict:
-    """TrainConfig fields of ``--preset`` with ``--steps`` when given (an option given beside
-    a preset wins); always has ``steps``."""
-    out = preset_settings(args.preset)
-    out["steps"] = args.steps if args.steps is not None else out.get("steps", TrainConfig.steps)
-    return out
-
-
-def resolution_settings(args) -> dict:
-    """TrainConfig fields of :func:`add_resolution_options`."""
-    return {"res_levels": args.res_levels, "res_until": args.res_until}
-
-
-def add_training_options(p, d: DatasetConfig, t: TrainConfig, checkpoint_help: str,
-                         appearance_by_input: bool = False, geometry_with_mesh: bool = False) -> None:
-    """The training settings of `spirula train` and `spirula run` (TrainConfig, DatasetConfig);
-    ``appearance_by_input``: --appearance defaults by the input kind (spirula run);
-    ``geometry_with_mesh``: the geometry phase is on when a mesh stage follows (spirula run)."""
-    fast = PRESETS["fast"]["steps"]
-    p.add_argument("--preset", choices=list(PRESETS), default="default",
-                   help=f"a named set of training settings (engine/config.py PRESETS): default, or fast ({fast:,} "
-                        "steps, MCMC's refine ending at 0.8 of them: time to quality); options given beside it win")
-    p.add_argument("--steps", type=int_at_least(1), default=None,
-                   help=f"training steps (default {t.steps:,}; {fast:,} with --preset fast)")
-    p.add_argument("--max-size", type=image_side, default=d.max_size,
-                   help=f"longer training image side in px, 0 = as stored (default {d.max_size})")
-    p.add_argument("--eval-every", type=int_at_least(0), default=d.eval_every,
-                   help=f"hold out every k-th image by name for evaluation, 0 = none (default {d.eval_every}); "
-                        "when that would hold out every image, all train and none is held out")
-    p.add_argument("--eval-interval", type=int_at_least(0), default=t.eval_interval,
-                   help="evaluate the held-out images every k steps (default 0 = at the end only)")
-    p.add_argument("--sh-degree", type=int, default=t.sh_degree, choices=range(4),
-                   help=f"max spherical-harmonics degree of the colours (default {t.sh_degree})")
-    p.add_argument("--seed", type=int_at_least(0), default=t.seed,
-                   help=f"random seed of the initial points and the image order (default {t.seed})")
-    add_density_options(p, t)
-    add_resolution_options(p, t)
-    add_appearance_option(p, t, by_input=appearance_by_input)
-    p.add_argument("--adam-moments", choices=["fp32", "bf16"], default=t.adam_moments,
-                   help="Adam moments in float32 or bfloat16 (half their memory; for very large models). "
-                        f"Default {t.adam_moments}")
-    p.add_argument("--init-points", type=int_at_least(1), default=t.init_random_points,
-                   help=f"random initial points when the dataset has none (default {t.init_random_points:,})")
-    p.add_argument("--checkpoint-every", type=int_at_least(0), default=t.checkpoint_every, metavar="K",
-                   help=checkpoint_help)
-    add_geometry_options(p, t, with_mesh=geometry_with_mesh)
-    add_device_option(p)
-
-
-def add_geometry_options(p, t: TrainConfig, with_mesh: bool = False) -> None:
-    """--geometry, --geometry-from, --lambda-normal, --lambda-flat, --geometry-alpha-grad: the geometry phase
-    (engine/splat/geometry.py). ``with_mesh`` (spirula run): on unless --no-geometry or --no-mesh."""
-    what = ("the geometry phase (from --geometry-from of the steps on): flattened Gaussians and depth-normal "
-            "consistency, for splats whose depth a mesh can be made from (2DGS / PGSR)")
-    # default None: neither flag given (spirula run: on when the mesh stage runs; spirula train: off)
-    g = p.add_mutually_exclusive_group()
-    if with_mesh:
-        g.add_argument("--geometry", dest="geometry", action="store_true", default=None,
-                       help=f"{what}; on by default when the mesh stage runs (not with --no-mesh or an --until "
-                            "before mesh; turning it on or off later trains again)")
-        g.add_argument("--no-geometry", dest="geometry", action="store_false", default=None,
-                       help="train without the geometry phase (default: with it when the mesh stage runs)")
+def _default_text(s: table.Setting, command: str) -> str:
+    """The default of ``s`` as --help says it, with the presets' values and the defaults by context."""
+    if s.name == "appearance":
+        base = "exposure for a video input, off otherwise" if command == "run" else s.text(s.default)
+    elif s.name == "geometry":
+        base = "on when the mesh stage runs" if command == "run" else "off"
+    elif s.name == "init_file":
+        return ""
+    elif s.type is int:
+        base = f"{s.default:,}"
+    elif s.type is float:
+        base = f"{s.default:g}"
     else:
-        g.add_argument("--geometry", dest="geometry", action="store_true", default=None,
-                       help=f"{what}; off by default in `spirula train` (`spirula run` turns it on for its mesh; "
-                            "at 7k steps and 1000 px it changed held-out PSNR by +0.06 dB on office_chair and "
-                            "+0.59 on mouse, BENCHMARKS.md)")
-        g.add_argument("--no-geometry", dest="geometry", action="store_false", default=None,
-                       help="train without the geometry phase (the default in `spirula train`; `spirula run` "
-                            "has the same flag)")
-    # default None: given without --geometry they are refused (geometry_settings), not ignored
-    p.add_argument("--geometry-from", type=start_fraction, default=None, metavar="F",
-                   help=f"with --geometry: the phase starts at this fraction of the steps (default {t.geometry_from:g})")
-    p.add_argument("--lambda-normal", type=float_range(0.0), default=None, metavar="W",
-                   help=f"with --geometry: depth-normal consistency weight (default {t.lambda_normal:g})")
-    p.add_argument("--lambda-flat", type=float_range(0.0), default=None, metavar="W",
-                   help=f"with --geometry: flattening (shortest scale) weight, 0 = none (default {t.lambda_flat:g})")
-    p.add_argument("--geometry-alpha-grad", type=on_off, default=None, metavar="on|off",
-                   help="with --geometry: whether the depth-normal loss also changes the splats' opacities and "
-                        "footprints (on), or only turns and moves them (off) (default "
-                        f"{'on' if t.geometry_alpha_grad else 'off'})")
+        base = s.text(s.default)
+    by_preset = [f"{s.text(v) if s.type not in (int, float) else format(v, ',' if s.type is int else 'g')} with "
+                 f"--preset {name}" for name, over in PRESETS.items() for k, v in over.items() if k == s.name]
+    return " (default " + "; ".join([base, *by_preset]) + ")"
 
 
-GEOMETRY_TUNING = (("geometry_from", "--geometry-from"), ("lambda_normal", "--lambda-normal"),
-                   ("lambda_flat", "--lambda-flat"), ("geometry_alpha_grad", "--geometry-alpha-grad"))
+# switches (--x / --no-x) rather than a value on|off
+SWITCHES = ("antialias", "geometry")
 
 
-def geometry_settings(args, mesh_follows: bool = False, command: str = "spirula train") -> dict:
-    """TrainConfig fields of :func:`add_geometry_options`; with neither --geometry nor
-    --no-geometry (spirula run) the phase is on when ``mesh_follows``. Exits with code 2 (as
-    argparse does) when a setting of the phase is given while it is off: it would do nothing."""
-    given = [flag for field, flag in GEOMETRY_TUNING if getattr(args, field) is not None]
-    on = args.geometry if args.geometry is not None else mesh_follows
-    if given and not on:
-        why = ("--no-geometry" if args.geometry is False else
-               "no mesh stage follows" if command == "spirula run" else f"off by default in {command}")
-        print(f"{command}: error: {', '.join(given)} {'needs' if len(given) == 1 else 'need'} the geometry phase, "
-              f"which is off ({why}): add --geometry", file=sys.stderr)
-        raise SystemExit(2)
-    out = {"geometry": bool(on)}
-    out.update({field: getattr(args, field) for field, _ in GEOMETRY_TUNING if getattr(args, field) is not None})
+def add_settings_options(p, command: str, basic_group=None, exclude: tuple = ()) -> None:
+    """One option per setting of the table (engine/settings.py) for ``command`` ("train",
+    "run" or "partition"): the basic group into ``basic_group`` (default ``p``), the others
+    into an "advanced training settings" group, and --preset. Every default is None (unset):
+    :func:`settings_of_args` gives what was set, engine/settings.py resolve the rest."""
+    g = basic_group if basic_group is not None else p
+    names = ", ".join(f"{k} ({', '.join(f'{n}={v}' for n, v in over.items())})" for k, over in PRESETS.items() if over)
+    g.add_argument("--preset", choices=list(PRESETS), default=None,
+                   help=f"a named set of training settings (engine/settings.py PRESETS): default, {names}; options "
+                        "given beside it win. Default: software on a software Vulkan device (no GPU), else default")
+    adv = p.add_argument_group("advanced training settings", "(engine/settings.py; the studio's All options)")
+    for s in table.SETTINGS:
+        if s.name in exclude:
+            continue
+        into = g if s.group == "basic" else adv
+        text = (s.help + _default_text(s, command)).replace("%", "%%")
+        if s.name in SWITCHES:
+            m = into.add_mutually_exclusive_group()
+            m.add_argument(s.option, dest=s.name, action="store_true", default=None, help=text)
+            m.add_argument("--no-" + s.option[2:], dest=s.name, action="store_false", default=None,
+                           help=f"without {s.option} (its default: {_default_text(s, command)[10:-1]})")
+        elif s.type is tuple:
+            into.add_argument(s.option, dest=s.name, type=float, nargs=3, default=None, metavar=("R", "G", "B"),
+                              help=text)
+        elif s.choices and s.type is str:
+            into.add_argument(s.option, dest=s.name, choices=s.choices, default=None, help=text)
+        elif s.choices:
+            into.add_argument(s.option, dest=s.name, type=s.type, choices=s.choices, default=None, help=text)
+        else:
+            into.add_argument(s.option, dest=s.name, type=_arg_type(s), default=None,
+                              metavar=s.metavar or {bool: "on|off", int: "N", float: "X"}.get(s.type), help=text)
+
+
+def settings_of_args(args, exclude: tuple = ()) -> dict:
+    """The settings the command line set (name -> value; unset ones left out)."""
+    out = {}
+    for s in table.SETTINGS:
+        v = getattr(args, s.name, None) if s.name not in exclude else None
+        if v is not None:
+            out[s.name] = tuple(v) if s.type is tuple else v
     return out
 
 
-def add_appearance_option(p, t: TrainConfig, by_input: bool = False) -> None:
-    """--appearance (spirula train; spirula run with ``by_input``: no default, the input
-    kind decides, engine/config.py default_appearance)."""
-    default = "exposure for a video input, off otherwise" if by_input else t.appearance
-    p.add_argument("--appearance", choices=APPEARANCES, default=None if by_input else t.appearance,
-                   help="per-image colour learned beside the splats, so exposure / white-balance changes between "
-                        "images are not baked into them: exposure (a gain per colour channel and image), affine "
-                        "(a 3x4 colour matrix per image) or bilagrid (a bilateral grid per image, Wang et al. 2024); "
-                        f"held-out views use none. Default {default}")
+def check_needs(given: dict, resolved: dict, command: str, why_off: str) -> None:
+    """Exit with code 2 (as argparse does) when a setting is given whose ``needs`` setting is
+    off: it would do nothing. ``why_off``: why that one is off when the user did not say."""
+    for need in sorted({s.needs for s in table.SETTINGS if s.needs}):
+        flags = [table.BY_NAME[k].option for k in given if table.BY_NAME[k].needs == need]
+        if flags and not resolved[need]:
+            opt = table.BY_NAME[need].option
+            why = f"--no-{opt[2:]}" if given.get(need) is False else why_off
+            print(f"{command}: error: {', '.join(flags)} {'needs' if len(flags) == 1 else 'need'} the {need} phase, "
+                  f"which is off ({why}): add {opt}", file=sys.stderr)
+            raise SystemExit(2)
+
+
+def choose_preset(args, is_software, say=None) -> str:
+    """The preset of a command: --preset when given, else $SPIRULA_PRESET, else ``software``
+    when ``is_software()`` (a software Vulkan device: every kernel on the CPU), said in one
+    line through ``say`` (default: stderr), else ``default``."""
+    if getattr(args, "preset", None):
+        return args.preset
+    env = os.environ.get("SPIRULA_PRESET", "").strip()
+    if env:
+        table.preset_settings(env)  # an unknown name fails here
+        return env
+    if is_software():
+        sw = PRESETS["software"]
+        (say or (lambda t: print(t, file=sys.stderr)))(
+            f"note: software Vulkan device (no GPU): the software preset, {sw['steps']:,} steps at {sw['max_size']} px "
+            f"from {sw['init_random_points']:,} random points (options given win; --preset default for the full "
+            f"{table.BY_NAME['steps'].default:,}-step schedule)")
+        return "software"
+    return "default"
+
+
+def software_device(backend: str):
+    """A callable: whether ``backend``'s device is a software one (the device is made once,
+    engine/device.py get_gpu; a device that cannot be made counts as not software, and its
+    error comes where the run makes it)."""
+
+    def check() -> bool:
+        from ..device import get_gpu
+        from ..errors import SpirulaError
+
+        try:
+            return bool(get_gpu(backend).software)
+        except (SpirulaError, RuntimeError):
+            return False
+
+    return check
+
+
+def train_config_of_args(args, command: str, input_kind: str = "dataset", mesh_follows: bool = False,
+                         why_off: str = "", exclude: tuple = (), fixed: dict | None = None):
+    """The RunConfig of a command line's training settings (``command``: "train", "run" or
+    "partition"): what it set, the preset's overlay on the rest (:func:`choose_preset`: on a
+    software device the ``software`` preset, with a note), the defaults by context; ``fixed``:
+    settings the command decides itself. Exits with code 2 for a setting that would do nothing."""
+    from ..config import run_config
+
+    given = settings_of_args(args, exclude)
+    preset = choose_preset(args, software_device(args.device))
+    cfg = run_config({**given, **(fixed or {})}, device=args.device, preset=preset, input_kind=input_kind,
+                     mesh_follows=mesh_follows)
+    check_needs(given, {**vars(cfg.dataset), **vars(cfg.train)}, f"spirula {command}",
+                why_off or f"off by default in spirula {command}")
+    return cfg

@@ -8,8 +8,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..config import APPEARANCES, DatasetConfig, RunConfig, TrainConfig
-from .options import add_device_option, float_range, image_side, int_at_least
+from ..config import DatasetConfig, RunConfig, TrainConfig
+from .options import add_device_option, add_settings_options, float_range, image_side, int_at_least, train_config_of_args
+
+# the settings `partition train` decides itself: MCMC (an exact budget to share between the
+# parts), nothing held out (the split holds out the whole scene's views: --eval-every of split)
+PARTITION_FIXED = {"strategy": "mcmc", "eval_every": 0}
 
 
 def add_parser(sub) -> None:
@@ -56,21 +60,9 @@ def add_parser(sub) -> None:
     t.add_argument("--steps-rule", choices=["cameras", "gaussians"], default="cameras",
                    help="a part's steps: the whole scene's times its share of the training cameras (each Gaussian "
                         "gets the whole run's optimisation steps; default) or of the Gaussians")
-    d = TrainConfig()
-    t.add_argument("--steps", type=int_at_least(1), default=d.steps,
-                   help=f"the whole scene's steps; each part trains its share (default {d.steps:,})")
-    t.add_argument("--max-gaussians", type=int_at_least(1), default=d.mcmc_budget,
-                   help=f"the whole scene's MCMC budget; each part gets its share (default {d.mcmc_budget:,})")
-    t.add_argument("--max-size", type=image_side, default=DatasetConfig.max_size,
-                   help="longer training image side in px (default %(default)s)")
-    t.add_argument("--sh-degree", type=int, default=d.sh_degree, choices=range(4),
-                   help=f"spherical-harmonics degree of every part's colours (default {d.sh_degree})")
-    t.add_argument("--seed", type=int_at_least(0), default=d.seed,
-                   help=f"random seed of every part's training (default {d.seed})")
-    t.add_argument("--appearance", choices=APPEARANCES, default=d.appearance,
-                   help=f"per-image colour of every part: off, exposure, affine or bilagrid (default {d.appearance})")
-    t.add_argument("--checkpoint-every", type=int_at_least(0), default=d.checkpoint_every, metavar="K",
-                   help=f"each part checkpoints every K of its steps (default {d.checkpoint_every})")
+    # the settings table's options (engine/settings.py): --steps and --max-gaussians are the
+    # whole scene's (each part trains its share: its steps by --steps-rule, MCMC's budget)
+    add_settings_options(t, "partition", exclude=tuple(PARTITION_FIXED))
     add_device_option(t)
 
     m = steps.add_parser("merge", help="merge the trained parts: one PLY, held-out metrics of the whole scene")
@@ -122,10 +114,7 @@ def _split(args) -> int:
 
 def run_config(args) -> RunConfig:
     """The whole scene's RunConfig of `partition train`'s options."""
-    return RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=0),
-                     train=TrainConfig(steps=args.steps, sh_degree=args.sh_degree, seed=args.seed, strategy="mcmc",
-                                       mcmc_budget=args.max_gaussians, max_gaussians=args.max_gaussians,
-                                       appearance=args.appearance, checkpoint_every=args.checkpoint_every))
+    return train_config_of_args(args, "partition", exclude=tuple(PARTITION_FIXED), fixed=PARTITION_FIXED)
 
 
 class Bars:

@@ -9,21 +9,20 @@ import sys
 from pathlib import Path
 
 from .. import messages as msg
-from ..config import DatasetConfig, RunConfig, TrainConfig, default_appearance, density_settings
 from ..ingest.frames import FramesConfig
 from ..ingest.photos import PhotosConfig
 from ..sfm.config import SfmConfig
 from .mesh import add_settings as add_mesh_settings
 from .mesh import config_from_args as mesh_config_from_args
-from .options import (DefaultsFormatter, add_training_options, float_range, image_side, int_at_least,
-                      geometry_settings, preset_train_settings, resolution_settings)
+from .options import (DefaultsFormatter, add_device_option, add_settings_options, float_range, image_side,
+                      int_at_least, train_config_of_args)
 
 ALL_STAGES = ["decode", "select", "import", "sfm", "undistort", "train", "export", "mesh"]
 MESH_PREFIX = "mesh-"
 
 
 def add_parser(sub) -> None:
-    f, s, d, t = FramesConfig(), SfmConfig(), DatasetConfig(), TrainConfig()
+    f, s = FramesConfig(), SfmConfig()
     p = sub.add_parser("run", help="video / photos / dataset -> frames -> SfM -> trained splat -> PLY -> textured mesh",
                        formatter_class=DefaultsFormatter,
                        description="Every output goes into the project folder: exports/splat.ply and "
@@ -61,8 +60,8 @@ def add_parser(sub) -> None:
     g.add_argument("--sfm-device", choices=["auto", "cpu", "cuda"], default=s.device,
                    help="where SIFT and matching run (pycolmap): auto uses CUDA when pycolmap has it")
     g = p.add_argument_group("training")
-    add_training_options(g, d, t, "checkpoint the training every K steps into <project>/checkpoints/ (0 = never); "
-                                  "a rerun continues from it", appearance_by_input=True, geometry_with_mesh=True)
+    add_settings_options(p, "run", basic_group=g)  # the settings table's (engine/settings.py)
+    add_device_option(g)
     p.add_argument("--drop-sfm-cache", action="store_true",
                    help="once the run has finished, remove <project>/cache/sfm (the features and matches kept "
                         "for a rerun of SfM; also: spirula clean PROJECT)")
@@ -78,24 +77,19 @@ def add_parser(sub) -> None:
 def config_from_args(args):
     from ..jobs.pipeline import PipelineConfig, detect_input
 
-    appearance = args.appearance or default_appearance(detect_input(args.source))
-
+    mesh_follows = not args.no_mesh and args.until_stage in (None, "mesh")
+    # the input's kind decides the appearance left unset (its detection reads the input: only then)
+    kind = detect_input(args.source) if args.appearance is None else "dataset"
+    run = train_config_of_args(args, "run", input_kind=kind, mesh_follows=mesh_follows,
+                               why_off="no mesh stage follows")
     return PipelineConfig(
         frames=FramesConfig(target_frames=args.frames, frames_per_second=args.frames_per_second, start_s=args.start,
                             end_s=args.end, max_size=args.frame_size),
         photos=PhotosConfig(max_size=args.photo_size),
         sfm=SfmConfig(mapper=args.mapper, fallback=not args.no_fallback, matching=args.matching,
                       vocab_tree=args.vocab_tree, camera_model=args.camera_model, max_image_size=args.sfm_size,
-                      device=args.sfm_device, seed=args.seed),
-        run=RunConfig(device=args.device, dataset=DatasetConfig(max_size=args.max_size, eval_every=args.eval_every),
-                      train=TrainConfig(**preset_train_settings(args), eval_interval=args.eval_interval, sh_degree=args.sh_degree,
-                                        seed=args.seed, adam_moments=args.adam_moments, init_random=args.init_random,
-                                        init_random_points=args.init_points, antialias=args.antialias,
-                                        **geometry_settings(args, command="spirula run", mesh_follows=not args.no_mesh and (
-                                            args.until_stage in (None, "mesh"))),
-                                        **resolution_settings(args),
-                                        **density_settings(args.strategy, args.max_gaussians),
-                                        checkpoint_every=args.checkpoint_every, appearance=appearance)),
+                      device=args.sfm_device, seed=run.train.seed),
+        run=run,
         partition=args.partition, with_mesh=not args.no_mesh,
         mesh=mesh_config_from_args(args, MESH_PREFIX, device=args.device))
 

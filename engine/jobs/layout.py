@@ -31,3 +31,26 @@ def trained_folder(project: Path) -> Path:
     raise SpirulaError(f"{project}: neither a `spirula train` project (splat.ply, train.json) nor a `spirula run` "
                        f"project (run.json, train/splat.ply); run `spirula train <dataset> -o {project}` or "
                        f"`spirula run <video | photos> -o {project}` first")
+
+
+def project_root(folder: Path) -> Path:
+    """The project a training folder belongs to: the `spirula run` project of its train/
+    (run.json beside it: the studio's reconstructions too), else the folder itself."""
+    folder = Path(folder)
+    if folder.name == "train" and (folder.parent / RUN_FILE).is_file():
+        return folder.parent
+    return folder
+
+
+def checkpoint_path(folder: Path) -> Path:
+    """Where the training of a project checkpoints, whoever made it (`spirula run`, the
+    studio, a studio reconstruction): ``<project>/checkpoints/train.npz``, outside train/
+    (which a failed stage replaces), for the project itself or for its train/ folder."""
+    return project_root(folder) / "checkpoints" / "train.npz"
+
+
+def earlier_checkpoint(project: Path) -> Path | None:
+    """A checkpoint a studio reconstruction wrote before its path was the project's one
+    (``<project>/train/checkpoints/train.npz``), or None."""
+    old = Path(project) / "train" / "checkpoints" / "train.npz"
+    return old if old.is_file() and not checkpoint_path(project).is_file() else None

@@ -41,6 +41,7 @@ from typing import Callable
 
 from .. import messages as msg
 from ..config import RunConfig, added_later
+from ..settings import BY_NAME
 from ..errors import DatasetError, SpirulaError
 from ..fileio import write_json_atomic
 from ..ingest.frames import FramesConfig
@@ -81,10 +82,10 @@ class PipelineConfig:
             return asdict(self.photos)
         if stage == "sfm":
             return {k: v for k, v in asdict(self.sfm).items() if k != "num_threads"}
-        if stage == "train":  # how often it checkpoints does not change the result
+        if stage == "train":  # the settings whose change trains again (engine/settings.py retrains)
             later = added_later("train")
             train = {k: v for k, v in asdict(self.run.train).items()
-                     if k != "checkpoint_every" and not (k in later and v == later[k])}
+                     if BY_NAME[k].retrains and not (k in later and v == later[k])}
             key = {"dataset": asdict(self.run.dataset), "train": train}
             return key if self.partition == "off" else {**key, "partition": self.partition}
         if stage == "mesh":  # the device it runs on does not change the mesh

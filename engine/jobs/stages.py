@@ -240,9 +240,11 @@ def dataset_path(ctx: StageContext) -> Path:
 
 
 def train_checkpoint_path(project: Path) -> Path:
-    """Where the training of ``project`` checkpoints (outside train/, which a failed stage
-    replaces); the studio's training uses it too, so either continues the other's run."""
-    return Path(project) / "checkpoints" / "train.npz"
+    """Where the training of ``project`` checkpoints (engine/jobs/layout.py checkpoint_path,
+    the one path the studio's training uses too, so either continues the other's run)."""
+    from .layout import checkpoint_path
+
+    return checkpoint_path(project)
 
 
 def stage_train(ctx: StageContext) -> dict:

@@ -88,6 +88,129 @@ def export_ply(trainer: Trainer, path: Path, on_message: Callable[[str], None] |
     return len(rows)
 
 
+def write_results(out_dir: Path, trainer: Trainer, dataset, cfg: RunConfig, test_idx, scored, evals: list,
+                  initial_psnr: float | None, train_seconds: float, seconds_per_step: float,
+                  resumed_from: int | None, count: int, about: dict, evaluate_fn=evaluate,
+                  excluded: tuple = ()) -> tuple[dict | None, dict]:
+    """The end of a training, whoever drove it (`spirula train`, `spirula run`, the studio):
+    the held-out evaluation of ``scored`` (renders into <out_dir>/eval/) and the depth-normal
+    consistency, then <out_dir>/metrics.json and train.json, the one writer of both. ``about``:
+    train.json's keys of the driver (dataset, device, load_seconds, source); ``excluded``: names
+    of images neither trained on nor held out (the studio's split). Returns (the final
+    evaluation or None, the metrics written)."""
+    state = trainer.state
+    final = evaluate_fn(trainer, scored, out_dir / "eval") if scored else None
+    # held-out depth-normal disagreement (0: the depth map's normals are the rendered ones):
+    # what the geometry phase buys; measured for runs without it on request
+    consistency = None
+    if scored and (cfg.train.geometry or os.environ.get("SPIRULA_EVAL_GEOMETRY") == "1"):
+        consistency = float(np.mean([trainer.depth_normal_consistency(i) for i in scored]))
+    metrics = {
+        "step": state.step, "stopped_early": state.stopped_early, "num_gaussians": count,
+        "psnr": final and final["psnr"], "ssim": final and final["ssim"],
+        "initial_psnr": initial_psnr, "normal_consistency": consistency, "views": final and final["views"],
+        "held_out": [dataset.cameras[i].name for i in test_idx], "excluded": list(excluded),
+        "evaluations": evals + ([{"step": state.step, "psnr": final["psnr"], "ssim": final["ssim"]}] if final else []),
+        "train_seconds": train_seconds,
+        "sec_per_1k_steps": 1000 * seconds_per_step,
+        "resumed_from_step": resumed_from,
+        "strategy": trainer.strategy, "antialias": cfg.train.antialias,
+        # held-out views are scored with the identity appearance (engine/splat/evaluate.py)
+        "appearance": cfg.train.appearance,
+    }
+    write_json_atomic(out_dir / "metrics.json", metrics)
+    write_json_atomic(out_dir / "train.json", {
+        **{k: v for k, v in about.items() if k != "source"}, "config": asdict(cfg), "strategy": trainer.strategy,
+        "warnings": dataset.warnings + trainer.warnings, "undistortion": dataset.undistortion,
+        "history": state.history, **({"source": about["source"]} if "source" in about else {})})
+    return final, metrics
+
+
+class TrainingJob:
+    """One training run's state and outputs, whoever drives its steps (`spirula train` /
+    `spirula run` in one loop, the studio in slices on its engine thread, both through the one
+    step schedule of engine/splat/schedule.py): the Trainer, the checkpoint writer, the
+    held-out evaluations, the first render's PSNR; at the end the PLY, the per-image
+    appearance and metrics.json / train.json (:func:`write_results`).
+
+    ``scored``: the held-out views evaluated (``test_idx``, or none when the caller scores
+    elsewhere); ``wait()``: called before each wait for the GPU (the studio polls there);
+    ``writer``: the checkpoint writer (a new one for ``ckpt_path`` by default)."""
+
+    def __init__(self, gpu: Gpu, dataset, train_idx, test_idx, cfg: RunConfig, ckpt_path: Path,
+                 score_held_out: bool = True, wait: Callable[[], None] | None = None,
+                 writer: checkpoint.BackgroundWriter | None = None):
+        self.gpu, self.dataset, self.cfg = gpu, dataset, cfg
+        self.train_idx, self.test_idx = list(train_idx), list(test_idx)
+        self.scored = self.test_idx if score_held_out else []  # held out either way
+        self.wait = wait or (lambda: None)
+        self.writer = writer or checkpoint.BackgroundWriter(ckpt_path)  # its saved_step: the checkpoint on disk
+        self.trainer = Trainer(gpu, dataset, self.train_idx, cfg.train)
+        self.ident = checkpoint.dataset_identity(dataset, self.train_idx)
+        self.evals: list[dict] = []
+        self.initial_psnr: float | None = None
+        self.seconds_before = 0.0            # training time of the sessions before a resume
+        self.resumed_from: int | None = None
+        self.start_step = 0
+
+    def fits(self, ckpt: checkpoint.Checkpoint) -> tuple[list[str], list[str]]:
+        """(blocking, changed) of resuming ``ckpt`` (engine/checkpoint.py compare)."""
+        return checkpoint.compare(ckpt, self.cfg, self.ident, self.gpu.adapter)
+
+    def resume(self, ckpt: checkpoint.Checkpoint) -> None:
+        """Continue from ``ckpt`` (one that fits): its state, evaluations and times."""
+        checkpoint.restore(self.trainer, ckpt)
+        self.writer.resumed(ckpt)  # resumed from the previous generation: the bad newest is replaced
+        self.evals = list(ckpt.extra.get("evaluations", []))
+        self.initial_psnr = ckpt.extra.get("initial_psnr")
+        self.seconds_before = float(ckpt.extra.get("train_seconds", 0.0))
+        self.resumed_from = self.start_step = ckpt.step
+
+    def score_start(self) -> None:
+        """The held-out PSNR of the first render (a fresh run's, before its first step)."""
+        if self.scored:
+            self.wait()
+            self.initial_psnr = evaluate(self.trainer, self.scored)["psnr"]
+
+    def evaluate(self, step: int) -> dict:
+        """Score the held-out views now (an evaluation of the schedule), kept for metrics.json."""
+        self.wait()
+        m = evaluate(self.trainer, self.scored)
+        self.evals.append({"step": step, "psnr": m["psnr"], "ssim": m["ssim"]})
+        return m
+
+    def checkpoint_extra(self, train_seconds: float, more: dict | None = None) -> dict:
+        return {"evaluations": self.evals, "initial_psnr": self.initial_psnr, "train_seconds": train_seconds,
+                **(more or {})}
+
+    def checkpoint(self, step: int, train_seconds: float, more: dict | None = None) -> None:
+        """Checkpoint the state of ``step``: copied off the GPU now, written on the writer's
+        thread (``more``: the driver's keys beside the job's, e.g. the studio's command)."""
+        self.writer.submit(step, checkpoint.snapshot(self.trainer, self.cfg, self.ident, self.gpu.adapter,
+                                                     self.checkpoint_extra(train_seconds, more)))
+
+    def finish(self, out_dir: Path, train_seconds: float, session_seconds: float, about: dict, score: bool = True,
+               excluded: tuple = (), on_message: Callable[[str], None] | None = None) -> tuple[int, dict | None, dict]:
+        """The end: <out_dir>/splat.ply, the per-image appearance beside it, the held-out
+        evaluation (``score``) and metrics.json / train.json. Returns (Gaussians written, the
+        final evaluation or None, the metrics)."""
+        tr = self.trainer
+        self.wait()
+        count = export_ply(tr, Path(out_dir) / "splat.ply", on_message)
+        if tr.appearance is not None:
+            tr.appearance.save(out_dir, [c.name for c in self.dataset.cameras], self.train_idx)
+
+        def scoring(trainer, idx, out=None):
+            self.wait()
+            return evaluate(trainer, idx, out)
+
+        final, metrics = write_results(Path(out_dir), tr, self.dataset, self.cfg, self.test_idx,
+                                       self.scored if score else [], list(self.evals), self.initial_psnr,
+                                       train_seconds, session_seconds / max(tr.state.step - self.start_step, 1),
+                                       self.resumed_from, count, about, scoring, excluded)
+        return count, final, metrics
+
+
 RESUME = ("never", "auto", "require")
 
 
@@ -237,10 +360,11 @@ class _Job:
     def _run(self, dataset_path, out_dir, dataset, train_idx, test_idx, ckpt, resume, on_progress, on_message,
              should_stop, t_load, keep_checkpoint) -> dict:
         cfg, gpu = self.cfg, self.gpu
-        scored = test_idx if self.score_held_out else []  # held out either way
         if ckpt is not None:
             cfg.train.strategy = checkpoint.resumed_strategy(ckpt, cfg.train.strategy)
-        trainer = self.trainer = Trainer(gpu, dataset, train_idx, cfg.train)
+        job = TrainingJob(gpu, dataset, train_idx, test_idx, cfg, self.ckpt_path, self.score_held_out,
+                          writer=self.writer)
+        trainer = self.trainer = job.trainer
         for w in trainer.warnings:
             on_message(f"warning: {w}")
         why = (f"--strategy {cfg.train.strategy}" if cfg.train.strategy != "auto" else
@@ -251,10 +375,8 @@ class _Job:
             g = trainer.geometry
             on_message(f"geometry phase: from step {g.start:,} (lambda_normal {g.lambda_normal:g}, lambda_flat "
                        f"{g.lambda_flat:g}, alpha gradient {'on' if cfg.train.geometry_alpha_grad else 'off'})")
-        ident = checkpoint.dataset_identity(dataset, train_idx)
-        evals, initial_psnr, seconds_before = [], None, 0.0
         if ckpt is not None:
-            blocking, changed = checkpoint.compare(ckpt, cfg, ident, gpu.adapter)
+            blocking, changed = job.fits(ckpt)
             if blocking:
                 text = f"the checkpoint {ckpt.path} (step {ckpt.step}) does not fit this run: {'; '.join(blocking)}"
                 if resume == "require":
@@ -262,73 +384,40 @@ class _Job:
                 on_message(f"warning: {text}; starting over")
                 ckpt = None
         if ckpt is not None:
-            checkpoint.restore(trainer, ckpt)
-            self.writer.resumed(ckpt)
+            job.resume(ckpt)
             for c in changed:
                 on_message(f"warning: resuming with a changed setting, {c}: from step {ckpt.step} the run differs "
                            "from one without the break")
-            evals = list(ckpt.extra.get("evaluations", []))
-            initial_psnr = ckpt.extra.get("initial_psnr")
-            seconds_before = float(ckpt.extra.get("train_seconds", 0.0))
             on_message(f"resumed from {ckpt.path} at step {ckpt.step} ({trainer.model.n} Gaussians)")
         else:
             on_message(f"initial Gaussians: {trainer.model.n}")
-            if scored:
-                initial_psnr = evaluate(trainer, scored)["psnr"]
-        start_step = trainer.state.step
+            job.score_start()
 
         def on_eval(step: int) -> None:
-            m = evaluate(trainer, scored)
-            evals.append({"step": step, "psnr": m["psnr"], "ssim": m["ssim"]})
+            m = job.evaluate(step)
             on_message(f"step {step}: held-out PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.4f}")
-            write_json_atomic(out_dir / "metrics.json", {"evaluations": evals})
+            write_json_atomic(out_dir / "metrics.json", {"evaluations": job.evals})
 
         t1 = time.perf_counter()
 
         def on_checkpoint(step: int) -> None:
             self.flush(on_message)
-            extra = {"evaluations": evals, "initial_psnr": initial_psnr,
-                     "train_seconds": seconds_before + time.perf_counter() - t1}
             # the GPU state is copied now; the file is written while the training goes on
-            self.writer.submit(step, checkpoint.snapshot(trainer, cfg, ident, gpu.adapter, extra))
+            job.checkpoint(step, job.seconds_before + time.perf_counter() - t1)
             on_message(f"checkpoint: step {step} -> {self.ckpt_path}")
 
         every = cfg.train.checkpoint_every
-        state = trainer.train(on_progress=on_progress, on_eval=on_eval if scored else None, should_stop=should_stop,
-                              on_checkpoint=on_checkpoint if every else None)
+        state = trainer.train(on_progress=on_progress, on_eval=on_eval if job.scored else None,
+                              should_stop=should_stop, on_checkpoint=on_checkpoint if every else None)
         if state.stopped_early and every and not state.in_step and state.step != self.writer.last_step:
             on_checkpoint(state.step)  # stopped between two steps: keep exactly this state
         t_train = time.perf_counter() - t1
-        count = export_ply(trainer, out_dir / "splat.ply", on_message)
+        count, final, metrics = job.finish(out_dir, job.seconds_before + t_train, t_train,
+                                           {"dataset": str(dataset_path), "device": gpu.adapter,
+                                            "load_seconds": t_load}, on_message=on_message)
         on_message(f"wrote {out_dir / 'splat.ply'} ({count} Gaussians, step {state.step})")
-        if trainer.appearance is not None:
-            trainer.appearance.save(out_dir, [c.name for c in dataset.cameras], train_idx)
-        final = evaluate(trainer, scored, out_dir / "eval") if scored else None
-        # held-out depth-normal disagreement (0: the depth map's normals are the rendered ones):
-        # what the geometry phase buys; measured for runs without it on request
-        consistency = None
-        if scored and (cfg.train.geometry or os.environ.get("SPIRULA_EVAL_GEOMETRY") == "1"):
-            consistency = float(np.mean([trainer.depth_normal_consistency(i) for i in scored]))
-        metrics = {
-            "step": state.step, "stopped_early": state.stopped_early, "num_gaussians": count,
-            "psnr": final and final["psnr"], "ssim": final and final["ssim"],
-            "initial_psnr": initial_psnr, "normal_consistency": consistency, "views": final and final["views"],
-            "held_out": [dataset.cameras[i].name for i in test_idx],
-            "evaluations": evals + ([{"step": state.step, "psnr": final["psnr"], "ssim": final["ssim"]}] if final else []),
-            "train_seconds": seconds_before + t_train,
-            "sec_per_1k_steps": 1000 * t_train / max(state.step - start_step, 1),
-            "resumed_from_step": ckpt.step if ckpt is not None else None,
-            "strategy": trainer.strategy, "antialias": cfg.train.antialias,
-            # held-out views are scored with the identity appearance (engine/splat/evaluate.py)
-            "appearance": cfg.train.appearance,
-        }
-        write_json_atomic(out_dir / "metrics.json", metrics)
-        write_json_atomic(out_dir / "train.json", {
-            "dataset": str(dataset_path), "device": gpu.adapter, "config": asdict(cfg), "strategy": trainer.strategy,
-            "warnings": dataset.warnings + trainer.warnings, "undistortion": dataset.undistortion,
-            "load_seconds": t_load, "history": state.history})
         if final:
-            first = "-" if initial_psnr is None else f"{initial_psnr:.2f}"
+            first = "-" if job.initial_psnr is None else f"{job.initial_psnr:.2f}"
             on_message(f"held-out PSNR {final['psnr']:.2f} dB (first render {first} dB), SSIM {final['ssim']:.4f}")
         if not keep_checkpoint and not state.stopped_early:
             self.flush(on_message)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import slangpy as spy
 
 from ..device import Gpu
+from .schedule import at_fraction
 
 LOSS_WORD = 4  # float word of the loss accumulator the consistency loss is added to
 _TILE = 16     # the loss kernel's workgroup side (shaders/loss/geometry.slang)
@@ -52,7 +53,7 @@ def geometry_start(steps: int, fraction: float) -> int:
     its normal loss at 7,000 of 30,000). ValueError outside [0, 1]."""
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"geometry_from must be a fraction of the steps in [0, 1], not {fraction}")
-    return int(round(fraction * steps))
+    return at_fraction(fraction, steps)
 
 
 class DepthNormalLoss:

@@ -49,6 +49,7 @@ import numpy as np
 
 from ..device import Gpu
 from .model import GaussianModel
+from .schedule import at_fraction
 from .sort import Scan
 
 MAX_ROWS = 65_535 * 256  # 65,535 workgroups of 256 threads: the 1D dispatch limit Intel and lavapipe have
@@ -71,7 +72,7 @@ def refine_stop_for(fraction: float, steps: int) -> int:
     ``steps`` (TrainConfig.mcmc_refine_until, the fast preset's 0.8) when positive, else
     gsplat's fixed 25,000 (its refine_stop_iter, whatever the run's length)."""
     if fraction > 0.0:
-        return int(round(fraction * steps))
+        return at_fraction(fraction, steps)
     return McmcSettings.stop
 
 

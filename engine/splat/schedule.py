@@ -31,6 +31,13 @@ from typing import Callable
 from .step_rate import StepRate
 
 
+def at_fraction(fraction: float, steps: int) -> int:
+    """The step at ``fraction`` of a run of ``steps`` steps, rounded: where a setting given as a
+    fraction of the run lands (geometry_from, mcmc_refine_until; res_until's levels split
+    ``until * steps`` evenly, engine/splat/res_schedule.py)."""
+    return int(round(fraction * steps))
+
+
 @dataclass
 class Progress:
     """What the run reports every ``log_interval`` steps."""

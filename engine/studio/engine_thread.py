@@ -54,7 +54,7 @@ class EngineThread:
             M.RequestFrame: v.request_frame, M.AttachSurface: v.attach, M.DetachSurface: v.detach,
             M.SaveScreenshot: v.screenshot, M.SetBounds: v.set_bounds, M.SetSplit: v.set_split,
             M.StartTraining: lo.start_training, M.ReviewDataset: lo.review, M.OpenProject: lo.open_project,
-            M.OpenPly: lo.open_ply,
+            M.OpenPly: lo.open_ply, M.ViewProject: lo.view_project,
             M.StartPipeline: lo.start_pipeline, M.ExportMesh: self.meshing.export, M.OpenMesh: lo.open_mesh,
             M.Pause: t.pause, M.Resume: t.resume,
             M.SetProfiling: self.profiling.set,

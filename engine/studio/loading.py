@@ -6,16 +6,15 @@ pipeline.py up to undistortion); and what follows when the load is done."""
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..config import DatasetConfig, RunConfig, default_appearance
+from ..config import run_config as settings_config
 from ..errors import SpirulaError
-from ..jobs.stages import train_checkpoint_path
 from . import messages as M
 from .projects import new_project_dir, read_project
 from .scenes import MeshScene, PlyScene, Scene, run_config
@@ -43,13 +42,12 @@ class Loads:
         e = self.e
         if self._refused(f"cannot start training on {cmd.dataset}"):
             return
-        defaults = self.after_pipeline.get(_key(cmd.dataset))
-        if defaults and not cmd.project:  # a reconstruction trains where `spirula run` would
-            cmd = replace(cmd, **{k: v for k, v in defaults.items() if k != "appearance" or not cmd.appearance})
+        cmd = after_reconstruction(cmd, self.after_pipeline.get(_key(cmd.dataset)))
         e.state("loading", cmd.dataset)
         e.emit(M.StageStarted("load", None, cmd.dataset))
         r = self.reviewed
-        cached = r[2] if r is not None and r[0] == _key(cmd.dataset) and r[1] == cmd.max_size else None
+        size = run_config(cmd, e.gpu.backend).dataset.max_size
+        cached = r[2] if r is not None and r[0] == _key(cmd.dataset) and r[1] == size else None
         fut = self.pool.submit(checked_load, cmd, e.gpu, e.emit, cached)
         self.pending = ("train", fut, cmd)
 
@@ -67,6 +65,13 @@ class Loads:
         self.e.state("loading", f"{cmd.path}: reading its checkpoint")
         self.e.emit(M.StageStarted("load", None, cmd.path))
         self.pending = ("resume", self.pool.submit(read_project, Path(cmd.path)), cmd)
+
+    def view_project(self, cmd: M.ViewProject) -> None:
+        """A trained project as it ended: mesh or splats, cameras, curves (read_view)."""
+        if self._refused(f"cannot open {cmd.path}"):
+            return
+        self.e.state("loading", f"{cmd.path}: reading the project")
+        self.pending = ("view", self.pool.submit(read_view, Path(cmd.path)), cmd)
 
     def open_ply(self, cmd: M.OpenPly) -> None:
         from ..io.formats import open_splat_file
@@ -103,8 +108,7 @@ class Loads:
                                                                         e.s.projects)
         stop = threading.Event()
         self.pipeline_stop = stop
-        cfg = PipelineConfig(run=RunConfig(device=e.gpu.backend,
-                                           dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every)))
+        cfg = PipelineConfig(run=settings_config(M.settings_of(cmd), device=e.gpu.backend))
 
         def reconstruct():
             return run_pipeline(src, project, cfg, emit=e.emit, should_stop=stop.is_set, until_stage="undistort")
@@ -172,10 +176,10 @@ class Loads:
 
                 drop(e, project, "the reconstruction finished")
             # reviewed, then trained where `spirula run` would (either continues the other's checkpoint)
-            self.after_pipeline[_key(project)] = dict(
-                project=str(project / "train"), checkpoint=str(train_checkpoint_path(project)),
-                appearance=pcmd.appearance or default_appearance(fut.result()["kind"]))
-            self.review(M.ReviewDataset(str(project), pcmd.max_size, pcmd.eval_every))
+            self.after_pipeline[_key(project)] = dict(project=str(project / "train"), input_kind=fut.result()["kind"],
+                                                      appearance=pcmd.appearance)
+            ds = settings_config(M.settings_of(pcmd)).dataset
+            self.review(M.ReviewDataset(str(project), ds.max_size, ds.eval_every))
             return
         try:
             if kind == "review":
@@ -189,6 +193,8 @@ class Loads:
                 e.training.begin(*resumed)
             elif kind == "mesh":
                 self._show_mesh(cmd, *fut.result())
+            elif kind == "view":
+                self._show_view(fut.result())
             else:
                 self._show_splats(cmd, fut.result())
         except Exception as exc:
@@ -221,23 +227,131 @@ class Loads:
         e.state("idle", f"viewing {scene.name} ({mesh.n:,} triangles"
                 + (f"; M shows the {scene.n:,} splats)" if scene.n else ")"))
 
+    def _show_view(self, v: "ProjectView") -> None:
+        """A project to view: its mesh (M switches to its splats) or its splats, its dataset's
+        cameras when the dataset is still there, then its curves as the training sent them."""
+        from .scenes import up_vector
+
+        e = self.e
+        if v.mesh is not None:
+            scene = MeshScene(e.gpu, v.mesh_path, v.mesh, v.splats)
+            center, radius = v.mesh.bounds()
+        else:
+            scene = PlyScene(e.gpu, v.splats_path, v.splats)
+            center, radius = _splat_bounds(v.splats)
+        up = (0.0, -1.0, 0.0)
+        if v.dataset is not None:
+            from ..splat.init import scene_bounds
+
+            center, _ = scene_bounds(v.dataset)
+            radius = float(v.dataset.scene_extent()[1])
+            up = tuple(float(x) for x in up_vector(v.dataset.cameras))
+        e.set_scene(scene)
+        e.emit(M.SceneLoaded(scene.kind, scene.name, str(v.mesh_path or v.splats_path), scene.n,
+                             tuple(float(x) for x in center), float(radius), up, v.cameras, str(v.folder),
+                             tuple(v.notes), sh_degree=scene.degree, faces=v.mesh.n if v.mesh is not None else 0))
+        for note in v.notes:
+            e.emit(M.Warning(note))
+        e.emit(M.ProjectViewed(str(v.project), v.step, v.steps, v.psnr))
+        for h in v.history:
+            e.emit(M.TrainMetrics(int(h["step"]), float(h["loss"]), int(h["num_gaussians"]), 0.0))
+        for ev in v.evaluations:
+            e.emit(M.TrainMetrics(int(ev["step"]), float("nan"), scene.n, 0.0, psnr=float(ev["psnr"])))
+        what = f"{v.mesh.n:,} triangles, {scene.n:,} splats" if v.mesh is not None else f"{scene.n:,} Gaussians"
+        e.state("idle", f"viewing {Path(v.project).name} ({what}; step {v.step:,} of {v.steps:,})")
+
     def _show_splats(self, cmd: M.OpenPly, g) -> None:
         """Gaussians to view: a splat file's."""
         e = self.e
         scene = PlyScene(e.gpu, Path(cmd.path), g)
         e.set_scene(scene)
-        means = np.asarray(g.means, np.float64)
-        if len(means):
-            center = np.median(means, axis=0)
-            radius = float(np.percentile(np.linalg.norm(means - center, axis=1), 90)) or 1.0
-        else:
-            center, radius = np.zeros(3), 1.0
+        center, radius = _splat_bounds(g)
         e.emit(M.SceneLoaded("ply", scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
                              (0.0, -1.0, 0.0), project=str(trained_project(Path(cmd.path)) or ""),
                              sh_degree=scene.degree))
         for note in g.notes:  # dropped per reason, SH cut, a point cloud converted (not warned: warn=False)
             e.emit(M.Warning(note))
         e.state("idle", f"viewing {scene.name} ({scene.n:,} Gaussians)")
+
+
+def _splat_bounds(g) -> tuple[np.ndarray, float]:
+    """(centre [3], radius) of splats: the means' median and 90th-percentile distance."""
+    means = np.asarray(g.means, np.float64)
+    if not len(means):
+        return np.zeros(3), 1.0
+    center = np.median(means, axis=0)
+    return center, float(np.percentile(np.linalg.norm(means - center, axis=1), 90)) or 1.0
+
+
+@dataclass
+class ProjectView:
+    """What ViewProject shows of a trained project (read_view)."""
+    project: Path
+    folder: Path                  # its training folder (splat.ply, train.json, metrics.json)
+    splats_path: Path
+    splats: Any
+    mesh_path: Path | None = None
+    mesh: Any = None
+    dataset: Any = None           # the dataset at a small size (cameras, thumbnails), None when gone
+    cameras: tuple = ()
+    history: list = field(default_factory=list)      # train.json's loss and count per logged step
+    evaluations: list = field(default_factory=list)  # metrics.json's held-out PSNR per evaluation
+    step: int = 0
+    steps: int = 0
+    psnr: float | None = None
+    notes: list = field(default_factory=list)
+
+
+VIEW_SIZE = 256  # the image side the cameras of a viewed project are read at (thumbnails, frustums)
+
+
+def read_view(project: Path) -> ProjectView:
+    """A :class:`ProjectView` of ``project`` (on the loader thread: no GPU here): its splats,
+    its mesh (engine/studio/projects.py project_mesh), its dataset's cameras split as trained
+    (metrics.json's held-out names), its train.json history and metrics.json evaluations.
+    SpirulaError when it has no trained splats; a missing dataset or mesh is a note."""
+    import json
+
+    from ..ingest import load_dataset
+    from ..io.formats import open_splat_file
+    from ..jobs.layout import trained_folder
+    from .mesh_view import read_textured_mesh
+    from .projects import project_mesh
+    from .review import camera_infos
+
+    folder = trained_folder(project)
+    v = ProjectView(project=Path(project), folder=folder, splats_path=folder / "splat.ply",
+                    splats=open_splat_file(str(folder / "splat.ply"), warn=False))
+    v.mesh_path = project_mesh(project, folder)
+    if v.mesh_path is not None:
+        try:
+            v.mesh = read_textured_mesh(v.mesh_path)
+        except SpirulaError as exc:
+            v.notes.append(f"the mesh is not shown: {exc}")
+            v.mesh_path = None
+    train = json.loads((folder / "train.json").read_text(encoding="utf-8"))
+    metrics_file = folder / "metrics.json"
+    metrics = json.loads(metrics_file.read_text(encoding="utf-8")) if metrics_file.is_file() else {}
+    v.history = list(train.get("history") or [])
+    v.evaluations = [ev for ev in metrics.get("evaluations") or [] if ev.get("psnr") is not None]
+    v.step = int(metrics.get("step") or (v.history[-1]["step"] if v.history else 0))
+    v.steps = int(((train.get("config") or {}).get("train") or {}).get("steps") or v.step)
+    v.psnr = metrics.get("psnr")
+    data = str(train.get("dataset") or "")
+    if data and Path(data).exists():
+        try:
+            v.dataset = load_dataset(data, VIEW_SIZE)
+            held = set(metrics.get("held_out") or [])
+            excluded = set(metrics.get("excluded") or [])
+            names = [c.name for c in v.dataset.cameras]
+            test = [i for i, n in enumerate(names) if n in held]
+            trained = [i for i, n in enumerate(names) if n not in held and n not in excluded]
+            v.cameras = camera_infos(v.dataset, trained, test)
+        except SpirulaError as exc:
+            v.notes.append(f"the cameras are not shown: {data}: {exc}")
+    elif data:
+        v.notes.append(f"the cameras are not shown: the dataset {data} is gone")
+    return v
 
 
 def trained_project(path: Path) -> Path | None:
@@ -266,6 +380,18 @@ def read_mesh_and_splats(path: Path):
     return mesh, splats
 
 
+def after_reconstruction(cmd: M.StartTraining, defaults: dict | None) -> M.StartTraining:
+    """``cmd`` for a dataset the studio reconstructed (``defaults``: what the reconstruction
+    left, Loads.after_pipeline; None: not one): it trains in the project's train/ unless told
+    where (its checkpoint then goes where the project's always goes, engine/jobs/layout.py),
+    knows its input kind (the appearance left unset follows it: exposure for a video), and
+    takes the reconstruction's appearance when it was chosen there and not here."""
+    if not defaults:
+        return cmd
+    return replace(cmd, project=cmd.project or defaults["project"], input_kind=defaults["input_kind"],
+                   appearance=cmd.appearance if cmd.appearance is not None else defaults.get("appearance"))
+
+
 def _key(path) -> str:
     return str(Path(path).resolve())
 
@@ -280,8 +406,9 @@ def checked_load(cmd: M.StartTraining, gpu, emit, cached=None):
     def warn(text: str) -> None:
         emit(M.Warning(text.removeprefix("warning: ")))
 
-    preflight(cmd.dataset, run_config(cmd, gpu.backend), lambda: gpu, warn)
-    return cached if cached is not None else load_dataset(cmd.dataset, cmd.max_size)
+    cfg = run_config(cmd, gpu.backend)
+    preflight(cmd.dataset, cfg, lambda: gpu, warn)
+    return cached if cached is not None else load_dataset(cmd.dataset, cfg.dataset.max_size)
 
 
 def command_path(cmd) -> str | None:

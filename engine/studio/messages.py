@@ -7,10 +7,10 @@ all frozen dataclasses. The window imports this module alone (``engine.studio.me
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 from typing import Union
 
-from ..config import TrainConfig
+from .. import settings as _table
 from ..messages import (Done, Emit, Error, Message, ProfilerSnapshot, StageFinished, StageProgress,  # noqa: F401
                         StageStarted, TrainMetrics, Warning, ignore)  # re-exported: the window's one import
 
@@ -139,37 +139,63 @@ class MeshExported:
     seconds: float
 
 
+@dataclass(frozen=True)
+class ProjectViewed:
+    """A project opened to view (after its SceneLoaded, before its curves as TrainMetrics)."""
+    project: str
+    step: int                  # where its training ended
+    steps: int                 # its run's total
+    psnr: float | None = None  # its final held-out PSNR (metrics.json)
+
+
 StudioMessage = Union[Message, EngineReady, SceneLoaded, JobState, ViewerStatus, ViewerStats, PreviewFrame, Saved,
-                      CheckpointSaved, TrainingResumed, MeshExported]
+                      CheckpointSaved, TrainingResumed, MeshExported, ProjectViewed]
 
 
 # GUI -> engine: the session's control queue. The engine drains it between GPU steps and
 # coalesces view changes (only the latest camera of a burst is rendered).
 
+def _with_settings(name: str, head: list, doc: str):
+    """A frozen command with the fields ``head`` and then one per setting of the table
+    (engine/settings.py), each None (unset: the preset's or the default by context) unless given."""
+    cls = make_dataclass(name, [*head, *[(st.name, object, field(default=None)) for st in _table.SETTINGS]],
+                         frozen=True)
+    cls.__module__, cls.__qualname__, cls.__doc__ = __name__, name, doc
+    return cls
+
+
+StartTraining = _with_settings("StartTraining", [
+    ("dataset", str),
+    ("project", str, field(default="")),      # the training's folder; "" = a new folder under the projects root
+    ("preset", str, field(default="default")),  # engine/settings.py PRESETS: its overlay on the unset settings
+    ("input_kind", str, field(default="dataset")),  # "video", "photos", "dataset": unset appearance by it
+    ("held_out", tuple, field(default=())),   # image names evaluated, never trained on; () = every eval_every-th
+    ("excluded", tuple, field(default=())),   # image names neither trained on nor evaluated
+], """Train ``dataset`` into ``project`` with the settings given (every setting of the table
+is a field; None = unset). The checkpoint goes where the project's always goes
+(engine/jobs/layout.py checkpoint_path), every ``checkpoint_every`` steps and when stopped
+with save.""")
+
+
+StartPipeline = _with_settings("StartPipeline", [
+    ("source", str),                          # a video file or a folder of photos
+    ("project", str, field(default="")),
+    ("drop_sfm_cache", bool, field(default=False)),  # remove <project>/cache/sfm once the reconstruction finished
+], """Reconstruct a video or a photo folder (engine/jobs/pipeline.py stages up to undistort, on a
+worker thread: no GPU there), then review and train on the result like StartTraining
+(max_size and eval_every are the review's; the other settings come with StartTraining).""")
+
+
+def settings_of(cmd) -> dict:
+    """The settings a StartTraining / StartPipeline sets (name -> value; unset ones left out)."""
+    return {st.name: getattr(cmd, st.name) for st in _table.SETTINGS if getattr(cmd, st.name) is not None}
+
+
 @dataclass(frozen=True)
-class StartTraining:
-    dataset: str
-    project: str = ""          # output folder; "" = a new folder under the projects root
-    steps: int = 30_000
-    max_size: int = 1600
-    eval_every: int = 8
-    eval_interval: int = 0     # held-out PSNR every k steps (0 = at the end only)
-    init_points: int = 100_000
-    checkpoint_every: int = TrainConfig.checkpoint_every  # 0 = only when stopped with save
-    checkpoint: str = ""       # checkpoint file; "" = <project>/checkpoints/train.npz (as `spirula run`)
-    max_gaussians: int = TrainConfig.max_gaussians  # adc: densification cap; mcmc: the exact budget
-    adam_moments: str = TrainConfig.adam_moments    # "fp32" or "bf16" (half the optimizer memory)
-    strategy: str = TrainConfig.strategy            # "auto", "adc" or "mcmc" (engine.config.resolve_strategy)
-    antialias: bool = TrainConfig.antialias         # Mip-Splatting's filters (engine/splat/antialias.py)
-    appearance: str = ""       # "off", "exposure", "affine", "bilagrid"; "" = by input (off for a dataset)
-    densify_from: int = TrainConfig.densify_from      # first densification after this many steps
-    densify_interval: int = TrainConfig.densify_interval
-    mcmc_refine_until: float = TrainConfig.mcmc_refine_until  # the fast preset's (engine/config.py PRESETS)
-    # the geometry phase (engine/splat/geometry.py): splats whose depth a mesh is made from; the
-    # training panel sends it on (False here: runs saved before it existed trained without)
-    geometry: bool = False
-    held_out: tuple = ()       # image names evaluated, never trained on; () = every eval_every-th
-    excluded: tuple = ()       # image names neither trained on nor evaluated
+class ViewProject:
+    """View a trained project as it ended: its mesh (with its splats to switch to) or its splats,
+    its dataset's cameras, and its loss, Gaussian-count and held-out PSNR curves."""
+    path: str
 
 
 @dataclass(frozen=True)
@@ -192,25 +218,6 @@ class SetSplit:
 class OpenProject:
     """A project folder whose training stopped: continue from its checkpoint."""
     path: str
-
-
-@dataclass(frozen=True)
-class StartPipeline:
-    """Reconstruct a video or a photo folder (engine/jobs/pipeline.py stages up to undistort, on
-    a worker thread: no GPU there), then train on the result like StartTraining."""
-    source: str                # a video file or a folder of photos
-    project: str = ""
-    steps: int = 30_000
-    max_size: int = 1600
-    eval_every: int = 8
-    eval_interval: int = 0
-    init_points: int = 100_000
-    max_gaussians: int = TrainConfig.max_gaussians
-    adam_moments: str = TrainConfig.adam_moments
-    strategy: str = TrainConfig.strategy
-    antialias: bool = TrainConfig.antialias
-    appearance: str = ""       # "" = by input: exposure for a video (engine/config.py default_appearance)
-    drop_sfm_cache: bool = False  # remove <project>/cache/sfm once the reconstruction has finished
 
 
 @dataclass(frozen=True)
@@ -331,6 +338,6 @@ class Shutdown:
     save: bool = True          # save a checkpoint and the PLY if training is under way
 
 
-Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, OpenPly, ExportMesh, OpenMesh, Pause, Resume,
+Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, ViewProject, OpenPly, ExportMesh, OpenMesh, Pause, Resume,
                 Cancel, SetBounds, AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame,
                 ExportPly, SaveScreenshot, SetProfiling, Shutdown]

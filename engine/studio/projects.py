@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from .. import checkpoint
-from ..jobs.stages import train_checkpoint_path
+from ..jobs.layout import checkpoint_path, earlier_checkpoint
+from ..settings import from_saved
 from . import messages as M
 
 
@@ -31,12 +32,31 @@ def new_project_dir(name: str, root: Path | None = None) -> Path:
     return path
 
 
+# StartTraining fields of studio checkpoints written before the settings table (renamed or gone)
+_RENAMED = {"init_points": "init_random_points"}
+
+
+def command_of_checkpoint(studio: dict) -> M.StartTraining:
+    """The StartTraining a studio checkpoint recorded (its "studio" extra), names of older
+    checkpoints mapped, fields it no longer has (its own checkpoint path) dropped."""
+    known = {f.name for f in fields(M.StartTraining)}
+    values = {_RENAMED.get(k, k): v for k, v in studio.items()}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items() if k in known}
+    return M.StartTraining(**values)
+
+
+def find_checkpoint(project: Path) -> Path:
+    """The checkpoint of ``project`` (engine/jobs/layout.py checkpoint_path; a studio
+    reconstruction's of before it, when only that one is there)."""
+    return earlier_checkpoint(project) or checkpoint_path(project)
+
+
 def read_project(project: Path):
     """(StartTraining, dataset, checkpoint) to continue ``project``'s studio training (on
     the loader thread: no GPU here)."""
     from ..ingest import load_dataset
 
-    path = train_checkpoint_path(project)
+    path = find_checkpoint(project)
     if not checkpoint.exists(path):
         raise checkpoint.CheckpointError(f"{project}: no training checkpoint to continue from (expected {path})")
     ckpt = checkpoint.load_newest(path)  # its notes: the newest was bad, the previous one is used
@@ -44,16 +64,17 @@ def read_project(project: Path):
     if not isinstance(studio, dict):
         raise checkpoint.CheckpointError(f"{path}: written by `spirula run` or `spirula train`, not by the studio; "
                                          f"continue it with `spirula run {project}`")
-    known = {f.name for f in fields(M.StartTraining)}
-    cmd = M.StartTraining(**{k: v for k, v in studio.items() if k in known})
+    cmd = command_of_checkpoint(studio)
     # the project folder may have moved: what lay inside it is taken from where it is now
-    old_root, new_root = Path(cmd.checkpoint or path).parent.parent, Path(project)
+    old_root, new_root = Path(cmd.project), Path(project)
+    if old_root.name == "train" and new_root.name != "train":
+        old_root = old_root.parent   # a reconstruction's training folder: its project is the root
 
     def moved(p: str) -> str:
         q = Path(p)
         return str(new_root / q.relative_to(old_root)) if q == old_root or old_root in q.parents else p
 
-    cmd = replace(cmd, dataset=moved(cmd.dataset), project=moved(cmd.project), checkpoint=str(path),
+    cmd = replace(cmd, dataset=moved(cmd.dataset), project=moved(cmd.project),
                   strategy=checkpoint.resumed_strategy(ckpt, cmd.strategy))
     return cmd, load_dataset(cmd.dataset, cmd.max_size), ckpt
 
@@ -71,7 +92,7 @@ class ProjectInfo:
     saved: str = ""            # when the checkpoint was written
     splats: Path | None = None
     mesh: Path | None = None
-    settings: dict = field(default_factory=dict)  # StartTraining fields of the run
+    settings: dict = field(default_factory=dict)  # StartTraining fields of the run: every setting as it ran
 
     @property
     def choices(self) -> list[str]:
@@ -94,8 +115,7 @@ def describe_project(project: str | Path) -> ProjectInfo:
     """A :class:`ProjectInfo` of ``project`` (a studio or `spirula run` folder)."""
     project = Path(project)
     info: dict = {"path": project}
-    known = {f.name for f in fields(M.StartTraining)}
-    ckpt = train_checkpoint_path(project)
+    ckpt = find_checkpoint(project)
     if checkpoint.exists(ckpt):
         try:
             meta = read_checkpoint_meta(ckpt)
@@ -105,9 +125,12 @@ def describe_project(project: str | Path) -> ProjectInfo:
             meta = read_checkpoint_meta(checkpoint.previous_path(ckpt))  # resuming uses it too (load_newest)
         studio = (meta.get("extra") or {}).get("studio")
         if isinstance(studio, dict):
+            cmd = command_of_checkpoint(studio)
+            # the settings it ran with (the checkpoint's config: every one, as resolved)
+            ran = from_saved(meta.get("config") or {}) if meta.get("config") else M.settings_of(cmd)
             info.update(checkpoint=ckpt, step=int(meta.get("step", 0)), saved=str(meta.get("saved", "")),
-                        steps=int(studio.get("steps", 0)), dataset=str(studio.get("dataset", "")),
-                        settings={k: v for k, v in studio.items() if k in known and k not in ("dataset", "checkpoint")})
+                        steps=int(ran.get("steps") or 0), dataset=cmd.dataset,
+                        settings=dict(ran, held_out=cmd.held_out, excluded=cmd.excluded))
     for folder in (project, project / "train"):
         if (folder / "splat.ply").is_file():
             info["splats"] = folder / "splat.ply"
@@ -116,33 +139,30 @@ def describe_project(project: str | Path) -> ProjectInfo:
                 try:
                     train = json.loads(meta_file.read_text(encoding="utf-8"))
                     info["dataset"] = str(train.get("dataset", ""))
-                    info["settings"] = settings_of_run(train.get("config", {}))
+                    info["settings"] = from_saved(train.get("config") or {})
                 except (OSError, ValueError):
                     pass
-            glb = folder / "exports" / "mesh.glb"
-            if glb.is_file():
-                info["mesh"] = glb
+            info["mesh"] = project_mesh(project, folder)
             break
     if not info.get("dataset") and (project / "run.json").is_file() and (project / "sparse").is_dir():
         info["dataset"] = str(project)  # a reconstruction not trained yet: its dataset is the project
     if info.get("dataset") and not Path(info["dataset"]).exists():
         info["dataset"] = ""  # moved or deleted: nothing to restart from
     info.setdefault("settings", {})
-    # a restart trains where the run trained (train/ in a `spirula run` project), checkpointing
-    # where both the studio and `spirula run` look
+    # a restart trains where the run trained (train/ in a `spirula run` project); its checkpoint
+    # goes where the project's always goes (engine/jobs/layout.py checkpoint_path)
     folder = Path(info["splats"]).parent if info.get("splats") else (
         project / "train" if (project / "run.json").is_file() else project)
-    info["settings"] = dict(info["settings"], project=str(folder), checkpoint=str(ckpt))
+    info["settings"] = dict(info["settings"], project=str(folder))
     return ProjectInfo(**info)
 
 
-def settings_of_run(config: dict) -> dict:
-    """StartTraining fields from a saved run's RunConfig (train.json's "config")."""
-    ds, tr = config.get("dataset", {}), config.get("train", {})
-    out = {"max_size": ds.get("max_size"), "eval_every": ds.get("eval_every"), "steps": tr.get("steps"),
-           "eval_interval": tr.get("eval_interval"), "init_points": tr.get("init_random_points"),
-           "strategy": tr.get("strategy"), "antialias": tr.get("antialias"), "appearance": tr.get("appearance"),
-           "adam_moments": tr.get("adam_moments"), "densify_from": tr.get("densify_from"),
-           "densify_interval": tr.get("densify_interval"), "mcmc_refine_until": tr.get("mcmc_refine_until"),
-           "geometry": tr.get("geometry")}
-    return {k: v for k, v in out.items() if v is not None}
+def project_mesh(project: Path, folder: Path) -> Path | None:
+    """The textured mesh of a project: ``exports/mesh.glb`` of the project (`spirula run`, the
+    studio's Export of a reconstruction) or of its training folder (the studio's Export of a
+    dataset's training), else None."""
+    for where in (Path(project), Path(folder)):
+        glb = where / "exports" / "mesh.glb"
+        if glb.is_file():
+            return glb
+    return None

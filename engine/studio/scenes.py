@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from .. import checkpoint
-from ..config import DatasetConfig, RunConfig, TrainConfig, default_appearance, density_settings
+from ..config import RunConfig, settings_of
+from ..config import run_config as _run_config
 from ..errors import SpirulaError
-from ..jobs.stages import train_checkpoint_path
+from ..jobs.layout import checkpoint_path
 from . import messages as M
 
 THUMB = 128           # longer side of dataset thumbnails, px
@@ -38,50 +39,59 @@ class TrainingScene(Scene):
     kind = "dataset"
 
     def __init__(self, gpu, dataset, cmd: M.StartTraining, project: Path):
-        from ..splat.trainer import Trainer
+        from ..jobs.train import TrainingJob
         from ..splat.trainer import pack_rgba8
+        from .polling import wait_polling
 
-        ckpt_path = Path(cmd.checkpoint) if cmd.checkpoint else train_checkpoint_path(project)
-        # absolute paths: the checkpoint records this command for OpenProject
-        cmd = replace(cmd, dataset=str(Path(cmd.dataset).resolve()), project=str(project.resolve()),
-                      checkpoint=str(ckpt_path.resolve()))
+        ckpt_path = checkpoint_path(project)  # the project's one path, whoever made the project
+        self.cfg = run_config(cmd, gpu.backend)
+        # absolute paths and every setting as resolved: the checkpoint records this command for
+        # OpenProject (Resume), which then trains on exactly these settings
+        cmd = recorded_command(cmd, self.cfg, project)
         self.gpu, self.dataset, self.cmd, self.project = gpu, dataset, cmd, project
         self.name = Path(cmd.dataset).name
         self.path = cmd.dataset
-        self.cfg = run_config(cmd, gpu.backend)
         from .split import choose_split
 
         self.train_idx, self.test_idx, split_note = choose_split(dataset, cmd.eval_every, tuple(cmd.held_out),
                                                                  tuple(cmd.excluded))
         if split_note and split_note not in dataset.warnings:
             dataset.warnings.append(split_note)  # shown with the dataset's other notes
-        self.trainer = Trainer(gpu, dataset, self.train_idx, self.cfg.train)
-        self.ident = checkpoint.dataset_identity(dataset, self.train_idx)
-        self.writer = checkpoint.BackgroundWriter(ckpt_path)  # saved_step: the checkpoint known on disk
+        # the training job of `spirula train` (engine/jobs/train.py), driven here in slices: its
+        # trainer, checkpoints, evaluations and result files; its GPU waits poll (engine/studio/polling.py)
+        self.job = TrainingJob(gpu, dataset, self.train_idx, self.test_idx, self.cfg, ckpt_path,
+                               wait=lambda: wait_polling(gpu))
+        self.trainer, self.writer, self.ident = self.job.trainer, self.job.writer, self.job.ident
         self._gt_extra: dict[int, Any] = {}
         self._pack = pack_rgba8
-        self.evals: list[dict] = []
         self.run = None           # the TrainingRun (engine/splat/schedule.py), made once resumed
-        self.t_train = 0.0        # wall time of the steps (viewer frames excluded)
+        self.t_train = 0.0        # wall time of the steps (viewer frames excluded), earlier sessions' included
         self.t_slice = 0.0        # start of the slice (or the part of it) not yet in t_train
         self.finished = False
         self.saved = False
 
+    @property
+    def evals(self) -> list[dict]:
+        return self.job.evals
+
     def checkpoint_extra(self) -> dict:
-        """The job's data in a checkpoint: engine.jobs.train's keys, and the command."""
-        return {"evaluations": self.evals, "train_seconds": self.t_train, "studio": asdict(self.cmd)}
+        """The job's data in a checkpoint (engine.jobs.train's keys) and the command."""
+        return self.job.checkpoint_extra(self.t_train, {"studio": asdict(self.cmd)})
+
+    @property
+    def t_session(self) -> float:
+        """Wall time of this session's steps (a resumed run's earlier ones excluded)."""
+        return self.t_train - self.job.seconds_before
 
     def resume(self, ckpt: checkpoint.Checkpoint, adapter: str) -> list[str]:
         """Continue from ``ckpt``; returns the allowed differences (CheckpointError when it
         does not fit)."""
-        blocking, changed = checkpoint.compare(ckpt, self.cfg, self.ident, adapter)
+        blocking, changed = self.job.fits(ckpt)
         if blocking:
             raise checkpoint.CheckpointError(f"the checkpoint {ckpt.path} (step {ckpt.step}) does not fit "
                                              f"{self.path}: {'; '.join(blocking)}")
-        checkpoint.restore(self.trainer, ckpt)
-        self.writer.resumed(ckpt)
-        self.evals = list(ckpt.extra.get("evaluations", []))
-        self.t_train = float(ckpt.extra.get("train_seconds", 0.0))
+        self.job.resume(ckpt)
+        self.t_train = self.job.seconds_before
         return changed
 
     def flush(self) -> str:
@@ -197,13 +207,15 @@ def up_vector(cameras) -> np.ndarray:
     return u / n if n > 1e-6 else np.array([0.0, -1.0, 0.0])
 
 
+def recorded_command(cmd: M.StartTraining, cfg: RunConfig, project: Path) -> M.StartTraining:
+    """``cmd`` as a studio checkpoint records it (engine/studio/projects.py read_project reads
+    it back for Resume): absolute paths, and every setting as ``cfg`` resolved it, so the
+    resumed run has exactly these settings whatever the presets or defaults are by then."""
+    return replace(cmd, dataset=str(Path(cmd.dataset).resolve()), project=str(Path(project).resolve()),
+                   **settings_of(cfg))
+
+
 def run_config(cmd: M.StartTraining, backend: str) -> RunConfig:
-    """The run's settings from the studio's StartTraining."""
-    return RunConfig(device=backend, dataset=DatasetConfig(max_size=cmd.max_size, eval_every=cmd.eval_every),
-                     train=TrainConfig(steps=cmd.steps, eval_interval=cmd.eval_interval,
-                                       init_random_points=cmd.init_points, checkpoint_every=cmd.checkpoint_every,
-                                       adam_moments=cmd.adam_moments, antialias=cmd.antialias,
-                                       appearance=cmd.appearance or default_appearance("dataset"),
-                                       densify_from=cmd.densify_from, densify_interval=cmd.densify_interval,
-                                       mcmc_refine_until=cmd.mcmc_refine_until, geometry=cmd.geometry,
-                                       **density_settings(cmd.strategy, cmd.max_gaussians)))
+    """The run's settings from the studio's StartTraining: what it sets, its preset's overlay
+    on the rest, the appearance by its input kind (engine/settings.py resolve)."""
+    return _run_config(M.settings_of(cmd), device=backend, preset=cmd.preset, input_kind=cmd.input_kind)

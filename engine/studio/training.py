@@ -14,7 +14,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import checkpoint
-from ..fileio import write_json_atomic
 from ..splat.schedule import Progress, TrainingRun
 from . import messages as M
 from .projects import new_project_dir
@@ -130,23 +129,25 @@ class Training:
                                 "test": len(scene.test_idx)}))
         tr = scene.trainer
         step = tr.state.step
+        steps = scene.cfg.train.steps
         if ckpt is None:
-            e.emit(M.StageStarted("train", cmd.steps, f"{len(scene.train_idx)} training images, "
+            scene.job.score_start()  # the first render's held-out PSNR, as `spirula train` (metrics.json)
+            e.emit(M.StageStarted("train", steps, f"{len(scene.train_idx)} training images, "
                                                       f"{tr.model.n:,} initial Gaussians"))
-            e.state("running", f"{scene.name}: {cmd.steps} steps -> {project}")
+            e.state("running", f"{scene.name}: {steps} steps -> {project}")
         else:
             saved = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ckpt.path.stat().st_mtime))
-            e.emit(M.TrainingResumed(str(ckpt.path), step, cmd.steps, str(project), saved))
+            e.emit(M.TrainingResumed(str(ckpt.path), step, steps, str(project), saved))
             for c in changed:
                 e.emit(M.Warning(f"resuming with a changed setting, {c}: from step {step} the run differs "
                                  "from one without the break"))
-            e.emit(M.StageStarted("train", cmd.steps, f"resumed at step {step} from {ckpt.path}, "
+            e.emit(M.StageStarted("train", steps, f"resumed at step {step} from {ckpt.path}, "
                                                       f"{tr.model.n:,} Gaussians"))
             for h in tr.state.history:  # the curves up to the break
                 e.emit(M.TrainMetrics(int(h["step"]), float(h["loss"]), int(h["num_gaussians"]), 0.0))
             for ev in scene.evals:
                 e.emit(M.TrainMetrics(int(ev["step"]), float("nan"), tr.model.n, 0.0, psnr=ev["psnr"]))
-            e.state("running", f"{scene.name}: resumed at step {step} of {cmd.steps} -> {project}")
+            e.state("running", f"{scene.name}: resumed at step {step} of {steps} -> {project}")
         e.profiling.follow_training()
         # the one schedule; the studio's hooks: its messages, its checkpoints, polling waits
         scene.run = TrainingRun(tr, on_progress=self._progress, on_eval=self.evaluate if scene.test_idx else None,
@@ -186,15 +187,10 @@ class Training:
                                                               f"{p.steps_per_sec:.1f} steps/s"))
 
     def evaluate(self, step: int) -> dict | None:
-        from ..splat.evaluate import evaluate
-        from .polling import wait_polling
-
         sc = self.scene
         if not sc.test_idx:
             return None
-        wait_polling(self.e.gpu)
-        m = evaluate(sc.trainer, sc.test_idx)
-        sc.evals.append({"step": step, "psnr": m["psnr"], "ssim": m["ssim"]})
+        m = sc.job.evaluate(step)
         self.e.emit(M.TrainMetrics(step, float("nan"), sc.trainer.model.n, 0.0, psnr=m["psnr"]))
         return m
 
@@ -229,22 +225,20 @@ class Training:
         elif stopped:
             self.flush_checkpoint()  # an earlier checkpoint stays for a reopening
         if save:
+            # the training job's end, as `spirula train`'s (engine/jobs/train.py TrainingJob.finish):
+            # the PLY, the appearance, the one writer of metrics.json and train.json; a stopped
+            # run is not scored (its evaluation would hold up the stop)
             ply = sc.project / "splat.ply"
-            count = sc.export(ply)
+            sc.project.mkdir(parents=True, exist_ok=True)
+            count, final, metrics = sc.job.finish(sc.project, sc.t_train, sc.t_session,
+                                                  {"dataset": sc.path, "device": e.gpu.adapter, "source": "studio"},
+                                                  score=not stopped, excluded=tuple(sc.cmd.excluded))
             sc.saved = True
             result.update(ply=str(ply), num_gaussians=count)
             e.emit(M.Saved("ply", str(ply), f"{count:,} Gaussians, step {s}"))
-            if tr.appearance is not None:  # the per-image colour transforms beside the PLY
-                tr.appearance.save(sc.project, [c.name for c in sc.dataset.cameras], sc.train_idx)
-            final = self.evaluate(s) if not stopped else None
-            metrics = {"step": s, "stopped_early": stopped, "num_gaussians": count,
-                       "psnr": final and final["psnr"], "ssim": final and final["ssim"], "evaluations": sc.evals,
-                       "train_seconds": sc.t_train, "strategy": tr.strategy,
-                       "appearance": sc.cfg.train.appearance}
-            write_json_atomic(sc.project / "metrics.json", metrics)
-            write_json_atomic(sc.project / "train.json", {
-                "dataset": sc.path, "device": e.gpu.adapter, "config": asdict(sc.cfg), "strategy": tr.strategy,
-                "warnings": sc.dataset.warnings, "history": tr.state.history, "source": "studio"})
+            if final:
+                sc.evals.append({"step": s, "psnr": final["psnr"], "ssim": final["ssim"]})
+                e.emit(M.TrainMetrics(s, float("nan"), tr.model.n, 0.0, psnr=final["psnr"]))
             result["psnr"] = metrics["psnr"]
         if not stopped:  # all steps done: the checkpoint goes, as in `spirula run`
             self.flush_checkpoint()
@@ -265,8 +259,7 @@ class Training:
         sc = self.scene
         tr = sc.trainer
         self.flush_checkpoint()
-        sc.writer.submit(tr.state.step, checkpoint.snapshot(tr, sc.cfg, sc.ident, self.e.gpu.adapter,
-                                                            sc.checkpoint_extra()))
+        sc.job.checkpoint(tr.state.step, sc.t_train, {"studio": asdict(sc.cmd)})
         if stopped:
             sc.writer.wait()
         else:

@@ -69,7 +69,7 @@ def driver(tmp_path_factory):
 def test_train_pause_resume_finish(driver, tiny_dataset, tmp_path):
     s = driver.s
     s.send(M.StartTraining(str(tiny_dataset), project=str(tmp_path / "proj"), steps=40, max_size=64,
-                           eval_every=5, eval_interval=20, init_points=400, max_gaussians=450, adam_moments="bf16",
+                           eval_every=5, eval_interval=20, init_random_points=400, max_gaussians=450, adam_moments="bf16",
                            appearance="affine"))
     scene = driver.wait(lambda m: isinstance(m, M.SceneLoaded), 120, "SceneLoaded")
     assert scene.kind == "dataset" and len(scene.cameras) == 10
@@ -96,6 +96,10 @@ def test_train_pause_resume_finish(driver, tiny_dataset, tmp_path):
     assert (train["max_gaussians"], train["adam_moments"]) == (450, "bf16")  # the studio's settings reached the run
     metrics = json.loads((tmp_path / "proj" / "metrics.json").read_text())
     assert metrics["psnr"] is not None and [e["step"] for e in metrics["evaluations"]] == [20, 40]
+    # one writer of metrics.json (engine/jobs/train.py write_results): the keys of `spirula train`'s
+    assert {"initial_psnr", "normal_consistency", "views", "held_out", "sec_per_1k_steps", "resumed_from_step",
+            "antialias"} <= set(metrics) and metrics["initial_psnr"] < metrics["psnr"]
+    assert len(metrics["held_out"]) == 2 and (tmp_path / "proj" / "eval").is_dir()
     assert metrics["appearance"] == train["appearance"] == "affine" and (tmp_path / "proj" / "appearance.json").is_file()
     psnrs = [m for m in driver.seen if isinstance(m, M.TrainMetrics) and m.psnr is not None]
     assert len(psnrs) == 2
@@ -179,7 +183,7 @@ def test_stop_saves_and_errors_name_the_file(driver, tiny_dataset, tmp_path):
     s.send(M.StartTraining(str(tmp_path / "nowhere"), steps=10))
     err = driver.wait(lambda m: isinstance(m, M.Error), 60, "error for a missing dataset")
     assert "nowhere" in err.text
-    s.send(M.StartTraining(str(tiny_dataset), project=str(tmp_path / "p2"), steps=5000, max_size=48, init_points=300))
+    s.send(M.StartTraining(str(tiny_dataset), project=str(tmp_path / "p2"), steps=5000, max_size=48, init_random_points=300))
     driver.wait(lambda m: isinstance(m, M.TrainMetrics), 120, "metrics")
     s.send(M.StartTraining(str(tiny_dataset), steps=10))  # refused while training
     warn = driver.wait(lambda m: isinstance(m, M.Warning), 30, "busy warning")
@@ -197,7 +201,7 @@ def test_checkpoints_on_schedule_where_spirula_run_puts_them(driver, tiny_datase
     from engine.jobs.stages import train_checkpoint_path
 
     s, project = driver.s, tmp_path / "p3"
-    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=30, max_size=48, init_points=300,
+    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=30, max_size=48, init_random_points=300,
                            checkpoint_every=10))
     done = driver.wait(lambda m: isinstance(m, M.Done), 120, "Done")
     saved = [m for m in driver.seen if isinstance(m, M.CheckpointSaved) and m.path == str(train_checkpoint_path(project))]
@@ -207,7 +211,7 @@ def test_checkpoints_on_schedule_where_spirula_run_puts_them(driver, tiny_datase
 
 def test_stopped_training_continues_from_its_project(driver, tiny_dataset, tmp_path):
     s, project = driver.s, tmp_path / "p4"
-    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=5000, max_size=48, init_points=300))
+    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=5000, max_size=48, init_random_points=300))
     driver.wait(lambda m: isinstance(m, M.TrainMetrics), 120, "metrics")
     s.send(M.Cancel(save=True))
     saved = driver.wait(lambda m: isinstance(m, M.CheckpointSaved), 120, "checkpoint")
@@ -233,7 +237,7 @@ def test_a_training_error_names_the_checkpoint_it_keeps(driver, tiny_dataset, tm
     err = driver.wait(lambda m: isinstance(m, M.Error), 60, "error: no checkpoint")
     assert err.path == str(project) and "no training checkpoint" in err.text
     monkeypatch.setattr(Trainer, "_mean_loss", staticmethod(lambda block, steps: float("nan")))  # diverges at the first read
-    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=25, max_size=48, init_points=300,
+    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=25, max_size=48, init_random_points=300,
                            checkpoint_every=10))
     err = driver.wait(lambda m: isinstance(m, M.Error), 120, "error: diverged")
     assert "diverged at step 25" in err.text and err.path == str(project)

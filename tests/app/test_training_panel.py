@@ -46,14 +46,17 @@ def test_the_fast_preset_sends_the_engine_presets_schedule(qapp):
     assert s["max_gaussians"] == TrainConfig.mcmc_budget
     assert M.StartTraining("d", **s).mcmc_refine_until == fast["mcmc_refine_until"]
     panel.preset.setCurrentText("Full (3DGS)")
-    assert panel.settings()["mcmc_refine_until"] == TrainConfig.mcmc_refine_until
+    from engine.studio.scenes import run_config
+
+    assert run_config(M.StartTraining("d", **panel.settings()), "vulkan").train.mcmc_refine_until == \
+        TrainConfig.mcmc_refine_until
 
 
 def test_the_geometry_phase_is_on_for_meshing_and_reaches_the_run(qapp):
     """The panel trains with the geometry phase by default (the studio exports meshes); the
     setting reaches the run's TrainConfig, is remembered, and a saved run's is read back."""
     from engine.studio import messages as M
-    from engine.studio.projects import settings_of_run
+    from engine.settings import from_saved
     from engine.studio.scenes import run_config
 
     from app.training_panel import TrainingPanel
@@ -67,5 +70,25 @@ def test_the_geometry_phase_is_on_for_meshing_and_reaches_the_run(qapp):
     other = TrainingPanel()
     other.restore(panel.values())
     assert other.geometry.isChecked() is False
-    assert settings_of_run({"train": {"geometry": True}})["geometry"] is True
-    assert M.StartTraining("d").geometry is False  # a studio checkpoint saved before the setting: trained without
+    assert from_saved({"train": {"geometry": True}})["geometry"] is True
+    # a studio checkpoint saved before the setting: trained without
+    assert run_config(M.StartTraining("d"), "vulkan").train.geometry is False
+
+
+def test_the_panel_shows_the_tables_basic_group(qapp):
+    """Every setting of the table's basic group has its row (label and help from the table),
+    and only those; the rest are in the All options editor."""
+    from PySide6 import QtWidgets
+
+    from app.training_panel import TrainingPanel
+    from engine import settings as table
+
+    panel = TrainingPanel()
+    assert sorted(panel.ORDER) == sorted(s.name for s in table.basic())
+    form = panel.findChild(QtWidgets.QFormLayout)
+    labels = {form.itemAt(k, QtWidgets.QFormLayout.ItemRole.LabelRole).widget().text()
+              for k in range(form.rowCount()) if form.itemAt(k, QtWidgets.QFormLayout.ItemRole.LabelRole)}
+    for s in table.basic():
+        w = getattr(panel, panel.WIDGETS[s.name])
+        assert s.help in w.toolTip()
+        assert s.title in labels or (s.type is bool and w.text() == s.title[0].lower() + s.title[1:])

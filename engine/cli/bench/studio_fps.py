@@ -205,7 +205,7 @@ def bench_studio(data, gaussians: int = 6_000_000, max_size: int = 1000, steps: 
             eng = session.engine
             eng.loads.reviewed = (str(Path(data).resolve()), max_size, ds)
             session.send(M.ResizeViewport(width, height))
-            session.send(M.StartTraining(str(data), steps=steps, max_size=max_size, init_points=gaussians,
+            session.send(M.StartTraining(str(data), steps=steps, max_size=max_size, init_random_points=gaussians,
                                          max_gaussians=gaussians, strategy="mcmc", checkpoint_every=0,
                                          eval_interval=0, geometry=geometry))
             scene = watch.until(lambda m: isinstance(m, M.SceneLoaded), timeout_s, "SceneLoaded")
