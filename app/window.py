@@ -167,6 +167,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         q = m_file.addAction("Quit", self.close)
         q.setShortcut(QtGui.QKeySequence.StandardKey.Quit)
 
+        from .edit_tools import EditActions
+
+        self.edit_tools = EditActions(self, self.menuBar().addMenu("&Edit"))  # splat editing before export
         tb.addAction("Open…", self._ask_dataset)
         tb.addSeparator()
         self.mode_group = QtGui.QActionGroup(self)
@@ -230,6 +233,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             "Click a camera frustum (or double-click a thumbnail) to look through it;\n"
             "then 2 / 3 show its ground truth / error image.\n"
             "Mesh bounds box: a handle lights up under the mouse; drag it to move that face.\n"
+            "Edit menu (a splat file or a project's splats): B box select, R brush select (Shift adds,\n"
+            "Ctrl removes), Delete, Ctrl+I invert, C crop box, Ctrl+Z / Ctrl+Shift+Z undo / redo.\n"
             "A mesh: M switches to the splats it was made from; the toolbar sets its shading.")
 
     def run_selftest(self):
@@ -359,9 +364,12 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                 self.viewport.use_readback(msg.reason)
                 self.session.send(M.RequestFrame())
             self._update_viewer_label()
+        elif isinstance(msg, M.EditState):
+            self.edit_tools.apply(msg)
         elif isinstance(msg, M.SceneLoaded):
             self.scene = msg
             self.controller.set_scene(msg)
+            self.edit_tools.set_scene(msg)
             self.dataset.set_scene(msg)
             self.partition.set_scene(msg)
             self.export.set_project(msg.project, training=msg.kind == "dataset")

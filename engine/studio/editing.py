@@ -1,0 +1,137 @@
+"""The engine thread's splat edit (engine/io/splat_edit.py) of the splats on view: the
+EditSplats commands (select by box or brush, select all / none, invert, delete, crop, undo,
+redo), the view of the edited model (the kept splats uploaded, the selected ones drawn in
+one flat colour) and the crop box drawn in the viewport.
+
+Only a splat file's scene (scenes.PlyScene: a file or a project's splats viewed) is
+editable; a training changes its splats every step, a mesh is no splats. The edit of a
+project's splat.ply is loaded when the scene opens (its ``edit.json``: a changed PLY's edit
+is a warning and a fresh edit) and saved after every command; the scene's export writes the
+edited splats. Undo / redo history lasts as long as the scene.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..io.ply_points import SH_C0
+from ..io.splat_edit import CropBox, EditFileError, SplatEdit, edit_file_for, file_sha256, load_edit, select_screen
+from . import messages as M
+
+SELECTED_RGB = (1.0, 0.55, 0.1)   # the colour the selected splats are drawn in (linear 0..1)
+CROP_RGB = (80, 230, 120)         # the crop box's edges
+
+
+class Editing:
+    """The edit of the engine's scene (``edit`` None when the scene is not editable)."""
+
+    def __init__(self, engine):
+        self.e = engine
+        self.scene = None
+        self.edit: SplatEdit | None = None
+        self.rows: np.ndarray | None = None   # the scene's packed rows, all N
+        self.edit_file: Path | None = None    # where the edit is saved (a project's), else None
+
+    # --- scenes ------------------------------------------------------------------------------
+    def scene_changed(self, scene) -> None:
+        """A new scene is on show: its saved edit (a project's splat file) applied to the view."""
+        from .loading import trained_project
+        from .scenes import PlyScene
+
+        self.scene, self.edit, self.rows, self.edit_file = scene, None, None, None
+        if not isinstance(scene, PlyScene) or scene.n == 0:
+            self.e.emit(M.EditState(False))
+            return
+        path = Path(scene.path)
+        if trained_project(path) is not None and path.is_file():
+            self.edit_file = edit_file_for(path)
+        self.edit = SplatEdit(scene.g.means, name=path.name)
+        scene.edit = self.edit
+        if self.edit_file is not None and self.edit_file.is_file():
+            try:
+                self.edit = scene.edit = load_edit(self.edit_file, scene.g.means, file_sha256(path), path)
+            except EditFileError as exc:
+                self.e.emit(M.Warning(f"{exc}; the splats are shown unedited (a new edit replaces that file)"))
+        if not self.edit.is_empty():
+            self._show()
+        self._report("" if self.edit.is_empty() else f"edit {self.edit_file}: {self.edit.summary()}", saved=False)
+
+    # --- commands ----------------------------------------------------------------------------
+    def command(self, cmd: M.EditSplats) -> None:
+        e = self.edit
+        if e is None:
+            self.e.emit(M.Warning("nothing to edit: open a project's splats or a splat file (a training or a mesh "
+                                  "cannot be edited)"))
+            return
+        if cmd.op == "select":
+            mask = select_screen(e.means, cmd.w2c, cmd.fov_y_deg, cmd.width, cmd.height,
+                                 rect=cmd.rect if len(cmd.rect) == 4 else None,
+                                 brush=np.asarray(cmd.brush, np.float64).reshape(-1, 2) if cmd.brush else None,
+                                 radius=cmd.radius)
+            label = e.select(mask, cmd.mode)
+        elif cmd.op == "crop":
+            box = CropBox.from_bounds(cmd.crop[:3], cmd.crop[3:]) if len(cmd.crop) == 6 else None
+            label = e.set_crop(box)
+        elif cmd.op in ("select_all", "select_none", "invert", "undo", "redo"):
+            label = getattr(e, cmd.op)()
+            if label is not None and cmd.op in ("undo", "redo"):
+                label = f"{cmd.op} {label}"
+        elif cmd.op == "delete":
+            label = e.delete_selected()
+        else:
+            raise ValueError(f"unknown edit command {cmd.op!r}")
+        if label is None:
+            self._report("")
+            return
+        self._show()
+        saved = cmd.op not in ("select", "select_all", "select_none", "invert")  # what the file holds changed
+        if saved and self.edit_file is not None:
+            e.sha256 = e.sha256 or file_sha256(self.scene.path)
+            e.save(self.edit_file)
+        self._report(label, saved=saved)
+
+    def _report(self, label: str, saved: bool = False) -> None:
+        e = self.edit
+        crop = ()
+        if e.crop is not None:
+            lo, hi = e.crop.bounds()
+            crop = tuple(float(v) for v in (*lo, *hi))
+        self.e.emit(M.EditState(True, label, e._done[-1].label if e._done else "",
+                                e._undone[-1].label if e._undone else "", int(e.selected.sum()), int(e.keep().sum()),
+                                e.n, crop, str(self.edit_file) if saved and self.edit_file is not None else ""))
+        self.e.viewport.edit_changed()
+
+    # --- the view ----------------------------------------------------------------------------
+    def _show(self) -> None:
+        """Upload the kept splats (the selected in SELECTED_RGB) as the scene's view."""
+        from ..splat.layout import OFF_SH, pack
+
+        sc, e = self.scene, self.edit
+        if self.rows is None:
+            g = sc.g
+            self.rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, sc.degree)
+        keep = e.keep()
+        rows = self.rows[keep]
+        sel = e.selected[keep]
+        if sel.any():
+            rows[sel, OFF_SH:OFF_SH + 3] = (np.asarray(SELECTED_RGB, np.float32) - 0.5) / SH_C0
+            rows[sel, OFF_SH + 3:] = 0.0   # flat: no view-dependent colour
+        gpu = self.e.gpu
+        gpu.wait_idle()
+        gpu.forget_bindings()  # kernels' cached arguments would keep the old buffer
+        sc.n = len(rows)
+        sc.params = gpu.upload(np.ascontiguousarray(rows), "splat.params") if len(rows) else None
+        self.e.viewport.model_dirty = True
+
+    def segments(self) -> tuple[np.ndarray, np.ndarray]:
+        """The crop box's 12 edges: ([12, 6] float32 world endpoints, [12] uint32 BGRA); none without a crop."""
+        from .overlays import _bgra
+
+        if self.edit is None or self.edit.crop is None:
+            return np.zeros((0, 6), np.float32), np.zeros(0, np.uint32)
+        c = self.edit.crop.corners()
+        edges = [(a, a | (1 << i)) for a in range(8) for i in range(3) if not (a >> i) & 1]
+        segs = np.array([np.concatenate([c[a], c[b]]) for a, b in edges], np.float32)
+        return segs, np.full(len(segs), _bgra(CROP_RGB), np.uint32)
