@@ -79,6 +79,11 @@ class EditActions:
             self.w.note(f"{st.label}: {st.kept:,} of {st.total:,} splats kept, {st.selected:,} selected"
                         + (f" (saved in {st.saved})" if st.saved else ""))
 
+    def training_ended(self) -> None:
+        """The training's splat.ply is written: the first edit command opens it for editing."""
+        for a in self.actions:
+            a.setEnabled(a not in (self.undo, self.redo))
+
     def show_crop(self) -> CropDialog:
         if self.crop_dialog is None:
             self.crop_dialog = CropDialog(self)

@@ -395,6 +395,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.training.set_state(msg.state, msg.detail)
             # the state alone: the detail (in the panels too) took the room of the status messages
             self.status_job.setText(msg.state)
+            if msg.state == "finished" and self.scene is not None and self.scene.kind == "dataset":
+                self.edit_tools.training_ended()  # its splats can be edited now
             self.status_job.setToolTip(msg.detail or "")
             if self.saving_to_close and msg.state == "finished":  # it ended by itself meanwhile: all saved
                 QtCore.QTimer.singleShot(0, self._close_after_save)

@@ -4,7 +4,8 @@ redo), the view of the edited model (the kept splats uploaded, the selected ones
 one flat colour) and the crop box drawn in the viewport.
 
 Only a splat file's scene (scenes.PlyScene: a file or a project's splats viewed) is
-editable; a training changes its splats every step, a mesh is no splats. The edit of a
+editable; a training changes its splats every step, a mesh is no splats. A training that
+has ended becomes its splat.ply's scene on the first edit command. The edit of a
 project's splat.ply is loaded when the scene opens (its ``edit.json``: a changed PLY's edit
 is a warning and a fresh edit) and saved after every command; the scene's export writes the
 edited splats. Undo / redo history lasts as long as the scene.
@@ -59,7 +60,24 @@ class Editing:
         self._report("" if self.edit.is_empty() else f"edit {self.edit_file}: {self.edit.summary()}", saved=False)
 
     # --- commands ----------------------------------------------------------------------------
+    def _from_finished_training(self) -> bool:
+        """A training that has ended (its splat.ply written) becomes its splat file's scene,
+        to edit: True when it did."""
+        from ..io.formats import read_any
+        from .scenes import PlyScene, TrainingScene
+
+        sc = self.e.scene
+        if not isinstance(sc, TrainingScene) or not sc.finished or self.e.training.running:
+            return False
+        ply = Path(sc.project) / "splat.ply"
+        if not ply.is_file():
+            return False
+        self.e.set_scene(PlyScene(self.e.gpu, ply, read_any(ply, warn=False)))  # scene_changed: its edit
+        return self.edit is not None
+
     def command(self, cmd: M.EditSplats) -> None:
+        if self.edit is None:
+            self._from_finished_training()
         e = self.edit
         if e is None:
             self.e.emit(M.Warning("nothing to edit: open a project's splats or a splat file (a training or a mesh "
