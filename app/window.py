@@ -125,7 +125,11 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                                        "compiled kernels are cached for the next launch)")
         self.status_viewer = QtWidgets.QLabel("viewport: –")
         self.status_job = QtWidgets.QLabel("idle")
+        from .stage_status import StageStatus
+
+        self.stage_status = StageStatus(self)  # the job's stages, elapsed and time left, on every tab
         sb = self.statusBar()
+        sb.addPermanentWidget(self.stage_status)
         sb.addPermanentWidget(self.status_job)
         sb.addPermanentWidget(self.status_viewer)
         sb.addPermanentWidget(self.status_adapter)
@@ -336,6 +340,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.training.refresh()
 
     def handle(self, msg) -> None:
+        if isinstance(msg, (M.StageStarted, M.StageProgress, M.StageFinished, M.JobState)):
+            self.stage_status.on_message(msg)
         if isinstance(msg, M.TrainMetrics):
             self.training.on_metrics(msg)
             if msg.loss == msg.loss:  # a step (evaluations carry NaN)
