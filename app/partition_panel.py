@@ -206,9 +206,9 @@ class PartitionPanel(QtWidgets.QWidget):
 
     def train(self) -> None:
         """Run split -> train (Ray) -> merge in the background (engine/partition/job.py)."""
-        from engine.config import DatasetConfig, RunConfig, TrainConfig
+        from engine.config import run_config
         from engine.partition.job import PartitionJob
-        from engine.partition.run_parts import INSTALL_HINT, _import_ray
+        from engine.partition.run_parts import FIXED_SETTINGS, INSTALL_HINT, _import_ray
 
         if self.partition is None or self.dataset is None:
             return
@@ -217,7 +217,7 @@ class PartitionPanel(QtWidgets.QWidget):
         self.rows.clear()
         parts_dir = self.dataset.parent / f"{self.dataset.name}-parts"
         project = self.dataset.parent / f"{self.dataset.name}-partitioned"
-        cfg = RunConfig(dataset=DatasetConfig(eval_every=0), train=TrainConfig(strategy="mcmc"))
+        cfg = run_config(FIXED_SETTINGS)  # as `spirula partition train` (engine/settings.py resolve)
         self.job = PartitionJob(self.dataset, parts_dir, project, self.settings(), cfg).start()
         ray_note = "" if _import_ray() is not None else f" Ray is not installed ({INSTALL_HINT}): one part after another."
         self.status.setText(f"Training {len(self.partition.cells)} parts into {parts_dir}.{ray_note}")

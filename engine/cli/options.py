@@ -107,29 +107,6 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return text + " (default: %(default)s)"
 
 
-def fraction(text: str) -> float:
-    """argparse type: a number in (0, 1]."""
-    value = float_range(0.0, inclusive=False)(text)
-    if value > 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {text!r}")
-    return value
-
-
-def start_fraction(text: str) -> float:
-    """argparse type: a number in [0, 1) (a phase starting at 1 would never run)."""
-    value = float_range(0.0)(text)
-    if value >= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1) (at 1 the phase never starts), not {text!r}")
-    return value
-
-
-def on_off(text: str) -> bool:
-    """argparse type: "on" -> True, "off" -> False."""
-    if text not in ("on", "off"):
-        raise argparse.ArgumentTypeError(f"must be on or off, not {text!r}")
-    return text == "on"
-
-
 # --- the training settings: one option per setting of the table (engine/settings.py) -------------
 
 def _arg_type(s: table.Setting):

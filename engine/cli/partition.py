@@ -9,11 +9,8 @@ import sys
 from pathlib import Path
 
 from ..config import DatasetConfig, RunConfig, TrainConfig
+from ..partition.run_parts import FIXED_SETTINGS as PARTITION_FIXED  # what `partition train` decides itself
 from .options import add_device_option, add_settings_options, float_range, image_side, int_at_least, train_config_of_args
-
-# the settings `partition train` decides itself: MCMC (an exact budget to share between the
-# parts), nothing held out (the split holds out the whole scene's views: --eval-every of split)
-PARTITION_FIXED = {"strategy": "mcmc", "eval_every": 0}
 
 
 def add_parser(sub) -> None:

@@ -51,6 +51,10 @@ from .layout import Layout, PartInfo, read_layout
 INSTALL_HINT = ("pip install 'spirula-studio[distributed]'; from a source checkout: "
                 ".venv/bin/pip install '.[distributed]'")
 MIN_PART_STEPS = 100
+# the training settings a partitioned run decides itself (engine/settings.py names): MCMC (an
+# exact budget to share between the parts), nothing held out (the split holds out the whole
+# scene's views)
+FIXED_SETTINGS = {"strategy": "mcmc", "eval_every": 0}
 POLL_S = 0.5
 
 

@@ -59,6 +59,13 @@ def read_project(project: Path):
     path = find_checkpoint(project)
     if not checkpoint.exists(path):
         raise checkpoint.CheckpointError(f"{project}: no training checkpoint to continue from (expected {path})")
+    if path != checkpoint_path(project):  # a reconstruction's of before: moved where its run now checkpoints
+        moved = checkpoint_path(project)
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        for old, to in ((checkpoint.previous_path(path), checkpoint.previous_path(moved)), (path, moved)):
+            if old.is_file():  # both generations
+                old.replace(to)
+        path = moved
     ckpt = checkpoint.load_newest(path)  # its notes: the newest was bad, the previous one is used
     studio = ckpt.extra.get("studio")
     if not isinstance(studio, dict):

@@ -150,3 +150,21 @@ def test_view_of_a_reopened_project_shows_its_mesh_cameras_and_curves(studio, ti
     assert len(loaded.cameras) == 10 and sum(c.split == "test" for c in loaded.cameras) == 2
     assert spin(app, 30, lambda: len(win.training.psnr_y) == 2 and len(win.training.loss_y) == 3)
     assert win.training.psnr_y == [18.0, 21.5] and win.training.total == 30
+
+
+def test_a_checkpoint_where_a_reconstruction_wrote_it_before_is_found_and_moved(qapp, gpu, tiny_dataset, tmp_path):
+    """A project reconstructed and stopped by the studio before the fix has its checkpoint in
+    train/checkpoints/: reopened, it offers Resume, which moves it to the project's one path."""
+    from engine import checkpoint
+    from engine.studio.projects import describe_project, read_project
+
+    scene, project = _trained_after_reconstruction(gpu, tiny_dataset, tmp_path)
+    old = project / "train" / "checkpoints" / "train.npz"
+    old.parent.mkdir(parents=True)
+    scene.writer.path = old
+    scene.writer.submit(0, checkpoint.snapshot(scene.trainer, scene.cfg, scene.ident, gpu.adapter,
+                                               scene.checkpoint_extra()))
+    scene.writer.wait()
+    assert describe_project(project).checkpoint == old
+    _, _, ckpt = read_project(project)
+    assert ckpt.path == project / "checkpoints" / "train.npz" and ckpt.path.is_file() and not old.exists()
