@@ -180,8 +180,8 @@ class ViewController(QtCore.QObject):
 
     # --- input ---------------------------------------------------------------------------------
     # --- selecting splats (the Edit menu's box and brush tools) --------------------------------
-    def _edit_command(self, **kw) -> M.EditSplats:
-        return M.EditSplats("select", w2c=tuple(float(v) for v in self.camera.w2c().reshape(-1)),
+    def _edit_command(self, op: str = "select", **kw) -> M.EditSplats:
+        return M.EditSplats(op, w2c=tuple(float(v) for v in self.camera.w2c().reshape(-1)),
                             fov_y_deg=float(self.camera.fov_y_deg), width=float(self.size.width()),
                             height=float(self.size.height()), **kw)
 
@@ -223,8 +223,11 @@ class ViewController(QtCore.QObject):
         if self._stroke is not None:
             if self.tool == "brush":
                 self._stroke.append((p.x(), p.y()))
+                self.send(self._edit_command("outline", brush=tuple(float(v) for q in self._stroke for v in q)))
             else:
                 self._stroke[1:] = [(p.x(), p.y())]
+                (x0, y0), (x1, y1) = self._stroke[0], self._stroke[-1]
+                self.send(self._edit_command("outline", rect=(x0, y0, x1, y1)))
             return
         if not self._moved and (p - self._press).manhattanLength() < 3:
             return

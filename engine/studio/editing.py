@@ -23,6 +23,7 @@ from . import messages as M
 
 SELECTED_RGB = (1.0, 0.55, 0.1)   # the colour the selected splats are drawn in (linear 0..1)
 CROP_RGB = (80, 230, 120)         # the crop box's edges
+SELECTED_RGB_8 = tuple(int(round(255 * c)) for c in SELECTED_RGB)  # the selection's outline
 
 
 class Editing:
@@ -34,6 +35,7 @@ class Editing:
         self.edit: SplatEdit | None = None
         self.rows: np.ndarray | None = None   # the scene's packed rows, all N
         self.edit_file: Path | None = None    # where the edit is saved (a project's), else None
+        self.outline: tuple | None = None     # (segments, colours) of the selection being dragged
 
     # --- scenes ------------------------------------------------------------------------------
     def scene_changed(self, scene) -> None:
@@ -76,6 +78,8 @@ class Editing:
         return self.edit is not None
 
     def command(self, cmd: M.EditSplats) -> None:
+        if self.edit is None and cmd.op == "outline":
+            return
         if self.edit is None:
             self._from_finished_training()
         e = self.edit
@@ -83,6 +87,11 @@ class Editing:
             self.e.emit(M.Warning("nothing to edit: open a project's splats or a splat file (a training or a mesh "
                                   "cannot be edited)"))
             return
+        if cmd.op == "outline":
+            self.outline = outline_segments(cmd)
+            self.e.viewport.edit_changed()
+            return
+        self.outline = None
         if cmd.op == "select":
             mask = select_screen(e.means, cmd.w2c, cmd.fov_y_deg, cmd.width, cmd.height,
                                  rect=cmd.rect if len(cmd.rect) == 4 else None,
@@ -147,9 +156,35 @@ class Editing:
         """The crop box's 12 edges: ([12, 6] float32 world endpoints, [12] uint32 BGRA); none without a crop."""
         from .overlays import _bgra
 
-        if self.edit is None or self.edit.crop is None:
-            return np.zeros((0, 6), np.float32), np.zeros(0, np.uint32)
-        c = self.edit.crop.corners()
-        edges = [(a, a | (1 << i)) for a in range(8) for i in range(3) if not (a >> i) & 1]
-        segs = np.array([np.concatenate([c[a], c[b]]) for a, b in edges], np.float32)
-        return segs, np.full(len(segs), _bgra(CROP_RGB), np.uint32)
+        segs, cols = np.zeros((0, 6), np.float32), np.zeros(0, np.uint32)
+        if self.edit is not None and self.edit.crop is not None:
+            c = self.edit.crop.corners()
+            edges = [(a, a | (1 << i)) for a in range(8) for i in range(3) if not (a >> i) & 1]
+            segs = np.array([np.concatenate([c[a], c[b]]) for a, b in edges], np.float32)
+            cols = np.full(len(segs), _bgra(CROP_RGB), np.uint32)
+        if self.outline is not None:
+            segs, cols = np.concatenate([segs, self.outline[0]]), np.concatenate([cols, self.outline[1]])
+        return segs, cols
+
+
+def outline_segments(cmd: M.EditSplats) -> tuple[np.ndarray, np.ndarray] | None:
+    """The outline of a selection being dragged (its rectangle, or its brush stroke's path)
+    as world segments 1 unit in front of the command's camera, where they project onto the
+    screen points: ([S, 6] float32, [S] uint32 BGRA); None when it has no shape."""
+    from .overlays import _bgra
+
+    if len(cmd.rect) == 4:
+        x0, y0, x1, y1 = cmd.rect
+        pts = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1], [x0, y0]], np.float64)
+    elif len(cmd.brush) >= 4:
+        pts = np.asarray(cmd.brush, np.float64).reshape(-1, 2)
+    else:
+        return None
+    import math
+
+    w2c = np.asarray(cmd.w2c, np.float64).reshape(4, 4)
+    f = 0.5 * cmd.height / math.tan(math.radians(cmd.fov_y_deg) / 2)
+    cam = np.c_[(pts[:, 0] - cmd.width / 2) / f, (pts[:, 1] - cmd.height / 2) / f, np.ones(len(pts))]
+    world = (cam - w2c[:3, 3]) @ w2c[:3, :3]   # R^T (x - t), row-wise
+    segs = np.concatenate([world[:-1], world[1:]], axis=1).astype(np.float32)
+    return segs, np.full(len(segs), _bgra(SELECTED_RGB_8), np.uint32)

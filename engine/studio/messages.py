@@ -359,7 +359,8 @@ class EditSplats:
     (16 floats row-major, OpenCV axes) of vertical field of view ``fov_y_deg``; ``mode``
     "set", "add" or "remove"), "select_all", "select_none", "invert", "delete", "crop"
     (``crop``: (x0, y0, z0, x1, y1, z1) world units, axis-aligned; () removes the crop),
-    "undo", "redo"."""
+    "undo", "redo"; "outline" draws a selection being dragged (``rect`` or ``brush``, the
+    camera) and changes nothing (the next command clears it)."""
     op: str
     mode: str = "set"
     rect: tuple = ()

@@ -115,6 +115,7 @@ def test_crop_select_delete_undo_redo_saved_and_exported(studio, tmp_path):
     st = _edit_state(app, win, n, "box selection")
     assert np.allclose(win.controller.camera.w2c(), w2c), "the selection drag turned the camera"
     cmd = [c for c in picked if isinstance(c, M.EditSplats)][-1]
+    assert cmd.op == "select" and any(c.op == "outline" for c in picked if isinstance(c, M.EditSplats))
     win.controller.send = send
     uv, front = _projected(g.means, cmd)
     inside = front & (uv[:, 0] >= a[0]) & (uv[:, 0] <= b[0]) & (uv[:, 1] >= a[1]) & (uv[:, 1] <= b[1])
