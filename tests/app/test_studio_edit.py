@@ -161,3 +161,30 @@ def test_crop_select_delete_undo_redo_saved_and_exported(studio, tmp_path):
     win.open_paths([str(project / "splat.ply")])
     st = _edit_state(app, win, n, "reopening")
     assert st.kept == kept.sum() and st.crop != ()
+
+    # a brush stroke, then Invert: the kept splats it did not paint
+    from engine.io.splat_edit import select_screen
+
+    win.edit_tools.brush.trigger()
+    assert win.controller.tool == "brush" and not win.edit_tools.box.isChecked()
+    picked = []
+    win.controller.send = lambda c: (picked.append(c), send(c))
+    n = _count(win)
+    stroke = [(0.2 * w, 0.5 * h), (0.4 * w, 0.45 * h), (0.7 * w, 0.55 * h)]
+    _mouse(win, "press", stroke[0], left)
+    for p in stroke[1:]:
+        _mouse(win, "move", p, left)
+        spin(app, 0.02)
+    _mouse(win, "release", stroke[-1], none)
+    st = _edit_state(app, win, n, "brush")
+    win.controller.send = send
+    cmd = [c for c in picked if isinstance(c, M.EditSplats)][-1]
+    assert cmd.op == "select" and len(cmd.brush) == 6 and cmd.radius > 0
+    painted = select_screen(g.means, cmd.w2c, cmd.fov_y_deg, cmd.width, cmd.height,
+                            brush=np.reshape(cmd.brush, (-1, 2)), radius=cmd.radius) & kept
+    assert st.selected == painted.sum() > 0
+    n = _count(win)
+    win.edit_tools.invert.trigger()
+    st = _edit_state(app, win, n, "invert")
+    assert st.selected == (kept & ~painted).sum() and st.label == "invert selection"
+    win.edit_tools.set_tool("orbit")
