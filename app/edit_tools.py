@@ -8,6 +8,9 @@ into the project after each change; every export of the splats applies it."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 from PySide6 import QtGui, QtWidgets
 
 from engine.studio import messages as M
@@ -20,6 +23,7 @@ class EditActions:
         self.w = window
         self.state = M.EditState(False)
         self.scene_bounds: tuple = ()   # (x0, y0, z0, x1, y1, z1) to start a crop from
+        self.up = (0.0, -1.0, 0.0)      # the scene's up: the crop box turns about it
         self.crop_dialog: CropDialog | None = None
         K = QtGui.QKeySequence
 
@@ -59,6 +63,7 @@ class EditActions:
 
     def set_scene(self, msg: M.SceneLoaded) -> None:
         c, r = msg.center, msg.radius
+        self.up = tuple(msg.up)
         self.scene_bounds = tuple([c[i] - r for i in range(3)] + [c[i] + r for i in range(3)])
 
     def apply(self, st: M.EditState) -> None:
@@ -87,14 +92,18 @@ class EditActions:
     def show_crop(self) -> CropDialog:
         if self.crop_dialog is None:
             self.crop_dialog = CropDialog(self)
-        self.crop_dialog.fill(self.state.crop or self.scene_bounds)
+        if self.state.crop_box:
+            self.crop_dialog.fill_box(self.state.crop_box)
+        else:
+            self.crop_dialog.fill(self.scene_bounds)
         self.crop_dialog.show()
         self.crop_dialog.raise_()
         return self.crop_dialog
 
 
 class CropDialog(QtWidgets.QDialog):
-    """The crop box's world bounds: Apply crops to them, Remove crop keeps every splat."""
+    """The crop box: min / max in world units, turned about the scene's up axis through its
+    centre; Apply crops to it, Remove crop keeps every splat."""
 
     def __init__(self, actions: EditActions):
         super().__init__(actions.w)
@@ -112,6 +121,13 @@ class CropDialog(QtWidgets.QDialog):
                 line.addWidget(s)
                 self.spins.append(s)
             form.addRow(label, line)
+        self.turn = QtWidgets.QDoubleSpinBox()
+        self.turn.setRange(-180.0, 180.0)
+        self.turn.setDecimals(1)
+        self.turn.setSuffix(" °")
+        self.turn.setToolTip("Turn the box about the scene's up axis, through its centre (min / max are then "
+                             "along the turned axes)")
+        form.addRow("Turn about up", self.turn)
         buttons = QtWidgets.QDialogButtonBox()
         self.apply_button = buttons.addButton("Apply crop", QtWidgets.QDialogButtonBox.ButtonRole.ApplyRole)
         self.remove_button = buttons.addButton("Remove crop", QtWidgets.QDialogButtonBox.ButtonRole.ResetRole)
@@ -120,12 +136,36 @@ class CropDialog(QtWidgets.QDialog):
         self.remove_button.clicked.connect(lambda: self.actions.send("crop", crop=()))
         form.addRow(buttons)
 
-    def fill(self, bounds: tuple) -> None:
+    def fill(self, bounds: tuple, turn: float = 0.0) -> None:
         for s, v in zip(self.spins, bounds):
             s.setValue(float(v))
+        self.turn.setValue(turn)
+
+    def fill_box(self, box: tuple) -> None:
+        """An EditState's crop_box (centre, half extents, rotation): min / max along its axes
+        and its turn about up."""
+        c, h, r = np.asarray(box[:3]), np.asarray(box[3:6]), np.reshape(box[6:], (3, 3))
+        u = np.asarray(self.actions.up, np.float64)
+        u /= np.linalg.norm(u)
+        axis = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]]) / 2
+        turn = math.degrees(math.atan2(float(axis @ u), (float(np.trace(r)) - 1) / 2))
+        self.fill(tuple(c - h) + tuple(c + h), round(turn, 1))
 
     def bounds(self) -> tuple:
         return tuple(s.value() for s in self.spins)
 
+    def crop(self) -> tuple:
+        """The EditSplats crop: 6 bounds when not turned, else the oriented box's 15 numbers."""
+        b = self.bounds()
+        a = math.radians(self.turn.value())
+        if a == 0.0:
+            return b
+        lo, hi = np.asarray(b[:3]), np.asarray(b[3:])
+        u = np.asarray(self.actions.up, np.float64)
+        u /= np.linalg.norm(u)
+        k = np.array([[0, -u[2], u[1]], [u[2], 0, -u[0]], [-u[1], u[0], 0]])
+        r = np.eye(3) + math.sin(a) * k + (1 - math.cos(a)) * k @ k   # Rodrigues: a about u
+        return tuple(float(v) for v in (*(lo + hi) / 2, *np.abs(hi - lo) / 2, *r.reshape(-1)))
+
     def apply_crop(self) -> None:
-        self.actions.send("crop", crop=self.bounds())
+        self.actions.send("crop", crop=self.crop())

@@ -99,7 +99,14 @@ class Editing:
                                  radius=cmd.radius)
             label = e.select(mask, cmd.mode)
         elif cmd.op == "crop":
-            box = CropBox.from_bounds(cmd.crop[:3], cmd.crop[3:]) if len(cmd.crop) == 6 else None
+            box = None
+            if len(cmd.crop) == 6:
+                box = CropBox.from_bounds(cmd.crop[:3], cmd.crop[3:])
+            elif len(cmd.crop) == 15:
+                box = CropBox.from_json({"center": cmd.crop[:3], "half": cmd.crop[3:6],
+                                         "rotation": np.reshape(cmd.crop[6:], (3, 3)).tolist()}, "the crop box")
+            elif cmd.crop:
+                raise ValueError(f"a crop box is 6 or 15 numbers, not {len(cmd.crop)}")
             label = e.set_crop(box)
         elif cmd.op in ("select_all", "select_none", "invert", "undo", "redo"):
             label = getattr(e, cmd.op)()
@@ -121,13 +128,14 @@ class Editing:
 
     def _report(self, label: str, saved: bool = False) -> None:
         e = self.edit
-        crop = ()
+        crop, box = (), ()
         if e.crop is not None:
             lo, hi = e.crop.bounds()
             crop = tuple(float(v) for v in (*lo, *hi))
+            box = tuple(float(v) for v in (*e.crop.center, *e.crop.half, *np.ravel(e.crop.rotation)))
         self.e.emit(M.EditState(True, label, e._done[-1].label if e._done else "",
                                 e._undone[-1].label if e._undone else "", int(e.selected.sum()), int(e.keep().sum()),
-                                e.n, crop, str(self.edit_file) if saved and self.edit_file is not None else ""))
+                                e.n, crop, str(self.edit_file) if saved and self.edit_file is not None else "", box))
         self.e.viewport.edit_changed()
 
     # --- the view ----------------------------------------------------------------------------

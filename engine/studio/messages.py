@@ -164,6 +164,7 @@ class EditState:
     total: int = 0
     crop: tuple = ()
     saved: str = ""
+    crop_box: tuple = ()       # the crop box itself: centre [3], half extents [3], rotation [3, 3] row-major
 
 
 StudioMessage = Union[Message, EngineReady, SceneLoaded, JobState, ViewerStatus, ViewerStats, PreviewFrame, Saved,
@@ -358,7 +359,9 @@ class EditSplats:
     ``width`` x ``height`` view and a disc of ``radius`` pixels, seen by the camera ``w2c``
     (16 floats row-major, OpenCV axes) of vertical field of view ``fov_y_deg``; ``mode``
     "set", "add" or "remove"), "select_all", "select_none", "invert", "delete", "crop"
-    (``crop``: (x0, y0, z0, x1, y1, z1) world units, axis-aligned; () removes the crop),
+    (``crop``: (x0, y0, z0, x1, y1, z1) world units, axis-aligned, or 15 floats of an
+    oriented box: centre [3], half extents [3], rotation [3, 3] row-major whose columns are
+    the box's axes; () removes the crop),
     "undo", "redo"; "outline" draws a selection being dragged (``rect`` or ``brush``, the
     camera) and changes nothing (the next command clears it)."""
     op: str

@@ -188,3 +188,22 @@ def test_crop_select_delete_undo_redo_saved_and_exported(studio, tmp_path):
     st = _edit_state(app, win, n, "invert")
     assert st.selected == (kept & ~painted).sum() and st.label == "invert selection"
     win.edit_tools.set_tool("orbit")
+
+    # an oriented crop: the box turned 30 degrees about the scene's up axis
+    dlg = win.edit_tools.show_crop()
+    for s, v in zip(dlg.spins, (-0.6, -0.7, -0.8, 0.6, 0.7, 0.8)):
+        s.setValue(v)
+    dlg.turn.setValue(30.0)
+    n = _count(win)
+    dlg.apply_button.click()
+    st = _edit_state(app, win, n, "oriented crop")
+    u = np.asarray(win.scene.up, np.float64)
+    u /= np.linalg.norm(u)
+    a = -math.radians(30.0)                                   # into the box's frame: turn back
+    v = g.means.astype(np.float64)
+    local = v * math.cos(a) + np.cross(u, v) * math.sin(a) + np.outer(v @ u, u) * (1 - math.cos(a))
+    inside = np.all(np.abs(local) <= np.array([0.6, 0.7, 0.8]) + 1e-6, axis=1)
+    assert st.kept == (~selected & inside).sum() > 0       # the box replaces the first crop; the deleted stay out
+    dlg.hide()
+    assert abs(win.edit_tools.show_crop().turn.value() - 30.0) < 0.05      # the dialog shows it again
+    win.edit_tools.crop_dialog.hide()
