@@ -138,13 +138,16 @@ def select_screen(means: np.ndarray, w2c, fov_y_deg: float, width: float, height
     stroke painted with a disc of ``radius`` pixels (its segments swept, not only the
     points). Vectorised over the splats; the loop is over the stroke's K segments."""
     w2c = np.asarray(w2c, np.float64).reshape(4, 4)
-    p = np.asarray(means, np.float64).reshape(-1, 3) @ w2c[:3, :3].T + w2c[:3, 3]
+    means = np.asarray(means).reshape(-1, 3)
+    # camera coordinates relative to the camera centre, in float32 (pixel precision is plenty)
+    eye = -w2c[:3, :3].T @ w2c[:3, 3]
+    p = (means - eye.astype(means.dtype)).astype(np.float32, copy=False) @ w2c[:3, :3].T.astype(np.float32)
     z = p[:, 2]
     front = z > 1e-9
     f = 0.5 * float(height) / math.tan(math.radians(float(fov_y_deg)) / 2)
-    zs = np.where(front, z, 1.0)
-    u = f * p[:, 0] / zs + width / 2
-    v = f * p[:, 1] / zs + height / 2
+    zs = np.where(front, z, np.float32(1.0))
+    u = p[:, 0] * (f / zs) + np.float32(width / 2)
+    v = p[:, 1] * (f / zs) + np.float32(height / 2)
     if rect is not None:
         x0, y0, x1, y1 = (float(t) for t in rect)
         x0, x1 = min(x0, x1), max(x0, x1)
@@ -153,15 +156,25 @@ def select_screen(means: np.ndarray, w2c, fov_y_deg: float, width: float, height
     if brush is None:
         raise ValueError("select_screen needs rect or brush")
     pts = np.asarray(brush, np.float64).reshape(-1, 2)
-    hit = np.zeros(len(p), bool)
-    r2 = float(radius) ** 2
+    r = float(radius)
+    lo, hi = pts.min(axis=0) - r, pts.max(axis=0) + r
+    cand = np.flatnonzero(front & (u >= lo[0]) & (u <= hi[0]) & (v >= lo[1]) & (v <= hi[1]))  # the stroke's box
+    order = np.argsort(u[cand], kind="stable")  # by screen x: each segment looks at its own columns only
+    cand = cand[order]
+    cu, cv = u[cand].astype(np.float64), v[cand].astype(np.float64)
+    hit = np.zeros(len(cand), bool)
     segs = [(pts[0], pts[0])] if len(pts) == 1 else list(zip(pts[:-1], pts[1:]))
     for a, b in segs:
+        i0 = np.searchsorted(cu, min(a[0], b[0]) - r, side="left")
+        i1 = np.searchsorted(cu, max(a[0], b[0]) + r, side="right")
+        su, sv = cu[i0:i1], cv[i0:i1]
         d = b - a
         dd = float(d @ d)
-        t = np.clip(((u - a[0]) * d[0] + (v - a[1]) * d[1]) / dd, 0.0, 1.0) if dd > 0 else 0.0
-        hit |= (u - a[0] - t * d[0]) ** 2 + (v - a[1] - t * d[1]) ** 2 <= r2
-    return front & hit
+        t = np.clip(((su - a[0]) * d[0] + (sv - a[1]) * d[1]) / dd, 0.0, 1.0) if dd > 0 else 0.0
+        hit[i0:i1] |= (su - a[0] - t * d[0]) ** 2 + (sv - a[1] - t * d[1]) ** 2 <= r * r
+    out = np.zeros(len(means), bool)
+    out[cand[hit]] = True
+    return out
 
 
 @dataclass
@@ -355,9 +368,7 @@ def load_edit(path: str | Path, means: np.ndarray, sha256: str, ply: str | Path 
         raise EditFileError(f"{path}: 'deleted' ranges must be increasing, disjoint and within 0..{n}")
     deleted = np.zeros(n, bool)
     if len(r):
-        marks = np.zeros(n + 1, np.int64)
-        np.add.at(marks, r[:, 0], 1)
-        np.add.at(marks, r[:, 1], -1)
+        marks = np.bincount(r[:, 0], minlength=n + 1) - np.bincount(r[:, 1], minlength=n + 1)
         deleted = np.cumsum(marks[:-1]) > 0
     return SplatEdit(means, sha256=sha256, name=str(d["ply"].get("name") or ""), crop=crop, deleted=deleted)
 
