@@ -65,7 +65,14 @@ class TrainingPanel(QtWidgets.QWidget):
         self.preset.addItems(list(self.PRESETS))
         self.preset.currentTextChanged.connect(self._apply_preset)
         # the basic group of the settings table (engine/settings.py): its labels, ranges and help
-        form.addRow("Preset", self.preset)
+        self.all_options = QtWidgets.QPushButton("All options…")
+        self.all_options.setToolTip("Every training setting (engine/settings.py), as `spirula train --help` lists them")
+        self.all_options.clicked.connect(self._edit_all)
+        top = QtWidgets.QHBoxLayout()  # beside the preset: the panel must fit a small screen unscrolled
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.preset, 1)
+        top.addWidget(self.all_options)
+        form.addRow("Preset", top)
         filters = QtWidgets.QHBoxLayout()  # the switches share one row: the window must fit a small screen
         filters.setContentsMargins(0, 0, 0, 0)
         for name in self.ORDER:
@@ -82,10 +89,6 @@ class TrainingPanel(QtWidgets.QWidget):
                 form.addRow(st.title, w)
         self.strategy.currentIndexChanged.connect(self._strategy_changed)
         self._strategy_changed()  # Max Gaussians starts at the default strategy's number
-        self.all_options = QtWidgets.QPushButton("All options…")
-        self.all_options.setToolTip("Every training setting (engine/settings.py), as `spirula train --help` lists them")
-        self.all_options.clicked.connect(self._edit_all)
-        form.addRow("", self.all_options)
         lay.addLayout(form)
 
         row = QtWidgets.QHBoxLayout()

@@ -41,12 +41,13 @@ def test_a_splat_file_dropped_on_the_viewport_opens(studio, tmp_path, tiny_datas
     assert spin(app, 60, lambda: win.scene is not None and win.scene.kind == "ply"), win.notes
     assert not win.drops.overlay.isVisible()
     assert sent(win, M.OpenPly)[-1].path == str(project / "splat.ply")
-    # a project folder dropped on the readback image offers its choices; View opens its splats
-    n, loaded = len(sent(win, M.OpenPly)), _count(win, M.SceneLoaded)
+    # a project folder dropped on the readback image offers its choices; View opens the project
+    # (its splats, cameras and curves: ViewProject)
+    n, loaded = len(sent(win, M.ViewProject)), _count(win, M.SceneLoaded)
     drag_and_drop(vp.image_view, [project])
     assert spin(app, 10, lambda: win.project_dialog is not None and win.project_dialog.isVisible())
     win.project_dialog.buttons["view"].click()
-    assert spin(app, 30, lambda: len(sent(win, M.OpenPly)) > n)
+    assert spin(app, 30, lambda: len(sent(win, M.ViewProject)) > n)
     assert spin(app, 60, lambda: _count(win, M.SceneLoaded) > loaded and win.job_state == "idle"), win.notes[-2:]
 
 
