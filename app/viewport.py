@@ -3,8 +3,9 @@
 frames the engine read back. Input (orbit, pan, zoom, WASD fly, click a frustum) becomes
 ``SetView`` commands, and a left drag on a face handle of the mesh bounds box moves that
 face (app/bounds_drag.py; ``bounds_dragged``). With the Edit menu's box or brush tool
-(``tool``), a left drag selects splats instead (an EditSplats command; Shift adds, Ctrl removes). The handle under the mouse (or dragged) is
-``active_face`` (``hover_changed``: the engine draws it highlighted) and the cursor becomes
+(``tool``), a left drag selects splats instead (EditSplats commands: its outline while
+dragged, the selection on release; Shift adds, Ctrl removes). The handle under the mouse
+(or dragged) is ``active_face`` (``hover_changed``: the engine draws it highlighted) and the cursor becomes
 an open hand over it, a closed one while dragging. The Qt thread never touches the GPU.
 """
 

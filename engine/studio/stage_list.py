@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 STAGES = ("decode", "select", "import", "sfm", "undistort", "train", "export", "mesh")  # a video's; photos: import
-LABELS = {"decode": "Decode", "select": "Select frames", "import": "Import photos", "sfm": "SfM", "undistort": "Undistort", "train": "Train",
-          "export": "Export", "mesh": "Mesh"}
+LABELS = {"decode": "Decode", "select": "Select frames", "import": "Import photos", "sfm": "SfM",
+          "undistort": "Undistort", "train": "Train", "export": "Export", "mesh": "Mesh"}
 # P at x = 0, 0.1, ..., 1 (profile_from_traces of the recorded trainings)
 TRAIN_PROFILE = (0.0, 0.0724, 0.1418, 0.2156, 0.2929, 0.3764, 0.4702, 0.5874, 0.7044, 0.8467, 1.0)
 MIN_FRACTION = 0.02   # no estimate before this much of a stage is done past its first report
