@@ -2,8 +2,10 @@
 (slangpy surface on the window's handle), or, when that is impossible, a widget showing the
 frames the engine read back. Input (orbit, pan, zoom, WASD fly, click a frustum) becomes
 ``SetView`` commands, and a left drag on a face handle of the mesh bounds box moves that
-face (app/bounds_drag.py; ``bounds_dragged``). The handle under the mouse (or dragged) is
-``active_face`` (``hover_changed``: the engine draws it highlighted) and the cursor becomes
+face (app/bounds_drag.py; ``bounds_dragged``). With the Edit menu's box or brush tool
+(``tool``), a left drag selects splats instead (EditSplats commands: its outline while
+dragged, the selection on release; Shift adds, Ctrl removes). The handle under the mouse
+(or dragged) is ``active_face`` (``hover_changed``: the engine draws it highlighted) and the cursor becomes
 an open hand over it, a closed one while dragging. The Qt thread never touches the GPU.
 """
 
@@ -52,6 +54,10 @@ class ViewController(QtCore.QObject):
         self._drag: FaceDrag | None = None
         self._hover: int | None = None           # the face whose handle is under the mouse
         self._keys: set = set()
+        self.tool = "orbit"                      # left drag: "orbit", "box" or "brush" (select splats)
+        self.brush_radius = 24.0                 # logical pixels
+        self._stroke: list | None = None         # the selection being dragged: [(x, y), ...]
+        self._stroke_mode = "set"
         self._dirty = False
         self._home = None
         self._t_fly = time.perf_counter()
@@ -174,10 +180,32 @@ class ViewController(QtCore.QObject):
             self.push()
 
     # --- input ---------------------------------------------------------------------------------
+    # --- selecting splats (the Edit menu's box and brush tools) --------------------------------
+    def _edit_command(self, op: str = "select", **kw) -> M.EditSplats:
+        return M.EditSplats(op, w2c=tuple(float(v) for v in self.camera.w2c().reshape(-1)),
+                            fov_y_deg=float(self.camera.fov_y_deg), width=float(self.size.width()),
+                            height=float(self.size.height()), **kw)
+
+    def select_box(self, x0: float, y0: float, x1: float, y1: float, mode: str = "set") -> None:
+        """Select the splats whose centres are seen inside the rectangle (logical pixels)."""
+        self.send(self._edit_command(rect=(x0, y0, x1, y1), mode=mode))
+
+    def select_brush(self, points, mode: str = "set") -> None:
+        """Select the splats a brush stroke through ``points`` [(x, y), ...] (logical pixels) painted."""
+        flat = tuple(float(v) for p in points for v in p)
+        self.send(self._edit_command(brush=flat, radius=self.brush_radius, mode=mode))
+
     def mouse_press(self, ev: QtGui.QMouseEvent) -> None:
         self._press = self._last = ev.position()
         self._moved = False
         self._drag = None
+        self._stroke = None
+        if self.tool != "orbit" and ev.button() == QtCore.Qt.MouseButton.LeftButton:
+            m = ev.modifiers()
+            self._stroke_mode = ("add" if m & QtCore.Qt.KeyboardModifier.ShiftModifier else
+                                 "remove" if m & QtCore.Qt.KeyboardModifier.ControlModifier else "set")
+            self._stroke = [(ev.position().x(), ev.position().y())]
+            return
         if ev.button() == QtCore.Qt.MouseButton.LeftButton and self.bounds:
             p, w, h = ev.position(), self.size.width(), self.size.height()
             face = pick_face(self.camera, self.bounds, w, h, p.x(), p.y())
@@ -193,6 +221,15 @@ class ViewController(QtCore.QObject):
         p = ev.position()
         d = p - self._last
         self._last = p
+        if self._stroke is not None:
+            if self.tool == "brush":
+                self._stroke.append((p.x(), p.y()))
+                self.send(self._edit_command("outline", brush=tuple(float(v) for q in self._stroke for v in q)))
+            else:
+                self._stroke[1:] = [(p.x(), p.y())]
+                (x0, y0), (x1, y1) = self._stroke[0], self._stroke[-1]
+                self.send(self._edit_command("outline", rect=(x0, y0, x1, y1)))
+            return
         if not self._moved and (p - self._press).manhattanLength() < 3:
             return
         self._moved = True
@@ -212,6 +249,14 @@ class ViewController(QtCore.QObject):
         self._changed()
 
     def mouse_release(self, ev: QtGui.QMouseEvent) -> None:
+        if self._stroke is not None:
+            stroke, self._stroke, self._press, self._last = self._stroke, None, None, None
+            if self.tool == "brush":
+                self.select_brush(stroke, self._stroke_mode)
+            else:
+                (x0, y0), (x1, y1) = stroke[0], stroke[-1]
+                self.select_box(x0, y0, x1, y1, self._stroke_mode)
+            return
         if (self._press is not None and not self._moved and self._drag is None
                 and ev.button() == QtCore.Qt.MouseButton.LeftButton):
             self.click(ev.position().x(), ev.position().y())

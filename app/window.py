@@ -125,7 +125,11 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                                        "compiled kernels are cached for the next launch)")
         self.status_viewer = QtWidgets.QLabel("viewport: –")
         self.status_job = QtWidgets.QLabel("idle")
+        from .stage_status import StageStatus
+
+        self.stage_status = StageStatus(self)  # the job's stages, elapsed and time left, on every tab
         sb = self.statusBar()
+        sb.addPermanentWidget(self.stage_status)
         sb.addPermanentWidget(self.status_job)
         sb.addPermanentWidget(self.status_viewer)
         sb.addPermanentWidget(self.status_adapter)
@@ -167,6 +171,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         q = m_file.addAction("Quit", self.close)
         q.setShortcut(QtGui.QKeySequence.StandardKey.Quit)
 
+        from .edit_tools import EditActions
+
+        self.edit_tools = EditActions(self, self.menuBar().addMenu("&Edit"))  # splat editing before export
         tb.addAction("Open…", self._ask_dataset)
         tb.addSeparator()
         self.mode_group = QtGui.QActionGroup(self)
@@ -230,6 +237,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             "Click a camera frustum (or double-click a thumbnail) to look through it;\n"
             "then 2 / 3 show its ground truth / error image.\n"
             "Mesh bounds box: a handle lights up under the mouse; drag it to move that face.\n"
+            "Edit menu (a splat file or a project's splats): B box select, R brush select (Shift adds,\n"
+            "Ctrl removes), Delete, Ctrl+I invert, C crop box, Ctrl+Z / Ctrl+Shift+Z undo / redo.\n"
             "A mesh: M switches to the splats it was made from; the toolbar sets its shading.")
 
     def run_selftest(self):
@@ -331,6 +340,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.training.refresh()
 
     def handle(self, msg) -> None:
+        if isinstance(msg, (M.StageStarted, M.StageProgress, M.StageFinished, M.JobState)):
+            self.stage_status.on_message(msg)
         if isinstance(msg, M.TrainMetrics):
             self.training.on_metrics(msg)
             if msg.loss == msg.loss:  # a step (evaluations carry NaN)
@@ -359,9 +370,12 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                 self.viewport.use_readback(msg.reason)
                 self.session.send(M.RequestFrame())
             self._update_viewer_label()
+        elif isinstance(msg, M.EditState):
+            self.edit_tools.apply(msg)
         elif isinstance(msg, M.SceneLoaded):
             self.scene = msg
             self.controller.set_scene(msg)
+            self.edit_tools.set_scene(msg)
             self.dataset.set_scene(msg)
             self.partition.set_scene(msg)
             self.export.set_project(msg.project, training=msg.kind == "dataset")
@@ -387,6 +401,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.training.set_state(msg.state, msg.detail)
             # the state alone: the detail (in the panels too) took the room of the status messages
             self.status_job.setText(msg.state)
+            if msg.state == "finished" and self.scene is not None and self.scene.kind == "dataset":
+                self.edit_tools.training_ended()  # its splats can be edited now
             self.status_job.setToolTip(msg.detail or "")
             if self.saving_to_close and msg.state == "finished":  # it ended by itself meanwhile: all saved
                 QtCore.QTimer.singleShot(0, self._close_after_save)

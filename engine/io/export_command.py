@@ -7,6 +7,12 @@ The input is a project folder (its ``splat.ply``; a `spirula run` project's in e
 engine/io/formats.py reads. The format is ``--format`` or, when that is left out, the
 output name's (``*.compressed.ply``, ``.ply``, ``.spz``, ``.sog``, ``.splat``). The output
 is written atomically: an error leaves no partial file and an existing file untouched.
+
+The splats are edited first (engine/io/splat_edit.py): ``--edit <edit.json>`` applies that
+edit, and by default a project's own edit file (``<project>/edit.json``, the studio's Edit
+menu saves it) is applied to the project's splat.ply with a one-line note (``--no-edit``:
+not); ``--crop X0 Y0 Z0 X1 Y1 Z1`` keeps the splats whose centres lie in that axis-aligned
+box (world units), after the edit. An edit made for another splat file is refused in one line.
 """
 
 from __future__ import annotations
@@ -34,6 +40,12 @@ def add_parser(sub) -> None:
                    help="SPZ version to write (default 4, zstd; 3 and 2 are gzip, for older readers)")
     p.add_argument("--sog-palette", type=int, default=None,
                    help="SOG: SH palette entries, 64..65536 (default: about a power of two near N / 8)")
+    p.add_argument("--crop", type=float, nargs=6, metavar=("X0", "Y0", "Z0", "X1", "Y1", "Z1"), default=None,
+                   help="keep only the splats whose centres lie in this axis-aligned box (world units)")
+    e = p.add_mutually_exclusive_group()
+    e.add_argument("--edit", type=Path, default=None,
+                   help="apply this edit file (default: the project's edit.json, when there is one)")
+    e.add_argument("--no-edit", action="store_true", help="do not apply the project's edit.json")
 
 
 def source_file(source: Path) -> Path:
@@ -52,15 +64,33 @@ def source_file(source: Path) -> Path:
 
 
 def export_splats(source: Path, output: Path, fmt: str | None = None, *, spz_version: int = 4,
-                  sog_palette: int | None = None, emit: Callable[[str], None] | None = None) -> dict:
+                  sog_palette: int | None = None, emit: Callable[[str], None] | None = None,
+                  edit: Path | bool | None = None, crop=None, note: Callable[[str], None] | None = None) -> dict:
     """Convert ``source`` (see :func:`source_file`) to ``output`` in ``fmt`` (default: the
-    output name's). Returns {"source", "output", "format", "count", "bytes",
-    "bytes_per_splat", "notes"}; each note (repairs on reading, SH dropped by .splat) also
-    goes to ``emit``. SplatFileError / PlyError naming the file on a bad input."""
+    output name's). ``edit``: an edit file to apply, None for the project's own when
+    ``source`` is a project folder or a splat.ply with one (engine/io/splat_edit.py
+    edit_file_for), False for none; ``crop``: (x0, y0, z0, x1, y1, z1) world units, the
+    axis-aligned box to keep, after the edit. Returns {"source", "output", "format",
+    "count", "bytes", "bytes_per_splat", "notes", "edit"} ("edit": the applied edit's line
+    lines, each also given to ``note``); each note (repairs on reading, SH dropped by .splat)
+    also goes to ``emit``. SplatFileError / PlyError / EditFileError naming the file on a
+    bad input."""
+    from .splat_edit import CropBox, apply_saved_edit
+
     fmt = fmt or formats.format_for_output(output)
     src = source_file(source)
     g = formats.read_any(src, warn=False)
     notes = list(g.notes)
+    applied = []
+    if edit is not False and (edit is not None or Path(source).is_dir() or src.name == "splat.ply"):
+        g, line = apply_saved_edit(src, g, edit if isinstance(edit, Path) else None)
+        applied += [f"applied the edit {line}"] if line else []
+    if crop is not None:
+        n = len(g)
+        g = g.subset(CropBox.from_bounds(crop[:3], crop[3:]).contains(g.means))
+        applied.append(f"cropped to the box {' '.join(f'{v:g}' for v in crop)}: {len(g):,} of {n:,} kept")
+    for line in applied:
+        (note or (lambda s: None))(line)
     if fmt == "splat" and g.sh_degree > 0:
         notes.append(f"{output}: .splat holds no SH: the degree-{g.sh_degree} view-dependent colour is dropped")
     if len(g) == 0:
@@ -70,7 +100,7 @@ def export_splats(source: Path, output: Path, fmt: str | None = None, *, spz_ver
     for note in notes:
         (emit or (lambda s: None))(note)
     return {"source": str(src), "output": str(output), "format": fmt, "count": len(g), "bytes": size,
-            "bytes_per_splat": size / len(g), "notes": notes}
+            "bytes_per_splat": size / len(g), "notes": notes, "edit": applied}
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -82,7 +112,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     r = export_splats(args.source, args.output, fmt, spz_version=args.spz_version, sog_palette=args.sog_palette,
-                      emit=lambda s: print(f"warning: {s}", file=sys.stderr))
+                      emit=lambda s: print(f"warning: {s}", file=sys.stderr),
+                      edit=False if args.no_edit else args.edit, crop=args.crop,
+                      note=lambda s: print(f"note: {s}", file=sys.stderr))
     label = formats.LABELS[fmt] + (f" v{args.spz_version}" if fmt == "spz" else "")
     print(f"wrote {r['output']}: {r['count']:,} Gaussians, {r['bytes']:,} bytes ({r['bytes_per_splat']:.1f} B/splat), "
           f"{label}")

@@ -89,7 +89,8 @@ def load_project(project: Path, cfg: MeshConfig):
     if folder != project and not dataset_path.exists() and (project / "sparse" / "0").is_dir():
         dataset_path = project
     max_size = cfg.max_size or train.get("config", {}).get("dataset", {}).get("max_size") or 1600
-    return load_dataset(dataset_path, max_size), read_ply(ply), train
+    from ..io.splat_edit import apply_saved_edit  # the project's edit.json (crop, deleted splats), if any
+    return load_dataset(dataset_path, max_size), apply_saved_edit(ply, read_ply(ply))[0], train
 
 
 def photos_for_bake(folder: Path, cameras: list, remove: bool = True):

@@ -7,6 +7,7 @@ finished load, train a slice, render a frame when one is due, send a VRAM tick.
                meshing (meshing.py)     the mesh stage of a trained project
                training (training.py)   pause, resume, the slices, checkpoints, the end
                profiling (profiling.py) per-kernel profiling, VRAM snapshots
+               editing (editing.py)     the splat edit: select, delete, crop, undo / redo
 
 Cancel, ExportPly and Shutdown are the loop's own. An exception in a handler is an Error
 message naming the command's file (a bad command ends no training); one while training
@@ -24,6 +25,7 @@ from pathlib import Path
 from ..errors import SpirulaError
 from . import caches
 from . import messages as M
+from .editing import Editing
 from .loading import Loads, command_path
 from .meshing import Meshing
 from .profiling import Profiling
@@ -48,6 +50,7 @@ class EngineThread:
         self.training = Training(self)
         self.profiling = Profiling(self)
         self.meshing = Meshing(self)
+        self.editing = Editing(self)  # the splat edit of a splat file's scene
         v, lo, t = self.viewport, self.loads, self.training
         self.routes = {
             M.SetView: v.set_view, M.SetViewMode: v.set_mode, M.ResizeViewport: v.resize,
@@ -57,7 +60,7 @@ class EngineThread:
             M.OpenPly: lo.open_ply, M.ViewProject: lo.view_project,
             M.StartPipeline: lo.start_pipeline, M.ExportMesh: self.meshing.export, M.OpenMesh: lo.open_mesh,
             M.Pause: t.pause, M.Resume: t.resume,
-            M.SetProfiling: self.profiling.set,
+            M.SetProfiling: self.profiling.set, M.EditSplats: self.editing.command,
             M.ClearSfmCache: lambda cmd: caches.clear_command(self, cmd),
             M.Cancel: self._cancel, M.ExportPly: self._export, M.Shutdown: self._shutdown_requested,
         }
@@ -181,6 +184,7 @@ class EngineThread:
             self.gpu.wait_idle()
             self.gpu.forget_bindings()  # kernels' cached arguments would keep the old scene's buffers
         self.scene = scene
+        self.editing.scene_changed(scene)
         self.viewport.scene_changed()
 
     # --- the loop's own commands -------------------------------------------------------------

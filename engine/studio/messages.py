@@ -148,8 +148,27 @@ class ProjectViewed:
     psnr: float | None = None  # its final held-out PSNR (metrics.json)
 
 
+@dataclass(frozen=True)
+class EditState:
+    """The edit of the splats on view (engine/io/splat_edit.py, engine/studio/editing.py)
+    after a command or a scene change: ``available`` False when the scene has no editable
+    splats (a training, a mesh, nothing). ``label``: what the command did ("undo crop", ...);
+    counts of Gaussians; ``crop``: the crop box's (x0, y0, z0, x1, y1, z1) world bounds or
+    (); ``saved``: the edit file written ("" when none: a file outside a project)."""
+    available: bool
+    label: str = ""
+    undo: str = ""             # the label of the command Undo would undo ("" none)
+    redo: str = ""
+    selected: int = 0
+    kept: int = 0
+    total: int = 0
+    crop: tuple = ()
+    saved: str = ""
+    crop_box: tuple = ()       # the crop box itself: centre [3], half extents [3], rotation [3, 3] row-major
+
+
 StudioMessage = Union[Message, EngineReady, SceneLoaded, JobState, ViewerStatus, ViewerStats, PreviewFrame, Saved,
-                      CheckpointSaved, TrainingResumed, MeshExported, ProjectViewed]
+                      CheckpointSaved, TrainingResumed, MeshExported, ProjectViewed, EditState]
 
 
 # GUI -> engine: the session's control queue. The engine drains it between GPU steps and
@@ -334,10 +353,34 @@ class SetProfiling:
 
 
 @dataclass(frozen=True)
+class EditSplats:
+    """A command of the splat edit (engine/io/splat_edit.py) of the splats on view. ``op``:
+    "select" (``rect`` (x0, y0, x1, y1) or ``brush`` (x0, y0, x1, y1, ...) pixels of a
+    ``width`` x ``height`` view and a disc of ``radius`` pixels, seen by the camera ``w2c``
+    (16 floats row-major, OpenCV axes) of vertical field of view ``fov_y_deg``; ``mode``
+    "set", "add" or "remove"), "select_all", "select_none", "invert", "delete", "crop"
+    (``crop``: (x0, y0, z0, x1, y1, z1) world units, axis-aligned, or 15 floats of an
+    oriented box: centre [3], half extents [3], rotation [3, 3] row-major whose columns are
+    the box's axes; () removes the crop),
+    "undo", "redo"; "outline" draws a selection being dragged (``rect`` or ``brush``, the
+    camera) and changes nothing (the next command clears it)."""
+    op: str
+    mode: str = "set"
+    rect: tuple = ()
+    brush: tuple = ()
+    radius: float = 0.0
+    w2c: tuple = ()
+    fov_y_deg: float = 50.0
+    width: float = 1.0
+    height: float = 1.0
+    crop: tuple = ()
+
+
+@dataclass(frozen=True)
 class Shutdown:
     save: bool = True          # save a checkpoint and the PLY if training is under way
 
 
 Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, ViewProject, OpenPly, ExportMesh, OpenMesh, Pause, Resume,
                 Cancel, SetBounds, AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame,
-                ExportPly, SaveScreenshot, SetProfiling, Shutdown]
+                ExportPly, SaveScreenshot, SetProfiling, EditSplats, Shutdown]

@@ -60,10 +60,12 @@ def read_project(project: Path):
     if not checkpoint.exists(path):
         raise checkpoint.CheckpointError(f"{project}: no training checkpoint to continue from (expected {path})")
     if path != checkpoint_path(project):  # a reconstruction's of before: moved where its run now checkpoints
-        checkpoint_path(project).parent.mkdir(parents=True, exist_ok=True)
-        if checkpoint.previous_path(path).is_file():  # its previous generation with it
-            checkpoint.previous_path(path).replace(checkpoint.previous_path(checkpoint_path(project)))
-        path = path.replace(checkpoint_path(project))
+        moved = checkpoint_path(project)
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        for old, to in ((checkpoint.previous_path(path), checkpoint.previous_path(moved)), (path, moved)):
+            if old.is_file():  # both generations
+                old.replace(to)
+        path = moved
     ckpt = checkpoint.load_newest(path)  # its notes: the newest was bad, the previous one is used
     studio = ckpt.extra.get("studio")
     if not isinstance(studio, dict):

@@ -136,6 +136,7 @@ class PlyScene(Scene):
         from ..splat.layout import pack
 
         self.gpu, self.path, self.g = gpu, str(path), g
+        self.edit = None  # the splat edit (engine/studio/editing.py) its exports apply
         self.name = path.name
         self.degree = g.sh_degree
         rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, self.degree)
@@ -151,8 +152,9 @@ class PlyScene(Scene):
         from ..io.formats import write_any
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_any(path, self.g, fmt)
-        return self.n
+        g = self.edit.apply(self.g) if self.edit is not None else self.g
+        write_any(path, g, fmt)
+        return len(g)
 
 
 class MeshScene(Scene):

@@ -165,6 +165,12 @@ class Viewport:
         self.update_segments()
         self.view_dirty = True
 
+    def edit_changed(self) -> None:
+        """The splat edit changed (engine/studio/editing.py): its crop box drawn, a frame."""
+        self._seg_key = None
+        self.update_segments()
+        self.view_dirty = True
+
     def update_segments(self) -> None:
         from .overlays import box_segments, frustum_segments
 
@@ -180,6 +186,8 @@ class Viewport:
         self._seg_key = key
         segs, cols = box_segments(self.bounds, self.highlight) if self.bounds else (np.zeros((0, 6), np.float32),
                                                                     np.zeros(0, np.uint32))
+        crop_segs, crop_cols = self.e.editing.segments()  # the splat edit's crop box
+        segs, cols = np.concatenate([segs, crop_segs]), np.concatenate([cols, crop_cols])
         if cams:
             test, out = set(sc.test_idx), set(getattr(sc, "excluded_idx", ()))
             splits = ["excluded" if i in out else "test" if i in test else "train" for i in range(len(cams))]
