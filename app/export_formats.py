@@ -1,6 +1,6 @@
 """The export panel's format chooser, without Qt: each splat format with the size the
 current Gaussians would have in it (engine/io/formats.py estimated_bytes: exact for PLY,
-compressed PLY and .splat; an estimate, marked "about", for SPZ and SOG), and the file
+compressed PLY and .splat; an estimate, marked "about", for SPZ, SOG and glTF), and the file
 dialog's filter and default name for it."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from engine.io.formats import EXTENSIONS, FORMATS, LABELS, estimated_bytes
 
 FILTERS = {"ply": "3DGS PLY (*.ply)", "compressed-ply": "Compressed PLY (*.compressed.ply)", "spz": "SPZ (*.spz)",
-           "sog": "SOG bundle (*.sog)", "splat": ".splat (*.splat)"}
+           "sog": "SOG bundle (*.sog)", "splat": ".splat (*.splat)", "glb": "glTF binary (*.glb)",
+           "gltf": "glTF JSON (*.gltf)"}
 
 
 @dataclass(frozen=True)

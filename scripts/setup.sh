@@ -73,6 +73,8 @@ fi
 # PlayCanvas's splat-transform (npm), pinned, in the ignored .tools/ folder. Node.js and npm
 # come from apt when missing (root only); without them the interop tests skip and say why.
 SPLAT_TRANSFORM_VERSION=2.7.1
+# Khronos's glTF validator (npm gltf-validator), pinned, for the glTF splat tests (tests/io/test_gltf.py)
+GLTF_VALIDATOR_VERSION=2.0.0-dev.3.10
 if ! command -v npm >/dev/null && as_root; then
   echo "[setup] installing Node.js and npm for the splat-format interop tests"
   apt-get update -qq
@@ -85,6 +87,12 @@ if command -v npm >/dev/null; then
     mkdir -p .tools
     npm install --prefix .tools --no-audit --no-fund --loglevel=error "@playcanvas/splat-transform@${SPLAT_TRANSFORM_VERSION}" >/dev/null \
       || echo "[setup] note: npm could not install splat-transform; the interop tests will be skipped" >&2
+  fi
+  if ! grep -qs "\"version\": \"${GLTF_VALIDATOR_VERSION}\"" .tools/node_modules/gltf-validator/package.json; then
+    echo "[setup] installing gltf-validator ${GLTF_VALIDATOR_VERSION} into .tools/"
+    mkdir -p .tools
+    npm install --prefix .tools --no-audit --no-fund --loglevel=error "gltf-validator@${GLTF_VALIDATOR_VERSION}" >/dev/null \
+      || echo "[setup] note: npm could not install gltf-validator; the glTF validation tests will fail until it is" >&2
   fi
 else
   echo "[setup] note: npm is missing, so the splat-format interop tests will be skipped (apt-get install nodejs npm)"
