@@ -175,3 +175,49 @@ def test_keyframes_interpolated(tmp_path):
         with pytest.raises(SpirulaError) as e:
             cp.read_keyframes(f)
         assert str(e.value).startswith(f"{f}: keyframe file: ") and words in str(e.value), str(e.value)
+
+
+def _project(tmp_path):
+    """A `spirula train` project (splat.ply, train.json) whose dataset is a COLMAP text model
+    of 12 cameras on a ring of radius 3 about the origin, 1 above it, looking at it."""
+    from PIL import Image
+
+    data = tmp_path / "data"
+    (data / "sparse" / "0").mkdir(parents=True)
+    (data / "images").mkdir()
+    lines = []
+    for i, t in enumerate(np.linspace(0, 2 * np.pi, 12, endpoint=False)):
+        m = cp.look_at(np.array([3 * np.cos(t), -1.0, 3 * np.sin(t)]), np.zeros(3), np.array([0.0, -1.0, 0.0]))
+        w2c = np.linalg.inv(m)
+        q = cp.rot_to_quat(w2c[None, :3, :3])[0]
+        lines.append(f"{i + 1} {' '.join(repr(float(v)) for v in q)} {' '.join(repr(float(v)) for v in w2c[:3, 3])} 1 f{i:03d}.png\n\n")
+        Image.fromarray(np.zeros((24, 32, 3), np.uint8)).save(data / "images" / f"f{i:03d}.png")
+    (data / "sparse" / "0" / "cameras.txt").write_text("1 PINHOLE 32 24 30 30 16 12\n")
+    (data / "sparse" / "0" / "images.txt").write_text("".join(lines))
+    (data / "sparse" / "0" / "points3D.txt").write_text("")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    write_ply(proj / "splat.ply", _scene(3, 300))
+    (proj / "train.json").write_text(json.dumps({"dataset": str(data)}))
+    return proj
+
+
+def test_project_orbit_and_training_path_follow_its_cameras(tmp_path):
+    from engine.jobs.video import VideoSettings, load_source, plan_cameras
+
+    src = load_source(_project(tmp_path))
+    assert src.c2w is not None and len(src.c2w) == 12
+    fov_train = np.degrees(2 * np.arctan(12 / 30))
+    c2w, fovs = plan_cameras(src, VideoSettings(fps=10, seconds=2.0))
+    eyes = c2w[:, :3, 3]
+    assert len(c2w) == 20 and np.allclose(fovs, fov_train)
+    assert np.allclose(np.linalg.norm(eyes[:, [0, 2]], axis=1), 3.0, atol=1e-6) and np.allclose(eyes[:, 1], -1.0)
+    assert np.allclose(eyes[0], [3.0, -1.0, 0.0], atol=1e-6)            # from the first camera (by name)
+    c2w, fovs = plan_cameras(src, VideoSettings(fps=10, seconds=2.2, path="training"))
+    assert len(c2w) == 22 and np.allclose(fovs, fov_train)
+    # smoothed over one camera: it passes near each camera in turn, from the first to the last
+    assert np.linalg.norm(c2w[0, :3, 3] - src.c2w[0, :3, 3]) < 0.5
+    assert np.linalg.norm(c2w[-1, :3, 3] - src.c2w[-1, :3, 3]) < 0.5
+    # a splat file has no cameras: the training path is refused in one line naming it
+    with pytest.raises(SpirulaError, match="the training path needs a project"):
+        plan_cameras(load_source(tmp_path / "proj" / "splat.ply"), VideoSettings(path="training"))
