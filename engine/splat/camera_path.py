@@ -21,8 +21,10 @@ image are square pixels about the centre: ``fy = fx = (H / 2) / tan(fov / 2)``,
   where the box's bounding sphere fills the field of view (default 50 degrees).
 - :func:`smoothed_path`: the training cameras in name order (a video's frames), centres
   and rotations smoothed by a Gaussian over the sequence (sigma ``smooth`` cameras;
-  quaternions sign-aligned to their neighbours, averaged and normalised), then resampled
-  to ``n`` frames evenly along the sequence (linear centres, slerp rotations).
+  centres and fields of view continued past the ends by point reflection so the path
+  starts and ends at the first and last cameras; quaternions sign-aligned to their
+  neighbours, averaged and normalised), then resampled to ``n`` frames evenly along the
+  sequence (linear centres, slerp rotations).
 - :func:`keyframe_path` / :func:`read_keyframes`: keyframes at given times (seconds) or
   evenly spaced over the duration; frame ``i`` is at ``i / fps`` seconds; between two
   keyframes the centre and the field of view are linear, the rotation a slerp; before the
@@ -198,13 +200,44 @@ def smoothed_path(c2w: np.ndarray, fovs: np.ndarray, n: int, smooth: float | Non
     signs = np.cumprod(np.concatenate([[1.0], np.where(np.sum(q[1:] * q[:-1], axis=1) < 0, -1.0, 1.0)]))
     q = q * signs[:, None]                                           # each on its neighbour's side
     idx = np.arange(k, dtype=np.float64)
-    w = np.exp(-0.5 * ((idx[:, None] - idx[None, :]) / sigma) ** 2)  # [K, K]: cameras, not Gaussians
-    w /= w.sum(1, keepdims=True)
-    centres = w @ c2w[:, :3, 3]
-    qs = w @ q
+    qs = _smooth_reflected(q, sigma, rotations=True)
     qs /= np.linalg.norm(qs, axis=1, keepdims=True)
-    fov = w @ np.asarray(fovs, np.float64)
+    centres = _smooth_reflected(c2w[:, :3, 3], sigma)
+    fov = _smooth_reflected(np.asarray(fovs, np.float64)[:, None], sigma)[:, 0]
     return _sample(idx, centres, qs, fov, np.linspace(0.0, k - 1.0, n) if n > 1 else np.zeros(n))
+
+
+def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[K, 4] Hamilton products of quaternions (w, x, y, z) [K, 4] or [1, 4]."""
+    w1, x1, y1, z1 = np.moveaxis(a, -1, 0)
+    w2, x2, y2, z2 = np.moveaxis(b, -1, 0)
+    return np.stack([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2], -1)
+
+
+def _reflect(end: np.ndarray, x: np.ndarray, rotations: bool) -> np.ndarray:
+    """Point reflections of ``x`` [J, D] about ``end`` [1, D]: ``2 end - x``, or for unit
+    quaternions ``end x^-1 end`` (the rotation as far past the end as x is before it),
+    sign-aligned with ``end``."""
+    if not rotations:
+        return 2 * end - x
+    r = _qmul(_qmul(end, x * np.array([1.0, -1.0, -1.0, -1.0])), end)
+    return r * np.where(np.sum(r * end, axis=1, keepdims=True) < 0, -1.0, 1.0)
+
+
+def _smooth_reflected(x: np.ndarray, sigma: float, rotations: bool = False) -> np.ndarray:
+    """[K, D] Gaussian-smoothed (sigma in samples) with the sequence continued past each end
+    by its point reflection about the end (:func:`_reflect`): the ends stay where they are
+    and a straight (or steadily turning) stretch stays so; plain truncated weights pull the
+    ends inwards. ``rotations``: rows are sign-aligned unit quaternions (the result is not
+    normalised)."""
+    k = len(x)
+    p = min(k - 1, int(math.ceil(4 * sigma)))
+    ext = np.concatenate([_reflect(x[:1], x[p:0:-1], rotations), x,
+                          _reflect(x[-1:], x[-2:-p - 2:-1], rotations)]) if p > 0 else x
+    j = np.arange(len(ext), dtype=np.float64) - p
+    w = np.exp(-0.5 * ((np.arange(k, dtype=np.float64)[:, None] - j[None, :]) / sigma) ** 2)
+    return (w / w.sum(1, keepdims=True)) @ ext
 
 
 def keyframe_path(c2w: np.ndarray, fovs: np.ndarray, times: np.ndarray | None, n: int, fps: float) -> tuple[
