@@ -190,7 +190,8 @@ def _project(tmp_path):
         m = cp.look_at(np.array([3 * np.cos(t), -1.0, 3 * np.sin(t)]), np.zeros(3), np.array([0.0, -1.0, 0.0]))
         w2c = np.linalg.inv(m)
         q = cp.rot_to_quat(w2c[None, :3, :3])[0]
-        lines.append(f"{i + 1} {' '.join(repr(float(v)) for v in q)} {' '.join(repr(float(v)) for v in w2c[:3, 3])} 1 f{i:03d}.png\n\n")
+        pose = " ".join(repr(float(v)) for v in (*q, *w2c[:3, 3]))
+        lines.append(f"{i + 1} {pose} 1 f{i:03d}.png\n\n")
         Image.fromarray(np.zeros((24, 32, 3), np.uint8)).save(data / "images" / f"f{i:03d}.png")
     (data / "sparse" / "0" / "cameras.txt").write_text("1 PINHOLE 32 24 30 30 16 12\n")
     (data / "sparse" / "0" / "images.txt").write_text("".join(lines))
