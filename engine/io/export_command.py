@@ -1,4 +1,4 @@
-"""`spirula export <project|file> --format spz|sog|compressed-ply|splat|glb|gltf|ply -o <file>`:
+"""`spirula export <project|file> --format spz|sog|compressed-ply|splat|glb|gltf|html|ply -o <file>`:
 convert trained Gaussians (a project folder's splat.ply, or any splat file) into another
 splat format (registered by engine/cli/main.py; the work is :func:`export_splats`, which
 only reports through ``emit`` so the studio can run it too).
@@ -27,9 +27,9 @@ def add_parser(sub) -> None:
                                    "SOG meta.json, .splat, .glb, .gltf) and write it in another format, atomically.")
     p.add_argument("source", type=Path, help="project folder (its splat.ply) or a splat file")
     p.add_argument("-o", "--output", type=Path, required=True, help="the file to write")
-    p.add_argument("--format", choices=formats.FORMATS, default=None,
+    p.add_argument("--format", choices=formats.EXPORT_FORMATS, default=None,
                    help="output format (default: from the output name: .spz, .sog, .compressed.ply, .splat, .glb, "
-                        ".gltf, .ply)")
+                        ".gltf, .html (a page that shows the splats in a browser), .ply)")
     p.add_argument("--spz-version", type=int, choices=(2, 3, 4), default=4,
                    help="SPZ version to write (default 4, zstd; 3 and 2 are gzip, for older readers)")
     p.add_argument("--sog-palette", type=int, default=None,

@@ -11,6 +11,9 @@ Formats (name: module, spec in its docstring):
 - ``glb`` / ``gltf``: glTF 2.0 with KHR_gaussian_splatting, binary or JSON with the buffer
   embedded (engine/io/gltf.py).
 
+Export only (:data:`EXPORT_FORMATS`): ``html``, one page that shows the splats in a browser
+(engine/io/html.py); it is written, never read.
+
 Detection (:func:`detect`) by the name first, then the first bytes: a folder or a
 ``meta.json`` is SOG; ``.sog`` (a zip), ``.spz`` (gzip or "NGSP"), ``.splat``, ``.glb``, ``.gltf``; a ``.ply``
 is compressed when its header has the ``chunk`` element and ``packed_*`` properties. An
@@ -27,15 +30,17 @@ from pathlib import Path
 from ..errors import SplatFileError
 from .ply import GaussianPly, PlyWarning
 
-__all__ = ["FORMATS", "EXTENSIONS", "SPLAT_SUFFIXES", "detect", "format_for_output", "read_any", "open_splat_file",
+__all__ = ["FORMATS", "EXPORT_FORMATS", "EXTENSIONS", "SPLAT_SUFFIXES", "detect", "format_for_output", "read_any",
+           "open_splat_file",
            "write_any", "estimated_bytes", "is_splat_file"]
 
-FORMATS = ("ply", "compressed-ply", "spz", "sog", "splat", "glb", "gltf")
+FORMATS = ("ply", "compressed-ply", "spz", "sog", "splat", "glb", "gltf")   # read and written
+EXPORT_FORMATS = FORMATS + ("html",)                                      # written
 EXTENSIONS = {"ply": ".ply", "compressed-ply": ".compressed.ply", "spz": ".spz", "sog": ".sog", "splat": ".splat",
-              "glb": ".glb", "gltf": ".gltf"}
+              "glb": ".glb", "gltf": ".gltf", "html": ".html"}
 LABELS = {"ply": "PLY (lossless)", "compressed-ply": "compressed PLY (SuperSplat)", "spz": "SPZ (Niantic)",
           "sog": "SOG (PlayCanvas)", "splat": ".splat (no SH)", "glb": "glTF binary (KHR_gaussian_splatting)",
-          "gltf": "glTF JSON (KHR_gaussian_splatting)"}
+          "gltf": "glTF JSON (KHR_gaussian_splatting)", "html": "web page (SuperSplat viewer)"}
 # what the studio opens as splats (plus meta.json); not .glb / .gltf, which the studio opens as meshes
 SPLAT_SUFFIXES = (".ply", ".spz", ".sog", ".splat")
 
@@ -181,6 +186,10 @@ def write_any(path: str | os.PathLike, g: GaussianPly, fmt: str | None = None, *
         from .gltf import write_gltf
 
         return write_gltf(path, g, binary=fmt == "glb")
+    if fmt == "html":
+        from .html import write_html
+
+        return write_html(path, g, sog_palette)
     raise ValueError(f"unknown splat format {fmt!r}; one of {', '.join(FORMATS)}")
 
 
@@ -188,8 +197,8 @@ def estimated_bytes(fmt: str, n: int, sh_degree: int) -> tuple[int, bool]:
     """(bytes, exact) of ``n`` Gaussians of ``sh_degree`` (0..3) in ``fmt``: exact for PLY,
     compressed PLY and .splat (fixed-size records; headers counted), an estimate from the
     measured bytes per Gaussian (``_SPZ_BYTES``, ``_SOG_BYTES``) for SPZ and SOG, whose
-    entropy coding depends on the data, and for glTF (:func:`_gltf_bytes`: the arrays exact,
-    the JSON about)."""
+    entropy coding depends on the data, for glTF (:func:`_gltf_bytes`: the arrays exact,
+    the JSON about) and for the HTML page (SOG's estimate in base64 plus the viewer)."""
     m = {0: 0, 1: 3, 2: 8, 3: 15}[sh_degree]
     if fmt == "ply":
         from .ply import _header_bytes
@@ -203,6 +212,11 @@ def estimated_bytes(fmt: str, n: int, sh_degree: int) -> tuple[int, bool]:
         return 32 * n, True
     if fmt in ("glb", "gltf"):
         return _gltf_bytes(n, sh_degree, fmt == "glb"), False
+    if fmt == "html":
+        from .html import viewer_bytes
+
+        sog = int(round(n * _SOG_BYTES[sh_degree])) + 4096
+        return -(-sog // 3) * 4 + viewer_bytes() + 3000, False
     if fmt == "spz":
         return int(round(n * _SPZ_BYTES[sh_degree])) + 64, False
     if fmt == "sog":
