@@ -242,7 +242,9 @@ def _need_index(doc: dict, key: str, i, where: str) -> dict:
     items = doc.get(key)
     if not isinstance(i, int) or isinstance(i, bool) or not isinstance(items, list) or not 0 <= i < len(items) \
             or not isinstance(items[i], dict):
-        raise ValueError(f"{where} refers to {key[:-1]} {i!r}, which does not exist")
+        one = {"meshes": "mesh", "accessors": "accessor", "bufferViews": "bufferView", "buffers": "buffer",
+               "nodes": "node", "scenes": "scene"}.get(key, key)
+        raise ValueError(f"{where} refers to {one} {json.dumps(i)[:40]}, which does not exist")
     return items[i]
 
 
@@ -260,9 +262,9 @@ class _Buffers:
         self.path, self.doc, self.bin, self.cache = path, doc, bin_chunk, {}
 
     def get(self, i: int) -> bytes:
+        buf = _need_index(self.doc, "buffers", i, "a bufferView")
         if i in self.cache:
             return self.cache[i]
-        buf = _need_index(self.doc, "buffers", i, "a bufferView")
         length = _nonneg_int(buf, "byteLength", f"buffer {i}")
         uri = buf.get("uri")
         if uri is None:
@@ -342,24 +344,35 @@ def _read_accessor(doc: dict, bufs: _Buffers, index, semantic: str, rule, count:
         raise ValueError(f"{where}: {n:,} elements of {elem} bytes (stride {stride}) need {need:,} bytes of "
                          f"{vwhere}, which has {v_len:,} (wrong count or truncated data)")
     raw = np.ndarray((n, k), dt, buffer=buf, offset=v_off + a_off, strides=(stride, dt.itemsize))
-    vals = raw.astype(np.float64)
+    with np.errstate(invalid="ignore"):       # a signalling NaN: dropped later with a note (finish)
+        vals = raw.astype(np.float64)
     if norm and ctype != _FLOAT:
         top = {_BYTE: 127.0, _UBYTE: 255.0, _SHORT: 32767.0, _USHORT: 65535.0}[ctype]
         vals = np.maximum(vals / top, -1.0)
     return vals
 
 
+def _numbers(v, where: str) -> np.ndarray:
+    try:
+        a = np.asarray(v, np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where} is {json.dumps(v)[:60]}, not numbers") from None
+    return a
+
+
 def _node_matrix(node: dict, where: str) -> np.ndarray:
     if "matrix" in node:
-        m = np.asarray(node["matrix"], np.float64) if isinstance(node["matrix"], list) else np.zeros(0)
+        m = _numbers(node["matrix"], f"{where}'s matrix")
         if m.shape != (16,) or not np.all(np.isfinite(m)):
             raise ValueError(f"{where}'s matrix is not 16 finite numbers")
         return m.reshape(4, 4).T                              # glTF matrices are column-major
-    t = np.asarray(node.get("translation", [0, 0, 0]), np.float64)
-    r = np.asarray(node.get("rotation", [0, 0, 0, 1]), np.float64)     # x, y, z, w
-    s = np.asarray(node.get("scale", [1, 1, 1]), np.float64)
+    t = _numbers(node.get("translation", [0, 0, 0]), f"{where}'s translation")
+    r = _numbers(node.get("rotation", [0, 0, 0, 1]), f"{where}'s rotation")     # x, y, z, w
+    s = _numbers(node.get("scale", [1, 1, 1]), f"{where}'s scale")
     if t.shape != (3,) or r.shape != (4,) or s.shape != (3,) or not all(np.all(np.isfinite(a)) for a in (t, r, s)):
         raise ValueError(f"{where}'s translation / rotation / scale are not 3 / 4 / 3 finite numbers")
+    if abs(np.linalg.norm(r) - 1.0) > 1e-3:
+        raise ValueError(f"{where}'s rotation is not a unit quaternion (length {np.linalg.norm(r):.6g})")
     m = np.eye(4)
     m[:3, :3] = _quat_matrix(np.array([r[3], r[0], r[1], r[2]])) * s[None, :]
     m[:3, 3] = t
@@ -410,8 +423,9 @@ def _instances(doc: dict) -> list[tuple[int, np.ndarray, str]]:
         scene = _need_index(doc, "scenes", doc.get("scene", 0), "the document's scene")
         roots = scene.get("nodes", [])
     else:
-        children = {c for nd in nodes if isinstance(nd, dict) for c in nd.get("children", [])}
+        children = {c for nd in nodes if isinstance(nd, dict) for c in _index_list(nd.get("children", []), "children")}
         roots = [i for i in range(len(nodes)) if i not in children]
+    roots = _index_list(roots, "the scene's nodes")
     out, stack, seen = [], [(r, np.eye(4)) for r in roots], set()
     while stack:
         i, parent = stack.pop()
@@ -422,8 +436,15 @@ def _instances(doc: dict) -> list[tuple[int, np.ndarray, str]]:
         m = parent @ _node_matrix(node, f"node {i}")
         if "mesh" in node:
             out.append((node["mesh"], m, f"node {i}"))
-        stack.extend((c, m) for c in node.get("children", []))
+        stack.extend((c, m) for c in _index_list(node.get("children", []), f"node {i}'s children"))
     return sorted(out, key=lambda t: t[2])
+
+
+def _index_list(v, where: str) -> list[int]:
+    """``v`` when it is a list of whole numbers, else ValueError."""
+    if not isinstance(v, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
+        raise ValueError(f"{where} is {json.dumps(v)[:60]}, not a list of indices")
+    return v
 
 
 def _decompose(m: np.ndarray, where: str) -> tuple[np.ndarray, float, np.ndarray]:
@@ -520,7 +541,8 @@ def read_gltf(path: str | os.PathLike) -> GaussianPly:
         if not isinstance(version, str) or not version.startswith("2."):
             raise ValueError(f"asset.version is {json.dumps(version)}; this reader knows glTF 2.x")
         required = doc.get("extensionsRequired") or []
-        bad = [e for e in required if e not in _OK_REQUIRED] if isinstance(required, list) else [required]
+        bad = [e for e in required if not isinstance(e, str) or e not in _OK_REQUIRED] \
+            if isinstance(required, list) else [required]
         if bad:
             raise ValueError(f"it requires the extension {bad[0]}, which this reader does not implement"
                              + (" (SPZ-compressed splats: export to .spz instead)" if "spz" in str(bad[0]) else ""))
@@ -528,8 +550,10 @@ def read_gltf(path: str | os.PathLike) -> GaussianPly:
         parts, skipped = [], 0
         for mesh_i, m, where_node in _instances(doc):
             mesh = _need_index(doc, "meshes", mesh_i, where_node)
-            for j, prim in enumerate(mesh.get("primitives") or []):
-                if not isinstance(prim, dict) or EXTENSION not in (prim.get("extensions") or {}):
+            prims = mesh.get("primitives")
+            for j, prim in enumerate(prims if isinstance(prims, list) else []):
+                exts = prim.get("extensions") if isinstance(prim, dict) else None
+                if not isinstance(exts, dict) or EXTENSION not in exts:
                     skipped += 1
                     continue
                 where = f"mesh {mesh_i} primitive {j}"
