@@ -331,7 +331,8 @@ def mutate_gltf(data: bytes, rng) -> bytes:
         elif what == 2:
             prim["mode"] = _pick(rng, [0, 1, 4, None, "0"])
         elif what == 3:
-            ext[_pick(rng, ["kernel", "colorSpace", "projection"])] = _pick(rng, ["ellipse", "box", None, 3, "perspective"])
+            ext[_pick(rng, ["kernel", "colorSpace", "projection"])] = _pick(rng, ["ellipse", "box", None, 3,
+                                                                                 "perspective"])
         else:
             doc["extensionsRequired"] = _pick(rng, [["KHR_gaussian_splatting"], ["EXT_meshopt_compression"], "x", [3]])
     return _gltf_pack(doc, bin_)
