@@ -224,3 +224,32 @@ def test_project_orbit_and_training_path_follow_its_cameras(tmp_path):
     # a splat file has no cameras: the training path is refused in one line naming it
     with pytest.raises(SpirulaError, match="the training path needs a project"):
         plan_cameras(load_source(tmp_path / "proj" / "splat.ply"), VideoSettings(path="training"))
+
+
+def test_crop_renders_only_the_box(gpu, tmp_path, monkeypatch):
+    """--crop keeps the Gaussians whose centres lie in the box: the frames are our renders of
+    that subset (and differ from the whole scene's); a box holding none is refused."""
+    av = pytest.importorskip("av")
+    from engine.cli.main import main
+    from engine.jobs.video import FrameRenderer, VideoSettings, crop_source, load_source, plan_cameras
+
+    monkeypatch.setattr("engine.device.get_gpu", lambda *a, **k: gpu)
+    g = _scene(6, 1500)
+    write_ply(tmp_path / "s.ply", g)
+    box = (-1.5, -1.5, -1.5, 0.0, 1.5, 1.5)                           # the x < 0 half
+    out = tmp_path / "crop.mp4"
+    assert main(["render", str(tmp_path / "s.ply"), "-o", str(out), "--width", "64", "--height", "48", "--fps", "2",
+                 "--seconds", "1", "--crop", *map(str, box)]) == 0
+    with av.open(str(out)) as c:
+        frames = [f.reformat(format="rgb24", src_colorspace="itu709").to_ndarray() for f in c.decode(video=0)]
+    src = crop_source(load_source(tmp_path / "s.ply"), box)
+    assert len(src.gaussians) == int(np.sum(g.means[:, 0] <= 0))
+    c2w, fovs = plan_cameras(src, VideoSettings(width=64, height=48, fps=2, seconds=1))
+    mine, whole = FrameRenderer(gpu, src.gaussians, 64, 48), FrameRenderer(gpu, g, 64, 48)
+    for i, frame in enumerate(frames):
+        assert _psnr(frame, mine.render(c2w[i], fovs[i])) >= 35
+        assert _psnr(frame, whole.render(c2w[i], fovs[i])) < 30
+    with pytest.raises(SpirulaError, match="no Gaussian's centre lies inside the crop box"):
+        crop_source(src, (5, 5, 5, 6, 6, 6))
+    with pytest.raises(SpirulaError, match="each min below its max"):
+        VideoSettings(crop=(0, 0, 0, 0, 1, 1)).frames()

@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
     p.add_argument("--chroma", choices=("420", "444"), default=d.chroma,
                    help=f"colour resolution: 420 plays everywhere, 444 keeps every pixel's colour but not every "
                         f"player decodes it (default {d.chroma})")
+    p.add_argument("--crop", type=float, nargs=6, default=None,
+                   metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
+                   help="render only the Gaussians whose centres lie in this box (world units; the studio's bounds)")
     add_device_option(p)
 
 
@@ -55,7 +58,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     path = args.path or ("keyframes" if args.keyframes else VideoSettings.path)
     s = VideoSettings(width=args.width, height=args.height, fps=args.fps, seconds=args.seconds, crf=args.crf,
-                      path=path, keyframes=str(args.keyframes or ""), chroma=args.chroma)
+                      path=path, keyframes=str(args.keyframes or ""), chroma=args.chroma,
+                      crop=tuple(args.crop) if args.crop else ())
     n = s.frames()                                   # bad settings fail before the GPU starts
     check_writable(args.output.parent if args.output.parent != Path("") else Path("."))
     bar = tqdm(total=n, unit="frame", dynamic_ncols=True)

@@ -12,6 +12,9 @@ The path (:class:`VideoSettings` ``path``; engine/splat/camera_path.py has the g
   video's frames (a project only);
 - ``keyframes``: a JSON file of keyframes (c2w + fov, optional time), interpolated.
 
+A crop (``crop``: the studio's bounds box, xmin ymin zmin xmax ymax zmax) keeps the
+Gaussians whose centres lie inside; the splats' orbit frames what is left.
+
 Frames and time: ``frames = fps x seconds``, which must be a whole number (refused
 otherwise), so the frame count and the duration are exact; frame ``i`` has pts ``i`` in a
 time base of 1 / fps. Width and height must be even (4:2:0 chroma), 16..8192 px.
@@ -44,7 +47,7 @@ import numpy as np
 
 from ..errors import SpirulaError
 
-__all__ = ["VideoSettings", "PATHS", "plan_cameras", "render_video", "load_source"]
+__all__ = ["VideoSettings", "PATHS", "plan_cameras", "render_video", "load_source", "crop_source"]
 
 PATHS = ("orbit", "training", "keyframes")
 
@@ -55,7 +58,9 @@ class VideoSettings:
     width, height: px (even); fps: frames per second; seconds: duration; crf: libx264's
     quality (0..51, lower is better); path: one of PATHS; keyframes: the JSON file for
     ``path="keyframes"``; preset: libx264's speed preset; chroma: "420" (plays everywhere)
-    or "444" (full colour resolution, High 4:4:4 profile, which not every player decodes)."""
+    or "444" (full colour resolution, High 4:4:4 profile, which not every player decodes);
+    crop: () or (xmin, ymin, zmin, xmax, ymax, zmax) world units: only the Gaussians whose
+    centres lie inside are rendered (the studio's bounds box; the orbit frames what is left)."""
 
     width: int = 1280
     height: int = 720
@@ -66,6 +71,7 @@ class VideoSettings:
     keyframes: str = ""
     preset: str = "medium"
     chroma: str = "420"
+    crop: tuple = ()
 
     def frames(self) -> int:
         """The frame count; SpirulaError when the settings are out of range or fps x
@@ -79,6 +85,10 @@ class VideoSettings:
             raise SpirulaError(f"--crf {self.crf}: must be in 0..51 (lower is better quality)")
         if self.chroma not in ("420", "444"):
             raise SpirulaError(f"--chroma {self.chroma}: 420 or 444")
+        if self.crop and (len(self.crop) != 6 or not all(math.isfinite(v) for v in self.crop)
+                          or any(self.crop[i] >= self.crop[i + 3] for i in range(3))):
+            raise SpirulaError(f"--crop {' '.join(f'{v:g}' for v in self.crop)}: six finite numbers, xmin ymin zmin "
+                               "xmax ymax zmax, each min below its max")
         if self.path not in PATHS:
             raise SpirulaError(f"camera path {self.path!r}: one of {', '.join(PATHS)}")
         n = self.fps * self.seconds
@@ -137,6 +147,18 @@ def _training_cameras(project: Path, folder: Path) -> tuple[np.ndarray | None, n
     c2w = np.stack([np.linalg.inv(v.w2c) for v in views])
     fovs = np.array([fov_of(v.camera.fy, v.camera.height) for v in views])
     return c2w, fovs
+
+
+def crop_source(src: Source, crop) -> Source:
+    """``src`` with only the Gaussians whose centres lie in the box ``crop`` (xmin ymin zmin
+    xmax ymax zmax, bounds included); SpirulaError when none is left."""
+    lo, hi = np.asarray(crop[:3], np.float64), np.asarray(crop[3:], np.float64)
+    m = np.asarray(src.gaussians.means, np.float64)
+    keep = np.all((m >= lo) & (m <= hi), axis=1)
+    if not keep.any():
+        raise SpirulaError(f"{src.path}: no Gaussian's centre lies inside the crop box "
+                           f"{' '.join(f'{v:g}' for v in crop)} (of {len(m):,})")
+    return Source(src.path, src.gaussians.subset(keep), src.c2w, src.fovs)
 
 
 def plan_cameras(src: Source, s: VideoSettings) -> tuple[np.ndarray, np.ndarray]:
@@ -215,6 +237,8 @@ def render_video(source: str | os.PathLike, output: str | os.PathLike, settings:
     if output.suffix.lower() not in (".mp4", ".m4v", ".mov"):
         raise SpirulaError(f"{output}: the video is H.264 in MP4: name it .mp4")
     src = load_source(source)
+    if s.crop:
+        src = crop_source(src, s.crop)
     c2w, fovs = plan_cameras(src, s)
     if gpu is None:
         from ..device import get_gpu
