@@ -47,7 +47,7 @@ no view dependence). Each node's global transform (matrix or TRS down the scene'
 hierarchy) is applied: translation, rotation and a uniform positive scale to positions,
 rotations and (log) scales; the SH of a primitive turned by a rotation other than the
 identity or a half turn about an axis are cut to degree 0 with a note (this reader does
-not rotate SH). Primitives without the extension (meshes) are skipped with a note.
+not rotate SH). The scene graph's reading is engine/io/gltf_nodes.py. Primitives without the extension (meshes) are skipped with a note.
 
 Refused with :class:`engine.errors.SplatFileError` naming the file, in one line:
 
@@ -91,6 +91,7 @@ from ..errors import SplatFileError
 from .ply import GaussianPly
 from .ply_points import SH_C0
 from .quantize import SH_COUNT, logit, sh_axis_signs, sigmoid, unit_quats
+from .gltf_nodes import decompose, instances, matrix_quat, need_index as _need_index, quat_mul
 from .splat_file import MAX_SPLATS, check_finite, finish, read_bytes, write_bytes
 
 __all__ = ["FORMAT", "EXTENSION", "read_gltf", "write_gltf", "encode_gltf", "is_glb", "RDF_TO_GLTF"]
@@ -238,16 +239,6 @@ def _split_glb(data: bytes) -> tuple[bytes, bytes | None]:
     return chunks[0][1], (chunks[1][1] if len(chunks) > 1 else None)
 
 
-def _need_index(doc: dict, key: str, i, where: str) -> dict:
-    items = doc.get(key)
-    if not isinstance(i, int) or isinstance(i, bool) or not isinstance(items, list) or not 0 <= i < len(items) \
-            or not isinstance(items[i], dict):
-        one = {"meshes": "mesh", "accessors": "accessor", "bufferViews": "bufferView", "buffers": "buffer",
-               "nodes": "node", "scenes": "scene"}.get(key, key)
-        raise ValueError(f"{where} refers to {one} {json.dumps(i)[:40]}, which does not exist")
-    return items[i]
-
-
 def _nonneg_int(obj: dict, key: str, where: str, default=None) -> int:
     v = obj.get(key, default)
     if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -352,116 +343,6 @@ def _read_accessor(doc: dict, bufs: _Buffers, index, semantic: str, rule, count:
     return vals
 
 
-def _numbers(v, where: str) -> np.ndarray:
-    try:
-        a = np.asarray(v, np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{where} is {json.dumps(v)[:60]}, not numbers") from None
-    return a
-
-
-def _node_matrix(node: dict, where: str) -> np.ndarray:
-    if "matrix" in node:
-        m = _numbers(node["matrix"], f"{where}'s matrix")
-        if m.shape != (16,) or not np.all(np.isfinite(m)):
-            raise ValueError(f"{where}'s matrix is not 16 finite numbers")
-        return m.reshape(4, 4).T                              # glTF matrices are column-major
-    t = _numbers(node.get("translation", [0, 0, 0]), f"{where}'s translation")
-    r = _numbers(node.get("rotation", [0, 0, 0, 1]), f"{where}'s rotation")     # x, y, z, w
-    s = _numbers(node.get("scale", [1, 1, 1]), f"{where}'s scale")
-    if t.shape != (3,) or r.shape != (4,) or s.shape != (3,) or not all(np.all(np.isfinite(a)) for a in (t, r, s)):
-        raise ValueError(f"{where}'s translation / rotation / scale are not 3 / 4 / 3 finite numbers")
-    if abs(np.linalg.norm(r) - 1.0) > 1e-3:
-        raise ValueError(f"{where}'s rotation is not a unit quaternion (length {np.linalg.norm(r):.6g})")
-    m = np.eye(4)
-    m[:3, :3] = _quat_matrix(np.array([r[3], r[0], r[1], r[2]])) * s[None, :]
-    m[:3, 3] = t
-    return m
-
-
-def _quat_matrix(q: np.ndarray) -> np.ndarray:
-    w, x, y, z = q / np.linalg.norm(q)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
-def _matrix_quat(r: np.ndarray) -> np.ndarray:
-    """w, x, y, z of a rotation matrix (Shepperd's method)."""
-    t = np.trace(r)
-    i = int(np.argmax([t, r[0, 0], r[1, 1], r[2, 2]]))
-    if i == 0:
-        s = 2.0 * np.sqrt(1.0 + t)
-        q = [0.25 * s, (r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s]
-    else:
-        a, b, c = {1: (0, 1, 2), 2: (1, 2, 0), 3: (2, 0, 1)}[i]
-        s = 2.0 * np.sqrt(1.0 + r[a, a] - r[b, b] - r[c, c])
-        q = np.zeros(4)
-        q[0] = (r[c, b] - r[b, c]) / s
-        q[1 + a] = 0.25 * s
-        q[1 + b] = (r[a, b] + r[b, a]) / s
-        q[1 + c] = (r[a, c] + r[c, a]) / s
-    return np.asarray(q, np.float64)
-
-
-def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton product of [4] (w, x, y, z) ``a`` with [N, 4] ``b``."""
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b.T
-    return np.stack([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2], axis=1)
-
-
-def _instances(doc: dict) -> list[tuple[int, np.ndarray, str]]:
-    """(mesh index, global 4x4 matrix, node name) of each node with a mesh in the default
-    scene (``scene``, else scene 0, else every node that is no other's child)."""
-    nodes = doc.get("nodes") or []
-    if not isinstance(nodes, list):
-        raise ValueError("'nodes' is not a list")
-    scenes = doc.get("scenes")
-    if isinstance(scenes, list) and scenes:
-        scene = _need_index(doc, "scenes", doc.get("scene", 0), "the document's scene")
-        roots = scene.get("nodes", [])
-    else:
-        children = {c for nd in nodes if isinstance(nd, dict) for c in _index_list(nd.get("children", []), "children")}
-        roots = [i for i in range(len(nodes)) if i not in children]
-    roots = _index_list(roots, "the scene's nodes")
-    out, stack, seen = [], [(r, np.eye(4)) for r in roots], set()
-    while stack:
-        i, parent = stack.pop()
-        node = _need_index(doc, "nodes", i, "a scene")
-        if i in seen:
-            raise ValueError(f"node {i} appears twice in the scene's hierarchy (a cycle or a shared child)")
-        seen.add(i)
-        m = parent @ _node_matrix(node, f"node {i}")
-        if "mesh" in node:
-            out.append((node["mesh"], m, f"node {i}"))
-        stack.extend((c, m) for c in _index_list(node.get("children", []), f"node {i}'s children"))
-    return sorted(out, key=lambda t: t[2])
-
-
-def _index_list(v, where: str) -> list[int]:
-    """``v`` when it is a list of whole numbers, else ValueError."""
-    if not isinstance(v, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
-        raise ValueError(f"{where} is {json.dumps(v)[:60]}, not a list of indices")
-    return v
-
-
-def _decompose(m: np.ndarray, where: str) -> tuple[np.ndarray, float, np.ndarray]:
-    """(rotation 3x3, uniform scale, translation) of a node's global matrix; ValueError
-    unless it is translation, rotation and one positive scale."""
-    a = m[:3, :3]
-    cols = np.linalg.norm(a, axis=0)
-    if not np.allclose(m[3], [0, 0, 0, 1]) or not np.all(cols > 0) or not np.all(np.isfinite(cols)):
-        raise ValueError(f"{where}'s transform is not decomposable (glTF: finite positive column lengths)")
-    s = float(cols.mean())
-    r = a / s
-    if np.max(np.abs(cols - s)) > 1e-5 * s or np.max(np.abs(r.T @ r - np.eye(3))) > 1e-5 or np.linalg.det(r) < 0:
-        raise ValueError(f"{where}'s transform is not a rotation with one positive scale (non-uniform scale, "
-                         "shear or a mirror cannot be carried by 3D Gaussians' scales)")
-    return r, s, m[:3, 3]
-
-
 def _primitive(path, doc, bufs, prim, where, notes) -> dict:
     ext = prim["extensions"][EXTENSION]
     if not isinstance(ext, dict):
@@ -548,7 +429,7 @@ def read_gltf(path: str | os.PathLike) -> GaussianPly:
                              + (" (SPZ-compressed splats: export to .spz instead)" if "spz" in str(bad[0]) else ""))
         bufs = _Buffers(path, doc, bin_chunk)
         parts, skipped = [], 0
-        for mesh_i, m, where_node in _instances(doc):
+        for mesh_i, m, where_node in instances(doc):
             mesh = _need_index(doc, "meshes", mesh_i, where_node)
             prims = mesh.get("primitives")
             for j, prim in enumerate(prims if isinstance(prims, list) else []):
@@ -573,11 +454,11 @@ def read_gltf(path: str | os.PathLike) -> GaussianPly:
 def _assemble(path, parts: list[dict], notes: list[str]) -> GaussianPly:
     cols = {k: [] for k in ("means", "scales", "quats", "opacities", "sh0", "shN")}
     for p in parts:
-        r, s, t = _decompose(p["matrix"], p["where"])
+        r, s, t = decompose(p["matrix"], p["where"])
         q = unit_quats(np.stack([p["rot"][:, 3], p["rot"][:, 0], p["rot"][:, 1], p["rot"][:, 2]], axis=1))
         shn = p["shN"]
         if not np.allclose(r, np.eye(3), atol=1e-9):
-            q = _quat_mul(_matrix_quat(r), q)
+            q = quat_mul(matrix_quat(r), q)
             if shn.shape[1] and not np.allclose(np.abs(r), np.diag(np.abs(np.diag(r))), atol=1e-9):
                 notes.append(f"{path}: {FORMAT} file: {p['where']}: SH cut to degree 0 (its node rotates the "
                              "splats and this reader does not rotate SH)")
