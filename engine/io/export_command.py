@@ -5,8 +5,9 @@ only reports through ``emit`` so the studio can run it too).
 
 The input is a project folder (its ``splat.ply``; a `spirula run` project's in exports/), a SOG folder, or a file of any format
 engine/io/formats.py reads. The format is ``--format`` or, when that is left out, the
-output name's (``*.compressed.ply``, ``.ply``, ``.spz``, ``.sog``, ``.splat``, ``.glb``, ``.gltf``). The output
-is written atomically: an error leaves no partial file and an existing file untouched.
+output name's (``*.compressed.ply``, ``.ply``, ``.spz``, ``.sog``, ``.splat``, ``.glb``, ``.gltf``,
+``.html``: a page that shows the splats, engine/io/html.py). The output is written
+atomically: an error leaves no partial file and an existing file untouched.
 """
 
 from __future__ import annotations

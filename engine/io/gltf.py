@@ -47,7 +47,8 @@ no view dependence). Each node's global transform (matrix or TRS down the scene'
 hierarchy) is applied: translation, rotation and a uniform positive scale to positions,
 rotations and (log) scales; the SH of a primitive turned by a rotation other than the
 identity or a half turn about an axis are cut to degree 0 with a note (this reader does
-not rotate SH). The scene graph's reading is engine/io/gltf_nodes.py. Primitives without the extension (meshes) are skipped with a note.
+not rotate SH); the scene graph is read by engine/io/gltf_nodes.py. Primitives without the
+extension (meshes) are skipped with a note.
 
 Refused with :class:`engine.errors.SplatFileError` naming the file, in one line:
 
