@@ -350,3 +350,25 @@ def test_mesh_glb_is_not_splats(tmp_path):
     trimesh.creation.box().export(tmp_path / "box.glb")
     with pytest.raises(SplatFileError, match="no mesh primitive of the scene has KHR_gaussian_splatting"):
         formats.read_any(tmp_path / "box.glb")
+
+
+def test_several_instances_and_primitives_concatenated(tmp_path, gltf_doc):
+    """A second node instancing the mesh (moved) and a second mesh whose primitive has no SH
+    beyond degree 0 (padded with zeros, said in a note) add their splats after the first."""
+    doc, g = gltf_doc
+    prim0 = json.loads(json.dumps(_prim(doc)))
+    for k in range(3):
+        prim0["attributes"].pop(f"{P}SH_DEGREE_1_COEF_{k}")
+    doc["meshes"].append({"primitives": [prim0]})
+    doc["nodes"] += [{"mesh": 0, "translation": [0.0, 10.0, 0.0]}, {"mesh": 1}]
+    doc["scenes"][0]["nodes"] = [0, 1, 2]
+    path = tmp_path / "many.gltf"
+    path.write_text(json.dumps(doc))
+    h = read_gltf(path)
+    n = len(g)
+    assert len(h) == 3 * n and h.sh_degree == 1
+    assert any("padded with zero coefficients" in note for note in h.notes)
+    assert np.allclose(h.means[:n], g.means, atol=1e-6)
+    assert np.allclose(h.means[n:2 * n], g.means + np.array([0.0, -10.0, 0.0]), atol=1e-5)   # glTF +y is our -y
+    assert np.allclose(h.means[2 * n:], g.means, atol=1e-6)
+    assert np.array_equal(h.shN[:2 * n], np.concatenate([g.shN, g.shN])) and not h.shN[2 * n:].any()
