@@ -1,16 +1,17 @@
 """The export panel's format chooser, without Qt: each splat format with the size the
 current Gaussians would have in it (engine/io/formats.py estimated_bytes: exact for PLY,
-compressed PLY and .splat; an estimate, marked "about", for SPZ and SOG), and the file
+compressed PLY and .splat; an estimate, marked "about", for SPZ, SOG, glTF and the web page), and the file
 dialog's filter and default name for it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.io.formats import EXTENSIONS, FORMATS, LABELS, estimated_bytes
+from engine.io.formats import EXPORT_FORMATS, EXTENSIONS, LABELS, estimated_bytes
 
 FILTERS = {"ply": "3DGS PLY (*.ply)", "compressed-ply": "Compressed PLY (*.compressed.ply)", "spz": "SPZ (*.spz)",
-           "sog": "SOG bundle (*.sog)", "splat": ".splat (*.splat)"}
+           "sog": "SOG bundle (*.sog)", "splat": ".splat (*.splat)", "glb": "glTF binary (*.glb)",
+           "gltf": "glTF JSON (*.gltf)", "html": "Web page (*.html)"}
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,9 @@ def human_bytes(n: float) -> str:
 
 
 def choices(num_gaussians: int, sh_degree: int) -> list[Choice]:
-    """One Choice per format, in FORMATS order (PLY first: the lossless default)."""
+    """One Choice per format, in EXPORT_FORMATS order (PLY first: the lossless default)."""
     out = []
-    for fmt in FORMATS:
+    for fmt in EXPORT_FORMATS:
         size, exact = estimated_bytes(fmt, max(int(num_gaussians), 0), sh_degree)
         per = f", {size / num_gaussians:.0f} B/splat" if num_gaussians else ""
         out.append(Choice(fmt, f"{LABELS[fmt]} — {'' if exact else 'about '}{human_bytes(size)}{per}", size, exact,

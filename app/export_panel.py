@@ -39,7 +39,8 @@ class ExportPanel(QtWidgets.QWidget):
         lay.addWidget(self.project)
         lay.addWidget(QtWidgets.QLabel("Format:"))
         self.format = QtWidgets.QComboBox()
-        self.format.setToolTip("SPZ and SOG sizes are estimates (their compression depends on the scene)")
+        self.format.setToolTip("SPZ, SOG, glTF and web page sizes are estimates (their compression and headers "
+                               "depend on the scene)")
         lay.addWidget(self.format)
         self.ply_btn = QtWidgets.QPushButton("Export Gaussians…")
         self.shot_btn = QtWidgets.QPushButton("Save viewport screenshot…")

@@ -75,6 +75,11 @@ fi
 # PlayCanvas's splat-transform (npm), pinned, in the ignored .tools/ folder. Node.js and npm
 # come from apt when missing (root only); without them the interop tests skip and say why.
 SPLAT_TRANSFORM_VERSION=2.7.1
+# Khronos's glTF validator (npm gltf-validator), pinned, for the glTF splat tests (tests/io/test_gltf.py)
+GLTF_VALIDATOR_VERSION=2.0.0-dev.3.10
+# PlayCanvas's SuperSplat viewer (npm, MIT), pinned: `spirula export --format html` inlines its bundle
+# (engine/io/html.py VIEWER_VERSION says the same version)
+SUPERSPLAT_VIEWER_VERSION=1.36.2
 if ! command -v npm >/dev/null && as_root; then
   echo "[setup] installing Node.js and npm for the splat-format interop tests"
   apt_get update -qq
@@ -88,7 +93,29 @@ if command -v npm >/dev/null; then
     npm install --prefix .tools --no-audit --no-fund --loglevel=error "@playcanvas/splat-transform@${SPLAT_TRANSFORM_VERSION}" >/dev/null \
       || echo "[setup] note: npm could not install splat-transform; the interop tests will be skipped" >&2
   fi
+  if ! grep -qs "\"version\": \"${GLTF_VALIDATOR_VERSION}\"" .tools/node_modules/gltf-validator/package.json; then
+    echo "[setup] installing gltf-validator ${GLTF_VALIDATOR_VERSION} into .tools/"
+    mkdir -p .tools
+    npm install --prefix .tools --no-audit --no-fund --loglevel=error "gltf-validator@${GLTF_VALIDATOR_VERSION}" >/dev/null \
+      || echo "[setup] note: npm could not install gltf-validator; the glTF validation tests will be skipped" >&2
+  fi
+  if ! grep -qs "\"version\": \"${SUPERSPLAT_VIEWER_VERSION}\"" .tools/node_modules/@playcanvas/supersplat-viewer/package.json; then
+    echo "[setup] installing @playcanvas/supersplat-viewer ${SUPERSPLAT_VIEWER_VERSION} into .tools/ (the HTML export's viewer)"
+    mkdir -p .tools
+    npm install --prefix .tools --no-audit --no-fund --loglevel=error \
+      "@playcanvas/supersplat-viewer@${SUPERSPLAT_VIEWER_VERSION}" >/dev/null \
+      || echo "[setup] note: npm could not install the web viewer; spirula export --format html will say so" >&2
+  fi
 else
   echo "[setup] note: npm is missing, so the splat-format interop tests will be skipped (apt-get install nodejs npm)"
+fi
+# Headless Chromium opens the HTML export in its test (tests/io/test_html.py); root only, from Debian.
+if as_root && ! command -v chromium >/dev/null; then
+  echo "[setup] installing chromium for the HTML export's browser test"
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+    || echo "[setup] note: chromium could not be installed; the HTML page's browser test will be skipped" >&2
+elif ! command -v chromium >/dev/null; then
+  echo "[setup] note: chromium is missing, so the HTML export's browser test will be skipped (apt-get install chromium)"
 fi
 echo "[setup] ready: $(.venv/bin/python -c 'import slangpy as s; d=s.Device(type=s.DeviceType.vulkan, enable_hot_reload=False); print(d.info.adapter_name)' 2>/dev/null)"

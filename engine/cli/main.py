@@ -124,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .partition import add_parser as _partition_parser
     from ..io.export_command import add_parser as _export_parser
     from .bench.commands import add_parser as _bench_parser
+    from .render import add_parser as _render_parser
 
     parser = OneLineParser(prog="spirula", description="Spirula Studio: 3D Gaussian Splatting on any GPU")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every engine detail (debug level)")
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     _mesh_parser(sub)
     _partition_parser(sub)
     _export_parser(sub)
+    _render_parser(sub)
     _clean_parser(sub)
     _gui_parser(sub)
     return parser
@@ -154,6 +156,7 @@ def main(argv: list[str] | None = None, open_window=None) -> int:
     from .partition import run as cmd_partition
     from ..io.export_command import cmd_export
     from .bench.commands import run as cmd_bench
+    from .render import cmd_render
 
     parser = build_parser()
     args = parser.parse_args(_hoist_profile_options(list(sys.argv[1:] if argv is None else argv)))
@@ -169,7 +172,7 @@ def main(argv: list[str] | None = None, open_window=None) -> int:
     if args.command is None:  # `spirula` alone opens the studio
         return cmd_gui(args, open_window)
     command = {"train": cmd_train, "bench": cmd_bench, "run": cmd_run, "mesh": cmd_mesh, "export": cmd_export,
-               "partition": cmd_partition, "clean": cmd_clean, "gui": lambda a: cmd_gui(a, open_window)}[args.command]
+               "render": cmd_render, "partition": cmd_partition, "clean": cmd_clean, "gui": lambda a: cmd_gui(a, open_window)}[args.command]
     if args.command == "gui":  # the window has its own event loop (and Cancel)
         return _dispatch(args, command, stopping.StopRequest())
     with stopping.handle_signals() as stop:  # Ctrl-C and SIGTERM: engine/cli/stopping.py

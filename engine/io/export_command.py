@@ -1,12 +1,13 @@
-"""`spirula export <project|file> --format spz|sog|compressed-ply|splat|ply -o <file>`:
+"""`spirula export <project|file> --format spz|sog|compressed-ply|splat|glb|gltf|html|ply -o <file>`:
 convert trained Gaussians (a project folder's splat.ply, or any splat file) into another
 splat format (registered by engine/cli/main.py; the work is :func:`export_splats`, which
 only reports through ``emit`` so the studio can run it too).
 
 The input is a project folder (its ``splat.ply``; a `spirula run` project's in exports/), a SOG folder, or a file of any format
 engine/io/formats.py reads. The format is ``--format`` or, when that is left out, the
-output name's (``*.compressed.ply``, ``.ply``, ``.spz``, ``.sog``, ``.splat``). The output
-is written atomically: an error leaves no partial file and an existing file untouched.
+output name's (``*.compressed.ply``, ``.ply``, ``.spz``, ``.sog``, ``.splat``, ``.glb``, ``.gltf``,
+``.html``: a page that shows the splats, engine/io/html.py). The output is written
+atomically: an error leaves no partial file and an existing file untouched.
 
 The splats are edited first (engine/io/splat_edit.py): ``--edit <edit.json>`` applies that
 edit, and by default a project's own edit file (``<project>/edit.json``, the studio's Edit
@@ -29,13 +30,14 @@ __all__ = ["add_parser", "cmd_export", "export_splats", "source_file"]
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("export", help="convert trained Gaussians to SPZ, SOG, compressed PLY, .splat or PLY",
+    p = sub.add_parser("export", help="convert trained Gaussians to SPZ, SOG, compressed PLY, .splat, glTF or PLY",
                        description="Read a project's splat.ply (or any splat file: .ply, .compressed.ply, .spz, .sog, "
-                                   "SOG meta.json, .splat) and write it in another format, atomically.")
+                                   "SOG meta.json, .splat, .glb, .gltf) and write it in another format, atomically.")
     p.add_argument("source", type=Path, help="project folder (its splat.ply) or a splat file")
     p.add_argument("-o", "--output", type=Path, required=True, help="the file to write")
-    p.add_argument("--format", choices=formats.FORMATS, default=None,
-                   help="output format (default: from the output name: .spz, .sog, .compressed.ply, .splat, .ply)")
+    p.add_argument("--format", choices=formats.EXPORT_FORMATS, default=None,
+                   help="output format (default: from the output name: .spz, .sog, .compressed.ply, .splat, .glb, "
+                        ".gltf, .html (a page that shows the splats in a browser), .ply)")
     p.add_argument("--spz-version", type=int, choices=(2, 3, 4), default=4,
                    help="SPZ version to write (default 4, zstd; 3 and 2 are gzip, for older readers)")
     p.add_argument("--sog-palette", type=int, default=None,

@@ -7,12 +7,17 @@ Formats (name: module, spec in its docstring):
 - ``compressed-ply``: PlayCanvas / SuperSplat's chunked PLY (engine/io/compressed_ply.py);
 - ``spz``: Niantic's SPZ, version 4 by default, 2 and 3 on request (engine/io/spz.py);
 - ``sog``: PlayCanvas's SOG version 2, a .sog bundle (engine/io/sog.py);
-- ``splat``: antimatter15's .splat, no SH (engine/io/dot_splat.py).
+- ``splat``: antimatter15's .splat, no SH (engine/io/dot_splat.py);
+- ``glb`` / ``gltf``: glTF 2.0 with KHR_gaussian_splatting, binary or JSON with the buffer
+  embedded (engine/io/gltf.py).
+
+Export only (:data:`EXPORT_FORMATS`): ``html``, one page that shows the splats in a browser
+(engine/io/html.py); it is written, never read.
 
 Detection (:func:`detect`) by the name first, then the first bytes: a folder or a
-``meta.json`` is SOG; ``.sog`` (a zip), ``.spz`` (gzip or "NGSP"), ``.splat``; a ``.ply``
+``meta.json`` is SOG; ``.sog`` (a zip), ``.spz`` (gzip or "NGSP"), ``.splat``, ``.glb``, ``.gltf``; a ``.ply``
 is compressed when its header has the ``chunk`` element and ``packed_*`` properties. An
-unknown extension is sniffed: zip -> sog, gzip or NGSP -> spz, "ply" -> ply. Anything
+unknown extension is sniffed: zip -> sog, gzip or NGSP -> spz, "ply" -> ply, "glTF" -> glb. Anything
 else is a :class:`engine.errors.SplatFileError` naming the file and the formats known.
 """
 
@@ -25,14 +30,19 @@ from pathlib import Path
 from ..errors import SplatFileError
 from .ply import GaussianPly, PlyWarning
 
-__all__ = ["FORMATS", "EXTENSIONS", "SPLAT_SUFFIXES", "detect", "format_for_output", "read_any", "open_splat_file",
+__all__ = ["FORMATS", "EXPORT_FORMATS", "EXTENSIONS", "SPLAT_SUFFIXES", "detect", "format_for_output", "read_any",
+           "open_splat_file",
            "write_any", "estimated_bytes", "is_splat_file"]
 
-FORMATS = ("ply", "compressed-ply", "spz", "sog", "splat")
-EXTENSIONS = {"ply": ".ply", "compressed-ply": ".compressed.ply", "spz": ".spz", "sog": ".sog", "splat": ".splat"}
+FORMATS = ("ply", "compressed-ply", "spz", "sog", "splat", "glb", "gltf")   # read and written
+EXPORT_FORMATS = FORMATS + ("html",)                                      # written
+EXTENSIONS = {"ply": ".ply", "compressed-ply": ".compressed.ply", "spz": ".spz", "sog": ".sog", "splat": ".splat",
+              "glb": ".glb", "gltf": ".gltf", "html": ".html"}
 LABELS = {"ply": "PLY (lossless)", "compressed-ply": "compressed PLY (SuperSplat)", "spz": "SPZ (Niantic)",
-          "sog": "SOG (PlayCanvas)", "splat": ".splat (no SH)"}
-SPLAT_SUFFIXES = (".ply", ".spz", ".sog", ".splat")   # what the studio opens as splats (plus meta.json)
+          "sog": "SOG (PlayCanvas)", "splat": ".splat (no SH)", "glb": "glTF binary (KHR_gaussian_splatting)",
+          "gltf": "glTF JSON (KHR_gaussian_splatting)", "html": "web page (SuperSplat viewer)"}
+# what the studio opens as splats (plus meta.json); not .glb / .gltf, which the studio opens as meshes
+SPLAT_SUFFIXES = (".ply", ".spz", ".sog", ".splat")
 
 # Bytes per Gaussian of the two entropy-coded formats, by SH degree: degree 3 as measured on
 # book and fox trained 1,500 steps (benchmarks/results/formats-2026-12-02/README.md: SPZ v4
@@ -55,6 +65,8 @@ def _sniff(path: Path) -> str | None:
         return "spz"
     if head[:3] == b"ply":
         return "ply"
+    if head == b"glTF":
+        return "glb"
     return None
 
 
@@ -70,7 +82,8 @@ def detect(path: str | os.PathLike) -> str:
     if not p.is_file():
         raise SplatFileError(p, "splat", "no such file")
     name = p.name.lower()
-    fmt = {".sog": "sog", ".spz": "spz", ".splat": "splat", ".ply": "ply"}.get(p.suffix.lower())
+    fmt = {".sog": "sog", ".spz": "spz", ".splat": "splat", ".ply": "ply", ".glb": "glb", ".gltf": "gltf"}.get(
+        p.suffix.lower())
     if name == "meta.json":
         fmt = "sog"
     elif fmt is None:
@@ -121,6 +134,8 @@ def read_any(path: str | os.PathLike, fmt: str | None = None, *, warn: bool = Tr
         from .sog import read_sog as reader
     elif fmt == "splat":
         from .dot_splat import read_splat as reader
+    elif fmt in ("glb", "gltf"):
+        from .gltf import read_gltf as reader
     else:
         raise ValueError(f"unknown splat format {fmt!r}; one of {', '.join(FORMATS)}")
     g = reader(path)
@@ -167,6 +182,14 @@ def write_any(path: str | os.PathLike, g: GaussianPly, fmt: str | None = None, *
         from .dot_splat import write_splat
 
         return write_splat(path, g)
+    if fmt in ("glb", "gltf"):
+        from .gltf import write_gltf
+
+        return write_gltf(path, g, binary=fmt == "glb")
+    if fmt == "html":
+        from .html import write_html
+
+        return write_html(path, g, sog_palette)
     raise ValueError(f"unknown splat format {fmt!r}; one of {', '.join(FORMATS)}")
 
 
@@ -174,7 +197,8 @@ def estimated_bytes(fmt: str, n: int, sh_degree: int) -> tuple[int, bool]:
     """(bytes, exact) of ``n`` Gaussians of ``sh_degree`` (0..3) in ``fmt``: exact for PLY,
     compressed PLY and .splat (fixed-size records; headers counted), an estimate from the
     measured bytes per Gaussian (``_SPZ_BYTES``, ``_SOG_BYTES``) for SPZ and SOG, whose
-    entropy coding depends on the data."""
+    entropy coding depends on the data, for glTF (:func:`_gltf_bytes`: the arrays exact,
+    the JSON about) and for the HTML page (SOG's estimate in base64 plus the viewer)."""
     m = {0: 0, 1: 3, 2: 8, 3: 15}[sh_degree]
     if fmt == "ply":
         from .ply import _header_bytes
@@ -186,8 +210,25 @@ def estimated_bytes(fmt: str, n: int, sh_degree: int) -> tuple[int, bool]:
         return len(header_bytes(n, m)) + -(-n // CHUNK) * 72 + n * (16 + 3 * m), True
     if fmt == "splat":
         return 32 * n, True
+    if fmt in ("glb", "gltf"):
+        return _gltf_bytes(n, sh_degree, fmt == "glb"), False
+    if fmt == "html":
+        from .html import viewer_bytes
+
+        sog = int(round(n * _SOG_BYTES[sh_degree])) + 4096
+        return -(-sog // 3) * 4 + viewer_bytes() + 3000, False
     if fmt == "spz":
         return int(round(n * _SPZ_BYTES[sh_degree])) + 64, False
     if fmt == "sog":
         return int(round(n * _SOG_BYTES[sh_degree])) + 4096, False
     raise ValueError(f"unknown splat format {fmt!r}; one of {', '.join(FORMATS)}")
+
+
+def _gltf_bytes(n: int, sh_degree: int, binary: bool) -> int:
+    """About the size of a glTF of ``n`` Gaussians: 4 bytes per float (positions 3, colour
+    4, rotation 4, scale 3, opacity 1, SH 3 per coefficient), base64 (4/3) in a .gltf, plus
+    the JSON (about 1 kB and 170 bytes per attribute; its digits depend on the data)."""
+    floats = 3 + 4 + 4 + 3 + 1 + 3 * (sh_degree + 1) ** 2
+    data = 4 * floats * n
+    attrs = 5 + (sh_degree + 1) ** 2
+    return (data if binary else -(-data // 3) * 4) + 1000 + 170 * attrs

@@ -1,6 +1,6 @@
 """Input class: splat files whose header disagrees with their data (issue 49, item 6).
 Fuzz of every splat reader of engine/io (PLY, compressed PLY, SPZ v2, v3 and v4, SOG,
-.splat) on mutated files, deterministic (a fixed seed and a fixed number of mutants per
+.splat, glTF as .glb and .gltf) on mutated files, deterministic (a fixed seed and a fixed number of mutants per
 format; no time budget).
 
 Seed files are written by our own writers from a small seeded random model. Each mutant
@@ -11,7 +11,8 @@ valid so the reader's header-against-data checks are what is tried: counts chang
 more, one less, double, zero, huge), declared types changed, SPZ arrays mutated and
 recompressed (the gzip CRC and zstd frames stay valid), v4 table sizes inflated, SOG
 meta.json fields changed in value and in JSON type, SOG images swapped, resized or
-corrupted, bytes appended.
+corrupted, glTF accessors, bufferViews, buffers and the splat primitive changed in value
+and in JSON type (the GLB repacked so its chunks stay valid), bytes appended.
 
 Every mutant must either decode to finite arrays of the shapes its header claims (the
 header's count = the Gaussians returned + those dropped with a note; shN of 0, 3, 8 or 15
@@ -64,7 +65,7 @@ def seeds(tmp_path_factory):
     for case, fmt, kw in (("ply", "ply", {}), ("compressed-ply", "compressed-ply", {}),
                           ("spz-v2", "spz", {"spz_version": 2}), ("spz-v3", "spz", {"spz_version": 3}),
                           ("spz-v4", "spz", {"spz_version": 4}), ("sog", "sog", {"sog_palette": 64}),
-                          ("splat", "splat", {})):
+                          ("splat", "splat", {}), ("glb", "glb", {}), ("gltf", "gltf", {})):
         p = folder / f"seed-{case}{formats.EXTENSIONS[fmt]}"
         formats.write_any(p, g, fmt, **kw)
         if fmt == "sog":
@@ -275,8 +276,71 @@ def mutate_splat(data: bytes, rng) -> bytes:
     return mutate(data, rng)
 
 
+def _gltf_split(data: bytes):
+    """(JSON document, BIN chunk or None) of a GLB or a .gltf; ValueError when it is neither."""
+    if data[:4] == b"glTF":
+        n = struct.unpack_from("<I", data, 12)[0]
+        doc = json.loads(data[20:20 + n])
+        rest = data[20 + n:]
+        return doc, (rest[8:8 + struct.unpack_from("<I", rest)[0]] if len(rest) >= 8 else None)
+    return json.loads(data), None
+
+
+def _gltf_pack(doc: dict, bin_: bytes | None) -> bytes:
+    js = json.dumps(doc).encode()
+    if bin_ is None:
+        return js
+    js += b" " * (-len(js) % 4)
+    body = struct.pack("<II", len(js), 0x4E4F534A) + js + struct.pack("<II", len(bin_), 0x004E4942) + bin_
+    return struct.pack("<III", 0x46546C67, 2, 12 + len(body)) + body
+
+
+def mutate_gltf(data: bytes, rng) -> bytes:
+    kind = int(rng.integers(4))
+    try:
+        doc, bin_ = _gltf_split(data)
+        prim = doc["meshes"][0]["primitives"][0]
+        if kind == 3:
+            raise ValueError
+    except Exception:  # noqa: BLE001 - an earlier mutation broke the container: bytes then
+        return mutate(data, rng)
+    odd = [-1, 1, 3, 10 ** 9, 2 ** 32, 1.5, "7", None, [1], True]
+    if kind == 0:      # an accessor's field, in value or JSON type
+        acc = _pick(rng, doc["accessors"])
+        field = _pick(rng, ["count", "byteOffset", "componentType", "type", "normalized", "bufferView", "sparse"])
+        acc[field] = _pick(rng, {"count": COUNTS(int(acc["count"]) if isinstance(acc.get("count"), int) else 300),
+                                 "componentType": [5120, 5121, 5122, 5123, 5125, 5126, 9999, "5126"],
+                                 "type": ["SCALAR", "VEC2", "VEC3", "VEC4", "MAT4", 3],
+                                 "normalized": [True, False, "yes"], "sparse": [{"count": 1}, {}]}.get(field, odd))
+    elif kind == 1:    # a bufferView or the buffer
+        view = _pick(rng, doc["bufferViews"])
+        if rng.integers(2):
+            view[_pick(rng, ["byteOffset", "byteLength", "byteStride", "buffer"])] = _pick(rng, odd + [0, 4, 12, 252])
+        else:
+            buf = doc["buffers"][0]
+            buf["byteLength"] = _pick(rng, [buf.get("byteLength", 0) + 1, buf.get("byteLength", 0) - 4, 0, 10 ** 12])
+            if bin_ is not None and rng.integers(2):
+                bin_ = bin_[:int(rng.integers(len(bin_) + 1))]
+    else:              # the splat primitive
+        ext = prim.setdefault("extensions", {}).setdefault("KHR_gaussian_splatting", {})
+        what = int(rng.integers(5))
+        if what == 0 and prim["attributes"]:
+            prim["attributes"].pop(_pick(rng, sorted(prim["attributes"])))
+        elif what == 1:
+            prim["attributes"][_pick(rng, sorted(prim["attributes"]))] = _pick(rng, [0, 5, 99, -1, "1"])
+        elif what == 2:
+            prim["mode"] = _pick(rng, [0, 1, 4, None, "0"])
+        elif what == 3:
+            ext[_pick(rng, ["kernel", "colorSpace", "projection"])] = _pick(rng, ["ellipse", "box", None, 3,
+                                                                                 "perspective"])
+        else:
+            doc["extensionsRequired"] = _pick(rng, [["KHR_gaussian_splatting"], ["EXT_meshopt_compression"], "x", [3]])
+    return _gltf_pack(doc, bin_)
+
+
 MUTATORS = {"ply": mutate_ply, "compressed-ply": mutate_ply, "spz-v2": mutate_spz_legacy,
-            "spz-v3": mutate_spz_legacy, "spz-v4": mutate_spz_v4, "sog": None, "splat": mutate_splat}
+            "spz-v3": mutate_spz_legacy, "spz-v4": mutate_spz_v4, "sog": None, "splat": mutate_splat,
+            "glb": mutate_gltf, "gltf": mutate_gltf}
 
 
 # --------------------------------------------------------------------------- what the header claims
@@ -292,6 +356,12 @@ def claimed(case: str, data: bytes) -> tuple[int | None, int | None]:
         return (int(m.group(1)) if m else None), min(rest // 3, 15)
     if case == "splat":
         return len(data) // 32, 0
+    if case in ("glb", "gltf"):
+        doc, _ = _gltf_split(data)
+        attrs = doc["meshes"][0]["primitives"][0]["attributes"]
+        degree = max(l for l in range(4) if all(f"KHR_gaussian_splatting:SH_DEGREE_{d}_COEF_{c}" in attrs
+                                                for d in range(1, l + 1) for c in range(2 * d + 1)))
+        return doc["accessors"][attrs["POSITION"]]["count"], SH_M[degree]
     if case == "sog":
         meta = json.loads(zipfile.ZipFile(io.BytesIO(data)).read("meta.json"))
         bands = meta.get("shN", {}).get("bands", 0)
@@ -322,8 +392,8 @@ def check_result(case: str, path, data: bytes, g) -> None:
 @pytest.mark.parametrize("case", list(MUTATORS))
 def test_fuzz_splat_reader(seeds, tmp_path, case):
     seed, suffix = seeds[case]
-    rng = np.random.default_rng(["ply", "compressed-ply", "spz-v2", "spz-v3", "spz-v4", "sog", "splat"].index(case)
-                                + 4900)
+    rng = np.random.default_rng(["ply", "compressed-ply", "spz-v2", "spz-v3", "spz-v4", "sog", "splat", "glb",
+                                 "gltf"].index(case) + 4900)
     path = tmp_path / f"fuzz{suffix}"
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     outcomes = {"decoded": 0, "refused": 0}
