@@ -164,8 +164,9 @@ def _train(args) -> int:
 
     bars = Bars()
     stop = stopping.current()
+    cfg = run_config(args)
     with project_lock(args.parts, "spirula partition train", on_note=_note), stop.between_steps(print):
-        out = train_parts(args.parts, run_config(args), address=args.address, emit=bars, should_stop=stop,
+        out = train_parts(args.parts, cfg, address=args.address, emit=bars, should_stop=stop,
                           gpus_per_part=args.gpus_per_part, use_ray=not args.no_ray,
                           steps_rule=args.steps_rule)
     failed = [k for k, v in out["parts"].items() if v.get("error")]
@@ -174,7 +175,7 @@ def _train(args) -> int:
             print(f"error: {k}: {out['parts'][k]['error']}", file=sys.stderr)
         return 1
     if out["stopped"]:
-        kept = ("each unfinished part checkpointed the step it reached" if args.checkpoint_every
+        kept = ("each unfinished part checkpointed the step it reached" if cfg.train.checkpoint_every
                 else "no part was checkpointed (--checkpoint-every 0)")
         print(f"stopped ({stop.name}): {kept}; rerun the same command to continue them")
         return stop.exit_code if stop() else 0

@@ -263,14 +263,14 @@ def test_a_project_another_process_writes_is_refused_and_the_lock_goes_with_the_
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=10, max_size=48, init_points=300))
+        s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=10, max_size=48, init_random_points=300))
         err = driver.wait(lambda m: isinstance(m, M.Error), 120, "error: the project is busy")
         assert f"{project} is being written by another spirula process (PID {holder.pid}" in err.text
         assert "\n" not in err.text
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)
-    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=5000, max_size=48, init_points=300))
+    s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=5000, max_size=48, init_random_points=300))
     driver.wait(lambda m: isinstance(m, M.TrainMetrics), 120, "metrics")
     assert (project / LOCK_FILE).is_file()  # held while it trains
     s.send(M.Cancel(save=True))
