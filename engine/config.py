@@ -72,6 +72,7 @@ class TrainConfig:
     geometry_from: float = 0.6        # geometry: the phase starts after this fraction of the steps (2DGS: 7k of 30k)
     lambda_normal: float = 0.02       # geometry: depth-normal consistency weight
     lambda_multiview: float = 0.0     # geometry: multi-view geometric consistency weight (PGSR's 0.03); 0 = off
+    lambda_mvrgb: float = 0.0         # geometry: multi-view photometric (patch NCC) consistency weight (PGSR's 0.2); 0 = off
     lambda_flat: float = 100.0        # geometry: flattening (shortest scale) weight, cameras' distance = 1
     geometry_alpha_grad: bool = False  # geometry: the consistency loss also changes alphas (opacity, footprint), not only (n, d)
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -181,7 +182,7 @@ def added_later(section: str) -> dict:
                       "res_until": TrainConfig.res_until,
                       "init_file": TrainConfig.init_file, "geometry": TrainConfig.geometry,
                       "geometry_from": TrainConfig.geometry_from, "lambda_normal": TrainConfig.lambda_normal,
-                      "lambda_multiview": TrainConfig.lambda_multiview,
+                      "lambda_multiview": TrainConfig.lambda_multiview, "lambda_mvrgb": TrainConfig.lambda_mvrgb,
                       "lambda_flat": TrainConfig.lambda_flat,
                       # runs saved before it existed with --geometry sent the loss through the alphas
                       # (the phase was off by default then, and a resume of such a run is not told)

@@ -237,6 +237,10 @@ def add_geometry_options(p, t: TrainConfig, with_mesh: bool = False) -> None:
                    help="with --geometry: multi-view geometric consistency weight (PGSR's term: each step also "
                         "renders a neighbouring view's depth and penalises the forward-backward reprojection "
                         f"error; PGSR uses 0.03), 0 = off (default {t.lambda_multiview:g})")
+    p.add_argument("--lambda-mvrgb", type=float_range(0.0), default=None, metavar="W",
+                   help="with --geometry: multi-view photometric consistency weight (PGSR's term: 7x7 patches of "
+                        "the training image warped by the rendered plane into a neighbouring view's training "
+                        f"image, 1 - NCC; no extra render; PGSR uses 0.2), 0 = off (default {t.lambda_mvrgb:g})")
     p.add_argument("--lambda-flat", type=float_range(0.0), default=None, metavar="W",
                    help=f"with --geometry: flattening (shortest scale) weight, 0 = none (default {t.lambda_flat:g})")
     p.add_argument("--geometry-alpha-grad", type=on_off, default=None, metavar="on|off",
@@ -246,7 +250,7 @@ def add_geometry_options(p, t: TrainConfig, with_mesh: bool = False) -> None:
 
 
 GEOMETRY_TUNING = (("geometry_from", "--geometry-from"), ("lambda_normal", "--lambda-normal"),
-                   ("lambda_multiview", "--lambda-multiview"),
+                   ("lambda_multiview", "--lambda-multiview"), ("lambda_mvrgb", "--lambda-mvrgb"),
                    ("lambda_flat", "--lambda-flat"), ("geometry_alpha_grad", "--geometry-alpha-grad"))
 
 

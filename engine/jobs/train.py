@@ -263,7 +263,7 @@ class _Job:
         if trainer.geometry is not None:
             g = trainer.geometry
             on_message(f"geometry phase: from step {g.start:,} (lambda_normal {g.lambda_normal:g}, lambda_flat "
-                       f"{g.lambda_flat:g}, lambda_multiview {g.lambda_multiview:g}, alpha gradient {'on' if cfg.train.geometry_alpha_grad else 'off'})")
+                       f"{g.lambda_flat:g}, lambda_multiview {g.lambda_multiview:g}, lambda_mvrgb {g.lambda_mvrgb:g}, alpha gradient {'on' if cfg.train.geometry_alpha_grad else 'off'})")
         ident = checkpoint.dataset_identity(dataset, train_idx)
         evals, initial_psnr, seconds_before = [], None, 0.0
         if ckpt is not None:

@@ -65,6 +65,7 @@ class GeometrySettings:
     lambda_normal: float = 0.05    # depth-normal consistency weight (2DGS's 0.05)
     lambda_flat: float = 100.0     # flattening weight, world unit = ``unit`` (PGSR's scale loss weight)
     lambda_multiview: float = 0.0  # multi-view geometric consistency weight (0: off; PGSR's 0.03)
+    lambda_mvrgb: float = 0.0      # multi-view photometric consistency weight (0: off; PGSR's 0.2)
 
     def active(self, step: int) -> bool:
         return step >= self.start
