@@ -32,7 +32,7 @@ photometric loss:
   term): no neighbour render. Patches (7 x 7, centres every 4 px) of the reference's
   training image are warped into a neighbour's training image by the homography of the plane
   the reference render shows at each patch centre, and ``lambda_mvrgb * mean over valid
-  patches of (1 - NCC)`` is penalised; its gradient reaches the centre pixels' (N, d) and
+  patches of (1 - NCC)`` is penalised (patches of 1 - NCC >= 0.9 left out, as PGSR); its gradient reaches the centre pixels' (N, d) and
   joins the map gradient (:class:`PhotometricMultiViewLoss`; the math is in
   shaders/loss/mvrgb.slang). Neighbours as for the geometric term.
 
@@ -168,11 +168,11 @@ class PhotometricMultiViewLoss:
     plane the reference render shows at each patch centre, scored 1 - NCC, and its gradient to
     that plane (the centre pixel's (N, dacc)). Needs no neighbour render."""
 
-    def __init__(self, gpu: Gpu, radius: int = 3, stride: int = 4, var_min: float = 2.5e-4, max_cost: float = 2.0):
+    def __init__(self, gpu: Gpu, radius: int = 3, stride: int = 4, var_min: float = 2.5e-4, max_cost: float = 0.9):
         """``radius``: patches of (2 radius + 1)^2 pixels (3: 7 x 7; at most 7); ``stride``:
         pixels between patch centres; ``var_min``: reference patches whose grey variance
         (grey in [0, 1]) is below it are left out as textureless; ``max_cost``: patches whose
-        1 - NCC reaches it are left out as occluded (2: none)."""
+        1 - NCC reaches it are left out as occluded or mismatched (PGSR's 0.9; 2: none)."""
         if not 0 <= int(radius) <= 7 or int(stride) < 1:
             raise ValueError(f"patch radius must be 0..7 and stride >= 1, not {radius} and {stride}")
         self.gpu, self.radius, self.stride = gpu, int(radius), int(stride)

@@ -52,7 +52,7 @@ def grey(img):
 
 
 def mvrgb_np(geom, final_T, img_r, img_n, cam_r, cam_n, radius=3, stride=4, offset=(0, 0), var_min=2.5e-4,
-             max_cost=2.0):
+             max_cost=0.9):
     """NumPy float64 of mvrgb.slang: per patch centre (ys, xs), its cost 1 - NCC and validity."""
     (wr, ir, w, h), (wn, inn, wn_w, wn_h) = cam_r, cam_n
     xs = np.arange(radius + offset[0], w - radius, stride)
@@ -261,3 +261,20 @@ def test_training_steps_mvrgb_loss_matches_numpy_on_separate_renders(gpu):
         np.testing.assert_allclose(got, cost[ok].mean(), rtol=5e-3)
     assert len(offsets) == 3
     t.release()
+
+
+def test_mvrgb_leaves_out_patches_costlier_than_max_cost(gpu):
+    """A map tilted 25 degrees off the plane: with max_cost 0.05 the patches whose 1 - NCC
+    reaches it are left out (the NumPy count and mean of those below it); with 2 none are."""
+    rng = np.random.default_rng(4714)
+    cams, images, plane = textured_views(rng)
+    geom, T = ref_map(rng, cams, plane, tilt=np.radians(25))
+    counts = []
+    for max_cost in (0.05, 2.0):
+        loss, count, _ = run_gpu(gpu, cams, images, geom, T, 1.0, max_cost=max_cost)
+        _, _, cost, ok = mvrgb_np(geom, T, *images, *cams, max_cost=max_cost)
+        assert abs(count - ok.sum()) <= 1
+        np.testing.assert_allclose(loss, cost[ok].mean(), rtol=2e-3)
+        counts.append(count)
+    print("patches kept with max_cost 0.05 and 2:", counts)
+    assert 10 < counts[0] < 0.8 * counts[1]
