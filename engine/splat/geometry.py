@@ -32,8 +32,8 @@ photometric loss:
   term): no neighbour render. Patches (7 x 7, centres every 4 px) of the reference's
   training image are warped into a neighbour's training image by the homography of the plane
   the reference render shows at each patch centre, and ``lambda_mvrgb * mean over valid
-  patches of (1 - NCC)`` is penalised (patches of 1 - NCC >= 0.9 left out, as PGSR); its gradient reaches the centre pixels' (N, d) and
-  joins the map gradient (:class:`PhotometricMultiViewLoss`; the math is in
+  patches of (1 - NCC)`` is penalised (patches of 1 - NCC >= 0.9 left out, as PGSR); its
+  gradient reaches the centre pixels' (N, d) and joins the map gradient (:class:`PhotometricMultiViewLoss`; the math is in
   shaders/loss/mvrgb.slang). Neighbours as for the geometric term.
 
 Per geometry step: one clear and one dispatch more than a photometric step, recorded in the
