@@ -12,7 +12,8 @@ difference from the first variant, and the means of both consistencies; writes t
 JSON (``--json``).
 
 The default variants compare the multi-view geometric consistency term (issue 47 item 1;
-engine/splat/geometry.py MultiViewLoss) off and on:
+engine/splat/geometry.py MultiViewLoss) and the multi-view photometric one
+(PhotometricMultiViewLoss, ``--lambda-mvrgb``) off and on, at PGSR's weights:
 
     python benchmarks/geometry_variants.py --data .gpu/data/colmap-office_chair .gpu/data/colmap-mouse \\
         --steps 7000 --max-size 1000 --seeds 0 1 2 --jobs 4 --json $OUT/geometry.json
@@ -36,7 +37,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-DEFAULT_VARIANTS = {"off": "", "mv0.03": "--lambda-multiview 0.03"}
+DEFAULT_VARIANTS = {"off": "", "mv0.03": "--lambda-multiview 0.03", "rgb0.2": "--lambda-mvrgb 0.2"}
 
 
 def _variant(text: str) -> tuple[str, str]:

@@ -35,7 +35,8 @@
 #   renderer  benchmarks/parity_gsplat.py: image and every gradient against gsplat's, same
 #             Gaussians and camera, on .gpu/data/$RENDERER_DATA (office_chair)
 #   geometry  benchmarks/geometry_variants.py: the geometry phase's variants GEOMETRY_VARIANTS (the multi-view
-#             term off and on: "off= mv0.03=--lambda-multiview 0.03 mv0.1=--lambda-multiview 0.1", NAME=FLAGS
+#             geometric term and the photometric one off and on: "off= mv0.03=--lambda-multiview 0.03
+#             rgb0.2=--lambda-mvrgb 0.2" (PGSR's weights), NAME=FLAGS
 #             separated by spaces, flags joined by commas) at GEOMETRY_STEPS (7000) and --max-size 1000, seeds
 #             GEOMETRY_SEEDS (0 1 2), 4 at a time, on GEOMETRY_DATA ("colmap-office_chair colmap-mouse"):
 #             held-out PSNR and normal_consistency per variant (issue 47 item 1)
@@ -194,7 +195,7 @@ p_geometry() {
     data_dir "$name" >/dev/null && data="$data .gpu/data/$name"
   done
   [ -n "$data" ] || [ -n "${DRY_RUN:-}" ] || { echo "skipped: no GEOMETRY_DATA dataset carried in .gpu/data"; return 3; }
-  for v in ${GEOMETRY_VARIANTS:-off= mv0.03=--lambda-multiview,0.03 mv0.1=--lambda-multiview,0.1}; do
+  for v in ${GEOMETRY_VARIANTS:-off= mv0.03=--lambda-multiview,0.03 rgb0.2=--lambda-mvrgb,0.2}; do
     args+=(--variant "${v//,/ }")
   done
   run "$d" 590 python3 benchmarks/geometry_variants.py --data $data --steps "${GEOMETRY_STEPS:-7000}" --max-size 1000 \

@@ -248,6 +248,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("lambda_multiview", T, float, 0.0, "geometry: multi-view geometric consistency weight (PGSR's term: each "
        "step also renders a neighbouring view's depth and penalises the forward-backward reprojection error; PGSR "
        "uses 0.03), 0 = off", low=0, metavar="W", needs="geometry"),
+    _s("lambda_mvrgb", T, float, 0.0, "geometry: multi-view photometric consistency weight (PGSR's term: 7x7 "
+       "patches of the training image warped by the rendered plane into a neighbouring view's training image, "
+       "1 - NCC; no extra render; PGSR uses 0.2), 0 = off", low=0, metavar="W", needs="geometry"),
     _s("lambda_flat", T, float, 100.0, "geometry: flattening (shortest scale) weight, 0 = none, cameras' "
        "distance = 1", low=0, metavar="W", needs="geometry"),
     _s("geometry_alpha_grad", T, bool, False, "geometry: whether the depth-normal loss also changes the splats' "
@@ -386,7 +389,7 @@ def added_later(section: str) -> dict:
     # init_random is not here: runs saved before it started from another random init
     names = ("adam_moments", "mcmc_budget", "mcmc_init_opacity", "mcmc_init_scale", "mcmc_noise_lr", "mcmc_scale_reg",
              "mcmc_lr_means_final", "mcmc_refine_until", "antialias", "appearance", "ssim_padding", "res_levels",
-             "res_until", "init_file", "geometry", "geometry_from", "lambda_normal", "lambda_multiview", "lambda_flat",
+             "res_until", "init_file", "geometry", "geometry_from", "lambda_normal", "lambda_multiview", "lambda_mvrgb", "lambda_flat",
              # runs saved before it existed with --geometry sent the loss through the alphas (the
              # phase was off by default then, and a resume of such a run is not told)
              "geometry_alpha_grad")

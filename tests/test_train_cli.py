@@ -84,7 +84,7 @@ def test_antialias_flag_reaches_the_training_config(tmp_path, monkeypatch):
 
 
 def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsys):
-    """--geometry-from, --lambda-normal, --lambda-flat, --geometry-alpha-grad and --lambda-multiview of `spirula train` and `spirula run` set
+    """--geometry-from, --lambda-normal, --lambda-flat, --geometry-alpha-grad, --lambda-multiview and --lambda-mvrgb of `spirula train` and `spirula run` set
     TrainConfig's fields (TrainConfig's defaults without them); out-of-range values are refused."""
     import argparse
 
@@ -96,14 +96,14 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(engine.jobs.train, "run_training",
                         lambda data, out, cfg, **kw: seen.append(cfg) or {"stopped_early": False, "step": 0})
     given = ["--geometry", "--geometry-from", "0.5", "--lambda-normal", "0.03", "--lambda-flat", "10",
-             "--geometry-alpha-grad", "on", "--lambda-multiview", "0.04"]
+             "--geometry-alpha-grad", "on", "--lambda-multiview", "0.04", "--lambda-mvrgb", "0.2"]
     defaults = (TrainConfig.geometry_from, TrainConfig.lambda_normal, TrainConfig.lambda_flat, TrainConfig.geometry_alpha_grad,
-                TrainConfig.lambda_multiview)
-    want = [(False, *defaults), (True, 0.5, 0.03, 10.0, True, 0.04), (False, *defaults)]
+                TrainConfig.lambda_multiview, TrainConfig.lambda_mvrgb)
+    want = [(False, *defaults), (True, 0.5, 0.03, 10.0, True, 0.04, 0.2), (False, *defaults)]
     for flags, expected in zip(([], given, ["--no-geometry"]), want):  # train: off unless asked, as run's flags
         assert main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *flags]) == 0
     assert [(c.train.geometry, c.train.geometry_from, c.train.lambda_normal, c.train.lambda_flat,
-             c.train.geometry_alpha_grad, c.train.lambda_multiview) for c in seen] == want
+             c.train.geometry_alpha_grad, c.train.lambda_multiview, c.train.lambda_mvrgb) for c in seen] == want
     # spirula run: on by default, since its mesh stage follows; off with --no-mesh or --no-geometry
     for flags, expected in (([], (True, *defaults)), (given, want[1]), (["--no-mesh"], (False, *defaults)),
                             (["--until", "export"], (False, *defaults)), (["--until", "mesh"], (True, *defaults)),
@@ -113,7 +113,7 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
         args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off", *flags])
         t = config_from_args(args).run.train
         assert (t.geometry, t.geometry_from, t.lambda_normal, t.lambda_flat, t.geometry_alpha_grad,
-                t.lambda_multiview) == expected, flags
+                t.lambda_multiview, t.lambda_mvrgb) == expected, flags
     for flags, why in ((["--no-geometry"], "(--no-geometry)"), (["--no-mesh"], "(no mesh stage follows)"),
                        (["--until", "export"], "(no mesh stage follows)")):
         args = sub._name_parser_map["run"].parse_args([str(tmp_path), "-o", str(tmp_path / "run"), "--appearance", "off",
@@ -128,7 +128,8 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
                 ["--geometry", "--lambda-normal", "nan"], ["--lambda-normal", "0.02"],
                 ["--geometry", "--geometry-alpha-grad", "no"], ["--geometry-alpha-grad", "off"],
                 ["--geometry", "--no-geometry"], ["--no-geometry", "--lambda-flat", "1"],
-                ["--geometry", "--lambda-multiview", "-0.1"], ["--lambda-multiview", "0.03"]):
+                ["--geometry", "--lambda-multiview", "-0.1"], ["--lambda-multiview", "0.03"],
+                ["--geometry", "--lambda-mvrgb", "-0.1"], ["--lambda-mvrgb", "0.2"]):
         with pytest.raises(SystemExit) as e:
             main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *bad])
         assert e.value.code == 2
@@ -141,6 +142,7 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
     assert "argument --no-geometry: not allowed with argument --geometry" in err
     assert "--lambda-flat needs the geometry phase, which is off (--no-geometry)" in err
     assert "--lambda-multiview needs the geometry phase" in err
+    assert "--lambda-mvrgb needs the geometry phase" in err
     assert len(seen) == 3  # no refused command trained
 
 

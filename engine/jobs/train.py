@@ -393,8 +393,8 @@ class _Job:
         if trainer.geometry is not None:
             g = trainer.geometry
             on_message(f"geometry phase: from step {g.start:,} (lambda_normal {g.lambda_normal:g}, lambda_flat "
-                       f"{g.lambda_flat:g}, lambda_multiview {g.lambda_multiview:g}, alpha gradient "
-                       f"{'on' if cfg.train.geometry_alpha_grad else 'off'})")
+                       f"{g.lambda_flat:g}, lambda_multiview {g.lambda_multiview:g}, lambda_mvrgb {g.lambda_mvrgb:g}, "
+                       f"alpha gradient {'on' if cfg.train.geometry_alpha_grad else 'off'})")
         if ckpt is not None:
             blocking, changed = job.fits(ckpt)
             if blocking:

@@ -28,6 +28,13 @@ photometric loss:
   loss's in the same map gradient (:class:`MultiViewLoss`; the math is in
   shaders/loss/multiview.slang). Neighbours: :func:`neighbour_views`, chosen once from the
   poses; one of them per step, by :meth:`Neighbours.pick`.
+* multi-view photometric consistency (``lambda_mvrgb`` > 0; PGSR's multi-view photometric
+  term): no neighbour render. Patches (7 x 7, centres every 4 px) of the reference's
+  training image are warped into a neighbour's training image by the homography of the plane
+  the reference render shows at each patch centre, and ``lambda_mvrgb * mean over valid
+  patches of (1 - NCC)`` is penalised (patches of 1 - NCC >= 0.9 left out, as PGSR); its
+  gradient reaches the centre pixels' (N, d) and joins the map gradient (:class:`PhotometricMultiViewLoss`; the math is in
+  shaders/loss/mvrgb.slang). Neighbours as for the geometric term.
 
 Per geometry step: one clear and one dispatch more than a photometric step, recorded in the
 same command buffer, no host read; with the multi-view term, the neighbour's forward render
@@ -48,6 +55,7 @@ from .schedule import at_fraction
 
 LOSS_WORD = 4  # float word of the loss accumulator the consistency loss is added to
 MV_LOSS_WORD = 5  # ... and the one the multi-view consistency loss is added to
+MVRGB_LOSS_WORD = 6  # ... and the one the multi-view photometric consistency loss is added to
 _TILE = 16     # the loss kernel's workgroup side (shaders/loss/geometry.slang)
 
 
@@ -58,6 +66,7 @@ class GeometrySettings:
     lambda_normal: float = 0.05    # depth-normal consistency weight (2DGS's 0.05)
     lambda_flat: float = 100.0     # flattening weight, world unit = ``unit`` (PGSR's scale loss weight)
     lambda_multiview: float = 0.0  # multi-view geometric consistency weight (0: off; PGSR's 0.03)
+    lambda_mvrgb: float = 0.0      # multi-view photometric consistency weight (0: off; PGSR's 0.2)
 
     def active(self, step: int) -> bool:
         return step >= self.start
@@ -152,6 +161,59 @@ class MultiViewLoss:
         self._k_count.record(enc, grid, count=self.count, **common)
         self._k_loss.record(enc, grid, count=self.count, g_geom=grad_geom, loss_sum=loss_sum,
                             lambda_mv=float(lambda_multiview), loss_offset=4 * int(loss_word), **common)
+
+
+class PhotometricMultiViewLoss:
+    """PGSR's multi-view photometric consistency (shaders/loss/mvrgb.slang): patches of the
+    reference TRAINING IMAGE warped into a neighbour's TRAINING IMAGE by the homography of the
+    plane the reference render shows at each patch centre, scored 1 - NCC, and its gradient to
+    that plane (the centre pixel's (N, dacc)). Needs no neighbour render."""
+
+    def __init__(self, gpu: Gpu, radius: int = 3, stride: int = 4, var_min: float = 2.5e-4, max_cost: float = 0.9):
+        """``radius``: patches of (2 radius + 1)^2 pixels (3: 7 x 7; at most 7); ``stride``:
+        pixels between patch centres; ``var_min``: reference patches whose grey variance
+        (grey in [0, 1]) is below it are left out as textureless; ``max_cost``: patches whose
+        1 - NCC reaches it are left out as occluded or mismatched (PGSR's 0.9; 2: none)."""
+        if not 0 <= int(radius) <= 7 or int(stride) < 1:
+            raise ValueError(f"patch radius must be 0..7 and stride >= 1, not {radius} and {stride}")
+        self.gpu, self.radius, self.stride = gpu, int(radius), int(stride)
+        self.var_min, self.max_cost = float(var_min), float(max_cost)
+        self._k_count = gpu.kernel("loss/mvrgb", "mvrgb_count")
+        self._k_loss = gpu.kernel("loss/mvrgb", "mvrgb_loss")
+        self.count = gpu.zeros(16, "geometry.mvrgb_count")  # word 0: the valid patches of the last record
+
+    def grid(self, width: int, height: int) -> tuple[int, int]:
+        """The number of patch centres across and down an image of ``width`` x ``height``
+        (offset 0): centres at radius + k stride up to size - 1 - radius."""
+        span = lambda n: max(0, (int(n) - 1 - 2 * self.radius) // self.stride + 1)
+        return span(width), span(height)
+
+    def record(self, enc, geom: spy.Buffer, final_T: spy.Buffer, image_r: spy.Buffer, image_n: spy.Buffer,
+               cams: spy.Buffer, ref_index: int, nb_index: int, width: int, height: int, grad_geom: spy.Buffer,
+               loss_sum: spy.Buffer, lambda_mvrgb: float, offset: tuple[int, int] = (0, 0),
+               loss_word: int = MVRGB_LOSS_WORD) -> None:
+        """Record the loss and its gradient (3 commands, no host sync).
+
+        geom, final_T  the reference render's float32 [H, W, 4] (N, d) and [H, W] transmittance,
+                       H x W = the size of camera ``ref_index`` in ``cams``
+        image_r, image_n  the training images of cameras ``ref_index`` and ``nb_index``, packed
+                       RGBA8 uint32 [H, W] and [Hn, Wn] (engine/splat/trainer.py pack_rgba8)
+        offset         (ox, oy) pixels the grid of patch centres is shifted by (0 <= o < stride)
+        grad_geom      float32 [H, W, 4]: dL/d(geom) is ADDED to it (clear it first when
+                       nothing else writes it)
+        loss_sum       float32 buffer: L is ATOMICALLY ADDED to word ``loss_word``
+        The valid patches' count is left in word 0 of :attr:`count` (uint32).
+        """
+        nx, ny = self.grid(width, height)
+        grid = [max(1, -(-nx // _TILE)) * _TILE, max(1, -(-ny // _TILE)) * _TILE, 1]
+        self.gpu.clear(enc, self.count)
+        common = dict(geom=geom, final_T=final_T, img_r=image_r, img_n=image_n, cams=cams, ref_index=int(ref_index),
+                      nb_index=int(nb_index), radius=self.radius, stride=self.stride,
+                      offset=spy.int2(int(offset[0]), int(offset[1])), var_min=self.var_min,
+                      max_cost=self.max_cost, count_offset=0)
+        self._k_count.record(enc, grid, count=self.count, **common)
+        self._k_loss.record(enc, grid, count=self.count, g_geom=grad_geom, loss_sum=loss_sum,
+                            lambda_mv=float(lambda_mvrgb), loss_offset=4 * int(loss_word), **common)
 
 
 def neighbour_views(cameras, indices: list[int], unit: float, max_angle: float = 30.0,

@@ -29,7 +29,10 @@ gradient to the map's (four commands more, logged as ``multiview_loss``). That r
 the same command buffer; only where the step is counted synchronously anyway (no count known
 yet, or the large path) does it go in a submission of its own before the step's. Its
 intersections get the step's capacity: when they outgrow it, its depth is all invalid and
-the term is 0 for that step (the host is not told; the step itself is not skipped).
+the term is 0 for that step (the host is not told; the step itself is not skipped). With
+``lambda_mvrgb`` > 0 a geometry step adds the multi-view photometric consistency loss (patches
+of its training image warped by its rendered planes into the same kind of neighbour's training
+image, 1 - NCC; three commands, no render; logged as ``mvrgb_loss``).
 
 What happens between two steps (evaluations, checkpoints, progress reports, the end) is
 scheduled once, by :class:`engine.splat.schedule.TrainingRun`: :meth:`Trainer.train`,
@@ -53,8 +56,8 @@ from .adc import AdcDensifier
 from .antialias import SmoothingFilter
 from .appearance import Appearance, default_settings
 from .camera_table import View, camera_table
-from .geometry import (LOSS_WORD, MV_LOSS_WORD, DepthNormalLoss, GeometrySettings, MultiViewLoss, Neighbours,
-                       geometry_start, neighbour_views)
+from .geometry import (LOSS_WORD, MV_LOSS_WORD, MVRGB_LOSS_WORD, DepthNormalLoss, GeometrySettings, MultiViewLoss,
+                       Neighbours, PhotometricMultiViewLoss, geometry_start, neighbour_views)
 from .guard import raise_if_flagged
 from .init import gaussians_from_file, gaussians_from_points, initial_points, look_point
 from .loss import PhotometricLoss
@@ -142,21 +145,25 @@ class Trainer:
         self.geometry: GeometrySettings | None = None  # the geometry phase's settings (None: off)
         self.neighbours: Neighbours | None = None  # the multi-view term's neighbour views (None: off)
         if cfg.geometry:
-            if not cfg.lambda_multiview >= 0:
-                raise ValueError(f"lambda_multiview must be >= 0, not {cfg.lambda_multiview}")
+            for name in ("lambda_multiview", "lambda_mvrgb"):
+                if not getattr(cfg, name) >= 0:
+                    raise ValueError(f"{name} must be >= 0, not {getattr(cfg, name)}")
             self.geometry = GeometrySettings(geometry_start(cfg.steps, cfg.geometry_from), cfg.lambda_normal,
-                                             cfg.lambda_flat, cfg.lambda_multiview)
+                                             cfg.lambda_flat, cfg.lambda_multiview, cfg.lambda_mvrgb)
             self.geometry_loss = DepthNormalLoss(gpu)
             self.geometry_unit = self.world_unit()
             if cfg.lambda_multiview > 0:
-                self.neighbours = Neighbours(neighbour_views(dataset.cameras, self.train_idx, self.geometry_unit),
-                                             cfg.seed)
                 self.multiview_loss = MultiViewLoss(gpu)
                 npix = max(dataset.cameras[i].width * dataset.cameras[i].height for i in self.train_idx)
                 self._mv_depth = gpu.buffer(4 * npix, "geometry.multiview_depth")  # the neighbour's [H, W] depth
+            if cfg.lambda_mvrgb > 0:  # the photometric term reads both training images: no render, no buffer
+                self.mvrgb_loss = PhotometricMultiViewLoss(gpu)
+            if cfg.lambda_multiview > 0 or cfg.lambda_mvrgb > 0:
+                self.neighbours = Neighbours(neighbour_views(dataset.cameras, self.train_idx, self.geometry_unit),
+                                             cfg.seed)
                 if self.neighbours.coverage() < 1:
                     self.warnings.append(
-                        f"the multi-view consistency term has no neighbour view for "
+                        f"the multi-view consistency terms have no neighbour view for "
                         f"{1 - self.neighbours.coverage():.0%} of the training cameras (none within 30 degrees "
                         "and a baseline of 0.02-1.5 x the cameras' distance): their steps train without it")
         # per-image colour transforms, by camera index (held-out ones stay identity)
@@ -221,7 +228,8 @@ class Trainer:
         geo = self.geometry is not None and self.geometry.active(step)
         nb = self.neighbours.pick(ci, step) if geo and self.neighbours is not None else None
         enc = self.gpu.encoder()
-        if nb is not None:  # before the step's own render: the neighbour's uses the same buffers
+        if nb is not None and self.geometry.lambda_multiview > 0:
+            # before the step's own render: the neighbour's uses the same buffers
             self._record_neighbour(enc, nb, capacity, sh)
         if capacity is None:  # no count known yet: count this one exactly (one host read)
             self.drain()
@@ -247,10 +255,18 @@ class Trainer:
             self.geometry_loss.record(enc, self.raster.geom_image, self.raster.final_T, gt[ci],
                                       self.raster.geom_image_grad(), self.loss_sum, width, height,
                                       (cam.fx * sx, cam.fy * sy, cam.cx * sx, cam.cy * sy), self.geometry.lambda_normal)
-            if nb is not None:  # after the depth-normal loss: it clears the map's gradient, this adds
+            # the multi-view terms after the depth-normal loss: it clears the map's gradient, they add
+            if nb is not None and self.geometry.lambda_multiview > 0:
                 self.multiview_loss.record(enc, self.raster.geom_image, self.raster.final_T, self._mv_depth, cams,
                                            ci, nb, width, height, self.raster.geom_image_grad(), self.loss_sum,
                                            self.geometry.lambda_multiview)
+            if nb is not None and self.geometry.lambda_mvrgb > 0:
+                # both training images; the grid of patch centres shifts with the step, so over
+                # stride^2 steps of a camera every pixel can be a centre
+                k = self.mvrgb_loss.stride
+                self.mvrgb_loss.record(enc, self.raster.geom_image, self.raster.final_T, gt[ci], gt[nb], cams, ci, nb,
+                                       width, height, self.raster.geom_image_grad(), self.loss_sum,
+                                       self.geometry.lambda_mvrgb, offset=(step % k, step // k % k))
             regs["reg_flat"] = self.geometry.lambda_flat / self.geometry_unit
         # the projection backward applies Adam (no gradient buffer); Adam is also the NaN/Inf
         # guard, and both skip an overflowed step
@@ -410,7 +426,10 @@ class Trainer:
                      "elapsed_s": now - self.t_start}
             if self.geometry is not None:  # the consistency loss's mean over the same steps (0 before its start)
                 entry["geometry_loss"] = float(block[LOSS_WORD:LOSS_WORD + 1].view(np.float32)[0]) / max(tag["steps"], 1)
-            if self.neighbours is not None:  # the multi-view term's mean over the same steps
+            if self.geometry is not None and self.geometry.lambda_mvrgb > 0:  # the photometric one's
+                word = block[MVRGB_LOSS_WORD:MVRGB_LOSS_WORD + 1].view(np.float32)[0]
+                entry["mvrgb_loss"] = float(word) / max(tag["steps"], 1)
+            if self.geometry is not None and self.geometry.lambda_multiview > 0:  # the multi-view term's mean
                 entry["multiview_loss"] = float(block[MV_LOSS_WORD:MV_LOSS_WORD + 1].view(np.float32)[0]) / max(tag["steps"], 1)
             self.state.history.append(entry)
             self._unreported.append(entry)
