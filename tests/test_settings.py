@@ -148,7 +148,7 @@ def test_the_cli_picks_the_software_preset_on_a_software_device(tmp_path, cli_ru
     assert main(["train", str(tmp_path), *out, "--steps", "50", "--max-size", "96"]) == 0
     assert (seen[-1].train.steps, seen[-1].dataset.max_size, seen[-1].train.densify_from) == (50, 96, 100)
     note = [line for line in capsys.readouterr().err.splitlines() if "software" in line]
-    assert len(note) == 1 and "50 steps at 96 px, 10,000 random points" in note[0]  # on 85b3bc0: the preset's 2,000 at 240
+    assert len(note) == 1 and "50 steps at 96 px, 10,000 random points" in note[0]  # 85b3bc0: 2,000 at 240
     assert main(["train", str(tmp_path), *out, "--preset", "default"]) == 0
     assert (seen[-1].train.steps, seen[-1].dataset.max_size) == (30_000, 1600)
     set_device(False)
