@@ -170,3 +170,17 @@ def test_spirula_run_picks_the_software_preset_too(tmp_path, cli_runs, capsys):
     run = config_from_args(args).run
     assert (run.train.steps, run.dataset.max_size) == (2_000, 240)
     assert "note: software Vulkan device" in capsys.readouterr().err
+
+
+def test_help_names_a_preset_only_where_it_changes_the_default():
+    """--help's "(default X; Y with --preset P)": P named only when Y differs from X (on
+    85b3bc0 --mcmc-budget read "default 200,000; 200,000 with --preset software")."""
+    from engine.cli.options import _default_text
+    from engine import settings as table
+    from engine.settings import PRESETS
+
+    for s in table.SETTINGS:
+        text = _default_text(s, "train")
+        for name, over in PRESETS.items():
+            if s.name in over:
+                assert (f"--preset {name}" in text) == (over[s.name] != s.default), (s.name, text)

@@ -137,7 +137,8 @@ def _default_text(s: table.Setting, command: str) -> str:
     else:
         base = s.text(s.default)
     by_preset = [f"{s.text(v) if s.type not in (int, float) else format(v, ',' if s.type is int else 'g')} with "
-                 f"--preset {name}" for name, over in PRESETS.items() for k, v in over.items() if k == s.name]
+                 f"--preset {name}" for name, over in PRESETS.items() for k, v in over.items()
+                if k == s.name and v != s.default]  # a preset that keeps the default changes nothing
     return " (default " + "; ".join([base, *by_preset]) + ")"
 
 
