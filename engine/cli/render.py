@@ -74,5 +74,5 @@ def cmd_render(args: argparse.Namespace) -> int:
         print(f"stopped: no video written ({args.output} untouched)")
         return stop.exit_code
     print(f"{r['output']}: {r['frames']} frames, {r['seconds']:g} s at {r['fps']} fps, {r['width']} x {r['height']}, "
-          f"{r['bytes'] / 1e6:.1f} MB")
+          f"{r['bytes']:,} bytes")
     return 0
