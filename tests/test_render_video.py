@@ -38,7 +38,7 @@ def _psnr(a, b):
     return 10 * np.log10(255.0 ** 2 / mse)
 
 
-def test_video_frames_duration_and_quality(gpu, tmp_path, monkeypatch):
+def test_video_frames_duration_and_quality(gpu, tmp_path, monkeypatch, capsys):
     av = pytest.importorskip("av")
     from engine.cli.main import main
     from engine.jobs.video import VideoSettings, load_source, plan_cameras
@@ -52,6 +52,8 @@ def test_video_frames_duration_and_quality(gpu, tmp_path, monkeypatch):
     assert main(["render", str(tmp_path / "s.ply"), "-o", str(out), "--width", str(W), "--height", str(H),
                  "--fps", str(FPS), "--seconds", str(SECONDS)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4", "s.ply"]   # no temporary left
+    # the size said exactly (a small video read "0.0 MB" on 85b3bc0)
+    assert capsys.readouterr().out.strip().endswith(f"{out.stat().st_size:,} bytes")
     with av.open(str(out)) as c:
         st = c.streams.video[0]
         assert st.codec_context.name == "h264" and (st.width, st.height) == (W, H)

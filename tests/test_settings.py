@@ -144,8 +144,11 @@ def test_the_cli_picks_the_software_preset_on_a_software_device(tmp_path, cli_ru
     notes = [line for line in capsys.readouterr().err.splitlines() if "software" in line]
     assert len(notes) == 1 and notes[0].startswith("note: software Vulkan device") and "--preset default" in notes[0]
     assert (seen[-1].train.steps, seen[-1].dataset.max_size, seen[-1].train.init_random_points) == (2_000, 240, 10_000)
+    assert "2,000 steps at 240 px, 10,000 random points" in notes[0]
     assert main(["train", str(tmp_path), *out, "--steps", "50", "--max-size", "96"]) == 0
     assert (seen[-1].train.steps, seen[-1].dataset.max_size, seen[-1].train.densify_from) == (50, 96, 100)
+    note = [line for line in capsys.readouterr().err.splitlines() if "software" in line]
+    assert len(note) == 1 and "50 steps at 96 px, 10,000 random points" in note[0]  # 85b3bc0: 2,000 at 240
     assert main(["train", str(tmp_path), *out, "--preset", "default"]) == 0
     assert (seen[-1].train.steps, seen[-1].dataset.max_size) == (30_000, 1600)
     set_device(False)
@@ -167,3 +170,17 @@ def test_spirula_run_picks_the_software_preset_too(tmp_path, cli_runs, capsys):
     run = config_from_args(args).run
     assert (run.train.steps, run.dataset.max_size) == (2_000, 240)
     assert "note: software Vulkan device" in capsys.readouterr().err
+
+
+def test_help_names_a_preset_only_where_it_changes_the_default():
+    """--help's "(default X; Y with --preset P)": P named only when Y differs from X (on
+    85b3bc0 --mcmc-budget read "default 200,000; 200,000 with --preset software")."""
+    from engine.cli.options import _default_text
+    from engine import settings as table
+    from engine.settings import PRESETS
+
+    for s in table.SETTINGS:
+        text = _default_text(s, "train")
+        for name, over in PRESETS.items():
+            if s.name in over:
+                assert (f"--preset {name}" in text) == (over[s.name] != s.default), (s.name, text)

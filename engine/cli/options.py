@@ -137,7 +137,8 @@ def _default_text(s: table.Setting, command: str) -> str:
     else:
         base = s.text(s.default)
     by_preset = [f"{s.text(v) if s.type not in (int, float) else format(v, ',' if s.type is int else 'g')} with "
-                 f"--preset {name}" for name, over in PRESETS.items() for k, v in over.items() if k == s.name]
+                 f"--preset {name}" for name, over in PRESETS.items() for k, v in over.items()
+                if k == s.name and v != s.default]  # a preset that keeps the default changes nothing
     return " (default " + "; ".join([base, *by_preset]) + ")"
 
 
@@ -201,10 +202,12 @@ def check_needs(given: dict, resolved: dict, command: str, why_off: str) -> None
             raise SystemExit(2)
 
 
-def choose_preset(args, is_software, say=None) -> str:
+def choose_preset(args, is_software, say=None, given: dict | None = None) -> str:
     """The preset of a command: --preset when given, else $SPIRULA_PRESET, else ``software``
     when ``is_software()`` (a software Vulkan device: every kernel on the CPU), said in one
-    line through ``say`` (default: stderr), else ``default``."""
+    line through ``say`` (default: stderr) with the steps, size and random points that apply
+    (``given``: the settings the command line set, which win over the preset's), else
+    ``default``."""
     if getattr(args, "preset", None):
         return args.preset
     env = os.environ.get("SPIRULA_PRESET", "").strip()
@@ -212,11 +215,12 @@ def choose_preset(args, is_software, say=None) -> str:
         table.preset_settings(env)  # an unknown name fails here
         return env
     if is_software():
-        sw = PRESETS["software"]
+        sw = {**PRESETS["software"], **(given or {})}
+        size = f"{sw['max_size']} px" if sw["max_size"] else "the images' stored size"
         (say or (lambda t: print(t, file=sys.stderr)))(
-            f"note: software Vulkan device (no GPU): the software preset, {sw['steps']:,} steps at {sw['max_size']} px "
-            f"from {sw['init_random_points']:,} random points (options given win; --preset default for the full "
-            f"{table.BY_NAME['steps'].default:,}-step schedule)")
+            f"note: software Vulkan device (no GPU): the software preset, {sw['steps']:,} steps at {size}, "
+            f"{sw['init_random_points']:,} random points without SfM points (options given win; --preset default "
+            f"for the full {table.BY_NAME['steps'].default:,}-step schedule)")
         return "software"
     return "default"
 
@@ -247,7 +251,7 @@ def train_config_of_args(args, command: str, input_kind: str = "dataset", mesh_f
     from ..config import run_config
 
     given = settings_of_args(args, exclude)
-    preset = choose_preset(args, software_device(args.device))
+    preset = choose_preset(args, software_device(args.device), given=given)
     cfg = run_config({**given, **(fixed or {})}, device=args.device, preset=preset, input_kind=input_kind,
                      mesh_follows=mesh_follows)
     check_needs(given, {**vars(cfg.dataset), **vars(cfg.train)}, f"spirula {command}",

@@ -54,7 +54,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from ..device import get_gpu
     from ..fileio import check_writable
     from ..jobs.video import VideoSettings, render_video
-    from .stopping import clean_stop_on_ctrl_c
+    from . import stopping
 
     path = args.path or ("keyframes" if args.keyframes else VideoSettings.path)
     s = VideoSettings(width=args.width, height=args.height, fps=args.fps, seconds=args.seconds, crf=args.crf,
@@ -62,16 +62,17 @@ def cmd_render(args: argparse.Namespace) -> int:
                       crop=tuple(args.crop) if args.crop else ())
     n = s.frames()                                   # bad settings fail before the GPU starts
     check_writable(args.output.parent if args.output.parent != Path("") else Path("."))
+    stop = stopping.current()
     bar = tqdm(total=n, unit="frame", dynamic_ncols=True)
     try:
-        with clean_stop_on_ctrl_c(bar.write) as should_stop:
+        with stop.between_steps(bar.write) as should_stop:
             r = render_video(args.source, args.output, s, gpu=get_gpu(args.device),
                              progress=lambda done, total: bar.update(done - bar.n), should_stop=should_stop)
     finally:
         bar.close()
     if r["stopped"]:
         print(f"stopped: no video written ({args.output} untouched)")
-        return 130
+        return stop.exit_code
     print(f"{r['output']}: {r['frames']} frames, {r['seconds']:g} s at {r['fps']} fps, {r['width']} x {r['height']}, "
-          f"{r['bytes'] / 1e6:.1f} MB")
+          f"{r['bytes']:,} bytes")
     return 0

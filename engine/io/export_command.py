@@ -30,7 +30,8 @@ __all__ = ["add_parser", "cmd_export", "export_splats", "source_file"]
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("export", help="convert trained Gaussians to SPZ, SOG, compressed PLY, .splat, glTF or PLY",
+    p = sub.add_parser("export", help="convert trained Gaussians to SPZ, SOG, compressed PLY, .splat, glTF, PLY "
+                                      "or a web page (.html)",
                        description="Read a project's splat.ply (or any splat file: .ply, .compressed.ply, .spz, .sog, "
                                    "SOG meta.json, .splat, .glb, .gltf) and write it in another format, atomically.")
     p.add_argument("source", type=Path, help="project folder (its splat.ply) or a splat file")
@@ -82,6 +83,7 @@ def export_splats(source: Path, output: Path, fmt: str | None = None, *, spz_ver
     fmt = fmt or formats.format_for_output(output)
     src = source_file(source)
     g = formats.read_any(src, warn=False)
+    n_read = len(g)
     notes = list(g.notes)
     applied = []
     if edit is not False and (edit is not None or Path(source).is_dir() or src.name == "splat.ply"):
@@ -91,6 +93,8 @@ def export_splats(source: Path, output: Path, fmt: str | None = None, *, spz_ver
         n = len(g)
         g = g.subset(CropBox.from_bounds(crop[:3], crop[3:]).contains(g.means))
         applied.append(f"cropped to the box {' '.join(f'{v:g}' for v in crop)}: {len(g):,} of {n:,} kept")
+    if n_read and len(g) == 0:  # the file has splats: say what removed them, in the one error line
+        raise SplatFileError(src, formats.detect(src), f"nothing to export: {'; '.join(applied)}")
     for line in applied:
         (note or (lambda s: None))(line)
     if fmt == "splat" and g.sh_degree > 0:

@@ -185,6 +185,18 @@ def test_spirula_export_refuses_an_edit_of_another_ply(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_spirula_export_refuses_a_crop_that_keeps_none_in_one_line(tmp_path, capsys):
+    """A box away from every splat: one error line saying the crop kept none (on 85b3bc0 a
+    note and then 'holds no Gaussians to export', as if the file were empty)."""
+    p = _project(tmp_path)
+    out = tmp_path / "x.spz"
+    assert main(["export", str(p), "-o", str(out), "--no-edit", "--crop", "50", "50", "50", "51", "51", "51"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    n = len(read_ply(p / "splat.ply", warn=False))
+    assert len(err) == 1 and "nothing to export" in err[0] and f"0 of {n:,} kept" in err[0], err
+    assert not out.exists()
+
+
 def test_mesh_stage_input_is_the_edited_splats(tmp_path, monkeypatch):
     from engine import ingest
     from engine.mesh.config import MeshConfig
