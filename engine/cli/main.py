@@ -46,11 +46,11 @@ def cmd_train(args) -> int:
         from ..io.formats import detect
 
         detect(args.init_file)  # a missing or unknown --init file fails here, not after the dataset is loaded
-    cfg = train_config_of_args(args, "train")
     from ..jobs.lock import project_lock
 
     stop = stopping.current()
     with project_lock(args.output, "spirula train", on_note=_note):
+        cfg = train_config_of_args(args, "train")  # its preset note only once the project is ours (one line if not)
         bar, update = _progress_bar(cfg.train.steps)
         try:
             with stop.between_steps(bar.write):
