@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -30,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("--scenes", type=_scenes, default=list(SCENES), help="comma-separated, from a,b,c,d,e (default all)")
         q.add_argument("--out", type=Path, required=True, help="output folder (one subfolder per scene)")
         q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                       help="views rendered at once (worker processes; default: the CPU count)")
     r.add_argument("--device", choices=["vulkan", "cuda"], default=None, help="`spirula run --device` (default: its own)")
     r.add_argument("--mesh-args", default="", help="extra `spirula run` options, one shell-quoted string "
                                                     "(e.g. \"--mesh-bounds scene\")")
@@ -42,13 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "run":
         from .run import run
 
-        doc = run(a.size, a.scenes, a.out, a.device, shlex.split(a.mesh_args), a.seed)
+        doc = run(a.size, a.scenes, a.out, a.device, shlex.split(a.mesh_args), a.seed, jobs=a.jobs)
         return 0 if all("score" in r for r in doc["scenes"]) else 1
     if a.cmd == "generate":
         from .run import dataset
 
         for name in a.scenes:
-            dataset(name, a.size, a.out / name / "data", a.seed)
+            dataset(name, a.size, a.out / name / "data", a.seed, jobs=a.jobs)
         return 0
     from .score import score_file
     from .writer import read_ground_truth

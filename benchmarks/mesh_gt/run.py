@@ -2,8 +2,8 @@
 mesh, write ``results.json`` and print a table.
 
 Per scene, under ``<out>/<scene>/``: ``data/`` (the dataset and its ground truth,
-benchmarks/mesh_gt/writer.py; reused when gt.json says it was made at the same size and
-seed), ``project/`` (the `spirula run` project; removed first so each run starts
+benchmarks/mesh_gt/writer.py; reused when gt.json says it was made at the same size,
+seed and format), ``project/`` (the `spirula run` project; removed first so each run starts
 afresh), ``run.log`` (its output), ``score.json``. `spirula run` runs at its defaults
 except: ``--steps`` at the CI size (Size.steps), ``--device``, the scene's own options
 (the room: ``--mesh-bounds scene``) and ``--mesh-args``.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .scenes import SIZES, get_scene
 from .score import score_file
-from .writer import read_ground_truth, write_scene
+from .writer import FORMAT, read_ground_truth, write_scene
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,20 +39,21 @@ def commit() -> str:
         return "unknown"
 
 
-def dataset(scene_name: str, size_name: str, folder: Path, seed: int = 0, log=print) -> dict:
-    """Make (or reuse) the dataset of ``scene_name`` at ``size_name`` in ``folder``; gt.json's
-    contents plus ``generate_s`` (0 when reused)."""
+def dataset(scene_name: str, size_name: str, folder: Path, seed: int = 0, log=print, jobs: int = 1) -> dict:
+    """Make (or reuse) the dataset of ``scene_name`` at ``size_name`` in ``folder`` (``jobs``
+    views rendered at once); gt.json's contents plus ``generate_s`` (0 when reused)."""
     folder = Path(folder)
     info_path = folder / "gt.json"
     if info_path.is_file():
         info = json.loads(info_path.read_text())
-        if info.get("size") == size_name and info.get("seed") == seed and (folder / "gt.npz").is_file():
+        same = info.get("size") == size_name and info.get("seed") == seed and info.get("format") == FORMAT
+        if same and (folder / "gt.npz").is_file():
             log(f"[{scene_name}] dataset reused: {folder}")
             return dict(info, generate_s=0.0)
     if folder.exists():
         shutil.rmtree(folder)
     t = time.perf_counter()
-    info = write_scene(get_scene(scene_name), SIZES[size_name], folder, seed)
+    info = write_scene(get_scene(scene_name), SIZES[size_name], folder, seed, jobs=jobs)
     info["generate_s"] = time.perf_counter() - t
     log(f"[{scene_name}] dataset: {info['views']} views {info['width']}x{info['height']}, "
         f"{info['sparse_points']} sparse points, {info['gt_points']} ground-truth points ({info['generate_s']:.0f} s)")
@@ -72,12 +73,12 @@ def spirula_command(data: Path, project: Path, size_name: str, scene_name: str, 
 
 
 def run_scene(scene_name: str, size_name: str, out: Path, device: str | None = None, mesh_args=(),
-              seed: int = 0, log=print) -> dict:
+              seed: int = 0, log=print, jobs: int = 1) -> dict:
     """Generate, run and score one scene (module docstring); the scene's result dict
     (scores, seconds, the command, its return code; ``error`` when no mesh came out)."""
     root = Path(out) / scene_name
     root.mkdir(parents=True, exist_ok=True)
-    info = dataset(scene_name, size_name, root / "data", seed, log)
+    info = dataset(scene_name, size_name, root / "data", seed, log, jobs)
     project = root / "project"
     if project.exists():
         shutil.rmtree(project)
@@ -130,11 +131,11 @@ def table(results: list[dict]) -> str:
 
 
 def run(size_name: str, scene_names: list[str], out: Path, device: str | None = None, mesh_args=(), seed: int = 0,
-        log=print) -> dict:
+        log=print, jobs: int = 1) -> dict:
     """Every scene in turn; writes and returns ``<out>/results.json``'s contents."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    results = [run_scene(s, size_name, out, device, mesh_args, seed, log) for s in scene_names]
+    results = [run_scene(s, size_name, out, device, mesh_args, seed, log, jobs) for s in scene_names]
     doc = {"benchmark": "mesh_gt", "size": size_name, "commit": commit(), "device": device or "default",
            "mesh_args": list(mesh_args), "seed": seed, "scenes": results}
     (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n")

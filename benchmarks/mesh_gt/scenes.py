@@ -39,6 +39,7 @@ from .texture import Texture
 LABELS = ("object", "support", "background")
 HIDDEN_TOL = 1e-6   # metres: a sample this close to (or inside) another part is hidden
 REGION_GROW = 0.05  # object scenes keep ground truth within the object box grown by 5% of its diagonal
+MIN_SEEN = 2        # a ground-truth point counts for completeness when at least this many views see it
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,9 @@ SIZES = {
     # budget and texture size only cut the mesh stage's time (its atlas and bake), the
     # geometry is made at the defaults
     "ci": Size("ci", 200, 150, 32, 2, 8000, 500, ("--mesh-faces", "50000", "--mesh-texture-size", "512")),
-    # the GPU machine: `spirula run` at its default schedule
-    "gpu": Size("gpu", 800, 600, 120, 2, 30000, None),
+    # the GPU machine: `spirula run` at its default schedule; one ray per pixel (800 px is
+    # sharp enough, and 4 rays would cost ~5 minutes of rendering per scene on 16 cores)
+    "gpu": Size("gpu", 800, 600, 120, 1, 30000, None),
 }
 
 
@@ -258,7 +260,10 @@ class GroundTruth:
     in contact with another part, never seen but a correct place for a mesh to close,
     e.g. the floor under an object); parts: list of dicts (name, label, thin);
     object_lo / object_hi [3] metres; kind "object" | "room"; spacing: the grid spacing
-    of the samples, metres."""
+    of the samples, metres; views [N] int32 or None: how many of the dataset's views see
+    each point (benchmarks/mesh_gt/writer.py; None: not known, every point counts as seen).
+    What a mesh must cover (completeness, recall) is the visible points seen by at least
+    MIN_SEEN views: the underside of a seat above every camera is not asked for."""
 
     points: np.ndarray
     normals: np.ndarray
@@ -270,6 +275,7 @@ class GroundTruth:
     kind: str
     spacing: float
     up: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    views: np.ndarray | None = None
 
     @property
     def diagonal(self) -> float:
@@ -279,10 +285,14 @@ class GroundTruth:
         """[N] label names (object / support / background) of the points."""
         return np.asarray([p["label"] for p in self.parts])[self.part]
 
-    def mask(self, label: str | None = None, part: str | None = None, visible: bool = True) -> np.ndarray:
-        """[N] bool: visible points (every point with visible=False) of ``label`` and/or of the
-        part named ``part``."""
-        m = self.visible.copy() if visible else np.ones(len(self.points), bool)
+    def mask(self, label: str | None = None, part: str | None = None, seen: bool = True) -> np.ndarray:
+        """[N] bool: the points of ``label`` and/or of the part named ``part``; with ``seen``
+        only those a mesh must cover (visible, and seen by at least MIN_SEEN views)."""
+        m = np.ones(len(self.points), bool)
+        if seen:
+            m &= self.visible
+            if self.views is not None:
+                m &= self.views >= MIN_SEEN
         if label is not None:
             m &= self.label_of_points() == label
         if part is not None:

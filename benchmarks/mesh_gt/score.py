@@ -11,8 +11,9 @@ tau: 0.5% and 1% of the object box's diagonal (room: of the room's box).
 * accuracy: mean distance from the mesh's samples to the ground truth, its faces in
   contact included (object scenes: samples inside the object box grown by tau(1%),
   against the object and its support, so a flat cap on the floor under the object is
-  accurate); completeness: mean distance from the ground truth's visible object points
-  (room: every visible point) to the mesh; Chamfer: their mean.
+  accurate); completeness: mean distance from the ground truth's object points that a
+  mesh must cover (room: every such point; visible and seen by >= 2 views, see
+  GroundTruth) to the mesh; Chamfer: their mean.
 * precision / recall / F-score at each tau: the share of mesh samples within tau of the
   ground truth (object scenes: samples inside the object box grown by that tau) and of
   ground-truth points within tau of the mesh; F their harmonic mean.
@@ -114,7 +115,7 @@ def score_mesh(mesh: trimesh.Trimesh, gt: GroundTruth, seed: int = 0) -> dict:
 
     # dense samples of the faces that can reach the scored region
     gt_all = gt.points
-    gt_comp = gt.points[gt.mask("object") if obj else gt.visible]
+    gt_comp = gt.points[gt.mask("object") if obj else gt.mask()]
     spacing = tau["0.5%"] / 3
     if len(f):
         tri = v[f]

@@ -11,7 +11,7 @@ Layout of ``<out>/``:
   and seen (unoccluded, in the frame) by at least MIN_VIEWS views, then noised by
   NOISE_PX pixels of angular error at their depth; colour: the render's pixel. No tracks.
 * ``gt.npz``: points [N, 3] float32, normals [N, 3] float32, part [N] int32, visible [N]
-  bool (the ground truth surface of :func:`benchmarks.mesh_gt.scenes.ground_truth`).
+  bool, views [N] int32 (how many views see the point, :func:`seen_count`) (the ground truth surface of :func:`benchmarks.mesh_gt.scenes.ground_truth`).
 * ``gt.json``: scene, kind, size, seed, up axis, units (metres), object box, its diagonal,
   tau at 0.5% and 1%, the sample spacing, the parts (name, label, thin), the extra
   `spirula run` options of the scene, the cameras' and points' counts.
@@ -27,11 +27,12 @@ from PIL import Image
 from scipy.spatial.transform import Rotation
 
 from .raycast import Camera, render
-from .scenes import LABELS, GroundTruth, Scene, Size, ground_truth
+from .scenes import LABELS, MIN_SEEN, GroundTruth, Scene, Size, ground_truth
 
 MIN_VIEWS = 3      # a sparse point is kept when at least this many views see it
 NOISE_PX = 0.3     # angular noise of a sparse point, in pixels at its depth
 DEPTH_TOL = 0.01   # a view sees a point when its depth map agrees within 1%
+FORMAT = 2         # gt.json's "format": a dataset of another format is made again, not reused
 
 
 def _fmt(*vals) -> str:
@@ -60,16 +61,23 @@ def write_colmap(root: Path, cams: list[Camera], names: list[str], points: np.nd
 
 
 def seen_count(points: np.ndarray, cams: list[Camera], depths: list[np.ndarray]) -> np.ndarray:
-    """[N] how many views see each world point [N, 3]: in the frame, in front, and its
-    camera depth within DEPTH_TOL of the view's true depth at that pixel."""
+    """[N] how many views see each world point [N, 3]: in front of the camera, projected
+    inside the frame's pixel centres, and its camera depth between the least and the
+    greatest true depth of the 2 x 2 pixel centres around its projection (within
+    DEPTH_TOL of them): a point of a surface the view sees lies between its neighbouring
+    depth samples, a hidden one lies behind all of them."""
     count = np.zeros(len(points), np.int64)
     for cam, depth in zip(cams, depths):
         uv, z = cam.project(points)
-        col, row = np.floor(uv[:, 0]).astype(np.int64), np.floor(uv[:, 1]).astype(np.int64)
-        ok = (z > 0) & (col >= 0) & (row >= 0) & (col < cam.width) & (row < cam.height)
-        dz = np.full(len(points), np.inf)
-        dz[ok] = depth[row[ok], col[ok]]
-        count += ok & (np.abs(z - dz) <= DEPTH_TOL * z)
+        with np.errstate(invalid="ignore"):
+            c0, r0 = np.floor(uv[:, 0] - 0.5), np.floor(uv[:, 1] - 0.5)
+        ok = (z > 0) & (c0 >= 0) & (r0 >= 0) & (c0 <= cam.width - 2) & (r0 <= cam.height - 2)
+        c0, r0 = c0[ok].astype(np.int64), r0[ok].astype(np.int64)
+        quad = np.stack([depth[r0, c0], depth[r0, c0 + 1], depth[r0 + 1, c0], depth[r0 + 1, c0 + 1]], 1)
+        lo = quad.min(1)
+        hi = np.where(np.isfinite(quad), quad, -np.inf).max(1)
+        zz = z[ok]
+        count[np.flatnonzero(ok)] += (zz >= lo * (1 - DEPTH_TOL)) & (zz <= hi * (1 + DEPTH_TOL))
     return count
 
 
@@ -101,40 +109,59 @@ def sparse_points(scene: Scene, cams: list[Camera], images, depths, whiches, cou
     return p, c
 
 
-def write_scene(scene: Scene, size: Size, out: Path, seed: int = 0, progress=None) -> dict:
+def _render_view(shapes, textures, cam: Camera, supersample: int):
+    img, depth, which = render(shapes, textures, cam, supersample)
+    return (np.clip(img, 0.0, 1.0) * 255 + 0.5).astype(np.uint8), depth.astype(np.float32), which.astype(np.int16)
+
+
+def write_scene(scene: Scene, size: Size, out: Path, seed: int = 0, progress=None, jobs: int = 1) -> dict:
     """Render ``scene`` at ``size`` into the dataset folder ``out`` (module docstring) and
-    return gt.json's contents. ``progress(done, total)`` is called after each view."""
+    return gt.json's contents. ``progress(done, total)`` is called after each view;
+    ``jobs`` > 1 renders that many views at once in worker processes (the same images)."""
     out = Path(out)
     rng = np.random.default_rng(seed)
     cams = scene.cameras(size, rng)
     shapes = [p.shape for p in scene.parts]
     textures = [p.texture for p in scene.parts]
     (out / "images").mkdir(parents=True, exist_ok=True)
-    names, images, depths, whiches = [], [], [], []
-    for i, cam in enumerate(cams):
-        img, depth, which = render(shapes, textures, cam, size.supersample)
-        img8 = (np.clip(img, 0.0, 1.0) * 255 + 0.5).astype(np.uint8)
-        name = f"view_{i:03d}.png"
-        Image.fromarray(img8).save(out / "images" / name)
-        names.append(name)
+    names = [f"view_{i:03d}.png" for i in range(len(cams))]
+    images, depths, whiches = [], [], []
+
+    def keep(i, result):
+        img8, depth, which = result
+        Image.fromarray(img8).save(out / "images" / names[i])
         images.append(img8)
-        depths.append(depth)
-        whiches.append(which)
+        depths.append(depth.astype(np.float64))
+        whiches.append(which.astype(np.int64))
         if progress is not None:
             progress(i + 1, len(cams))
+
+    if jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(jobs) as pool:
+            futures = [pool.submit(_render_view, shapes, textures, cam, size.supersample) for cam in cams]
+            for i, fut in enumerate(futures):
+                keep(i, fut.result())
+    else:
+        for i, cam in enumerate(cams):
+            keep(i, _render_view(shapes, textures, cam, size.supersample))
     pts, cols = sparse_points(scene, cams, images, depths, whiches, size.points, rng)
     write_colmap(out, cams, names, pts, cols)
     gt = ground_truth(scene)
+    gt.views = seen_count(gt.points, cams, depths).astype(np.int32)
     np.savez_compressed(out / "gt.npz", points=gt.points.astype(np.float32), normals=gt.normals.astype(np.float32),
-                        part=gt.part, visible=gt.visible)
+                        part=gt.part, visible=gt.visible, views=gt.views)
     info = {
-        "scene": scene.name, "title": scene.title, "kind": scene.kind, "size": size.name, "seed": seed,
+        "format": FORMAT, "scene": scene.name, "title": scene.title, "kind": scene.kind, "size": size.name,
+        "seed": seed,
         "width": size.width, "height": size.height, "views": len(cams), "sparse_points": int(len(pts)),
         "units": "metres", "up": list(gt.up),
         "object_box": {"lo": gt.object_lo.tolist(), "hi": gt.object_hi.tolist()},
         "diagonal": gt.diagonal, "tau": {"0.5%": 0.005 * gt.diagonal, "1%": 0.01 * gt.diagonal},
         "spacing": gt.spacing, "labels": list(LABELS), "parts": gt.parts,
         "mesh_args": list(scene.mesh_args), "gt_points": int(len(gt.points)),
+        "gt_points_to_cover": int(gt.mask().sum()), "min_seen": MIN_SEEN,
     }
     (out / "gt.json").write_text(json.dumps(info, indent=1) + "\n")
     return info
@@ -147,5 +174,6 @@ def read_ground_truth(folder: Path) -> GroundTruth:
     with np.load(folder / "gt.npz") as z:
         pts, nrm, part, vis = (z["points"].astype(np.float64), z["normals"].astype(np.float64), z["part"],
                                z["visible"])
+        views = z["views"] if "views" in z.files else None
     return GroundTruth(pts, nrm, part, vis, info["parts"], np.asarray(info["object_box"]["lo"]),
-                       np.asarray(info["object_box"]["hi"]), info["kind"], info["spacing"], tuple(info["up"]))
+                       np.asarray(info["object_box"]["hi"]), info["kind"], info["spacing"], tuple(info["up"]), views)

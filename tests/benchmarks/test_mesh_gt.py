@@ -106,6 +106,29 @@ def test_hidden_faces_are_dropped_and_contact_faces_flagged():
     np.testing.assert_allclose(top.sum() * 0.01 ** 2, 4.0 - 0.16, rtol=0.01)
 
 
+def test_seen_count_is_the_analytic_visibility():
+    """Points on a lone sphere seen by cameras around it: a camera sees a point in its frame
+    exactly when the point faces it (the sphere hides its far side); points within about
+    a pixel of the outline (|cos| < 0.6 here), where the depth samples decide, are left out."""
+    ball = G.Sphere((0.1, -0.2, 0.3), 0.5)
+    cams = [Camera(look_at(e, ball.centre), 60.0, 60.0, 32.0, 24.0, 64, 48)
+            for e in ((3.0, 0.0, 0.5), (-2.0, 2.0, 0.0), (0.0, -2.5, 2.0))]
+    depths = [render([ball], [PLAIN], c, 1)[1] for c in cams]
+    p, n = ball.sample(0.02)
+    total = np.zeros(len(p), int)
+    for c, depth in zip(cams, depths):
+        count = W.seen_count(p, [c], [depth])
+        total += count
+        to_cam = c.centre - p
+        cos = (to_cam * n).sum(1) / np.linalg.norm(to_cam, axis=1)
+        uv, z = c.project(p)
+        inside = (uv[:, 0] >= 0.5) & (uv[:, 0] < 63.5) & (uv[:, 1] >= 0.5) & (uv[:, 1] < 47.5) & (z > 0)
+        clear = np.abs(cos) > 0.6
+        assert clear.mean() > 0.3  # (0.4 of a sphere seen from afar)
+        np.testing.assert_array_equal(count[clear], ((cos > 0) & inside)[clear])
+    np.testing.assert_array_equal(W.seen_count(p, cams, depths), total)
+
+
 @pytest.fixture(scope="module")
 def can_dataset(tmp_path_factory):
     root = tmp_path_factory.mktemp("can") / "data"
@@ -142,6 +165,13 @@ def test_written_dataset_reads_back_through_our_loader(can_dataset):
     gt, again = W.read_ground_truth(root), S.ground_truth(scene)
     np.testing.assert_allclose(gt.points, again.points, atol=1e-6)
     np.testing.assert_array_equal(gt.visible, again.visible)
+    # the views that see each point: the can's side and lid are seen (>= 2 views) almost
+    # everywhere from the 200-degree arc (each view sees ~160 degrees of it); its base (in
+    # contact with the floor) is never asked for
+    assert gt.views is not None and again.views is None
+    can = gt.mask("object", seen=False) & gt.visible
+    assert (gt.views[can] >= S.MIN_SEEN).mean() > 0.9
+    assert not gt.mask()[~gt.visible].any()
     assert gt.parts == again.parts and gt.kind == "object"
     meta = json.loads((root / "gt.json").read_text())
     assert meta["up"] == [0.0, 0.0, 1.0] and meta["units"] == "metres"
