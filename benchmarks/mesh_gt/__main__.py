@@ -60,7 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         if not path.is_file():
             print(f"{path}: not found", file=sys.stderr)
             return 1
-    print(json.dumps(score_file(a.mesh, read_ground_truth(a.data), a.seed), indent=1))
+    try:
+        scores = score_file(a.mesh, read_ground_truth(a.data), a.seed)
+    except Exception as e:  # trimesh's reader raises many kinds: one line naming the file
+        print(f"{a.mesh}: cannot be scored: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(scores, indent=1))
     return 0
 
 

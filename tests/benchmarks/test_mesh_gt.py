@@ -286,6 +286,26 @@ def test_score_command_prints_the_scores(can_dataset, tmp_path, capsys):
     assert r["fscore@1%"] > 0.8 and r["components"] == 1 and r["watertight"]
     assert main(["score", str(tmp_path / "none.ply"), str(root)]) == 1
     assert "none.ply: not found" in capsys.readouterr().err
+    (tmp_path / "bad.ply").write_bytes(b"ply\nformat nonsense\n")
+    assert main(["score", str(tmp_path / "bad.ply"), str(root)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{tmp_path / 'bad.ply'}: cannot be scored") and len(err.strip().splitlines()) == 1
+
+
+def test_spirula_command_and_table(tmp_path):
+    from benchmarks.mesh_gt.run import spirula_command, table
+
+    ci = spirula_command(tmp_path / "d", tmp_path / "p", "ci", "e", "vulkan", ["--mesh-resolution", "256"])
+    assert ci[1:4] == ["-m", "engine.cli", "run"] and ci[ci.index("--steps") + 1] == "500"
+    assert ci[-4:] == ["--mesh-bounds", "scene", "--mesh-resolution", "256"]  # the scene's, then the user's
+    gpu = spirula_command(tmp_path / "d", tmp_path / "p", "gpu", "a", None, [])
+    assert "--steps" not in gpu and "--device" not in gpu and "--mesh-faces" not in gpu  # its defaults
+    score = dict(SC.score_mesh(_cube_mesh(), _gt(CUBE)), thin_in_largest=None)
+    text = table([{"scene": "a", "score": score, "seconds": 12.0}, {"scene": "b", "error": "spirula run exited 1"}])
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["scene", "F@0.5%", "F@1%"]
+    assert lines[1].split()[:3] == ["a", "1.000", "1.000"] and lines[1].split()[-1] == "12"
+    assert lines[2].split() == ["b", "spirula", "run", "exited", "1"]
 
 
 def test_unknown_scene_is_refused(capsys):
