@@ -8,6 +8,10 @@ completeness of about 0.17 of tau(0.5%) (tests/benchmarks/test_mesh_gt.py).
 
 tau: 0.5% and 1% of the object box's diagonal (room: of the room's box).
 
+Cost: the dense samples cover the faces that reach the object box grown by 2 tau(1%), at
+least 20,000 and at most MAX_SAMPLES of them; a mesher's faces are small, but a few huge
+faces crossing the box (a hand-made floor quad) spread the samples over their whole area.
+
 * accuracy: mean distance from the mesh's samples to the ground truth, its faces in
   contact included (object scenes: samples inside the object box grown by tau(1%),
   against the object and its support, so a flat cap on the floor under the object is

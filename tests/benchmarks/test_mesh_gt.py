@@ -229,7 +229,14 @@ def test_offset_sphere_scores_its_distance(offset):
 def test_floor_slab_reports_its_outside_area():
     """The cube plus a 1 m square floor slab under it: the area outside the box grown by 1%
     of its diagonal is known; the slab inside the box is accurate (floor and contact)."""
-    slab = trimesh.Trimesh([[-0.5, -0.5, 0], [0.5, -0.5, 0], [0.5, 0.5, 0], [-0.5, 0.5, 0]], [[0, 1, 2], [0, 2, 3]])
+    # a grid of 2 cm cells, as a mesher's faces are small (the scorer samples densely only
+    # the faces near the object box: two 1 m triangles would cost it 3M samples)
+    g = np.linspace(-0.5, 0.5, 51)
+    gx, gy = np.meshgrid(g, g, indexing="ij")
+    verts = np.stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)], 1)
+    i, j = np.meshgrid(np.arange(50), np.arange(50), indexing="ij")
+    a, b, c, d = (i * 51 + j).ravel(), ((i + 1) * 51 + j).ravel(), ((i + 1) * 51 + j + 1).ravel(), (i * 51 + j + 1).ravel()
+    slab = trimesh.Trimesh(verts, np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)]))
     mesh = trimesh.util.concatenate([_cube_mesh(), slab])
     gt = _gt(CUBE)
     r = SC.score_mesh(mesh, gt)
