@@ -268,6 +268,28 @@ def _union_mesh(parts, voxel):
     return trimesh.Trimesh(v + lo, f)
 
 
+def test_nn_distance_is_exact_near_and_close_far():
+    """Against plain k-d tree distances: equal below the exact bound, never under and at
+    most a quarter over beyond it (queries inside a hollow sampled ball and far off a plane)."""
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(4)
+    h = 0.004
+    ball, _ = G.Sphere((0.0, 0.0, 0.5), 0.3).sample(h)
+    plane, _ = G.Box((-1.0, -1.0, -0.1), (1.0, 1.0, 0.0)).sample(h)
+    data = np.concatenate([ball, plane[plane[:, 2] == 0.0]])
+    q = np.concatenate([rng.uniform([-0.25, -0.25, 0.25], [0.25, 0.25, 0.75], (3000, 3)),
+                        rng.uniform([-1, -1, -0.3], [1, 1, 1.2], (3000, 3))])
+    exact = cKDTree(data).query(q)[0]
+    bound = 0.03
+    d = SC.nn_distance(data, q, bound, h)
+    near = exact < bound
+    assert near.sum() > 100 and (~near).sum() > 1000
+    np.testing.assert_array_equal(d[near], exact[near])
+    ratio = d[~near] / exact[~near]
+    assert ratio.min() >= 1.0 and ratio.max() <= 1.25 and np.median(ratio) < 1.03
+
+
 def test_thin_parts_count_only_in_the_largest_component():
     gt = _gt(STOOL)
     whole = _union_mesh(STOOL, 0.004)
