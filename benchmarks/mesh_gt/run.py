@@ -135,8 +135,9 @@ def run(size_name: str, scene_names: list[str], out: Path, device: str | None = 
     """Every scene in turn; writes and returns ``<out>/results.json``'s contents."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    at = commit()  # the code that runs (taken before: the tree may change during the run)
     results = [run_scene(s, size_name, out, device, mesh_args, seed, log, jobs) for s in scene_names]
-    doc = {"benchmark": "mesh_gt", "size": size_name, "commit": commit(), "device": device or "default",
+    doc = {"benchmark": "mesh_gt", "size": size_name, "commit": at, "device": device or "default",
            "mesh_args": list(mesh_args), "seed": seed, "scenes": results}
     (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
     log(table(results))
