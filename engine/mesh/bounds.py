@@ -17,12 +17,13 @@
    points (normal within 25 degrees of up) give the floor or table under the object: the
    most populated height among them below the convergence point, when it holds at least
    ``min_floor_share`` of the region's points (serves an object on a floor or a table; a
-   textureless table with few consistent points gives none, and the box then ends under the
-   object's lowest points). The object is the connected set of points above that floor
+   textureless table with few consistent points gives none, and the box's bottom is then
+   the object's lowest points). The object is the connected set of points above that floor
    (26-connected cells of ``region / 32``, one cell of dilation bridging small gaps) nearest
    to the convergence point; the box is their extent, padded, in a frame whose third axis
    is up and whose first is their principal horizontal direction. Its bottom is the floor
-   (the mesh stage cuts there and closes the cut by a flat cap).
+   or the lowest points: the mesh stage cuts the object there and closes the cut by a flat
+   cap, so an object comes out closed whether its underside was seen or not.
 
 The up axis (:func:`camera_up`) is the direction perpendicular to the cameras' image rows
 (a phone is held level: its image x axis stays horizontal), oriented like the image's up;
@@ -65,8 +66,9 @@ class Convergence:
 @dataclass
 class Bounds:
     """The region to mesh. mode: "object", "scene" or "explicit"; frame [3, 3] rows = box
-    axes in world; lo, hi [3] in frame coordinates; floor: the height (frame z) of the floor
-    the object stands on, where the mesh is cut and capped (None: no cut); reason: why."""
+    axes in world; lo, hi [3] in frame coordinates (an object's lo[2], its bottom, is cut and
+    capped); floor: the height (frame z) of the floor the object stands on (None: none found);
+    reason: why."""
 
     mode: str
     frame: np.ndarray
@@ -252,12 +254,11 @@ def object_box(points: np.ndarray, normals: np.ndarray, conv: Convergence, up: n
     size = np.maximum(hi - lo, cell)
     lo, hi = lo - pad * size - cell, hi + pad * size + cell
     stands = floor is not None and lo[2] <= floor + 2 * cell
-    if stands:
-        lo[2] = floor
+    lo[2] = floor if stands else np.quantile(f[:, 2], 0.002)
     reason = (f"the cameras converge on ({', '.join(f'{x:.3g}' for x in p0)}) ({conv.share:.0%} look within 14 degrees); "
               f"the box holds the {len(obj):,} consistent points connected to it"
-              + (f", standing on the floor at height {floor:.3g} (cut there and capped)" if stands else
-                 ", no floor under it (the box ends under its lowest points)"))
+              + (f", standing on the floor at height {floor:.3g} (cut just above it and capped)" if stands else
+                 ", no floor under it (cut at its lowest points and capped)"))
     return Bounds("object", frame, lo, hi, reason, floor=floor if stands else None, convergence=conv, up=up,
                   extra={"points": int(len(obj)), "region_radius": float(radius)})
 

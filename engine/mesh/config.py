@@ -16,8 +16,9 @@ class MeshConfig:
     trunc_voxels: float = 4.0
     max_voxels: int = 48_000_000      # GPU budget of allocated voxels (12 B each); coarsens beyond
     # "plane": the composited surfel planes' depth (PGSR's unbiased depth, engine/mesh/depth.py);
-    # "median" (opacity level set 0.5) or "expected" (alpha-weighted mean)
-    depth: str = "plane"
+    # "median" (opacity level set 0.5) or "expected" (alpha-weighted mean); "auto": plane when
+    # the training ran the geometry phase, else median (engine/jobs/mesh.py trained_geometry)
+    depth: str = "auto"
     alpha_min: float = 0.5            # splat opacity above which a pixel's depth is fused
     alpha_empty: float = 0.1          # opacity below which a pixel carves free space
     carve: bool = True                # fuse free space seen through empty pixels
