@@ -48,13 +48,17 @@ def choose_neighbours(w2c: np.ndarray, intrinsics: np.ndarray, depths, count: in
     when at least ``min_overlap`` of the view's samples land in its image in front of it.
     ``depths``: a sequence of V depth maps [H, W]. overlap(i, j) is the share of a ``grid`` x
     ``grid`` lattice of i's pixels with depth whose points project inside j's image at
-    positive depth; angle(i, j) the median angle (degrees) at those points between the rays
+    positive depth and not behind j's own depth there by more than ``occlusion_tol`` of it;
+    angle(i, j) the median angle (degrees) at those points between the rays
     from i's and j's centres. O(V^2 grid^2) NumPy, one vectorised pass per view."""
     w2c = np.asarray(w2c, np.float64)
     intr = np.asarray(intrinsics, np.float64)
     n = len(w2c)
     r, t = w2c[:, :3, :3], w2c[:, :3, 3]
     centres = -np.einsum("vji,vj->vi", r, t)
+    shapes = np.array([np.asarray(d).shape for d in depths], np.int64)            # [V, 2] (H, W)
+    flat = np.concatenate([np.asarray(d, np.float32).reshape(-1) for d in depths])
+    offsets = np.concatenate([[0], np.cumsum(shapes[:, 0] * shapes[:, 1])[:-1]])
     out = np.full((n, count), -1, np.int32)
     for i in range(n):  # one vectorised pass per view (V passes), not per pixel
         pts = _sample_points(w2c[i], intr[i], np.asarray(depths[i]), grid)
@@ -66,11 +70,11 @@ def choose_neighbours(w2c: np.ndarray, intrinsics: np.ndarray, depths, count: in
         u = intr[:, 0, None] * pc[..., 0] / zs + intr[:, 2, None]
         v = intr[:, 1, None] * pc[..., 1] / zs + intr[:, 3, None]
         inside = (z > 0.01) & (u >= 0) & (v >= 0) & (u < intr[:, 4, None]) & (v < intr[:, 5, None])
-        for j in np.flatnonzero(inside.any(1)):   # not hidden behind what j renders (one lookup per view)
-            dj = np.asarray(depths[j])
-            iu = np.clip(u[j].astype(int), 0, dj.shape[1] - 1)
-            iv = np.clip(v[j].astype(int), 0, dj.shape[0] - 1)
-            inside[j] &= z[j] <= (1.0 + occlusion_tol) * dj[iv, iu]
+        # not hidden behind what view j renders there (one gather over all views)
+        iu = np.clip(np.where(inside, u, 0).astype(np.int64), 0, shapes[:, 1, None] - 1)
+        iv = np.clip(np.where(inside, v, 0).astype(np.int64), 0, shapes[:, 0, None] - 1)
+        dj = flat[offsets[:, None] + iv * shapes[:, 1, None] + iu]
+        inside &= z <= (1.0 + occlusion_tol) * dj
         overlap = inside.mean(1)
         a = pts[None] - centres[:, None, :]
         a /= np.linalg.norm(a, axis=-1, keepdims=True)
