@@ -15,7 +15,7 @@
    the multi-view consistency test (engine/mesh/consistency.py), within a sphere around
    the convergence point of ``region`` x the cameras' median distance to it. Their up-facing
    points (normal within 25 degrees of up) give the floor or table under the object: the
-   most populated height among them below the convergence point, when it holds at least
+   most populated height among them not above the convergence point, when it holds at least
    ``min_floor_share`` of the region's points (serves an object on a floor or a table; a
    textureless table with few consistent points gives none, and the box's bottom is then
    the object's lowest points). The object is the connected set of points above that floor
@@ -27,7 +27,9 @@
 
 The up axis (:func:`camera_up`) is the direction perpendicular to the cameras' image rows
 (a phone is held level: its image x axis stays horizontal), oriented like the image's up;
-when the rows all point one way (no turn) it is the mean image up.
+when the rows all point one way (no turn: a few photos from one side) it is the mean normal
+of the consistent points that face the image's up (the table under the object), made
+perpendicular to the rows.
 
 ``scene`` meshes everything the consistent depths give (their 0.5% .. 99.5% range per world
 axis, padded). Six numbers are a world-axis box, meshed as given (clipped, no cap).
@@ -109,11 +111,19 @@ class Bounds:
                 f"(world AABB {' '.join(f'{x:.3g}' for x in self.aabb())}); {self.reason}")
 
 
-def camera_up(c2w: np.ndarray, min_turn: float = 0.05) -> np.ndarray:
+def camera_up(c2w: np.ndarray, min_turn: float = 0.05, normals: np.ndarray | None = None,
+              min_share: float = 0.05) -> np.ndarray:
     """[3] unit up: the eigenvector of the smallest eigenvalue of mean x_i x_i^T (x_i the
     cameras' image-row axes, c2w[:3, 0]), oriented towards the mean image up (-c2w[:3, 1]),
     when the second eigenvalue is at least ``min_turn`` (the rows turned by more than about
-    13 degrees); else the normalised mean image up."""
+    13 degrees: orbits, walks around, pans). Else (a few photos or a short video from one
+    side, the rows all one way) the up is only known to be perpendicular to the rows: with
+    ``normals`` [P, 3] (world, of the consistent points) it is their mean direction near
+    the mean image up (what the object stands on faces up; the cameras look down on it):
+    the mean of those within 60 degrees of the image up, then within 30 and 15 degrees of
+    that (a mean shift that leaves the object's sides out), each made perpendicular to the
+    rows, while at least ``min_share`` of the normals are in the cone; else the normalised
+    mean image up."""
     c2w = np.asarray(c2w, np.float64)
     x, up_img = c2w[:, :3, 0], -c2w[:, :3, 1].mean(0)
     w, v = np.linalg.eigh(x.T @ x / len(x))
@@ -121,7 +131,23 @@ def camera_up(c2w: np.ndarray, min_turn: float = 0.05) -> np.ndarray:
         up = v[:, 0]
         return up if up @ up_img >= 0 else -up
     n = np.linalg.norm(up_img)
-    return up_img / n if n > 1e-9 else np.array([0.0, 0.0, 1.0])
+    up = up_img / n if n > 1e-9 else np.array([0.0, 0.0, 1.0])
+    if normals is not None and len(normals):
+        nl = np.linalg.norm(normals, axis=1)
+        ok = nl > 0.5
+        row, guess = v[:, 2], up
+        for cone in (60.0, 30.0, 15.0):   # a mean shift to the table's normal, the sides' left out
+            facing = ok & (normals @ guess >= np.cos(np.radians(cone)) * nl)
+            if facing.sum() < min_share * max(ok.sum(), 1):
+                break
+            m = normals[facing].mean(0)
+            m -= (m @ row) * row
+            if np.linalg.norm(m) <= 1e-9:
+                break
+            guess = m / np.linalg.norm(m)
+        else:
+            up = guess
+    return up
 
 
 def convergence(c2w: np.ndarray, max_miss: float = 0.25, min_share: float = 0.7,
@@ -219,8 +245,9 @@ def object_box(points: np.ndarray, normals: np.ndarray, conv: Convergence, up: n
     h = pts @ up
     h0 = float(p0 @ up)
     cell = radius / cells
-    # the floor: the most populated height of the up-facing points below the look point
-    flat = (nrm @ up >= floor_cos) & (h < h0)
+    # the floor: the most populated height of the up-facing points not above the look point
+    # (a flat object's look point lies on it, a cell over its table)
+    flat = (nrm @ up >= floor_cos) & (h < h0 + cell)
     floor = None
     if flat.sum() >= min_floor_share * len(pts):
         bins = np.floor((h[flat] - h0) / (0.25 * cell)).astype(np.int64)
@@ -275,7 +302,7 @@ def resolve_bounds(setting, c2w: np.ndarray, points: np.ndarray, normals: np.nda
         return Bounds("explicit", np.eye(3), b[:3], b[3:], "the box given (--bounds numbers), clipped, no cap")
     if setting not in ("auto", "scene"):
         raise SpirulaError(f"--bounds {setting!r}: choose auto, scene or six numbers xmin ymin zmin xmax ymax zmax")
-    up = camera_up(c2w)
+    up = camera_up(c2w, normals=normals)
     conv = convergence(c2w)
     if setting == "scene":
         return scene_box(points, "everything the consistent depths give (--bounds scene)", conv=conv, up=up)

@@ -161,3 +161,17 @@ def test_floor_cut_is_closed_by_a_flat_cap(gpu):
     assert abs(cap - disc) < 0.05 * disc, (cap, disc)
     # the cap's faces are marching cubes', not fans: no face much larger than a voxel's square
     assert m.area_faces[on[f].all(1)].max() <= spec.voxel ** 2 + 1e-9
+
+
+def test_photos_from_one_side_take_the_up_from_the_table_they_look_down_on():
+    """A few photos from one side, looking 45 degrees down (the rows do not turn: their image
+    up is 45 degrees off): the up is the table's normal, perpendicular to the rows."""
+    rng = np.random.default_rng(9)
+    rot = Rotation.random(random_state=9).as_matrix()
+    up = rot @ np.array([0.0, 0.0, 1.0])
+    c2w = c2w_of([look_at(rot @ np.array([x, -1.0, 1.0]), rot @ np.array([x * 0.2, 0.0, 0.0]), up)
+                  for x in np.linspace(-0.3, 0.3, 7)])
+    assert -c2w[:, :3, 1].mean(0) @ up < np.cos(np.radians(30))       # the image up is far off
+    pts, nrm, _, _ = box_scene(rng, True, rot)
+    nrm = nrm + rng.normal(0, 0.05, nrm.shape)                          # rendered normals are noisy
+    assert camera_up(c2w, normals=nrm) @ up > np.cos(np.radians(2))
