@@ -27,6 +27,10 @@
 #   mesh      `spirula bench mesh $MESH_PROJECT` (a trained project carried under .gpu/); without
 #             MESH_PROJECT, `spirula train $MESH_DATA --steps $MESH_STEPS` first (defaults: the
 #             sample, 7000); needs the mesh libraries importable (h200_pipeline_prepare.sh's wheels)
+#   mesh_gt   benchmarks/mesh_gt (issue 47): the ground-truth scenes MESH_GT_SCENES ("a,b": about 4 minutes
+#             a scene, so c,d,e in a second call) at MESH_GT_SIZE (gpu: 800 x 600, 120 views), rendered
+#             on the machine's CPUs, `spirula run` at its defaults on Vulkan, scored; results.json and
+#             each scene's score.json kept; needs the mesh libraries (h200_pipeline_prepare.sh's wheels)
 #   large     benchmarks/large_model.py: LARGE_GAUSSIANS (10M) at SH 3, bf16 moments, on
 #             .gpu/data/$LARGE_DATA (fox), device memory sampled with NVML
 #   parity    benchmarks/train_bench.py, ours (Vulkan) then gsplat, shared inputs, seed 0, PARITY_STEPS
@@ -55,9 +59,9 @@
 # Writes: <protocol>/ (its JSON and logs), manifest.jsonl (one line per protocol: rc, seconds,
 # skipped reason), gpu.txt (nvidia-smi), and prints a short table last.
 set -u
-PROTOCOLS="raster train viewer studio mesh large parity overhead renderer appearance partition fast quality pipeline"
+PROTOCOLS="raster train viewer studio mesh mesh_gt large parity overhead renderer appearance partition fast quality pipeline"
 if [ "${1:-}" = --list ]; then
-  sed -n 's/^#   \([a-z]*\) \+\(.*\)/\1: \2/p' "$0" | grep -E "^($(echo $PROTOCOLS | tr ' ' '|')):"
+  sed -n 's/^#   \([a-z_]*\) \+\(.*\)/\1: \2/p' "$0" | grep -E "^($(echo $PROTOCOLS | tr ' ' '|')):"
   exit 0
 fi
 want=${*:-raster viewer train}
@@ -152,6 +156,19 @@ p_mesh() {
     run "$d" 400 $SPIRULA train "${MESH_DATA:-resources/sample/fox}" -o $project --steps "${MESH_STEPS:-7000}" || return $?
   fi
   run "$d" 400 $SPIRULA bench mesh "$project" --json "$d/mesh.json"
+}
+
+p_mesh_gt() {  # the scenes' images stay in /tmp (the device brings back a few files): the scores come back
+  local d=$1 w=/tmp/mesh_gt-work rc=0 f
+  if [ -z "${DRY_RUN:-}" ] && ! have "skimage, xatlas, fast_simplification, trimesh"; then
+    echo "skipped: the mesh libraries do not import (carry h200_pipeline_prepare.sh's wheels)"; return 3
+  fi
+  run "$d" 600 python3 -m benchmarks.mesh_gt run --size "${MESH_GT_SIZE:-gpu}" --scenes "${MESH_GT_SCENES:-a,b}" \
+    --out $w --device vulkan || rc=$?
+  [ -n "${DRY_RUN:-}" ] && return 0
+  for f in $w/*/score.json; do [ -f "$f" ] && cp "$f" "$d/score-$(basename "$(dirname "$f")").json"; done
+  [ -f $w/results.json ] && cp $w/results.json "$d/results.json"
+  return $rc
 }
 
 p_large() {
