@@ -55,10 +55,9 @@ def add_settings(p, prefix: str = "") -> None:
     opt("max-voxels", type=int_at_least(1), default=d.max_voxels,
         help=f"budget of allocated voxels, 12 bytes each on the GPU (default {d.max_voxels:,}); "
              "the voxel size doubles until the surface band fits")
-    opt("depth", choices=["auto", "plane", "median", "expected"], default=d.depth,
-        help="splat depth to fuse: plane (the surfels' composited plane), median (opacity reaches 0.5), "
-             "expected (alpha-weighted mean) or auto (default: plane after a training with the geometry phase, "
-             "else median)")
+    opt("depth", choices=["median", "plane", "expected"], default=d.depth,
+        help="splat depth to fuse: median (opacity reaches 0.5; default), plane (the surfels' composited plane, "
+             "PGSR's unbiased depth) or expected (alpha-weighted mean)")
     opt("consistency-views", type=int_at_least(0), default=d.consistency_views,
         help=f"neighbouring views that must agree with a depth for it to be fused (default {d.consistency_views}; 0 keeps every depth)")
     opt("min-support", type=int_at_least(1), default=d.min_support,

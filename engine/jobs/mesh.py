@@ -3,7 +3,7 @@
 Steps (each reported as progress, each one's seconds in mesh.json):
 load the splats (<project>/splat.ply of `spirula train`, <project>/train/splat.ply of
 `spirula run`) and the dataset named in the train.json beside them; depth: render every
-camera's depth on the GPU (the surfels' plane depth by default, engine/mesh/depth.py);
+camera's depth on the GPU (the median depth by default, engine/mesh/depth.py);
 consistency: keep the depths enough neighbouring views agree with (engine/mesh/consistency.py);
 bounds: the region to mesh, one explicit step (engine/mesh/bounds.py: an object box where the
 cameras converge, with the floor it stands on, or the scene); fuse the kept depths into a
@@ -126,16 +126,6 @@ def load_project(project: Path, cfg: MeshConfig):
     return load_dataset(dataset_path, max_size), read_ply(ply), train
 
 
-def trained_geometry(train: dict) -> bool:
-    """Whether the training of a train.json record ran the geometry phase (flattened splats,
-    engine/splat/geometry.py), whose plane depth the mesh stage then fuses: its splats are
-    discs whose planes are the surface. Without it the splats are blobs whose centres sit
-    inside the surface, and the median depth (where the opacity along the ray reaches 0.5)
-    finds the surface better: on the torus of tests/mesh/test_synthetic_quality.py, F@0.5%
-    0.32 with the plane depth against 0.8+ with the median."""
-    return bool(((train or {}).get("config") or {}).get("train", {}).get("geometry"))
-
-
 def photos_for_bake(folder: Path, cameras: list, remove: bool = True):
     """(image_of, report) for the bake: image_of(i) is camera i's photo with the learned
     per-image appearance of the training in ``folder`` removed (appearance.json, written by
@@ -183,8 +173,8 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     from ..mesh.tsdf import fuse_depth_maps
 
     cfg = cfg or MeshConfig()
-    if cfg.depth not in ("auto", "plane", "expected", "median"):
-        raise SpirulaError(f"unknown depth '{cfg.depth}': choose auto, plane, median or expected")
+    if cfg.depth not in ("plane", "expected", "median"):
+        raise SpirulaError(f"unknown depth '{cfg.depth}': choose median, plane or expected")
     project = Path(project)
     out = Path(out) if out is not None else project
     final = Path(final) if final is not None else out
@@ -194,8 +184,8 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     emit(StageStarted("mesh", len(STEPS), str(project)))
 
     rep.step("load")
-    dataset, g, train = load_project(project, cfg)
-    depth_kind = cfg.depth if cfg.depth != "auto" else "plane" if trained_geometry(train) else "median"
+    dataset, g, _ = load_project(project, cfg)
+    depth_kind = cfg.depth
     gpu = get_gpu(cfg.device)
     deg = g.sh_degree
     rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, deg)
