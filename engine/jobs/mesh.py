@@ -42,6 +42,7 @@ from .layout import trained_folder
 STEPS = ("load", "depth", "consistency", "bounds", "fuse", "extract", "clean", "decimate", "atlas", "bake",
          "export")
 MESH_FILES = ("glb", "obj", "mtl", "png", "ply")
+MIN_CONSISTENT_SHARE = 0.01  # under this share of depth pixels kept, the consistency test is bypassed (with a warning)
 NORMAL_STRIDE = 4  # the normals kept for the bounds step: every 4th pixel in x and y
 
 
@@ -222,6 +223,12 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     meter.gpu("consistency", 0)
     rendered = sum(int((d > 0).sum()) for d in depths)
     consistent = sum(int((k > 0).sum()) for k in kept)
+    warnings = []
+    if consistent < max(64, MIN_CONSISTENT_SHARE * rendered):   # nothing two views agree on: fuse them all
+        warnings.append(f"only {consistent:,} of {rendered:,} depth pixels agree with {cfg.consistency_views} "
+                        "neighbouring views (a short or failed training?): fusing every depth unfiltered")
+        emit(WarningMessage(warnings[-1]))
+        kept = depths
     if not plane:   # the normals of the bounds step from the depth maps
         normals = [depth_normals(k, intrinsics[i])[::NORMAL_STRIDE, ::NORMAL_STRIDE].astype(np.float16)
                    for i, k in enumerate(kept)]
@@ -316,7 +323,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
         "bounds": {**region.to_json(), "cut_height": cut},
         "depth": depth_kind, "consistency": {"depth_pixels": rendered, "consistent_pixels": consistent,
                         "kept_share": consistent / max(rendered, 1), "points": int(len(pts))},
-        "warnings": [],
+        "warnings": warnings,
         "views": len(dataset.cameras), "gaussians": len(rows), "faces_marching_cubes": raw_faces,
         "components_removed": removed, "components": components, "watertight": watertight,
         "area": float(area.sum()), "area_outside_bounds": float(area[outside].sum()),
