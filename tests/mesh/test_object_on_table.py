@@ -13,8 +13,10 @@ with its defaults except the sizes a CI run can afford (faces, texture, resoluti
 Issue 47's stage (no support plane, no orbit detection, no hole filling; a flat cap at the
 floor cut), measured at 160 px / 600 steps (software Vulkan, the same splats for both,
 `--resolution 256`): without the geometry phase Chamfer 0.29% (dfa6aa5: 0.37%), F@0.5% 0.865
-(0.775), 1.6% of the faces outside (2.7%), not watertight (watertight). The 256 px fixture
-below timed out (900 s) on the shared 2-core machine and was not run with it.
+(0.775), 1.6% of the faces outside (2.7%), not watertight (watertight). At this file's size
+(256 px, 1,200 steps, 2026-12-07, wip-meshx cdf360a): default bounds Chamfer 0.20%, F@0.5%
+0.971, F@1% 0.999, 0.1% outside, not watertight (xfail below), mesh stage 23.9 s; the true
+box as bounds Chamfer 0.90%, F@1% 0.916, 0.0% outside.
 
 Why 256 px and 1,200 steps (about 3 min of training on 2 cores): at 128 px 0.5% of the
 diagonal is 0.55 px of a view, and after 300 steps the fused surface's noise alone (the
