@@ -14,9 +14,11 @@ from .options import MIN_IMAGE_SIDE, add_device_option, finite_float, float_rang
 
 def add_parser(sub) -> None:
     p = sub.add_parser("mesh", help="textured mesh (GLB, OBJ+MTL+PNG, PLY) from a trained project",
-                       description="Render depth from every camera, fuse a TSDF on the GPU, marching cubes, "
-                                   "clean, decimate, UV atlas, bake the texture from the training images. "
-                                   "Writes <project>/exports/mesh.{glb,obj,mtl,png,ply} and <project>/mesh.json.")
+                       description="Render depth from every camera, keep what neighbouring views agree with, "
+                                   "find the bounds (printed), fuse a TSDF on the GPU, marching cubes, clean, "
+                                   "decimate, UV atlas, bake the texture from the training images. Writes "
+                                   "<project>/exports/mesh.{glb,obj,mtl,png,ply} and <project>/mesh.json; a mesh "
+                                   "already there becomes mesh.prev.*.")
     add_options(p)
 
 
@@ -49,28 +51,28 @@ def add_settings(p, prefix: str = "") -> None:
     opt("resolution", type=int_at_least(8), default=d.resolution,
         help=f"voxels along the longest side of the bounds (default {d.resolution})")
     opt("voxel", type=float_range(0.0, inclusive=False), default=None, help=f"voxel size in world units (overrides --{prefix}resolution)")
-    opt("trunc", type=float_range(0.0, inclusive=False), default=d.trunc_voxels, help=f"least TSDF truncation in voxels (default {d.trunc_voxels:g}); the band widens to twice the opaque "
-        f"splats' median size, up to {d.max_trunc_voxels:g} voxels, so that views that disagree by a splat fuse into one surface")
+    opt("trunc", type=float_range(0.0, inclusive=False), default=d.trunc_voxels, help=f"least TSDF truncation in voxels (default {d.trunc_voxels:g}); the band also covers the "
+        "depth disagreement the consistency test lets through")
     opt("max-voxels", type=int_at_least(1), default=d.max_voxels,
         help=f"budget of allocated voxels, 12 bytes each on the GPU (default {d.max_voxels:,}); "
              "the voxel size doubles until the surface band fits")
-    opt("depth", choices=["median", "expected"], default=d.depth,
-        help="splat depth to fuse: median (opacity reaches 0.5; default) or expected (alpha-weighted mean)")
+    opt("depth", choices=["median", "plane", "expected"], default=d.depth,
+        help="splat depth to fuse: median (opacity reaches 0.5; default), plane (the surfels' composited plane, "
+             "PGSR's unbiased depth) or expected (alpha-weighted mean)")
+    opt("consistency-views", type=int_at_least(0), default=d.consistency_views,
+        help=f"neighbouring views that must agree with a depth for it to be fused (default {d.consistency_views}; 0 keeps every depth)")
     opt("min-support", type=int_at_least(1), default=d.min_support,
         help=f"views that must see a surface cell (default {d.min_support})")
     opt("no-carve", action="store_true", help="do not carve free space seen through empty pixels")
-    opt("keep-hidden", action="store_true",
-        help="keep faces no camera sees in front (by default they go: sheets left inside solid objects)")
-    opt("no-close", action="store_true",
-        help="leave the holes of an orbit capture's subject open (by default every hole is closed: watertight)")
     opt("no-remove-appearance", action="store_true",
         help="bake the texture from the photos as they are, not with the training's learned "
              "per-image exposure and white balance (appearance.json) removed")
     opt("bounds", type=_bound_word, nargs="+", action=_BoundsAction, default=d.bounds,
         metavar="BOUNDS",  # argparse repeats a nargs="+" metavar: the help says what it takes
-        help="region to mesh, auto, scene or XMIN YMIN ZMIN XMAX YMAX ZMAX: auto (default: for an orbit capture, the object the cameras circle, "
-             "cut at the table or floor it stands on; otherwise as scene), scene (everything where "
-             "the opaque splats are), or six numbers xmin ymin zmin xmax ymax zmax (world units)")
+        help="region to mesh, auto, scene or XMIN YMIN ZMIN XMAX YMAX ZMAX: auto (default: where the cameras converge, "
+             "the object box of what several of them see, cut flat at the floor it stands on and capped; cameras "
+             "that do not converge: as scene), scene (everything the consistent depths give), or six numbers "
+             "xmin ymin zmin xmax ymax zmax (world units, clipped, no cap)")
     opt("max-size", type=int_at_least(MIN_IMAGE_SIDE), default=None, help="image size for depth and texture (default: the training size)")
 
 
@@ -103,8 +105,7 @@ def config_from_args(args: argparse.Namespace, prefix: str = "", device: str | N
     return MeshConfig(faces=a("faces"), texture_size=a("texture-size"), resolution=a("resolution"), voxel=a("voxel"),
                       trunc_voxels=a("trunc"), max_voxels=a("max-voxels"), depth=a("depth"),
                       min_support=a("min-support"), carve=not a("no-carve"),
-                      remove_hidden=not a("keep-hidden"), close=not a("no-close"),
-                      remove_appearance=not a("no-remove-appearance"),
+                      consistency_views=a("consistency-views"), remove_appearance=not a("no-remove-appearance"),
                       bounds=a("bounds"), max_size=a("max-size"),
                       device=device or args.device)
 
@@ -131,6 +132,15 @@ class _Printer:
             self.stream.write(f"\nwarning: {msg.text}\n")
 
 
+def bounds_line(report: dict) -> str:
+    """The bounds the mesh used and why, and what lies outside them, from a mesh report."""
+    b = report["bounds"]
+    size = [h - l for l, h in zip(b["lo"], b["hi"])]
+    return (f"bounds {b['mode']}: {size[0]:.3g} x {size[1]:.3g} x {size[2]:.3g} "
+            f"(world {' '.join(f'{x:.3g}' for x in b['aabb'])}): {b['reason']}; "
+            f"{report['components']} component(s), {report['area_outside_bounds_share']:.1%} of the area outside")
+
+
 def cmd_mesh(args) -> int:
     from ..fileio import check_writable
     from ..jobs.mesh import run_mesh
@@ -145,7 +155,8 @@ def cmd_mesh(args) -> int:
     stop = stopping.current()
     try:
         with lock, stop.between_steps(lambda t: print(f"\n{t}", file=sys.stderr)):
-            report = run_mesh(args.project, config_from_args(args), emit=_Printer(), should_stop=stop)
+            report = run_mesh(args.project, config_from_args(args), emit=_Printer(), should_stop=stop,
+                              keep_previous_mesh=True)
     except KeyboardInterrupt as e:
         if not stop():
             raise
@@ -154,6 +165,7 @@ def cmd_mesh(args) -> int:
               "mesh are kept); rerun the same command to make it", file=sys.stderr)
         return stop.exit_code
     files = report["files"]
+    print(bounds_line(report))
     print(f"{report['faces']:,} faces, {report['vertices']:,} vertices, texture {report['texture_size']}², "
           f"{'watertight' if report['watertight'] else 'not watertight'}, "
           f"peak host memory {report['memory']['host_peak_mb']:.0f} MB")

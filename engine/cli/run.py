@@ -179,7 +179,10 @@ def _short(stage: str, s: dict) -> str:
     if stage == "export":
         return str(s.get("ply"))
     if stage == "mesh":
-        return f"{s.get('faces', 0):,} faces, {(s.get('files') or {}).get('glb', '')}"
+        b = s.get("bounds") or {}
+        return (f"{s.get('faces', 0):,} faces, {s.get('components', '?')} component(s), "
+                f"{'watertight' if s.get('watertight') else 'open'}, bounds {b.get('mode', '?')}, "
+                f"{(s.get('files') or {}).get('glb', '')}")
     return ""
 
 
@@ -209,6 +212,10 @@ def run(args) -> int:
             print(summary_table(rec), file=sys.stderr)
         raise
     print(summary_table(record))
+    mesh = next((st.get("summary") for st in record.get("stages", []) if st["name"] == "mesh"), None)
+    if mesh and mesh.get("bounds"):
+        b = mesh["bounds"]
+        print(f"mesh bounds {b['mode']} (world {' '.join(f'{x:.3g}' for x in b['aabb'])}): {b['reason']}")
     print(f"project: {args.output}  (run record: {args.output / RUN_FILE})")
     if getattr(args, "drop_sfm_cache", False):
         from ..sfm.cache import clear

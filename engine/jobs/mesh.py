@@ -1,17 +1,21 @@
 """`spirula mesh <project>`: trained splats -> textured triangle mesh.
 
-Steps (each reported as progress): load the splats (<project>/splat.ply of `spirula train`,
-<project>/train/splat.ply of `spirula run`) and the dataset named in the train.json beside
-them, and find the bounds (engine/mesh/subject.py: for an orbit capture the subject and its
-support plane); render depth + opacity of every camera on the GPU; fuse them into a sparse
-TSDF on the GPU; marching cubes; clean (engine/mesh/visible.py: drop the faces no camera
-sees in front; engine/mesh/repair.py: cut at the support plane, drop what lies outside the
-bounds, an orbit subject's skirt of support (engine/mesh/support.py) and small components,
-a scene's sheets few views agree on (engine/mesh/consensus.py),
-fill small holes, close the cut; an orbit's subject: close every hole); decimate to the face budget (an orbit's subject closed again); UV atlas
-(xatlas); bake the texture from the training images; export GLB,
-OBJ + MTL + PNG and PLY (vertex colours) into <project>/exports/, atomically; write
-<project>/mesh.json (settings, counts, timings per step, peak memory).
+Steps (each reported as progress, each one's seconds in mesh.json):
+load the splats (<project>/splat.ply of `spirula train`, <project>/train/splat.ply of
+`spirula run`) and the dataset named in the train.json beside them; depth: render every
+camera's depth on the GPU (the median depth by default, engine/mesh/depth.py);
+consistency: keep the depths enough neighbouring views agree with (engine/mesh/consistency.py);
+bounds: the region to mesh, one explicit step (engine/mesh/bounds.py: an object box where the
+cameras converge, with the floor it stands on, or the scene); fuse the kept depths into a
+sparse TSDF on the GPU, in the box's frame (its third axis up); extract: marching cubes,
+the floor cut flat and closed by a cap (engine/mesh/extract.py); clean: drop small
+components; decimate to the face budget; UV atlas (xatlas); bake the texture from the
+training images; export GLB, OBJ + MTL + PNG and PLY into <project>/exports/, atomically;
+write <project>/mesh.json (settings, the bounds and why, faces, components, watertightness,
+the area outside the bounds, timings per step, peak memory).
+
+``keep_previous`` (the CLI): the exports and mesh.json already there become mesh.prev.*
+just before the new ones are written (:func:`keep_previous`).
 
 ``should_stop`` (the studio's Cancel) is asked at every step and every camera of a loop;
 when it says so the run raises KeyboardInterrupt (as engine.jobs.pipeline's stages do)
@@ -35,10 +39,41 @@ from ..mesh.config import MeshConfig
 from ..mesh.memory import MemoryMeter
 from .layout import trained_folder
 
-# the lowest view's elevation over the support (degrees, seen from the subject's foot) above
-# which the report warns that the subject's underside went unseen (office chair video: 49)
-LOW_VIEW_DEG = 45.0
-STEPS = ("load", "depth", "fuse", "extract", "clean", "decimate", "atlas", "bake", "export")
+STEPS = ("load", "depth", "consistency", "bounds", "fuse", "extract", "clean", "decimate", "atlas", "bake",
+         "export")
+MESH_FILES = ("glb", "obj", "mtl", "png", "ply")
+MIN_CONSISTENT_SHARE = 0.01  # under this share of depth pixels kept, the consistency test is bypassed (with a warning)
+NORMAL_STRIDE = 4  # the normals kept for the bounds step: every 4th pixel in x and y
+
+
+def keep_previous(folder: Path) -> list[Path]:
+    """Rename <folder>/mesh.json and <folder>/exports/mesh.{glb,obj,mtl,png,ply} to mesh.prev.*
+    (replacing an older mesh.prev.*), the OBJ's and the MTL's references renamed with them;
+    returns the new paths ([] when there was no mesh)."""
+    import os
+
+    folder = Path(folder)
+    moved = []
+    exports = folder / "exports"
+    for ext in MESH_FILES:
+        src = exports / f"mesh.{ext}"
+        if not src.is_file():
+            continue
+        dst = exports / f"mesh.prev.{ext}"
+        if ext in ("obj", "mtl"):   # mtllib mesh.mtl / map_Kd mesh.png
+            text = src.read_text(encoding="utf-8", errors="replace")
+            text = text.replace("mesh.mtl", "mesh.prev.mtl").replace("mesh.png", "mesh.prev.png")
+            tmp = dst.with_suffix(dst.suffix + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, dst)
+            src.unlink()
+        else:
+            os.replace(src, dst)
+        moved.append(dst)
+    if (folder / "mesh.json").is_file():
+        os.replace(folder / "mesh.json", folder / "mesh.prev.json")
+        moved.append(folder / "mesh.prev.json")
+    return moved
 
 
 class _Reporter:
@@ -117,32 +152,31 @@ def photos_for_bake(folder: Path, cameras: list, remove: bool = True):
 
 
 def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, should_stop=None,
-             out: Path | None = None, final: Path | None = None) -> dict:
+             out: Path | None = None, final: Path | None = None, keep_previous_mesh: bool = False) -> dict:
     """Mesh the trained project (:func:`trained_folder`); returns the report also written
     to <out>/mesh.json, the files going to <out>/exports/ (``out`` defaults to the project).
     ``final``: where ``out``'s contents will be moved (the pipeline's project, when ``out``
-    is its staging folder), for the paths in the report. KeyboardInterrupt when
-    ``should_stop()`` says so (nothing written then)."""
+    is its staging folder), for the paths in the report. ``keep_previous_mesh``: the mesh
+    already in ``out`` becomes mesh.prev.* (:func:`keep_previous`) just before the export.
+    KeyboardInterrupt when ``should_stop()`` says so (nothing written then)."""
     from ..device import get_gpu
-    from ..splat.camera_table import View, camera_table
+    from ..splat.camera_table import View, camera_row, camera_table
     from ..splat.layout import pack
     from ..splat.render import Rasterizer
     from ..mesh.atlas import unwrap
     from ..mesh.bake import BakeOptions, bake
-    from ..mesh.clean import compact, decimate, remove_small_components, vertex_normals
+    from ..mesh.bounds import consistent_points, resolve_bounds
+    from ..mesh.clean import compact, decimate, face_components, is_watertight, remove_small_components, vertex_normals
+    from ..mesh.consistency import choose_neighbours, consistent_depths
     from ..mesh.depth import DepthRenderer
     from ..mesh.export import export_meshes
     from ..mesh.extract import extract_mesh
-    from ..mesh.grid import grid_for_bounds, splat_trunc
-    from ..mesh.repair import close_mesh, is_watertight, largest_component_share, precull, repair_mesh
-    from ..mesh.plane import camera_elevations
-    from ..mesh.subject import resolve_bounds
+    from ..mesh.grid import grid_for_bounds
     from ..mesh.tsdf import fuse_depth_maps
-    from ..mesh.visible import visible_faces
 
     cfg = cfg or MeshConfig()
-    if cfg.depth not in ("expected", "median"):
-        raise SpirulaError(f"unknown depth '{cfg.depth}': choose expected or median")
+    if cfg.depth not in ("plane", "expected", "median"):
+        raise SpirulaError(f"unknown depth '{cfg.depth}': choose median, plane or expected")
     project = Path(project)
     out = Path(out) if out is not None else project
     final = Path(final) if final is not None else out
@@ -153,6 +187,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
 
     rep.step("load")
     dataset, g, _ = load_project(project, cfg)
+    depth_kind = cfg.depth
     gpu = get_gpu(cfg.device)
     deg = g.sh_degree
     rows = pack(g.means, g.scales, g.quats, g.opacities, g.sh0, g.shN, deg)
@@ -160,101 +195,108 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     cams = gpu.upload(camera_table(dataset.cameras), "mesh.cameras")
     meter.gpu("splats", params.size + cams.size)
     c2w = np.stack([c.c2w for c in dataset.cameras])
+    w2c = np.stack([c.w2c for c in dataset.cameras])
     intrinsics = np.array([[c.fx, c.fy, c.cx, c.cy, c.width, c.height] for c in dataset.cameras], np.float64)
-    region = resolve_bounds(cfg.bounds, c2w, g.means, g.opacities, g.scales, intrinsics)
-    warnings, elevation = [], None
-    if region.found == "subject" and region.plane is not None:   # how low the lowest view looks from
-        elev = camera_elevations(c2w, region.plane, region.orbit.look_point)
-        elevation = {"min": float(elev.min()), "median": float(np.median(elev))}
-        if elev.min() > LOW_VIEW_DEG:
-            warnings.append(f"every camera looks down on the subject's base at {elev.min():.0f} degrees or more: "
-                            "what lies under its overhangs (a chair's column under the seat) no view saw, and the "
-                            "mesh leaves it out; an orbit at the subject's mid-height as well would show it")
-            emit(WarningMessage(warnings[-1]))
-    spec = grid_for_bounds(region.lo, region.hi, cfg.resolution, voxel=cfg.voxel, trunc_voxels=cfg.trunc_voxels)
-    # the band as wide as the splats' spread of depths, so the views' surfaces average into one
-    spec = grid_for_bounds(region.lo, region.hi, cfg.resolution, voxel=cfg.voxel,
-                           trunc=splat_trunc(g.means, g.scales, g.opacities, region.lo, region.hi, spec.voxel,
-                                             cfg.trunc_voxels, cfg.max_trunc_voxels))
+    sizes = [(c.width, c.height) for c in dataset.cameras]
 
     rep.step("depth")
     raster = Rasterizer(gpu, deg)
     renderer = DepthRenderer(gpu, raster)
-    maps = []
+    plane = depth_kind == "plane"
+    # normals (for the floor of the bounds step) every NORMAL_STRIDE-th pixel, float16
+    depths, alphas, normals = [], [], []
     for i, cam in enumerate(dataset.cameras):
-        dm = renderer.render(params, len(rows), cams, View(i, cam.width, cam.height), deg)
-        maps.append(((dm.median if cfg.depth == "median" else dm.depth), dm.alpha))
+        dm = renderer.render(params, len(rows), cams, View(i, cam.width, cam.height), deg, plane=plane,
+                             intrinsics=intrinsics[i])
+        d = dm.plane if plane else dm.median if depth_kind == "median" else dm.depth
+        depths.append(np.where(dm.alpha >= cfg.alpha_min, d, 0.0).astype(np.float32))
+        alphas.append(dm.alpha)
+        normals.append(dm.normal[::NORMAL_STRIDE, ::NORMAL_STRIDE].astype(np.float16) if plane else None)
         meter.gpu("depth", renderer.nbytes())
         rep.sub(i + 1, len(dataset.cameras), "view ")
     del renderer, raster  # the rasterizer's scratch goes with it
     meter.gpu("depth", 0)
 
+    rep.step("consistency")
+    neighbours = choose_neighbours(w2c, intrinsics, depths, cfg.consistency_neighbours)
+    kept, _ = consistent_depths(gpu, cams, depths, neighbours, cfg.consistency_tol, cfg.consistency_views)
+    meter.gpu("consistency", 12 * sum(w * h for w, h in sizes))
+    meter.gpu("consistency", 0)
+    rendered = sum(int((d > 0).sum()) for d in depths)
+    consistent = sum(int((k > 0).sum()) for k in kept)
+    warnings = []
+    if consistent < max(64, MIN_CONSISTENT_SHARE * rendered):   # nothing two views agree on: fuse them all
+        warnings.append(f"only {consistent:,} of {rendered:,} depth pixels agree with {cfg.consistency_views} "
+                        "neighbouring views (a short or failed training?): fusing every depth unfiltered")
+        emit(WarningMessage(warnings[-1]))
+        kept = depths
+    if not plane:   # the normals of the bounds step from the depth maps
+        normals = [depth_normals(k, intrinsics[i])[::NORMAL_STRIDE, ::NORMAL_STRIDE].astype(np.float16)
+                   for i, k in enumerate(kept)]
+
+    rep.step("bounds")
+    pts, pnormals = consistent_points(kept, normals, c2w, intrinsics, normal_stride=NORMAL_STRIDE)
+    region = resolve_bounds(cfg.bounds, c2w, pts, pnormals)
+    emit(StageProgress("mesh", STEPS.index("bounds"), len(STEPS), region.describe()))
+    median_depth = float(np.median(np.concatenate([k[k > 0][::97] for k in kept]))) if consistent else 1.0
+    lo, hi = region.lo.copy(), region.hi.copy()
+    spec = grid_for_bounds(lo, hi, cfg.resolution, voxel=cfg.voxel, trunc_voxels=cfg.trunc_voxels)
+    cut = None
+    if region.mode == "object":   # the box's bottom is cut and capped: above the floor's surface when it
+        # stands on one, else at its lowest points (an underside no view saw); a few layers under it in the grid
+        cut = region.lo[2] + (cfg.cut_voxels * spec.voxel if region.floor is not None else 0.0)
+        lo[2] = cut - 3.0 * spec.voxel
+        hi[2] = max(hi[2], cut + 4.0 * spec.voxel)
+        region.lo[2] = cut
+    trunc = max(cfg.trunc_voxels * spec.voxel, cfg.consistency_tol * median_depth)
+    spec = grid_for_bounds(lo, hi, voxel=spec.voxel, trunc=trunc)
+
     rep.step("fuse")
-    sizes = [(c.width, c.height) for c in dataset.cameras]
-    vol = fuse_depth_maps(gpu, spec, cams, sizes, lambda i: maps[i], cfg.max_voxels,
+    # fused in the box's frame (x_frame = frame @ x_world): the cut is a layer of the grid
+    to_frame = np.eye(4)
+    to_frame[:3, :3] = region.frame.T
+    frame_cams = gpu.upload(np.stack([camera_row(w @ to_frame, *k) for w, k in zip(w2c, intrinsics)]),
+                            "mesh.frame_cameras")
+    vol = fuse_depth_maps(gpu, spec, frame_cams, sizes, lambda i: (kept[i], alphas[i]), cfg.max_voxels,
                           on_progress=lambda phase, d, n: rep.sub(d, n, f"{phase} "),
                           alpha_min=cfg.alpha_min, alpha_empty=cfg.alpha_empty,
                           carve_weight=1.0 if cfg.carve else 0.0)
     meter.gpu("tsdf", vol.tsdf.nbytes * 3 + vol.table.nbytes)
     spec = vol.spec
+    del kept
 
     rep.step("extract")
-    verts, faces = extract_mesh(vol, cfg.min_support)
+    origin = np.asarray(spec.origin)
+    to_index = lambda x: (np.asarray(x) - origin) / spec.voxel - 0.5   # noqa: E731 (voxel centres at integers)
+    cap_layer = None
+    if cut is not None:
+        cap_layer = int(np.clip(round((cut - origin[2]) / spec.voxel), 1, spec.dims[2] - 1))
+    keep = (to_index(region.lo) - 0.5, to_index(region.hi) + 0.5) if region.mode != "scene" else None
+    if keep is not None and cap_layer is not None:
+        keep[0][2] = -1.0   # the forced layers under the cut stay observed
+    verts, faces = extract_mesh(vol, cfg.min_support, cap_layer=cap_layer, keep=keep)
     meter.gpu("tsdf", 0)
     del vol
+    verts = verts @ region.frame   # back to world
     raw_faces = len(faces)
     if raw_faces == 0:
-        raise SpirulaError("no surface found: the fused depth maps hold no zero crossing "
-                           "(check the bounds, or lower --min-support)")
+        raise SpirulaError(f"no surface found in the bounds ({region.reason}): the fused depth maps hold no zero "
+                           "crossing (try --bounds scene, or lower --min-support)")
 
     rep.step("clean")
-    # the cut sits above the table's splat layer and at least 2 voxels up (its own surface);
-    # a base plane lies under the subject's own lowest splats: one voxel up clears the junk
-    plane = region.plane
-    cut = 0.0 if plane is None else spec.voxel if plane.source == "base" else max(2.0 * spec.voxel, plane.thickness)
-    # a scene's support (engine/mesh/subject.py scene_plane): its layer flattened onto it and
-    # kept, what lies under it cut a quarter voxel down (the cut's caps fill the support's holes)
-    # (the layer: as thick as the fusion band, the depth the views of its fuzzy splats disagree by)
-    flat = 0.0 if plane is None or plane.source != "scene" else max(2.0 * spec.voxel, plane.thickness, spec.trunc)
-    if flat:
-        cut = -0.25 * spec.voxel
-    clip = region.found != "scene"  # "scene" keeps everything the grid holds
-    # what the cut and the bounds drop goes before the visibility pass and the repair
-    verts, faces = precull(verts, faces, region.lo if clip else None, region.hi if clip else None, plane, cut,
-                           flat + spec.voxel)
-    culled = raw_faces - len(faces)
-    hidden = 0
-    if cfg.remove_hidden:   # within half the truncation band of the front surface counts as on it
-        seen = visible_faces(gpu, verts, faces, cams, sizes, 0.5 * cfg.trunc_voxels * spec.voxel,
-                             on_progress=lambda d, n: rep.sub(d, n, "visibility "))
-        meter.gpu("visibility", 12 * len(verts) + 16 * len(faces) + 4 * max(w * h for w, h in sizes))
-        meter.gpu("visibility", 0)
-        hidden = int((~seen).sum())
-        verts, faces = compact(verts, faces[seen])
-    # an orbit's subject was seen all around: every hole is closed, so it comes out watertight
-    closing = cfg.close and region.found == "subject"
-    agree = None
-    if flat:   # a scene's support: the sheets of it that few views' depth agree on go (engine/mesh/consensus.py)
-        from ..mesh.consensus import agreeing_views
-
-        agree = lambda p: agreeing_views(p, c2w, intrinsics, lambda i: maps[i], 0.5 * spec.trunc, cfg.alpha_min)
-    verts, faces, repair = repair_mesh(verts, faces, region.lo if clip else None, region.hi if clip else None,
-                                       region.plane, cut, cfg.max_hole_edges, cfg.min_component, close=closing,
-                                       flat=flat, cells=region.cells if clip else None, cell=region.cell,
-                                       agree=agree)
-    if len(faces) == 0:
-        raise SpirulaError(f"no surface left in the bounds {region.box} ({region.reason}); "
-                           "try --bounds scene or explicit numbers")
+    if region.mode == "object":   # the object's box: what is not connected to it is floor and floaters
+        verts, faces, removed = remove_small_components(verts, faces, cfg.min_component)
+    else:                          # a scene: every real surface stays; only specks go
+        verts, faces, removed = remove_small_components(verts, faces, 0.0)
     rep.step("decimate")
     verts, faces = decimate(verts, faces, cfg.faces)
-    if closing:   # the decimation's folds and pinches opened it again
-        verts, faces, repair["faces_dropped_decimated"], repair["holes_filled_decimated"] = close_mesh(verts, faces)
-        # the faces dropped around pinches cut off islands (295 of them, 1.5% of the faces, on
-        # the office_chair at 200 px): they go as the first small components did, each closed
-        verts, faces, repair["components_removed_decimated"] = remove_small_components(verts, faces, cfg.min_component)
-    repair["watertight_decimated"] = is_watertight(verts, faces)
-    repair["largest_share_decimated"] = largest_component_share(verts, faces)
-    normals = vertex_normals(verts, faces)
+    labels = face_components(faces, len(verts))
+    components = int(len(np.unique(labels)))
+    watertight = is_watertight(faces)
+    area = 0.5 * np.linalg.norm(np.cross(verts[faces[:, 1]] - verts[faces[:, 0]],
+                                         verts[faces[:, 2]] - verts[faces[:, 0]]), axis=1)
+    outside = ~region.contains(verts[faces].mean(1), tol=spec.voxel)
+    normals_v = vertex_normals(verts, faces)
 
     rep.step("atlas")
     uv = unwrap(verts, faces, cfg.texture_size)
@@ -264,25 +306,30 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     meter.gpu("bake", 20 * size * size + 64 * len(uv.vertices) + 16 * len(faces))
     opts = BakeOptions(alpha_min=cfg.alpha_min, tol_abs=cfg.vis_tol_voxels * spec.voxel, power=cfg.bake_power)
     image_of, appearance = photos_for_bake(trained_folder(project), dataset.cameras, cfg.remove_appearance)
-    baked = bake(gpu, cams, dataset.cameras, lambda i: maps[i], uv, normals, size, opts,
+    baked = bake(gpu, cams, dataset.cameras, lambda i: (depths[i], alphas[i]), uv, normals_v, size, opts,
                  on_progress=lambda d, n: rep.sub(d, n, "view "), image_of=image_of)
     meter.gpu("bake", 0)
 
     rep.step("export")
     rep.should_stop = lambda: False  # the files go together, or not at all
+    if keep_previous_mesh:
+        keep_previous(out)
     paths = export_meshes(out / "exports", uv, baked.texture, verts, faces, baked.vertex_colors,
                           formats=cfg.formats)
     rep.end()
     report = {
         "project": str(project), "device": gpu.adapter, "config": asdict(cfg),
         "grid": {"origin": spec.origin, "voxel": spec.voxel, "bricks": spec.bricks, "trunc": spec.trunc,
-                 "dims": spec.dims},
-        "bounds": {**region.to_json(), "cut_height": cut, "camera_elevation_deg": elevation},
+                 "dims": spec.dims, "cap_layer": cap_layer},
+        "bounds": {**region.to_json(), "cut_height": cut},
+        "depth": depth_kind, "consistency": {"depth_pixels": rendered, "consistent_pixels": consistent,
+                        "kept_share": consistent / max(rendered, 1), "points": int(len(pts))},
         "warnings": warnings,
         "views": len(dataset.cameras), "gaussians": len(rows), "faces_marching_cubes": raw_faces,
-        "faces_culled": culled, "faces_hidden": hidden,
-        "components_removed": repair["components_removed"], "repair": repair,
-        "watertight": repair["watertight_decimated"], "faces": int(len(faces)), "vertices": int(len(verts)),
+        "components_removed": removed, "components": components, "watertight": watertight,
+        "area": float(area.sum()), "area_outside_bounds": float(area[outside].sum()),
+        "area_outside_bounds_share": float(area[outside].sum() / max(area.sum(), 1e-30)),
+        "faces": int(len(faces)), "vertices": int(len(verts)),
         "uv_vertices": int(len(uv.vertices)), "charts": uv.charts, "texture_size": size,
         "appearance": appearance, "texel_coverage": baked.texel_coverage, "vertex_coverage": baked.vertex_coverage,
         "seconds": {**rep.times, "total": time.perf_counter() - t0},
@@ -292,3 +339,21 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     emit(StageFinished("mesh", report["seconds"]["total"],
                        {"faces": report["faces"], "files": report["files"], "memory": report["memory"]}))
     return report
+
+
+def depth_normals(depth: np.ndarray, intr) -> np.ndarray:
+    """[H, W, 3] float32 unit camera-space normals of a depth map (cross product of central
+    differences of its points, towards the camera; 0 where a neighbour has no depth)."""
+    h, w = depth.shape
+    fx, fy, cx, cy = intr[:4]
+    u, v = np.meshgrid(np.arange(w, dtype=np.float32) + 0.5, np.arange(h, dtype=np.float32) + 0.5)
+    P = np.stack([(u - cx) / fx, (v - cy) / fy, np.ones_like(u)], -1) * depth[..., None]
+    a = np.zeros_like(P)
+    b = np.zeros_like(P)
+    a[:, 1:-1] = P[:, 2:] - P[:, :-2]
+    b[1:-1] = P[2:] - P[:-2]
+    n = np.cross(b, a)
+    ok = np.zeros(depth.shape, bool)
+    ok[1:-1, 1:-1] = (depth[1:-1, 2:] > 0) & (depth[1:-1, :-2] > 0) & (depth[2:, 1:-1] > 0) & (depth[:-2, 1:-1] > 0)
+    length = np.linalg.norm(n, axis=-1, keepdims=True)
+    return np.where(ok[..., None] & (length > 0), n / np.maximum(length, 1e-30), 0.0).astype(np.float32)

@@ -310,10 +310,11 @@ def stage_export(ctx: StageContext) -> dict:
 
 def stage_mesh(ctx: StageContext) -> dict:
     """The textured mesh of the trained splats (engine.jobs.mesh.run_mesh, what `spirula
-    mesh` runs) into exports/mesh.* and mesh.json, on the run's device."""
+    mesh` runs) into exports/mesh.* and mesh.json, on the run's device; the project's mesh
+    from before becomes mesh.prev.* (engine.jobs.mesh.keep_previous) once the new one is made."""
     from dataclasses import replace
 
-    from .mesh import run_mesh
+    from .mesh import keep_previous, run_mesh
 
     def forward(m) -> None:  # the pipeline announces the stage's start and end itself
         if not isinstance(m, msg.StageStarted | msg.StageFinished):
@@ -322,7 +323,12 @@ def stage_mesh(ctx: StageContext) -> dict:
     cfg = replace(ctx.cfg.mesh, device=ctx.cfg.run.device)
     report = run_mesh(ctx.project, cfg, emit=forward, should_stop=ctx.should_stop, out=ctx.staging,
                       final=ctx.project)
+    keep_previous(ctx.project)   # the stage's outputs replace the project's next
+    b = report["bounds"]
     return {"faces": report["faces"], "vertices": report["vertices"], "texture_size": report["texture_size"],
+            "components": report["components"], "watertight": report["watertight"],
+            "area_outside_bounds_share": report["area_outside_bounds_share"],
+            "bounds": {"mode": b["mode"], "reason": b["reason"], "lo": b["lo"], "hi": b["hi"], "aabb": b["aabb"]},
             "files": {k: str(Path(v).relative_to(ctx.project)) for k, v in report["files"].items()},
             "seconds": report["seconds"], "memory": report["memory"]}
 

@@ -38,6 +38,16 @@ def remove_small_components(verts: np.ndarray, faces: np.ndarray, min_fraction: 
     return (*compact(verts, faces[keep_label[labels]]), removed)
 
 
+def is_watertight(faces: np.ndarray) -> bool:
+    """Whether every edge is shared by exactly two faces (closed, edge-manifold); False for
+    no faces."""
+    if len(faces) == 0:
+        return False
+    e = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), axis=1)
+    _, counts = np.unique(e, axis=0, return_counts=True)
+    return bool((counts == 2).all())
+
+
 def compact(verts: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Drop vertices no face uses; renumber faces."""
     used = np.zeros(len(verts), bool)

@@ -7,15 +7,31 @@ corners were observed (weight > 0) and at least one corner was seen within the
 truncation band by ``min_support`` views (drops surfaces that only one view claims).
 Vertices shared by neighbouring slabs are welded by exact position (quantised to
 1/1024 voxel).
+
+Cut and cap (``cap_layer`` k, the floor under an object: engine/mesh/bounds.py): every voxel
+of a layer z < k is made observed empty space (tsdf +1), and in layer k the voxels inside
+the object's cross-section are made observed inside (tsdf -1), so marching cubes closes the
+object by a flat cap half-way between layers k - 1 and k, stitched to its walls by the same
+marching cubes that makes the walls (no hole filling). The cross-section (:func:`cross_section`)
+is the layer's observed-inside voxels (tsdf <= 0) and each 4-connected region of unobserved
+voxels that borders more observed-inside than observed-empty voxels (an object's interior is
+unobserved but walled by the back of its surface; the unobserved space under a chair's seat
+is walled by the floor's and the legs' empty space in front of them). ``keep``: voxels
+outside it count as unobserved (the box's sides cut what crosses them open).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from scipy import ndimage
+
 from ..optional import need
+
 from .grid import BRICK
 from .tsdf import TsdfVolume
+
+FORCED_SUPPORT = 1e9  # the support of the voxels the cut sets: always enough
 
 
 def _slab(vol: TsdfVolume, bx: int, layers: int):
@@ -60,20 +76,78 @@ def _cell_mask(weight: np.ndarray, support: np.ndarray, min_support: float) -> n
     return cell
 
 
-def extract_mesh(vol: TsdfVolume, min_support: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
+def layer(vol: TsdfVolume, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tsdf, weight) dense [NX, NY] float32 of voxel layer z = k (unallocated: 1, 0)."""
+    bx, by, bz = vol.spec.bricks
+    slots = vol.table[:, :, k // BRICK]                      # [BX, BY]
+    have = slots >= 0
+    out = []
+    for arr, fill in ((vol.tsdf, 1.0), (vol.weight, 0.0)):
+        g = np.full((bx, by, BRICK, BRICK), fill, np.float32)
+        g[have] = arr[slots[have]][:, :, :, k % BRICK]
+        out.append(g.transpose(0, 2, 1, 3).reshape(bx * BRICK, by * BRICK))
+    return out[0], out[1]
+
+
+def cross_section(tsdf: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """[NX, NY] bool inside of one layer (module docstring: observed inside, and the
+    unobserved regions bordering more observed-inside than observed-empty voxels; the
+    layer's border counts as observed empty)."""
+    unk = weight <= 0
+    neg = ~unk & (tsdf <= 0)
+    pos = ~unk & (tsdf > 0)
+    lab, count = ndimage.label(unk)
+    if count == 0:
+        return neg
+    lab_p = np.pad(lab, 1)
+    neg_p, pos_p = np.pad(neg, 1), np.pad(pos, 1, constant_values=True)
+    inner = (slice(1, -1), slice(1, -1))
+    votes_in, votes_out = np.zeros(count + 1), np.zeros(count + 1)
+    for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+        sh = (slice(1 + dx, lab_p.shape[0] - 1 + dx), slice(1 + dy, lab_p.shape[1] - 1 + dy))
+        lab_c = lab_p[inner]
+        m = lab_c > 0
+        votes_in += np.bincount(lab_c[m], weights=neg_p[sh][m], minlength=count + 1)
+        votes_out += np.bincount(lab_c[m], weights=pos_p[sh][m], minlength=count + 1)
+    inside_label = votes_in > votes_out
+    inside_label[0] = False
+    return neg | inside_label[lab]
+
+
+def extract_mesh(vol: TsdfVolume, min_support: float = 2.0, cap_layer: int | None = None,
+                 keep: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Surface tsdf = 0 of the volume: (vertices [V, 3] float64 world, faces [F, 3] int64),
-    faces wound counter-clockwise seen from outside (normals point to positive tsdf)."""
+    faces wound counter-clockwise seen from outside (normals point to positive tsdf).
+    ``cap_layer``: cut under voxel layer z = k and close the cut (module docstring), 1 <= k <
+    NZ; ``keep``: (lo, hi) [3] voxel-index range (voxel centres at integers) kept."""
     need("skimage")
     from skimage.measure import marching_cubes
 
     verts, faces, count = [], [], 0
     bx_total = vol.spec.bricks[0]
     occupied = (vol.table >= 0).reshape(bx_total, -1).any(axis=1)
+    inside = None
+    if cap_layer is not None:
+        inside = cross_section(*layer(vol, cap_layer))
+        if keep is not None:   # the cross-section of what the box keeps
+            ii, jj = np.meshgrid(np.arange(inside.shape[0]), np.arange(inside.shape[1]), indexing="ij")
+            inside &= (ii >= keep[0][0]) & (ii <= keep[1][0]) & (jj >= keep[0][1]) & (jj <= keep[1][1])
     for bx in range(bx_total):  # one slab of bricks per iteration, not per voxel
-        if not occupied[bx]:
+        if not occupied[bx] and (inside is None or not inside[bx * BRICK:(bx + 1) * BRICK].any()):
             continue
         layers = BRICK + 1 if bx + 1 < bx_total else BRICK
         t, w, s = _slab(vol, bx, layers)
+        if inside is not None:
+            k = cap_layer
+            t[:, :, :k], w[:, :, :k], s[:, :, :k] = 1.0, 1.0, FORCED_SUPPORT
+            rows = inside[bx * BRICK: bx * BRICK + layers]
+            t[:, :, k][rows], w[:, :, k][rows], s[:, :, k][rows] = -1.0, 1.0, FORCED_SUPPORT
+        if keep is not None:
+            x = np.arange(layers) + bx * BRICK
+            y, z = np.arange(t.shape[1]), np.arange(t.shape[2])
+            out = ((x < keep[0][0]) | (x > keep[1][0]))[:, None, None] | ((y < keep[0][1]) | (y > keep[1][1]))[None, :, None] \
+                | ((z < keep[0][2]) | (z > keep[1][2]))[None, None, :]
+            w[out] = 0.0
         mask = _cell_mask(w, s, min_support)
         if not mask.any():
             continue

@@ -10,7 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..pose import look_at  # noqa: F401  (part of this module's API: orbit_views, scripts)
-from .plane import perpendicular_basis
+
+
+def perpendicular_basis(normal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors e1, e2 [3] with (e1, e2, normal) an orthonormal right-handed frame
+    (``normal`` [3] unit): azimuths about an axis."""
+    n = np.asarray(normal, np.float64)
+    e1 = np.cross(n, [1.0, 0.0, 0.0] if abs(n[0]) < 0.9 else [0.0, 1.0, 0.0])
+    e1 /= np.linalg.norm(e1)
+    return e1, np.cross(n, e1)
 
 
 def render(verts, faces, w2c, focal: float, width: int, height: int, uvs=None, texture=None,

@@ -26,8 +26,8 @@ this code is ours):
    with it). The context's Gaussians are trained and then left out by the merge. They
    cost memory: in the city test scene (cameras walking streets see far along them) the
    parts' peak VRAM went from 0.38x the whole run's to 0.73x for +0.11 dB. So
-   ``context_views`` None (auto) is 2 for an orbit capture (engine/mesh/subject.py
-   detect_orbit: every view sees the whole object, so the parts save little memory
+   ``context_views`` None (auto) is 2 for an orbit capture (engine/mesh/bounds.py
+   convergence: the cameras look at a common point from around it; every view sees the whole object, so the parts save little memory
    anyway) and 0 otherwise.
 5. Cameras: a training camera joins a part when its centre lies in the region, or when
    at least ``visibility`` of the SfM points it sees (geometry.visibility: in the image,
@@ -160,12 +160,13 @@ def inside(xy: np.ndarray, box) -> np.ndarray:
 
 
 def _is_orbit(geo: SceneGeometry) -> bool:
-    """Whether the cameras circle a common look point (engine/mesh/subject.py's test)."""
-    from ..mesh.subject import detect_orbit
+    """Whether the cameras look at a common point from around it (engine/mesh/bounds.py's
+    convergence test: an object capture)."""
+    from ..mesh.bounds import convergence
 
     if len(geo.w2c) < 3:
         return False
-    return detect_orbit(np.linalg.inv(geo.w2c)).is_orbit
+    return convergence(np.linalg.inv(geo.w2c)).converges
 
 
 def context_points(geo: SceneGeometry, cameras, outside: np.ndarray, views: int, occlusion: bool = True,

@@ -93,3 +93,55 @@ def test_depth_matches_numpy_compositor(gpu):
     agree = np.isclose(out.median, M, rtol=1e-4, atol=1e-4)
     assert agree.mean() > 0.99, agree.mean()  # ties at T = 0.5 may flip a few pixels
     np.testing.assert_allclose(out.image, raster.read("image", shape=(height, width, 3)))
+
+
+def test_plane_depth_of_flat_splats_on_a_plane_is_the_plane(gpu):
+    """Discs (shortest axis along the plane's normal) scattered on a tilted plane: the plane
+    depth is the plane's own depth at every covered pixel (to float32 rounding), while the
+    median depth steps from disc to disc; the normal is the plane's, facing the camera."""
+    from scipy.spatial.transform import Rotation
+
+    from engine.mesh.depth import plane_depth
+    from engine.splat.layout import pack
+
+    rng = np.random.default_rng(77)
+    width, height = 64, 48
+    normal = np.array([0.2, -0.3, 1.0]) / np.linalg.norm([0.2, -0.3, 1.0])
+    rot = Rotation.align_vectors([normal], [[0.0, 0.0, 1.0]])[0]      # disc z axis -> normal
+    u, v = np.linalg.svd(np.eye(3) - np.outer(normal, normal))[0][:, :2].T
+    n = 600
+    a, b = rng.uniform(-2.0, 2.0, (2, n))
+    means = a[:, None] * u + b[:, None] * v
+    spin = Rotation.from_rotvec(normal[None] * rng.uniform(0, np.pi, n)[:, None])
+    q = (spin * rot).as_quat()                                           # xyzw
+    quats = np.concatenate([q[:, 3:], q[:, :3]], 1)
+    scales = np.log(np.stack([rng.uniform(0.15, 0.3, n), rng.uniform(0.15, 0.3, n), np.full(n, 1e-4)], 1))
+    rows = pack(means, scales, quats, np.full(n, 3.0), rng.uniform(0, 1, (n, 3)), np.zeros((n, 0, 3)), 0)
+    eye = 5.0 * normal + rng.normal(0, 0.3, 3)
+    from tests.splat.scenes import look_at_w2c
+    w2c = look_at_w2c(eye, rng.normal(0, 0.1, 3))
+    fx = fy = 1.0 * width
+    cx, cy = width / 2, height / 2
+    cams = gpu.upload(camera_row(w2c, fx, fy, cx, cy, width, height)[None])
+    out = DepthRenderer(gpu, Rasterizer(gpu, 0)).render(gpu.upload(rows), n, cams, View(0, width, height), 0,
+                                                        plane=True, intrinsics=(fx, fy, cx, cy))
+    # the plane's depth along each pixel's ray, camera space: n_c . (z r) = n_c . p0
+    nc = w2c[:3, :3] @ normal
+    c0 = nc @ w2c[:3, 3]     # the plane through the world origin: n_c . p_c = n_c . t
+    ys, xs = np.mgrid[0:height, 0:width]
+    r = np.stack([(xs + 0.5 - cx) / fx, (ys + 0.5 - cy) / fy, np.ones(xs.shape)], -1)
+    truth = c0 / (r @ nc)
+    covered = out.alpha > 0.5
+    assert covered.mean() > 0.5
+    np.testing.assert_allclose(out.plane[covered], truth[covered], rtol=2e-4)
+    facing = -np.sign(nc @ np.array([0, 0, 1.0])) * nc
+    assert (out.normal[covered] @ facing > 0.9999).all()
+    assert np.abs(out.median[covered] - truth[covered]).max() > 10 * np.abs(out.plane[covered] - truth[covered]).max()
+    # the host formula against a hand-made map: edge-on and behind-camera planes give none
+    geom = np.zeros((1, 3, 4), np.float32)
+    geom[0, 0] = (0, 0, -2, -6)       # facing the camera at z = 3
+    geom[0, 1] = (1, 0, 0, -1)        # edge-on to the ray through that pixel
+    geom[0, 2] = (0, 0, -1, 2)        # a plane behind the camera
+    d, nrm = plane_depth(geom, 1.0, 1.0, 1.5, 0.5)
+    np.testing.assert_allclose(d[0], [3.0, 0.0, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(nrm[0, 0], [0, 0, -1])

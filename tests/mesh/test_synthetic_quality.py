@@ -54,7 +54,7 @@ def test_torus_mesh_quality(project, capsys):
     rc = main(["mesh", str(project), "--faces", "20000", "--texture-size", "256", "--resolution", "128"])
     assert rc == 0
     out = capsys.readouterr()
-    assert "[mesh 9/9] export" in out.err and "mesh.glb" in out.out
+    assert "[mesh 11/11] export" in out.err and "mesh.glb" in out.out
     report = json.loads((project / "mesh.json").read_text())
     mesh = trimesh.load(project / "exports" / "mesh.ply", process=False)
     assert len(mesh.faces) == report["faces"] <= 20000
