@@ -68,6 +68,16 @@ def test_keyframes_from_two_views_export_a_video(studio, tmp_path):
     np.testing.assert_allclose(c2w[0], views[0][0], atol=1e-6)
     np.testing.assert_allclose(c2w[-1], views[1][0], atol=1e-6)
 
+    # the preview plays the path in the viewport: one SetView per frame, then the camera back
+    k0, restored = len(win.sent), []
+    win.controller.view_changed.connect(lambda: restored.append(1))  # its push (not in win.sent: sent directly)
+    v.preview_btn.click()
+    assert spin(app, 30, lambda: not v.preview_btn.isChecked()), "the preview did not end"
+    views_sent = [c for c in win.sent[k0:] if isinstance(c, M.SetView)]
+    assert len(views_sent) == 8 and restored  # one per frame, then the viewport's own camera again
+    for i in (0, 3, 7):
+        np.testing.assert_allclose(np.reshape(views_sent[i].w2c, (4, 4)), np.linalg.inv(c2w[i]), atol=1e-6)
+
     out = tmp_path / "video.mp4"
     n0 = len(_saved_videos(win))
     win.export_video(str(out))
