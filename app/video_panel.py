@@ -21,6 +21,7 @@ class VideoPanel(QtWidgets.QWidget):
     cancel_requested = QtCore.Signal()
     preview_view = QtCore.Signal(tuple, float)  # a preview frame's w2c (16 floats) and fov
     preview_ended = QtCore.Signal()
+    path_changed = QtCore.Signal()            # the keyframes or the frame's shape changed: path_overlay() again
 
     def __init__(self, current_view, parent=None):
         """``current_view()``: the viewport camera's (c2w [4, 4] float64, OpenCV axes; vertical fov degrees)."""
@@ -67,6 +68,8 @@ class VideoPanel(QtWidgets.QWidget):
         self.fps = QtWidgets.QSpinBox(minimum=1, maximum=240, value=d.fps)
         self.seconds = QtWidgets.QDoubleSpinBox(minimum=0.1, maximum=3600.0, decimals=2, value=d.seconds)
         self.path.currentIndexChanged.connect(lambda _: self._update())
+        self.width.valueChanged.connect(lambda _: self.path_changed.emit())
+        self.height.valueChanged.connect(lambda _: self.path_changed.emit())
         for label, w in (("Camera path", self.path), ("Width (px)", self.width), ("Height (px)", self.height),
                          ("Frames per second", self.fps), ("Seconds", self.seconds)):
             form.addRow(label, w)
@@ -115,6 +118,7 @@ class VideoPanel(QtWidgets.QWidget):
         if len(self.keyframes) >= 2:  # keyframes taken: the video follows them
             self.path.setCurrentIndex(self.path.findData("keyframes"))
         self._update()
+        self.path_changed.emit()
 
     def remove_keyframe(self) -> None:
         k = self.key_list.currentRow()
@@ -135,6 +139,7 @@ class VideoPanel(QtWidgets.QWidget):
             x, y, z = c2w[3], c2w[7], c2w[11]
             self.key_list.addItem(f"{i + 1}: at ({x:.2f}, {y:.2f}, {z:.2f}), fov {fov:.0f}°")
         self._update()
+        self.path_changed.emit()
 
     def path_cameras(self) -> tuple[np.ndarray, np.ndarray]:
         """([F, 4, 4] c2w, [F] fov) of the keyframe path at the panel's fps and duration
@@ -143,6 +148,16 @@ class VideoPanel(QtWidgets.QWidget):
         fovs = np.array([k[1] for k in self.keyframes])
         n = max(int(round(self.fps.value() * self.seconds.value())), 1)
         return keyframe_path(c2w, fovs, None, n, self.fps.value())
+
+    def path_overlay(self, size: float) -> M.SetPath:
+        """The keyframes as frustums ``size`` world units deep and the path through them (64
+        points, as keyframe_path spreads the keyframes), for the viewport to draw."""
+        points = ()
+        if len(self.keyframes) >= 2:
+            c2w = np.array([np.reshape(k[0], (4, 4)) for k in self.keyframes])
+            centres = keyframe_path(c2w, np.array([k[1] for k in self.keyframes]), None, 64, 64.0)[0][:, :3, 3]
+            points = tuple(tuple(float(v) for v in p) for p in centres)
+        return M.SetPath(tuple(self.keyframes), points, float(size), self.width.value() / self.height.value())
 
     # --- preview ---------------------------------------------------------------------------------
     def _preview_toggled(self, on: bool) -> None:

@@ -125,6 +125,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.video.cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
         self.video.preview_view.connect(lambda w2c, fov: session.send(M.SetView(w2c, fov)))
         self.video.preview_ended.connect(self.controller.push)
+        self.video.path_changed.connect(self._path_to_viewport)
 
         self._build_actions()
         self.status_adapter = QtWidgets.QLabel(ready.adapter)
@@ -279,6 +280,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         """View > Larger / Smaller frustums."""
         self.frustum_scale = min(max(self.frustum_scale * factor, 0.05), 20.0)
         self.set_view_mode(self.view_mode)
+        if self.video.keyframes:
+            self._path_to_viewport()
 
     def _nearest_camera(self) -> int:
         import numpy as np
@@ -458,6 +461,12 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             if self.saving_to_close:  # the checkpoint was not written: stay open, say why
                 self._abort_close()
             self.error(msg.text, msg.path)
+
+    def _path_to_viewport(self) -> None:
+        """The Video panel's keyframes and path, drawn in the viewport (frustums a twentieth
+        of the scene's radius deep, x View > Larger / Smaller frustums)."""
+        radius = self.scene.radius if self.scene is not None and self.scene.radius > 0 else 1.0
+        self.session.send(self.video.path_overlay(0.05 * radius * self.frustum_scale))
 
     def _current_view(self):
         """The viewport camera: (c2w [4, 4], OpenCV axes; vertical fov degrees)."""

@@ -58,7 +58,7 @@ class EngineThread:
         self.routes = {
             M.SetView: v.set_view, M.SetViewMode: v.set_mode, M.ResizeViewport: v.resize,
             M.RequestFrame: v.request_frame, M.AttachSurface: v.attach, M.DetachSurface: v.detach,
-            M.SaveScreenshot: v.screenshot, M.SetBounds: v.set_bounds, M.SetSplit: v.set_split,
+            M.SaveScreenshot: v.screenshot, M.SetBounds: v.set_bounds, M.SetPath: v.set_path, M.SetSplit: v.set_split,
             M.StartTraining: lo.start_training, M.ReviewDataset: lo.review, M.OpenProject: lo.open_project,
             M.OpenPly: lo.open_ply, M.ViewProject: lo.view_project,
             M.StartPipeline: lo.start_pipeline, M.ExportMesh: self.meshing.export,

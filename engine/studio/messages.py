@@ -281,6 +281,17 @@ class RenderVideo:
 
 
 @dataclass(frozen=True)
+class SetPath:
+    """Draw the video's keyframes (((c2w 16 floats row-major, OpenCV axes), vertical fov
+    degrees), ...) as frustums ``size`` world units deep, images ``aspect`` wide for 1 tall,
+    and its interpolated path through ``points`` ((x, y, z), ...) in the viewport (() = none)."""
+    keyframes: tuple = ()
+    points: tuple = ()
+    size: float = 0.1
+    aspect: float = 16 / 9
+
+
+@dataclass(frozen=True)
 class SetBounds:
     """Draw the mesh stage's box in the viewport (() = none)."""
     bounds: tuple = ()
@@ -400,5 +411,5 @@ class Shutdown:
 
 
 Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, ViewProject, OpenPly, ExportMesh, RenderVideo, OpenMesh, Pause, Resume,
-                Cancel, SetBounds, AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame,
+                Cancel, SetBounds, SetPath, AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame,
                 ExportPly, SaveScreenshot, SetProfiling, EditSplats, Shutdown]

@@ -61,6 +61,10 @@ def test_keyframes_from_two_views_export_a_video(studio, tmp_path):
         assert k_fov == pytest.approx(fov)
     assert np.abs(views[0][0] - views[1][0]).max() > 0.1  # the two views differ
     assert v.path.currentData() == "keyframes" and v.export_btn.isEnabled()
+    drawn = sent(win, M.SetPath)[-1]  # the keyframes and the path through them, drawn in the viewport
+    assert drawn.keyframes == tuple(v.keyframes) and len(drawn.points) == 64 and drawn.size > 0
+    np.testing.assert_allclose(drawn.points[0], views[0][0][:3, 3], atol=1e-6)
+    np.testing.assert_allclose(drawn.points[-1], views[1][0][:3, 3], atol=1e-6)
 
     _tiny(win)
     c2w, _ = v.path_cameras()  # the preview's path: the first and last frames are the keyframes
@@ -98,6 +102,9 @@ def test_keyframes_from_two_views_export_a_video(studio, tmp_path):
     assert len(v.keyframes) == 1 and not v.export_btn.isEnabled()  # the keyframe path needs two
     v.clear_keyframes()
     assert v.keyframes == [] and v.key_list.count() == 0
+    cleared = sent(win, M.SetPath)[-1]
+    assert cleared.keyframes == () and cleared.points == ()  # nothing drawn
+    assert cleared.aspect == pytest.approx(64 / 48)          # the video's frame
 
 
 def test_cancel_leaves_no_file(studio, tmp_path):
