@@ -410,6 +410,7 @@ class Shutdown:
     save: bool = True          # save a checkpoint and the PLY if training is under way
 
 
-Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, ViewProject, OpenPly, ExportMesh, RenderVideo, OpenMesh, Pause, Resume,
-                Cancel, SetBounds, SetPath, AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame,
-                ExportPly, SaveScreenshot, SetProfiling, EditSplats, Shutdown]
+Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, ViewProject, OpenPly, ExportMesh,
+                RenderVideo, OpenMesh, Pause, Resume, Cancel, SetBounds, SetPath, AttachSurface, DetachSurface,
+                ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling,
+                EditSplats, Shutdown]

@@ -1,6 +1,6 @@
 """What the viewport draws over the splats as world-space line segments: the dataset cameras'
-frustums, the video's keyframes and path, and the mesh bounds box with its drag handles (engine/studio/viewer.py projects and
-draws them with shaders/view/viewer.slang draw_segments)."""
+frustums, the video's keyframes and path, and the mesh bounds box with its drag handles
+(engine/studio/viewer.py projects and draws them with shaders/view/viewer.slang draw_segments)."""
 
 from __future__ import annotations
 
