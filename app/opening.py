@@ -212,6 +212,9 @@ class Opening:
         if self.busy():
             self.refuse(f"Cannot render a video while {self.busy()}: stop it first, or wait for it to finish")
             return
+        from . import remembered
+
+        remembered.save_values(f"video/{self.device_kind}", self.video.values())
         self.video.stop_preview()
         self.session.send(self.video.render_command(output))
         self.video.started()

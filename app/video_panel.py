@@ -100,6 +100,19 @@ class VideoPanel(QtWidgets.QWidget):
             self.fps.setValue(SOFTWARE_VIDEO["fps"])
             self.seconds.setValue(SOFTWARE_VIDEO["seconds"])
 
+    def values(self) -> dict:
+        """The video settings, remembered for the next launch (app/remembered.py)."""
+        return {"width": self.width.value(), "height": self.height.value(), "fps": self.fps.value(),
+                "seconds": self.seconds.value()}
+
+    def restore(self, v: dict) -> None:
+        try:
+            for name, cast in (("width", int), ("height", int), ("fps", int), ("seconds", float)):
+                if name in v:
+                    getattr(self, name).setValue(cast(v[name]))
+        except (TypeError, ValueError):
+            return
+
     # --- the source ------------------------------------------------------------------------------
     def set_source(self, source: str) -> None:
         """What the video shows: a trained project folder or a splat file ("" none)."""

@@ -86,6 +86,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.project_dialog = None      # the Resume / Restart / View choice on show
         self.training.restore(remembered.load_values(f"training/{self.device_kind}"))
         self.export.restore(remembered.load_values(f"mesh/{self.device_kind}"))
+        self.video.restore(remembered.load_values(f"video/{self.device_kind}"))
         docks = []
         for title, w in (("Training", self.training), ("Dataset", self.dataset), ("Partition", self.partition),
                          ("Profiler", self.profiler), ("Export", self.export), ("Video", self.video)):

@@ -98,6 +98,9 @@ def test_keyframes_from_two_views_export_a_video(studio, tmp_path):
     progress = [m for m in win.messages if isinstance(m, M.StageProgress) and m.stage == "video"]
     assert progress[-1].done == progress[-1].total == 8
     assert not v.rendering and v.export_btn.isEnabled()
+    from app import remembered
+
+    assert remembered.load_values(f"video/{win.device_kind}") == {"width": 64, "height": 48, "fps": 8, "seconds": 1.0}
     v.remove_keyframe()
     assert len(v.keyframes) == 1 and not v.export_btn.isEnabled()  # the keyframe path needs two
     v.clear_keyframes()
