@@ -40,7 +40,9 @@ class Rendering:
 
         e = self.e
         output = Path(cmd.output)
-        busy = e.loads.busy_reason() or ("a training is under way" if e.training.running else "")
+        # a paused training too: the Cancel meant for the video would end it, read after the render
+        training = "a training is under way (stop it first)" if e.training.unfinished() is not None else ""
+        busy = e.loads.busy_reason() or training
         if busy:
             raise SpirulaError(f"cannot render {output}: {busy}")
         if not cmd.source:
