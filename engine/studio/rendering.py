@@ -52,8 +52,7 @@ class Rendering:
                                f"(it has {len(cmd.keyframes)})")
         # bad settings: one line, before the state changes
         video_settings(cmd, "k.json" if cmd.camera_path == "keyframes" else "").frames()
-        e.s.cancel_requested.clear()
-        self.running = True
+        self.running = True  # cancel_requested was cleared when the command was sent (Session.send)
         e.state("rendering", f"video {output.name}")
         tmp = None
         try:

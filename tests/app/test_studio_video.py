@@ -132,3 +132,18 @@ def test_cancel_leaves_no_file(studio, tmp_path):
     assert not out.exists() and list(tmp_path.glob("*.mp4")) == [] and list(tmp_path.glob(".*partial*")) == []
     assert not _saved_videos(win) or _saved_videos(win)[-1].path != str(out)
     assert "cancelled" in v.status.text()
+
+
+def test_cancel_sent_before_the_render_starts_stops_it(studio, tmp_path):
+    """Cancel right after Export video… (the command still queued) stops the render too."""
+    app, win = studio
+    _open_splats(app, win, tmp_path / "c")
+    v = win.video
+    v.path.setCurrentIndex(v.path.findData("orbit"))
+    _tiny(win, seconds=60.0)
+    out = tmp_path / "never.mp4"
+    win.export_video(str(out))
+    v.cancel_btn.click()
+    assert spin(app, 120, lambda: not v.rendering), "the render did not stop"
+    assert not out.exists() and list(tmp_path.glob("*.mp4")) == [] and list(tmp_path.glob(".*partial*")) == []
+    assert "cancelled" in v.status.text(), v.status.text()
