@@ -82,6 +82,8 @@ class Opening:
             return "loading"
         if self.job_state == "meshing":
             return "making a mesh"
+        if self.job_state == "rendering":
+            return "rendering a video"
         return ""
 
     def review(self, path: Path) -> None:
@@ -204,6 +206,26 @@ class Opening:
         self.session.send(cmd)
         self.export.mesh_started()
         self.docks["Export"].raise_()
+
+    def export_video(self, output: str) -> None:
+        """The Video panel's export to ``output`` (.mp4): render_video on the engine thread."""
+        if self.busy():
+            self.refuse(f"Cannot render a video while {self.busy()}: stop it first, or wait for it to finish")
+            return
+        from . import remembered
+
+        remembered.save_values(f"video/{self.device_kind}", self.video.values())
+        self.video.stop_preview()
+        self.session.send(self.video.render_command(output))
+        self.video.started()
+        self.docks["Video"].raise_()
+
+    def _ask_export_video(self) -> None:
+        folder = Path(self.scene.project) / "exports" if self.scene and self.scene.project else Path(".")
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export video", str(folder / "video.mp4"),
+                                                        "H.264 video (*.mp4)")
+        if path:
+            self.export_video(path if path.lower().endswith(".mp4") else path + ".mp4")
 
     def _ask_export_ply(self) -> None:
         from engine.io.formats import EXTENSIONS

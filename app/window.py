@@ -21,6 +21,7 @@ from .dataset_panel import DatasetPanel
 from .drop_overlay import DropHandler, route_drags
 from .partition_panel import PartitionPanel
 from .export_panel import ExportPanel
+from .video_panel import VideoPanel
 from . import remembered
 from .opening import Opening
 from .panel_scroll import PanelScroll
@@ -76,6 +77,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.partition = PartitionPanel()
         self.profiler = ProfilerPanel()
         self.export = ExportPanel()
+        self.video = VideoPanel(self._current_view)
+        self.video.use_software_defaults(ready.software)
         self.training.use_software_defaults(ready.software)
         self.export.use_software_defaults(ready.software)
         self.device_kind = "software" if ready.software else "gpu"
@@ -83,9 +86,10 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.project_dialog = None      # the Resume / Restart / View choice on show
         self.training.restore(remembered.load_values(f"training/{self.device_kind}"))
         self.export.restore(remembered.load_values(f"mesh/{self.device_kind}"))
+        self.video.restore(remembered.load_values(f"video/{self.device_kind}"))
         docks = []
         for title, w in (("Training", self.training), ("Dataset", self.dataset), ("Partition", self.partition),
-                         ("Profiler", self.profiler), ("Export", self.export)):
+                         ("Profiler", self.profiler), ("Export", self.export), ("Video", self.video)):
             d = QtWidgets.QDockWidget(title, self)
             d.setObjectName(f"dock-{title}")
             d.setWidget(PanelScroll(w))  # the window fits a small screen
@@ -118,6 +122,11 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.controller.bounds_dragged.connect(self.export.set_bounds)
         self.export.mesh_cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
         self.export.open_mesh_requested.connect(lambda path: self.open_paths([path]))
+        self.video.export_requested.connect(self._ask_export_video)
+        self.video.cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
+        self.video.preview_view.connect(lambda w2c, fov: session.send(M.SetView(w2c, fov)))
+        self.video.preview_ended.connect(self.controller.push)
+        self.video.path_changed.connect(self._path_to_viewport)
 
         self._build_actions()
         self.status_adapter = QtWidgets.QLabel(ready.adapter)
@@ -272,6 +281,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         """View > Larger / Smaller frustums."""
         self.frustum_scale = min(max(self.frustum_scale * factor, 0.05), 20.0)
         self.set_view_mode(self.view_mode)
+        if self.video.keyframes:
+            self._path_to_viewport()
 
     def _nearest_camera(self) -> int:
         import numpy as np
@@ -347,6 +358,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             if msg.loss == msg.loss:  # a step (evaluations carry NaN)
                 self.profiler.set_step(msg.step)
             self.export.set_scene_size(msg.num_gaussians)
+        elif isinstance(msg, M.StageProgress) and msg.stage == "video":
+            self.video.on_progress(msg)
         elif isinstance(msg, M.StageProgress) and msg.stage == "mesh":
             self.export.on_mesh_progress(msg)
         elif isinstance(msg, M.CacheCleared):
@@ -383,6 +396,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                 self.export.set_extent(msg.center, msg.radius if msg.kind == "ply" else 0.5 * msg.radius)
             self.export.set_can_export(msg.kind not in ("mesh", "empty"))
             self.export.set_scene_size(msg.num_gaussians, msg.sh_degree)
+            self.video.set_source(self._video_source(msg))
             self.training.set_dataset(msg.path if msg.kind in ("dataset", "review") else None)
             self.setWindowTitle(f"Spirula Studio — {msg.name}")
             if msg.kind == "review":
@@ -398,6 +412,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.job_state = msg.state
             if self.export.meshing and msg.state in ("idle", "failed"):  # cancelled, or it failed
                 self.export.mesh_ended(msg.detail, False)
+            if self.video.rendering and msg.state in ("idle", "failed"):  # cancelled, or it failed
+                self.video.ended(msg.detail, False)
             self.training.set_state(msg.state, msg.detail)
             # the state alone: the detail (in the panels too) took the room of the status messages
             self.status_job.setText(msg.state)
@@ -425,6 +441,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.profiler.on_snapshot(msg)
         elif isinstance(msg, M.Saved):
             self.export.on_saved(msg)
+            if msg.kind == "video":
+                self.video.ended(f"Wrote {msg.path} ({msg.detail})", True)
             self.statusBar().showMessage(f"Saved {msg.path}", 8000)
         elif isinstance(msg, M.Done) and "stages" in msg.result:  # engine.jobs.pipeline's run record
             self.statusBar().showMessage(f"Reconstruction done ({msg.result.get('kind')}): training starts on "
@@ -433,6 +451,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             ply = msg.result.get("ply")
             if self.scene is not None:
                 self.export.set_project(self.scene.project)  # trained: it can be meshed
+                self.video.set_source(self._video_source(self.scene, trained=True))
             psnr = msg.result.get("psnr")
             self.statusBar().showMessage(
                 f"Training {'stopped' if msg.result.get('stopped_early') else 'finished'} at step {msg.result.get('step')}"
@@ -443,6 +462,31 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             if self.saving_to_close:  # the checkpoint was not written: stay open, say why
                 self._abort_close()
             self.error(msg.text, msg.path)
+
+    def _path_to_viewport(self) -> None:
+        """The Video panel's keyframes and path, drawn in the viewport (frustums a twentieth
+        of the scene's radius deep, x View > Larger / Smaller frustums)."""
+        radius = self.scene.radius if self.scene is not None and self.scene.radius > 0 else 1.0
+        self.session.send(self.video.path_overlay(0.05 * radius * self.frustum_scale))
+
+    def _current_view(self):
+        """The viewport camera: (c2w [4, 4], OpenCV axes; vertical fov degrees)."""
+        import numpy as np
+
+        cam = self.controller.camera
+        return np.linalg.inv(cam.w2c()), float(cam.fov_y_deg)
+
+    @staticmethod
+    def _video_source(msg: M.SceneLoaded, trained: bool = False) -> str:
+        """What a video of the scene shows: a splat file, or a trained project ("" none; a
+        dataset's project once its training ended: ``trained``)."""
+        if msg.kind == "ply":
+            return msg.path
+        if msg.kind in ("review", "empty") or (msg.kind == "dataset" and not trained):
+            return ""
+        if msg.project and ExportPanel.trained(msg.project):
+            return msg.project
+        return ""
 
     def _update_viewer_label(self) -> None:
         mode = self.viewer_mode.mode if self.viewer_mode else "–"

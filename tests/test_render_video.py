@@ -255,3 +255,38 @@ def test_crop_renders_only_the_box(gpu, tmp_path, monkeypatch):
         crop_source(src, (5, 5, 5, 6, 6, 6))
     with pytest.raises(SpirulaError, match="each min below its max"):
         VideoSettings(crop=(0, 0, 0, 0, 1, 1)).frames()
+
+
+def _decoded(path):
+    import av
+
+    with av.open(str(path)) as c:
+        return np.stack([f.to_ndarray(format="rgb24") for f in c.decode(c.streams.video[0])])
+
+
+def test_saved_edit_applied_when_asked(gpu, tmp_path):
+    """apply_edit (the studio's export): the video of a splat file with a saved edit equals
+    the video of the kept Gaussians written as a file of their own; without it, the whole."""
+    from engine.io.splat_edit import SplatEdit, edit_file_for, file_sha256
+    from engine.jobs.video import VideoSettings, render_video
+
+    g = _scene(3, 600)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    ply = tmp_path / "a" / "splat.ply"
+    write_ply(ply, g)
+    edit = SplatEdit(g.means, sha256=file_sha256(ply), name=ply.name)
+    keep = g.means[:, 0] < 0.2
+    edit.deleted = ~keep
+    edit.save(edit_file_for(ply))
+    write_ply(tmp_path / "b" / "splat.ply", g.subset(keep))
+    cams = VideoSettings(width=32, height=32, fps=4, seconds=1.0, path="keyframes", keyframes=str(tmp_path / "k.json"))
+    eye = [np.array([0.0, -0.5, -4.0]), np.array([2.0, -0.5, -3.5])]
+    (tmp_path / "k.json").write_text(json.dumps([{"c2w": cp.look_at(e, np.zeros(3), np.array([0.0, -1.0, 0.0]))
+                                                  .tolist(), "fov": 50.0} for e in eye]))
+    edited = _decoded(render_video(ply, tmp_path / "e.mp4", cams, gpu=gpu, apply_edit=True)["output"])
+    kept = _decoded(render_video(tmp_path / "b" / "splat.ply", tmp_path / "k.mp4", cams, gpu=gpu)["output"])
+    whole = _decoded(render_video(ply, tmp_path / "w.mp4", cams, gpu=gpu)["output"])
+    assert len(edited) == len(kept) == len(whole) == 4
+    np.testing.assert_array_equal(edited, kept)                     # the same Gaussians, the same encode
+    assert np.abs(edited.astype(int) - whole.astype(int)).mean() > 1.0  # the edit removed something seen

@@ -224,9 +224,10 @@ def _open_stream(tmp: Path, s: VideoSettings):
 
 def render_video(source: str | os.PathLike, output: str | os.PathLike, settings: VideoSettings | None = None, *,
                  gpu=None, progress: Callable[[int, int], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> dict:
+                 should_stop: Callable[[], bool] | None = None, apply_edit: bool = False) -> dict:
     """Render ``source`` (:func:`load_source`) along the settings' path into the H.264 MP4
-    ``output``. Returns {"output", "frames", "seconds", "fps", "width", "height", "bytes",
+    ``output``; ``apply_edit``: the source's saved studio edit (engine/io/splat_edit.py
+    apply_saved_edit: crop, deleted splats), if it has one, is applied first. Returns {"output", "frames", "seconds", "fps", "width", "height", "bytes",
     "stopped"}; ``progress(done, total)`` after each frame; when ``should_stop()`` turns true
     the temporary file is removed and nothing is written ("stopped": True)."""
     import av
@@ -237,6 +238,12 @@ def render_video(source: str | os.PathLike, output: str | os.PathLike, settings:
     if output.suffix.lower() not in (".mp4", ".m4v", ".mov"):
         raise SpirulaError(f"{output}: the video is H.264 in MP4: name it .mp4")
     src = load_source(source)
+    if apply_edit:
+        from ..io.splat_edit import apply_saved_edit
+
+        src = Source(src.path, apply_saved_edit(src.path, src.gaussians)[0], src.c2w, src.fovs)
+        if len(src.gaussians) == 0:
+            raise SpirulaError(f"{src.path}: its saved edit leaves no Gaussian to render")
     if s.crop:
         src = crop_source(src, s.crop)
     c2w, fovs = plan_cameras(src, s)

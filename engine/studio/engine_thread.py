@@ -8,6 +8,7 @@ finished load, train a slice, render a frame when one is due, send a VRAM tick.
                training (training.py)   pause, resume, the slices, checkpoints, the end
                profiling (profiling.py) per-kernel profiling, VRAM snapshots
                editing (editing.py)     the splat edit: select, delete, crop, undo / redo
+               rendering (rendering.py) a camera-path video of the splats
 
 Cancel, ExportPly and Shutdown are the loop's own. An exception in a handler is an Error
 message naming the command's file (a bad command ends no training); one while training
@@ -29,6 +30,7 @@ from .editing import Editing
 from .loading import Loads, command_path
 from .meshing import Meshing
 from .profiling import Profiling
+from .rendering import Rendering
 from .scenes import Scene, TrainingScene
 from .training import Training
 from .viewport import Viewport
@@ -51,14 +53,16 @@ class EngineThread:
         self.profiling = Profiling(self)
         self.meshing = Meshing(self)
         self.editing = Editing(self)  # the splat edit of a splat file's scene
+        self.rendering = Rendering(self)
         v, lo, t = self.viewport, self.loads, self.training
         self.routes = {
             M.SetView: v.set_view, M.SetViewMode: v.set_mode, M.ResizeViewport: v.resize,
             M.RequestFrame: v.request_frame, M.AttachSurface: v.attach, M.DetachSurface: v.detach,
-            M.SaveScreenshot: v.screenshot, M.SetBounds: v.set_bounds, M.SetSplit: v.set_split,
+            M.SaveScreenshot: v.screenshot, M.SetBounds: v.set_bounds, M.SetPath: v.set_path, M.SetSplit: v.set_split,
             M.StartTraining: lo.start_training, M.ReviewDataset: lo.review, M.OpenProject: lo.open_project,
             M.OpenPly: lo.open_ply, M.ViewProject: lo.view_project,
-            M.StartPipeline: lo.start_pipeline, M.ExportMesh: self.meshing.export, M.OpenMesh: lo.open_mesh,
+            M.StartPipeline: lo.start_pipeline, M.ExportMesh: self.meshing.export,
+            M.RenderVideo: self.rendering.render, M.OpenMesh: lo.open_mesh,
             M.Pause: t.pause, M.Resume: t.resume,
             M.SetProfiling: self.profiling.set, M.EditSplats: self.editing.command,
             M.ClearSfmCache: lambda cmd: caches.clear_command(self, cmd),

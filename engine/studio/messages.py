@@ -263,6 +263,35 @@ class ExportMesh:
 
 
 @dataclass(frozen=True)
+class RenderVideo:
+    """Render a video (engine/jobs/video.py render_video, what `spirula render` runs) of
+    ``source`` (a trained project folder or a splat file) on the engine thread, with its saved
+    edit applied, into the MP4 ``output``; StageProgress("video", done, total) per frame, then
+    Saved("video", output); Cancel stops it and leaves no file. ``camera_path``: "orbit" or
+    "keyframes"; ``keyframes``: ((c2w 16 floats row-major, OpenCV axes, vertical fov degrees),
+    ...), spread evenly over the duration. width, height: px (even); fps; seconds."""
+    source: str
+    output: str
+    width: int = 1280
+    height: int = 720
+    fps: int = 30
+    seconds: float = 8.0
+    camera_path: str = "orbit"
+    keyframes: tuple = ()
+
+
+@dataclass(frozen=True)
+class SetPath:
+    """Draw the video's keyframes (((c2w 16 floats row-major, OpenCV axes), vertical fov
+    degrees), ...) as frustums ``size`` world units deep, images ``aspect`` wide for 1 tall,
+    and its interpolated path through ``points`` ((x, y, z), ...) in the viewport (() = none)."""
+    keyframes: tuple = ()
+    points: tuple = ()
+    size: float = 0.1
+    aspect: float = 16 / 9
+
+
+@dataclass(frozen=True)
 class SetBounds:
     """Draw the mesh stage's box in the viewport (() = none)."""
     bounds: tuple = ()
@@ -381,6 +410,7 @@ class Shutdown:
     save: bool = True          # save a checkpoint and the PLY if training is under way
 
 
-Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, ViewProject, OpenPly, ExportMesh, OpenMesh, Pause, Resume,
-                Cancel, SetBounds, AttachSurface, DetachSurface, ResizeViewport, SetView, SetViewMode, RequestFrame,
-                ExportPly, SaveScreenshot, SetProfiling, EditSplats, Shutdown]
+Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, ViewProject, OpenPly, ExportMesh,
+                RenderVideo, OpenMesh, Pause, Resume, Cancel, SetBounds, SetPath, AttachSurface, DetachSurface,
+                ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling,
+                EditSplats, Shutdown]

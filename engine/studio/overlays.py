@@ -1,8 +1,10 @@
 """What the viewport draws over the splats as world-space line segments: the dataset cameras'
-frustums and the mesh bounds box with its drag handles (engine/studio/viewer.py projects and
-draws them with shaders/view/viewer.slang draw_segments)."""
+frustums, the video's keyframes and path, and the mesh bounds box with its drag handles
+(engine/studio/viewer.py projects and draws them with shaders/view/viewer.slang draw_segments)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -18,6 +20,8 @@ def _bgra(rgb) -> int:
 
 
 COLOR_BOUNDS = (250, 230, 80)
+COLOR_KEYFRAME = (120, 255, 140)
+COLOR_PATH = (80, 220, 120)
 COLOR_HANDLES = (255, 140, 40)
 COLOR_HOVER = (255, 255, 255)
 
@@ -74,3 +78,34 @@ def frustum_segments(cameras, size: float, selected: int | None = None,
         segs += [np.concatenate([a, b]) for a, b in lines]
         cols += [_bgra(color)] * len(lines)
     return np.asarray(segs, np.float32), np.asarray(cols, np.uint32)
+
+
+@dataclass(frozen=True)
+class _PathCamera:
+    """A keyframe as frustum_segments draws a camera (an image 1 unit tall, ``aspect`` wide)."""
+    w2c: np.ndarray
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    width: float
+    height: float
+
+
+def keyframe_segments(keyframes, points, size: float, aspect: float = 16 / 9) -> tuple[np.ndarray, np.ndarray]:
+    """The video's keyframe cameras as frustums (``keyframes``: ((c2w 16 floats row-major,
+    OpenCV axes, vertical fov degrees), ...), depth ``size`` world units, images ``aspect``
+    wide for 1 tall) and its interpolated path as a polyline through ``points`` [P, 3]:
+    ([10 K + P - 1, 6] float32, [S] uint32 BGRA)."""
+    cams = []
+    for c2w, fov in keyframes:
+        f = 0.5 / np.tan(np.radians(float(fov)) / 2)
+        cams.append(_PathCamera(np.linalg.inv(np.reshape(np.asarray(c2w, np.float64), (4, 4))), f, f,
+                                aspect / 2, 0.5, aspect, 1.0))
+    segs, cols = frustum_segments(cams, size)
+    cols = np.full(len(cols), _bgra(COLOR_KEYFRAME), np.uint32)
+    p = np.asarray(points, np.float32).reshape(-1, 3)
+    if len(p) >= 2:
+        segs = np.concatenate([segs, np.concatenate([p[:-1], p[1:]], axis=1)])
+        cols = np.concatenate([cols, np.full(len(p) - 1, _bgra(COLOR_PATH), np.uint32)])
+    return segs.astype(np.float32), cols

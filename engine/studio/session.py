@@ -90,6 +90,8 @@ class Session:
         """Queue a command for the engine thread (never blocks)."""
         if isinstance(command, M.Cancel):
             self.cancel_requested.set()
+        elif isinstance(command, M.RenderVideo):  # a Cancel sent after it, even before it starts, stops it
+            self.cancel_requested.clear()
         self.commands.put(command)
 
     def poll(self, limit: int = 100_000) -> list:

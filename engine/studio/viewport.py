@@ -46,6 +46,7 @@ class Viewport:
         self.refine_at: float | None = None
         self._seg_key = None
         self.frustum_scale = 1.0      # the window's frustum size, x FRUSTUM_SIZE
+        self.path = None              # M.SetPath: the video's keyframes and path, drawn
         self.bounds: tuple = ()       # the mesh stage's box (6 floats) drawn in the viewport, or ()
         self.highlight = -1           # its face whose handle is under the mouse (-1: none)
 
@@ -165,6 +166,12 @@ class Viewport:
         self.update_segments()
         self.view_dirty = True
 
+    def set_path(self, cmd: M.SetPath) -> None:
+        """The video's keyframes and path, drawn in the viewport (none: empty)."""
+        self.path = cmd if cmd.keyframes or cmd.points else None
+        self.update_segments()
+        self.view_dirty = True
+
     def edit_changed(self) -> None:
         """The splat edit changed (engine/studio/editing.py): its crop box drawn, a frame."""
         self._seg_key = None
@@ -172,7 +179,7 @@ class Viewport:
         self.view_dirty = True
 
     def update_segments(self) -> None:
-        from .overlays import box_segments, frustum_segments
+        from .overlays import box_segments, frustum_segments, keyframe_segments
 
         v = self.viewer
         sc = self.e.scene
@@ -180,7 +187,7 @@ class Viewport:
             return
         dataset = getattr(sc, "dataset", None)  # a training or a review
         cams = dataset.cameras if dataset is not None else []
-        key = (id(sc), v.state.camera, self.frustum_scale, self.bounds, self.highlight)
+        key = (id(sc), v.state.camera, self.frustum_scale, self.bounds, self.highlight, self.path)
         if self._seg_key == key:
             return
         self._seg_key = key
@@ -188,6 +195,9 @@ class Viewport:
                                                                     np.zeros(0, np.uint32))
         crop_segs, crop_cols = self.e.editing.segments()  # the splat edit's crop box
         segs, cols = np.concatenate([segs, crop_segs]), np.concatenate([cols, crop_cols])
+        if self.path is not None:  # the video's keyframes and path
+            ps, pc = keyframe_segments(self.path.keyframes, self.path.points, self.path.size, self.path.aspect)
+            segs, cols = np.concatenate([segs, ps]), np.concatenate([cols, pc])
         if cams:
             test, out = set(sc.test_idx), set(getattr(sc, "excluded_idx", ()))
             splits = ["excluded" if i in out else "test" if i in test else "train" for i in range(len(cams))]

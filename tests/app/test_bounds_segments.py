@@ -46,3 +46,25 @@ def test_the_highlighted_handle_is_larger_and_in_the_hover_colour():
         mid = lambda s: (s[:, 3:] + s[:, :3]) / 2  # noqa: E731
         cross = [k for k in range(3) if k != face % 3]
         assert np.allclose(mid(segs[mine])[cross], mid(plain[mine])[cross], atol=1e-6)
+
+
+def test_keyframes_drawn_as_frustums_of_their_fov_and_the_path_as_a_polyline():
+    """keyframe_segments: ten segments per keyframe (four rays from its centre, the image
+    rectangle, the up mark), the rays' far ends at the fov's half-angle, then the path."""
+    from engine.studio.overlays import COLOR_KEYFRAME, COLOR_PATH, _bgra, keyframe_segments
+
+    c2w = np.eye(4)
+    c2w[:3, 3] = (1.0, 2.0, 3.0)                     # looking down +z from (1, 2, 3)
+    fov, aspect, size = 60.0, 2.0, 0.5
+    points = [(0.0, 0.0, 0.0), (1.0, 0.0, 0.0), (1.0, 1.0, 0.0)]
+    segs, cols = keyframe_segments([(tuple(c2w.ravel()), fov)], points, size, aspect)
+    assert segs.shape == (12, 6) and list(cols) == [_bgra(COLOR_KEYFRAME)] * 10 + [_bgra(COLOR_PATH)] * 2
+    rays = segs[:4]
+    assert np.allclose(rays[:, :3], (1, 2, 3))
+    d = rays[:, 3:] - rays[:, :3]
+    assert np.allclose(np.linalg.norm(d, axis=1), size, atol=1e-6)                 # the corners at depth size
+    assert np.allclose(np.abs(d[:, 1] / d[:, 2]), np.tan(np.radians(fov / 2)), atol=1e-6)  # vertical half fov
+    assert np.allclose(np.abs(d[:, 0] / d[:, 1]), aspect, atol=1e-6)               # the image's aspect
+    assert np.allclose(segs[10:], [[0, 0, 0, 1, 0, 0], [1, 0, 0, 1, 1, 0]])
+    empty, _ = keyframe_segments((), (), size)
+    assert empty.shape == (0, 6)
