@@ -290,3 +290,31 @@ def test_saved_edit_applied_when_asked(gpu, tmp_path):
     assert len(edited) == len(kept) == len(whole) == 4
     np.testing.assert_array_equal(edited, kept)                     # the same Gaussians, the same encode
     assert np.abs(edited.astype(int) - whole.astype(int)).mean() > 1.0  # the edit removed something seen
+
+
+def test_spirula_render_applies_the_saved_edit_unless_told_not_to(gpu, tmp_path):
+    """`spirula render` applies a source's saved studio edit by default, as `spirula export`
+    does; --no-edit renders the splats as trained."""
+    from engine.cli.main import main
+    from engine.io.splat_edit import SplatEdit, edit_file_for, file_sha256
+
+    g = _scene(4, 600)
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    ply = tmp_path / "a" / "splat.ply"
+    write_ply(ply, g)
+    edit = SplatEdit(g.means, sha256=file_sha256(ply), name=ply.name)
+    keep = g.means[:, 0] < 0.2
+    edit.deleted = ~keep
+    edit.save(edit_file_for(ply))
+    write_ply(tmp_path / "b" / "splat.ply", g.subset(keep))
+    eye = [np.array([0.0, -0.5, -4.0]), np.array([2.0, -0.5, -3.5])]
+    (tmp_path / "k.json").write_text(json.dumps([{"c2w": cp.look_at(e, np.zeros(3), np.array([0.0, -1.0, 0.0]))
+                                                  .tolist(), "fov": 50.0} for e in eye]))
+    size = ["--width", "32", "--height", "32", "--fps", "4", "--seconds", "1", "--keyframes", str(tmp_path / "k.json")]
+    assert main(["render", str(ply), "-o", str(tmp_path / "e.mp4"), *size]) == 0
+    assert main(["render", str(tmp_path / "b" / "splat.ply"), "-o", str(tmp_path / "k.mp4"), *size]) == 0
+    assert main(["render", str(ply), "-o", str(tmp_path / "w.mp4"), "--no-edit", *size]) == 0
+    edited, kept, whole = (_decoded(tmp_path / f"{n}.mp4") for n in ("e", "k", "w"))
+    np.testing.assert_array_equal(edited, kept)
+    assert np.abs(edited.astype(int) - whole.astype(int)).mean() > 1.0

@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
     p.add_argument("--chroma", choices=("420", "444"), default=d.chroma,
                    help=f"colour resolution: 420 plays everywhere, 444 keeps every pixel's colour but not every "
                         f"player decodes it (default {d.chroma})")
+    p.add_argument("--no-edit", dest="edit", action="store_false",
+                   help="render the splats as trained, without the project's saved studio edit (edit.json: its "
+                        "crop box and deleted splats, applied by default as `spirula export` does)")
     p.add_argument("--crop", type=float, nargs=6, default=None,
                    metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
                    help="render only the Gaussians whose centres lie in this box (world units; the studio's bounds)")
@@ -67,7 +70,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     try:
         with stop.between_steps(bar.write) as should_stop:
             r = render_video(args.source, args.output, s, gpu=get_gpu(args.device),
-                             progress=lambda done, total: bar.update(done - bar.n), should_stop=should_stop)
+                             progress=lambda done, total: bar.update(done - bar.n), should_stop=should_stop,
+                             apply_edit=args.edit)
     finally:
         bar.close()
     if r["stopped"]:
