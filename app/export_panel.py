@@ -176,8 +176,21 @@ class ExportPanel(QtWidgets.QWidget):
                             resolution=self.resolution.value(), bounds=self.bounds())
 
     def _mesh_clicked(self) -> None:
-        if self.project_path:
+        if self.project_path and self.replace_mesh_ok(self.project_path):
             self.mesh_requested.emit(self.mesh_command())
+
+    def replace_mesh_ok(self, project: str) -> bool:
+        """Whether to mesh ``project`` again: asked when it has a mesh already (its mesh.json);
+        the one there is kept as mesh.prev.* either way (engine/jobs/mesh.py keep_previous)."""
+        if not (Path(project) / "mesh.json").is_file():
+            return True
+        answer = QtWidgets.QMessageBox.question(
+            self, "Replace the mesh?",
+            f"{Path(project).name} has a mesh already. Make a new one? The current one is kept beside it as "
+            "mesh.prev.* (the one before that is replaced).",
+            QtWidgets.QMessageBox.StandardButton.Yes | QtWidgets.QMessageBox.StandardButton.Cancel,
+            QtWidgets.QMessageBox.StandardButton.Cancel)
+        return answer == QtWidgets.QMessageBox.StandardButton.Yes
 
     def set_project(self, path: str, training: bool = False) -> None:
         """The project the mesh is made from; ``training``: its training is under way (so the

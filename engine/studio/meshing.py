@@ -50,7 +50,7 @@ class Meshing:
             # one writer per project (engine/jobs/lock.py): ProjectBusyError while another writes it
             with project_lock(project, "spirula studio (mesh)", on_note=lambda t: e.emit(M.Warning(t))):
                 report = run_mesh(project, mesh_settings(cmd, e.gpu.backend), emit=e.emit,
-                                  should_stop=e.s.cancel_requested.is_set)
+                                  should_stop=e.s.cancel_requested.is_set, keep_previous_mesh=True)
         except KeyboardInterrupt:
             e.emit(M.Warning(f"mesh export of {project.name} cancelled; nothing was written to {project / 'exports'}"))
             e.state("idle", "mesh export cancelled")

@@ -59,3 +59,28 @@ def test_the_mesh_hint_says_to_wait_while_training_and_ready_after(qapp, tmp_pat
     assert p.mesh_btn.isEnabled() and p.mesh_status.text().startswith("Ready")
     p.set_project("")
     assert p.mesh_status.text().startswith("Train or open a trained project first")
+
+
+def test_meshing_again_asks_first_and_a_no_sends_nothing(qapp, tmp_path, monkeypatch):
+    """Re-meshing never replaces a mesh without asking (issue 47); the first mesh is not asked for."""
+    from PySide6 import QtWidgets
+
+    from app.export_panel import ExportPanel
+
+    p = ExportPanel()
+    (tmp_path / "splat.ply").write_bytes(b"ply")
+    (tmp_path / "train.json").write_text("{}")
+    p.set_project(str(tmp_path))
+    sent, asked = [], []
+    p.mesh_requested.connect(sent.append)
+    answer = [QtWidgets.QMessageBox.StandardButton.Cancel]
+    monkeypatch.setattr(QtWidgets.QMessageBox, "question", lambda *a, **k: asked.append(a) or answer[0])
+    p.mesh_btn.click()                                  # no mesh yet: no question
+    assert len(sent) == 1 and not asked
+    (tmp_path / "mesh.json").write_text("{}")
+    p.mesh_btn.click()                                  # a mesh there: asked, Cancel sends nothing
+    assert len(sent) == 1 and len(asked) == 1
+    answer[0] = QtWidgets.QMessageBox.StandardButton.Yes
+    p.mesh_btn.click()
+    assert len(sent) == 2 and len(asked) == 2
+    p.deleteLater()
