@@ -267,19 +267,9 @@ def _decoded(path):
 def test_saved_edit_applied_when_asked(gpu, tmp_path):
     """apply_edit (the studio's export): the video of a splat file with a saved edit equals
     the video of the kept Gaussians written as a file of their own; without it, the whole."""
-    from engine.io.splat_edit import SplatEdit, edit_file_for, file_sha256
     from engine.jobs.video import VideoSettings, render_video
 
-    g = _scene(3, 600)
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    ply = tmp_path / "a" / "splat.ply"
-    write_ply(ply, g)
-    edit = SplatEdit(g.means, sha256=file_sha256(ply), name=ply.name)
-    keep = g.means[:, 0] < 0.2
-    edit.deleted = ~keep
-    edit.save(edit_file_for(ply))
-    write_ply(tmp_path / "b" / "splat.ply", g.subset(keep))
+    ply = _edited_scene(tmp_path, 3)
     cams = VideoSettings(width=32, height=32, fps=4, seconds=1.0, path="keyframes", keyframes=str(tmp_path / "k.json"))
     eye = [np.array([0.0, -0.5, -4.0]), np.array([2.0, -0.5, -3.5])]
     (tmp_path / "k.json").write_text(json.dumps([{"c2w": cp.look_at(e, np.zeros(3), np.array([0.0, -1.0, 0.0]))
@@ -296,18 +286,8 @@ def test_spirula_render_applies_the_saved_edit_unless_told_not_to(gpu, tmp_path)
     """`spirula render` applies a source's saved studio edit by default, as `spirula export`
     does; --no-edit renders the splats as trained."""
     from engine.cli.main import main
-    from engine.io.splat_edit import SplatEdit, edit_file_for, file_sha256
 
-    g = _scene(4, 600)
-    for d in ("a", "b"):
-        (tmp_path / d).mkdir()
-    ply = tmp_path / "a" / "splat.ply"
-    write_ply(ply, g)
-    edit = SplatEdit(g.means, sha256=file_sha256(ply), name=ply.name)
-    keep = g.means[:, 0] < 0.2
-    edit.deleted = ~keep
-    edit.save(edit_file_for(ply))
-    write_ply(tmp_path / "b" / "splat.ply", g.subset(keep))
+    ply = _edited_scene(tmp_path, 4)
     eye = [np.array([0.0, -0.5, -4.0]), np.array([2.0, -0.5, -3.5])]
     (tmp_path / "k.json").write_text(json.dumps([{"c2w": cp.look_at(e, np.zeros(3), np.array([0.0, -1.0, 0.0]))
                                                   .tolist(), "fov": 50.0} for e in eye]))
@@ -318,3 +298,21 @@ def test_spirula_render_applies_the_saved_edit_unless_told_not_to(gpu, tmp_path)
     edited, kept, whole = (_decoded(tmp_path / f"{n}.mp4") for n in ("e", "k", "w"))
     np.testing.assert_array_equal(edited, kept)
     assert np.abs(edited.astype(int) - whole.astype(int)).mean() > 1.0
+
+
+def _edited_scene(tmp_path, seed: int):
+    """a/splat.ply with a saved edit deleting the Gaussians at x >= 0.2, and b/splat.ply
+    holding only the kept ones; returns a's path."""
+    from engine.io.splat_edit import SplatEdit, edit_file_for, file_sha256
+
+    g = _scene(seed, 600)
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    ply = tmp_path / "a" / "splat.ply"
+    write_ply(ply, g)
+    edit = SplatEdit(g.means, sha256=file_sha256(ply), name=ply.name)
+    keep = g.means[:, 0] < 0.2
+    edit.deleted = ~keep
+    edit.save(edit_file_for(ply))
+    write_ply(tmp_path / "b" / "splat.ply", g.subset(keep))
+    return ply
