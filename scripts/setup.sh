@@ -112,8 +112,8 @@ fi
 # Headless Chromium opens the HTML export in its test (tests/io/test_html.py); root only, from Debian.
 if as_root && ! command -v chromium >/dev/null; then
   echo "[setup] installing chromium for the HTML export's browser test"
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends chromium >/dev/null \
     || echo "[setup] note: chromium could not be installed; the HTML page's browser test will be skipped" >&2
 elif ! command -v chromium >/dev/null; then
   echo "[setup] note: chromium is missing, so the HTML export's browser test will be skipped (apt-get install chromium)"

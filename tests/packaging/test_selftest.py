@@ -83,4 +83,7 @@ def test_sample_is_found_in_the_checkout_and_the_bundle(monkeypatch, tmp_path):
     assert (selftest.sample_dir() / "transforms.json").is_file()
     assert (selftest.sample_dir() / "LICENSE.txt").is_file()
     monkeypatch.setattr(selftest.sys, "_MEIPASS", str(tmp_path), raising=False)
-    assert selftest.sample_dir() == tmp_path / "resources" / "sample" / "fox"
+    bundled = tmp_path / "resources" / "sample" / "fox"   # a frozen bundle's copy of the sample
+    bundled.mkdir(parents=True)
+    (bundled / "transforms.json").write_text("{}")
+    assert selftest.sample_dir() == bundled
