@@ -82,3 +82,27 @@ def random_screen_splats(rng, n, width, height):
     means = rng.uniform(-0.3, 1.3, (n, 2)) * [width, height]
     co = np.stack([var_c / det, -cov_b / det, var_a / det, opac], 1)
     return means.astype(np.float32), co.astype(np.float32), radii.astype(np.int32)
+
+
+def geometry_map_reader(gpu, raster, cams, ds):
+    """view_map(params, n, i): view i's geometry map [H, W, 4] and final transmittance [H, W]
+    (float64) rendered alone by ``raster`` (the geometry phase's forward), for comparing a
+    training step's loss with NumPy on separate renders."""
+    from engine.splat.camera_table import View
+
+    def view_map(params, n, i):
+        c = ds.cameras[i]
+        raster.prepare(params, n, cams, View(i, c.width, c.height), 0, geometry=True)
+        enc = gpu.encoder()
+        raster.record_forward(enc)
+        gpu.submit(enc)
+        return (gpu.read(raster.geom_image, np.float32, shape=(c.height, c.width, 4)).astype(np.float64),
+                gpu.read(raster.final_T, np.float32, shape=(c.height, c.width)).astype(np.float64))
+
+    return view_map
+
+
+def camera_of(ds, i):
+    """(w2c, (fx, fy, cx, cy), width, height) of dataset camera i."""
+    c = ds.cameras[i]
+    return c.w2c, (c.fx, c.fy, c.cx, c.cy), c.width, c.height

@@ -9,7 +9,7 @@ import pytest
 from engine.ingest.dataset import Camera
 from engine.splat.camera_table import camera_row
 from engine.splat.geometry import MV_LOSS_WORD, MultiViewLoss, Neighbours, neighbour_views
-from tests.splat.scenes import look_at_w2c
+from tests.splat.scenes import camera_of, geometry_map_reader, look_at_w2c
 
 
 def rays(w, h, intr):
@@ -246,7 +246,6 @@ def test_training_steps_loss_matches_separate_renders_of_both_views(gpu):
     step started from. And Trainer.multiview_consistency (the evaluation's share of agreeing
     pixels) against the NumPy share on separate renders."""
     from engine.config import TrainConfig
-    from engine.splat.camera_table import View
     from engine.splat.render import Rasterizer
     from engine.splat.trainer import Trainer
     from tests.splat.scenes import tiny_dataset
@@ -266,18 +265,8 @@ def test_training_steps_loss_matches_separate_renders_of_both_views(gpu):
     bound = t.multiview_loss.max_error = 20.0
     raster = Rasterizer(gpu, cfg.sh_degree)
 
-    def view_map(params, n, i):
-        c = ds.cameras[i]
-        raster.prepare(params, n, t.cams, View(i, c.width, c.height), 0, geometry=True)
-        enc = gpu.encoder()
-        raster.record_forward(enc)
-        gpu.submit(enc)
-        return (gpu.read(raster.geom_image, np.float32, shape=(c.height, c.width, 4)).astype(np.float64),
-                gpu.read(raster.final_T, np.float32, shape=(c.height, c.width)).astype(np.float64))
-
-    def cam(i):
-        c = ds.cameras[i]
-        return c.w2c, (c.fx, c.fy, c.cx, c.cy), c.width, c.height
+    view_map = geometry_map_reader(gpu, raster, t.cams, ds)
+    cam = lambda i: camera_of(ds, i)
 
     for step in range(3):
         n = t.model.n

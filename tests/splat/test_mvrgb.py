@@ -9,7 +9,7 @@ import numpy as np
 from engine.splat.camera_table import camera_row
 from engine.splat.geometry import MVRGB_LOSS_WORD, PhotometricMultiViewLoss
 from engine.splat.trainer import pack_rgba8
-from tests.splat.scenes import look_at_w2c
+from tests.splat.scenes import camera_of, geometry_map_reader, look_at_w2c
 from tests.splat.test_multiview import plane_map, rays
 
 GREY = np.array([0.299, 0.587, 0.114])
@@ -208,7 +208,6 @@ def test_training_steps_mvrgb_loss_matches_numpy_on_separate_renders(gpu):
     view rendered separately from the parameters the step started from, against the paired
     neighbour's training image, on the step's shifted grid of patches."""
     from engine.config import TrainConfig
-    from engine.splat.camera_table import View
     from engine.splat.render import Rasterizer
     from engine.splat.trainer import Trainer
     from tests.splat.scenes import tiny_dataset
@@ -230,18 +229,8 @@ def test_training_steps_mvrgb_loss_matches_numpy_on_separate_renders(gpu):
         pairs.append((ci, nb, k["offset"])), record(enc, g, T, ir, inb, cams, ci, nb, *a, **k))
     raster = Rasterizer(gpu, cfg.sh_degree)
 
-    def view_map(params, n, i):
-        c = ds.cameras[i]
-        raster.prepare(params, n, t.cams, View(i, c.width, c.height), 0, geometry=True)
-        enc = gpu.encoder()
-        raster.record_forward(enc)
-        gpu.submit(enc)
-        return (gpu.read(raster.geom_image, np.float32, shape=(c.height, c.width, 4)).astype(np.float64),
-                gpu.read(raster.final_T, np.float32, shape=(c.height, c.width)).astype(np.float64))
-
-    def cam(i):
-        c = ds.cameras[i]
-        return c.w2c, (c.fx, c.fy, c.cx, c.cy), c.width, c.height
+    view_map = geometry_map_reader(gpu, raster, t.cams, ds)
+    cam = lambda i: camera_of(ds, i)
 
     offsets = set()
     for step in range(3):
