@@ -8,8 +8,10 @@ actions:
   run record): the window offers Resume, Restart or View (engine/studio/projects.py).
 - "dataset": a COLMAP or nerfstudio / instant-ngp dataset folder: reviewed, then trained.
 - "splats": 3D Gaussians to view, in any splat format engine/io/formats.py reads (.ply,
-  .compressed.ply, .spz, .sog, .splat; a SOG meta.json or its folder).
-- "mesh": a textured mesh to view (MESH_FORMATS; the mesh stage's GLB, say).
+  .compressed.ply, .spz, .sog, .splat; a SOG meta.json or its folder; a .glb / .gltf that
+  uses KHR_gaussian_splatting).
+- "mesh": a textured mesh to view (MESH_FORMATS; the mesh stage's GLB, say): a .glb without
+  the splat extension.
 - "video", "photos": reconstructed (frames, SfM, undistortion), then reviewed.
 - "unsupported": with a reason that says what would work instead.
 
@@ -23,14 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.io.formats import SPLAT_SUFFIXES
+from engine.io.gltf import holds_splats
 
 VIDEO_EXTS = {".mp4", ".mov", ".m4v", ".avi", ".mkv", ".webm", ".mts", ".3gp"}
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp", ".webp", ".heic"}
 # the splat files the studio views (engine/io/formats.py reads them; also a SOG meta.json or its folder)
 SPLAT_FORMATS = tuple(SPLAT_SUFFIXES)
 MESH_FORMATS = {".glb": "glTF binary", ".obj": "Wavefront OBJ"}
+GLTF_EXTS = (".glb", ".gltf")   # splats when the file uses KHR_gaussian_splatting, else a mesh
 SUPPORTED = ("a COLMAP or nerfstudio dataset folder, a project folder, a folder of photos, a video "
-             f"({', '.join(sorted(VIDEO_EXTS))}), 3D Gaussians ({', '.join(SPLAT_FORMATS)}, a SOG folder) or a mesh "
+             f"({', '.join(sorted(VIDEO_EXTS))}), 3D Gaussians ({', '.join(SPLAT_FORMATS)}, a SOG folder, "
+             "glTF with KHR_gaussian_splatting) or a mesh "
              f"({', '.join(sorted(MESH_FORMATS))})")
 
 # action -> what dropping it does, for the overlay ({name}: the path's name)
@@ -107,6 +112,11 @@ def classify(path: str | Path) -> Drop:
     ext = p.suffix.lower()
     if ext in SPLAT_FORMATS or p.name.lower() == "meta.json" and not (p.parent / "transforms.json").is_file():
         return Drop("splats", p)
+    if ext in GLTF_EXTS and holds_splats(p):
+        return Drop("splats", p)
+    if ext == ".gltf":
+        return Drop("unsupported", p, f"{p.name} is a glTF file without KHR_gaussian_splatting: the studio "
+                                      "views meshes as .glb or .obj (save it as .glb)")
     if ext in MESH_FORMATS:
         return Drop("mesh", p)
     if p.name == "transforms.json":

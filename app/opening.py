@@ -12,7 +12,7 @@ from PySide6 import QtWidgets
 
 from engine.studio import messages as M
 
-from .drops import ACTIONS, MESH_FORMATS, SPLAT_FORMATS, VIDEO_EXTS, Drop, classify_many
+from .drops import ACTIONS, GLTF_EXTS, MESH_FORMATS, SPLAT_FORMATS, VIDEO_EXTS, Drop, classify_many
 
 
 class Opening:
@@ -23,7 +23,7 @@ class Opening:
             self.open_paths([path])
 
     def _ask_ply(self) -> None:
-        kinds = " ".join(f"*{ext}" for ext in (*SPLAT_FORMATS, *MESH_FORMATS))
+        kinds = " ".join(f"*{ext}" for ext in dict.fromkeys((*SPLAT_FORMATS, *MESH_FORMATS, *GLTF_EXTS)))
         path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open 3D Gaussians or a mesh", "",
                                                         f"Splats and meshes ({kinds})")
         if path:

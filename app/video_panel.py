@@ -1,4 +1,5 @@
-"""The Video panel: keyframes taken from the viewport's camera (a list: remove, clear), a
+"""The Video panel: keyframes taken from the viewport's camera (a list: remove, clear; saved to
+and loaded from the keyframe JSON file `spirula render --keyframes` reads, times included), a
 preview that plays the interpolated path in the viewport, and "Export video…": an orbit or
 the keyframes at a width, height, frame rate and duration, rendered on the engine thread
 (M.RenderVideo: engine/studio/rendering.py) with its progress and Cancel."""
@@ -9,7 +10,8 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from engine.jobs.video import VideoSettings
-from engine.splat.camera_path import keyframe_path
+from engine.errors import SpirulaError
+from engine.splat.camera_path import keyframe_path, read_keyframes, write_keyframes
 from engine.studio import messages as M
 
 # a software device renders a short small video in a minute; a GPU takes the defaults
@@ -29,6 +31,7 @@ class VideoPanel(QtWidgets.QWidget):
         self.current_view = current_view
         self.source = ""
         self.keyframes: list[tuple[tuple, float]] = []   # (c2w 16 floats row-major, fov degrees)
+        self.key_times: list[float] | None = None        # seconds, from a loaded file; None: spread evenly
         self.rendering = False
         self._preview: tuple[np.ndarray, np.ndarray] | None = None
         self._preview_i = 0
@@ -50,6 +53,16 @@ class VideoPanel(QtWidgets.QWidget):
         self.clear_btn.clicked.connect(self.clear_keyframes)
         for b in (self.add_btn, self.remove_btn, self.clear_btn):
             row.addWidget(b)
+        kl.addLayout(row)
+        row = QtWidgets.QHBoxLayout()
+        self.save_btn = QtWidgets.QPushButton("Save keyframes…")
+        self.load_btn = QtWidgets.QPushButton("Load keyframes…")
+        self.save_btn.setToolTip("A JSON file `spirula render --keyframes FILE` reads (camera-to-world, "
+                                 "field of view and time of each keyframe)")
+        self.save_btn.clicked.connect(self._ask_save)
+        self.load_btn.clicked.connect(self._ask_load)
+        row.addWidget(self.save_btn)
+        row.addWidget(self.load_btn)
         kl.addLayout(row)
         self.preview_btn = QtWidgets.QPushButton("Preview path")
         self.preview_btn.setCheckable(True)
@@ -126,12 +139,10 @@ class VideoPanel(QtWidgets.QWidget):
         c2w, fov = self.current_view()
         c2w = np.asarray(c2w, np.float64).reshape(4, 4)
         self.keyframes.append((tuple(float(v) for v in c2w.reshape(-1)), float(fov)))
-        x, y, z = c2w[:3, 3]
-        self.key_list.addItem(f"{len(self.keyframes)}: at ({x:.2f}, {y:.2f}, {z:.2f}), fov {fov:.0f}°")
+        self.key_times = None  # a new keyframe: spread them evenly again
         if len(self.keyframes) >= 2:  # keyframes taken: the video follows them
             self.path.setCurrentIndex(self.path.findData("keyframes"))
-        self._update()
-        self.path_changed.emit()
+        self._relist()
 
     def remove_keyframe(self) -> None:
         k = self.key_list.currentRow()
@@ -140,19 +151,70 @@ class VideoPanel(QtWidgets.QWidget):
         if k < 0:
             return
         del self.keyframes[k]
+        if self.key_times is not None:
+            del self.key_times[k]
         self._relist()
 
     def clear_keyframes(self) -> None:
         self.keyframes.clear()
+        self.key_times = None
         self._relist()
+
+    def _times(self) -> np.ndarray | None:
+        return None if self.key_times is None else np.asarray(self.key_times, np.float64)
 
     def _relist(self) -> None:
         self.key_list.clear()
         for i, (c2w, fov) in enumerate(self.keyframes):
             x, y, z = c2w[3], c2w[7], c2w[11]
-            self.key_list.addItem(f"{i + 1}: at ({x:.2f}, {y:.2f}, {z:.2f}), fov {fov:.0f}°")
+            when = f" at {self.key_times[i]:.2f} s" if self.key_times is not None else ""
+            self.key_list.addItem(f"{i + 1}: at ({x:.2f}, {y:.2f}, {z:.2f}), fov {fov:.0f}°{when}")
         self._update()
         self.path_changed.emit()
+
+    # --- keyframe files --------------------------------------------------------------------------
+    def save_keyframes(self, path: str) -> None:
+        """Write the keyframes to ``path`` (engine/splat/camera_path.py write_keyframes) with the
+        times the video gives them (loaded, or spread evenly over the duration)."""
+        c2w = np.array([np.reshape(k[0], (4, 4)) for k in self.keyframes])
+        fovs = np.array([k[1] for k in self.keyframes])
+        times = self._times()
+        if times is None:
+            n = max(int(round(self.fps.value() * self.seconds.value())), 1)
+            times = np.linspace(0.0, (n - 1) / self.fps.value(), len(c2w)) if len(c2w) > 1 else np.zeros(1)
+        try:
+            write_keyframes(path, c2w, fovs, times)
+        except OSError as e:
+            self.status.setText(f"cannot write {path}: {e.strerror or e}")
+            return
+        self.status.setText(f"Saved {len(c2w)} keyframes to {path}")
+
+    def load_keyframes(self, path: str) -> None:
+        """Replace the keyframes with those of ``path`` (read_keyframes; its times kept, and the
+        duration made long enough to reach the last); a bad file's one line in the status."""
+        try:
+            c2w, fovs, times = read_keyframes(path)
+        except SpirulaError as e:
+            self.status.setText(str(e))
+            return
+        self.keyframes = [(tuple(float(v) for v in m.reshape(-1)), float(f)) for m, f in zip(c2w, fovs)]
+        self.key_times = None if times is None else [float(t) for t in times]
+        if times is not None and times[-1] + 1.0 / self.fps.value() > self.seconds.value():
+            self.seconds.setValue(float(times[-1]) + 1.0 / self.fps.value())
+        if len(self.keyframes) >= 2:
+            self.path.setCurrentIndex(self.path.findData("keyframes"))
+        self._relist()
+        self.status.setText(f"Loaded {len(self.keyframes)} keyframes from {path}")
+
+    def _ask_save(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save keyframes", "keyframes.json", "Keyframes (*.json)")
+        if path:
+            self.save_keyframes(path)
+
+    def _ask_load(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Load keyframes", "", "Keyframes (*.json)")
+        if path:
+            self.load_keyframes(path)
 
     def path_cameras(self) -> tuple[np.ndarray, np.ndarray]:
         """([F, 4, 4] c2w, [F] fov) of the keyframe path at the panel's fps and duration
@@ -160,7 +222,7 @@ class VideoPanel(QtWidgets.QWidget):
         c2w = np.array([np.reshape(k[0], (4, 4)) for k in self.keyframes])
         fovs = np.array([k[1] for k in self.keyframes])
         n = max(int(round(self.fps.value() * self.seconds.value())), 1)
-        return keyframe_path(c2w, fovs, None, n, self.fps.value())
+        return keyframe_path(c2w, fovs, self._times(), n, self.fps.value())
 
     def path_overlay(self, size: float) -> M.SetPath:
         """The keyframes as frustums ``size`` world units deep and the path through them (64
@@ -168,7 +230,9 @@ class VideoPanel(QtWidgets.QWidget):
         points = ()
         if len(self.keyframes) >= 2:
             c2w = np.array([np.reshape(k[0], (4, 4)) for k in self.keyframes])
-            centres = keyframe_path(c2w, np.array([k[1] for k in self.keyframes]), None, 64, 64.0)[0][:, :3, 3]
+            times = self._times()
+            fps = 64.0 if times is None else 63.0 / max(float(times[-1]), 1e-6)  # 64 points from 0 to the last
+            centres = keyframe_path(c2w, np.array([k[1] for k in self.keyframes]), times, 64, fps)[0][:, :3, 3]
             points = tuple(tuple(float(v) for v in p) for p in centres)
         return M.SetPath(tuple(self.keyframes), points, float(size), self.width.value() / self.height.value())
 
@@ -208,7 +272,8 @@ class VideoPanel(QtWidgets.QWidget):
         path = self.path.currentData()
         return M.RenderVideo(self.source, output, width=self.width.value(), height=self.height.value(),
                              fps=self.fps.value(), seconds=self.seconds.value(), camera_path=path,
-                             keyframes=tuple(self.keyframes) if path == "keyframes" else ())
+                             keyframes=tuple(self.keyframes) if path == "keyframes" else (),
+                             times=tuple(self.key_times) if path == "keyframes" and self.key_times else ())
 
     def started(self) -> None:
         self.rendering = True
@@ -235,6 +300,7 @@ class VideoPanel(QtWidgets.QWidget):
         enough = len(self.keyframes) >= 2
         self.remove_btn.setEnabled(bool(self.keyframes))
         self.clear_btn.setEnabled(bool(self.keyframes))
+        self.save_btn.setEnabled(bool(self.keyframes))
         self.preview_btn.setEnabled(enough or self._preview is not None)
         self.export_btn.setEnabled(bool(self.source) and not self.rendering
                                    and (self.path.currentData() != "keyframes" or enough))

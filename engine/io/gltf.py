@@ -134,6 +134,31 @@ def is_glb(head: bytes) -> bool:
     return len(head) >= 4 and struct.unpack_from("<I", head)[0] == _GLB_MAGIC
 
 
+def holds_splats(path: str | os.PathLike, limit: int = 64 << 20) -> bool:
+    """True when the glTF file ``path`` (``.glb`` or ``.gltf``) names KHR_gaussian_splatting in
+    ``extensionsUsed`` or ``extensionsRequired``: the studio opens it as splats, else as a
+    mesh. Reads the JSON only (a GLB's first chunk, at most ``limit`` bytes); a file that
+    cannot be read or parsed is not splats (opening it then says what is wrong)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+            if is_glb(head):
+                size, kind = struct.unpack_from("<II", head, 12)
+                if kind != _JSON or size > limit:
+                    return False
+                text = head[20:] + f.read(max(0, size - len(head[20:])))
+            else:
+                text = head + f.read(limit)
+        doc = json.loads(text.decode("utf-8"))
+    except (OSError, ValueError, struct.error):
+        return False
+    if not isinstance(doc, dict):
+        return False
+    names = [n for key in ("extensionsUsed", "extensionsRequired") for n in (doc.get(key) or [])
+             if isinstance(doc.get(key), list)]
+    return EXTENSION in names
+
+
 # ---------------------------------------------------------------------------- writing
 
 def _attributes(g: GaussianPly) -> list[tuple[str, np.ndarray, str]]:

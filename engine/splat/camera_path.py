@@ -25,7 +25,7 @@ image are square pixels about the centre: ``fy = fx = (H / 2) / tan(fov / 2)``,
   starts and ends at the first and last cameras; quaternions sign-aligned to their
   neighbours, averaged and normalised), then resampled to ``n`` frames evenly along the
   sequence (linear centres, slerp rotations).
-- :func:`keyframe_path` / :func:`read_keyframes`: keyframes at given times (seconds) or
+- :func:`keyframe_path` / :func:`read_keyframes` / :func:`write_keyframes`: keyframes at given times (seconds) or
   evenly spaced over the duration; frame ``i`` is at ``i / fps`` seconds; between two
   keyframes the centre and the field of view are linear, the rotation a slerp; before the
   first and after the last the nearest keyframe holds.
@@ -47,7 +47,7 @@ import numpy as np
 from ..errors import SpirulaError
 
 __all__ = ["look_at", "orbit", "orbit_from_cameras", "orbit_from_splats", "smoothed_path", "keyframe_path",
-           "read_keyframes", "intrinsics", "fov_of", "rot_to_quat", "quat_to_rot", "slerp"]
+           "read_keyframes", "write_keyframes", "intrinsics", "fov_of", "rot_to_quat", "quat_to_rot", "slerp"]
 
 
 def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray) -> np.ndarray:
@@ -301,3 +301,18 @@ def read_keyframes(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
         if np.any(np.diff(t) <= 0) or t[0] < 0:
             raise bad("the keyframes' times must start at 0 or later and increase")
     return np.stack(mats), np.asarray(fovs), t
+
+
+def write_keyframes(path: str | Path, c2w: np.ndarray, fovs: np.ndarray, times: np.ndarray | None = None) -> None:
+    """Write keyframes (``c2w`` [K, 4, 4] camera-to-world, OpenCV axes; ``fovs`` [K] vertical
+    degrees; ``times`` [K] seconds or None: spread evenly) as the JSON file :func:`read_keyframes`
+    reads and `spirula render --keyframes` takes: {"keyframes": [{"c2w", "fov"[, "time"]}]}.
+    OSError as raised by the write (the caller names the file)."""
+    c2w = np.asarray(c2w, np.float64).reshape(-1, 4, 4)
+    rows = []
+    for i in range(len(c2w)):
+        row = {"c2w": c2w[i].tolist(), "fov": float(fovs[i])}
+        if times is not None:
+            row["time"] = float(times[i])
+        rows.append(row)
+    Path(path).write_text(json.dumps({"keyframes": rows}, indent=1), encoding="utf-8")

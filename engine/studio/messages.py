@@ -269,7 +269,8 @@ class RenderVideo:
     edit applied, into the MP4 ``output``; StageProgress("video", done, total) per frame, then
     Saved("video", output); Cancel stops it and leaves no file. ``camera_path``: "orbit" or
     "keyframes"; ``keyframes``: ((c2w 16 floats row-major, OpenCV axes, vertical fov degrees),
-    ...), spread evenly over the duration. width, height: px (even); fps; seconds."""
+    ...), at ``times`` (seconds, one per keyframe) or spread evenly over the duration when
+    ``times`` is empty. width, height: px (even); fps; seconds."""
     source: str
     output: str
     width: int = 1280
@@ -278,6 +279,7 @@ class RenderVideo:
     seconds: float = 8.0
     camera_path: str = "orbit"
     keyframes: tuple = ()
+    times: tuple = ()   # the keyframes' times in seconds; () spreads them evenly
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,11 @@ command go to a temporary keyframe file (engine/splat/camera_path.py read_keyfra
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import SpirulaError
 from . import messages as M
@@ -23,11 +24,13 @@ def video_settings(cmd: M.RenderVideo, keyframe_file: str = ""):
                          path=cmd.camera_path, keyframes=keyframe_file)
 
 
-def write_keyframes(keyframes, path: Path) -> None:
-    """``keyframes`` ((c2w 16 floats row-major, fov degrees), ...) as a keyframe file."""
-    rows = [{"c2w": [list(map(float, c2w[r * 4:r * 4 + 4])) for r in range(4)], "fov": float(fov)}
-            for c2w, fov in keyframes]
-    path.write_text(json.dumps({"keyframes": rows}), encoding="utf-8")
+def write_command_keyframes(cmd: M.RenderVideo, path: Path) -> None:
+    """The command's keyframes (and their times, if it has them) as a keyframe file."""
+    from ..splat.camera_path import write_keyframes
+
+    c2w = np.array([np.reshape(c2w, (4, 4)) for c2w, _ in cmd.keyframes], np.float64)
+    fovs = np.array([fov for _, fov in cmd.keyframes], np.float64)
+    write_keyframes(path, c2w, fovs, np.asarray(cmd.times, np.float64) if cmd.times else None)
 
 
 class Rendering:
@@ -60,7 +63,7 @@ class Rendering:
                 fd, name = tempfile.mkstemp(prefix="spirula-keyframes-", suffix=".json")
                 os.close(fd)
                 tmp = Path(name)
-                write_keyframes(cmd.keyframes, tmp)
+                write_command_keyframes(cmd, tmp)
             r = render_video(cmd.source, output, video_settings(cmd, str(tmp or "")), gpu=e.gpu, apply_edit=True,
                              progress=lambda done, total: e.emit(M.StageProgress("video", done, total,
                                                                                  f"frame {done}/{total}")),

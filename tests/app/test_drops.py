@@ -77,3 +77,28 @@ def test_every_splat_format_is_viewed(tmp_path):
     assert classify(sog / "meta.json") == Drop("splats", sog / "meta.json")
     (tmp_path / "notes.txt").write_text("hi")
     assert ".spz" in classify(tmp_path / "notes.txt").reason
+
+
+def test_gltf_opens_as_splats_or_mesh_by_its_content(tmp_path):
+    """A .glb / .gltf that uses KHR_gaussian_splatting is viewed as splats; a mesh .glb (the
+    mesh stage's) as a mesh; a broken or mesh-only .gltf is refused with its reason."""
+    import json
+
+    import numpy as np
+    import trimesh
+
+    from engine.io.gltf import write_gltf
+    from tests.io.splat_cases import random_gaussians
+
+    g = random_gaussians(np.random.default_rng(7), 40, 1)
+    for name in ("splats.glb", "splats.gltf"):
+        write_gltf(tmp_path / name, g)
+        assert classify(tmp_path / name) == Drop("splats", tmp_path / name), name
+    mesh = trimesh.creation.box()
+    mesh.export(tmp_path / "mesh.glb")
+    assert classify(tmp_path / "mesh.glb") == Drop("mesh", tmp_path / "mesh.glb")
+    (tmp_path / "mesh.gltf").write_text(json.dumps({"asset": {"version": "2.0"}, "extensionsUsed": ["KHR_lights"]}))
+    d = classify(tmp_path / "mesh.gltf")
+    assert d.action == "unsupported" and "without KHR_gaussian_splatting" in d.reason
+    (tmp_path / "broken.glb").write_bytes(b"glTF\x02\x00\x00\x00" + b"\xff" * 30)
+    assert classify(tmp_path / "broken.glb").action == "mesh"   # opening it names the problem

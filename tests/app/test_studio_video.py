@@ -147,3 +147,55 @@ def test_cancel_sent_before_the_render_starts_stops_it(studio, tmp_path):
     assert spin(app, 120, lambda: not v.rendering), "the render did not stop"
     assert not out.exists() and list(tmp_path.glob("*.mp4")) == [] and list(tmp_path.glob(".*partial*")) == []
     assert "cancelled" in v.status.text(), v.status.text()
+
+
+def test_keyframes_save_and_load_with_their_times(studio, tmp_path):
+    """Keyframes saved from the panel are the file `spirula render --keyframes` reads (the
+    times the video gives them), a file's own times survive loading and reach the render
+    command and the engine's keyframe file; a bad file is one line in the status."""
+    from engine.splat.camera_path import read_keyframes
+    from engine.studio.rendering import write_command_keyframes
+
+    app, win = studio
+    v, cam = win.video, win.controller.camera
+    v.clear_keyframes()
+    v.fps.setValue(10)
+    v.seconds.setValue(2.0)
+    for dx in (0.0, 150.0, 150.0):
+        cam.orbit(dx, 20.0)
+        win.controller.push()
+        v.add_btn.click()
+    saved = tmp_path / "keys.json"
+    v.save_keyframes(str(saved))
+    c2w, fovs, times = read_keyframes(saved)
+    assert len(c2w) == 3
+    np.testing.assert_allclose(times, [0.0, 0.95, 1.9])  # 20 frames at 10 fps: the last at 1.9 s
+    for m, (k, fov) in zip(c2w, v.keyframes):
+        np.testing.assert_allclose(m, np.reshape(k, (4, 4)), atol=1e-12)
+    before = v.path_cameras()[0]
+
+    # the same keyframes with other times: loaded, shown, used by the path and the render
+    import json
+
+    doc = json.loads(saved.read_text())
+    for row, t in zip(doc["keyframes"], (0.0, 0.5, 3.0)):
+        row["time"] = t
+    timed = tmp_path / "timed.json"
+    timed.write_text(json.dumps(doc))
+    v.clear_keyframes()
+    v.load_keyframes(str(timed))
+    assert v.key_times == [0.0, 0.5, 3.0] and v.key_list.count() == 3 and "3.00 s" in v.key_list.item(2).text()
+    assert v.seconds.value() >= 3.0 and v.path.currentData() == "keyframes"
+    c2w_path, _ = v.path_cameras()
+    np.testing.assert_allclose(c2w_path[5], np.reshape(v.keyframes[1][0], (4, 4)), atol=1e-9)  # 0.5 s = frame 5
+    assert not np.allclose(c2w_path[5], before[5])
+    cmd = v.render_command(str(tmp_path / "out.mp4"))
+    assert cmd.times == (0.0, 0.5, 3.0)
+    write_command_keyframes(cmd, tmp_path / "engine.json")
+    assert read_keyframes(tmp_path / "engine.json")[2].tolist() == [0.0, 0.5, 3.0]
+
+    (tmp_path / "bad.json").write_text("[1, 2")
+    v.load_keyframes(str(tmp_path / "bad.json"))
+    assert "bad.json" in v.status.text() and "not valid JSON" in v.status.text() and len(v.keyframes) == 3
+    v.add_btn.click()  # a new keyframe: spread evenly again
+    assert v.key_times is None and len(v.keyframes) == 4
