@@ -57,6 +57,9 @@ class SceneLoaded:
     warnings: tuple = ()
     sh_degree: int = 3         # SH degree of the Gaussians (the export chooser's sizes)
     faces: int = 0             # a mesh's triangles ("mesh"; num_gaussians: its project's splats, 0 without)
+    subject: tuple = ()        # 6 floats: the subject's world box (F frames it; engine/studio/framing.py), or ()
+    extent: tuple = ()         # 6 floats: the whole scene's world box, cameras included (Shift+F), or ()
+    pick_points: tuple = ()    # x0 y0 z0 x1 ...: a sample of the scene's points (the point under the cursor)
 
 
 @dataclass(frozen=True)
