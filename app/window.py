@@ -118,6 +118,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.export.screenshot_requested.connect(self._ask_screenshot)
         self.export.mesh_requested.connect(self.export_mesh)
         self.export.bounds_changed.connect(self._bounds_to_viewport)
+        self.export.bounds_confirmed.connect(lambda box: session.send(M.ConfirmBounds(box)))
         self.controller.hover_changed.connect(lambda _: self._bounds_to_viewport(self.controller.bounds))
         self.controller.bounds_dragged.connect(self.export.set_bounds)
         self.export.mesh_cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
@@ -412,6 +413,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.video.on_progress(msg)
         elif isinstance(msg, M.StageProgress) and msg.stage == "mesh":
             self.export.on_mesh_progress(msg)
+        elif isinstance(msg, M.BoundsProposed):  # the mesh stage waits for its box (Export panel)
+            self.export.show_proposal(msg)
+            self.docks["Export"].raise_()
         elif isinstance(msg, M.CacheCleared):
             self.sfm_cache.cleared(msg)
         elif isinstance(msg, M.MeshExported):
