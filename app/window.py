@@ -274,9 +274,10 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
     def _toolbar_states(self, msg: M.SceneLoaded) -> None:
         """Lit means shown: Mesh while a mesh's triangles are (switchable when it has splats),
         Frustums while the scene has cameras (the user's choice kept for the next one)."""
+        cams = bool(msg.cameras)
         for act, enabled, checked in ((self.mesh_action, msg.kind == "mesh" and msg.num_gaussians > 0,
                                        msg.kind == "mesh"),
-                                      (self.frustum_action, bool(msg.cameras), bool(msg.cameras) and self.frustums_wanted)):
+                                      (self.frustum_action, cams, cams and self.frustums_wanted)):
             act.blockSignals(True)
             act.setEnabled(enabled)
             act.setChecked(checked)

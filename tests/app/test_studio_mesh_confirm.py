@@ -84,7 +84,8 @@ def test_nothing_is_meshed_before_confirm_and_the_edited_box_is_meshed(studio, t
     assert last(win, M.MeshExported) is None and not (trained / "mesh.json").exists()
     assert not any(isinstance(m, M.StageProgress) and m.stage == "mesh" and m.detail.startswith("fuse")
                    for m in win.messages)
-    # the user lowers the top of the box by a fifth of its height, typing (a drag does the same: test_studio_bounds_box.py)
+    # the user lowers the top of the box by a fifth of its height, typing (a drag sets the same
+    # fields: test_studio_bounds_box.py)
     lo, hi = np.asarray(msg.bounds[:3]), np.asarray(msg.bounds[3:])
     axis = int(np.argmax(hi - lo))
     win.export.bound_spins[3 + axis].setValue(hi[axis] - 0.2 * (hi[axis] - lo[axis]))
