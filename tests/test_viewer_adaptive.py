@@ -52,3 +52,22 @@ def test_levels_alternate_share_and_pixels(level, share, scale):
     a = _adaptive()
     a.move_level = level
     assert a.splat_share == pytest.approx(share) and a.move_scale == pytest.approx(scale)
+
+
+def test_a_drag_starts_at_the_level_the_still_frames_predict():
+    a = _adaptive()
+    a.render_scale = 1.0
+    for pixels in (960 * 600, 480 * 300, 960 * 600, 240 * 150):   # still frames: 500 ms fixed + per pixel
+        a._adapt(500.0 + 1e-4 * pixels, pixels)
+    a.render_scale = 1.0
+    a.start_moving()
+    # 500 + 57.6 ms predicted against 60 ms: about 9.3x, 2 log2 9.3 = 6.4 -> level 6
+    assert a.move_level == 6
+    a.move_level = 9
+    a.start_moving()
+    assert a.move_level == 9      # never back up from a lower level the last drag found
+    fast = _adaptive()
+    for pixels in (960 * 600, 480 * 300):
+        fast._adapt(5.0 + 1e-6 * pixels, pixels)
+    fast.start_moving()
+    assert fast.move_level == 0

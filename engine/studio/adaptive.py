@@ -9,7 +9,9 @@ step cuts the share of the Gaussians drawn by sqrt(2) (``splat_share``, taken as
 ``n x splat_share`` of the model, whose order is the init's and MCMC's, unrelated to position:
 a thinned, fainter preview), each even step the pixels by 2 (``move_scale``, on top of
 ``render_scale``); a frame over ``target_ms`` steps down by its overshoot, one under half of it
-steps back up. Steady levels keep the last frame's intersection count usable. The frames of
+steps back up; a drag's first frame starts at the level the cost model of the still frames
+predicts (``start_moving``), not at the top. Steady levels keep the last frame's intersection
+count usable. The frames of
 a still view draw every Gaussian at the adaptive resolution; only those feed the cost model."""
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class AdaptiveResolution:
         # way, then its own), so 60 ms keeps it near 100 ms, under 150 ms (issue 50)
         self.target_ms = 60.0 if software else 12.0
         self.move_level = 0   # moving frames: fewer Gaussians and pixels (the module docstring)
+        self.was_moving = False
         self.max_scale = 8.0
         self.render_scale = 2.0 if software else 1.0
         self.adaptive = True
@@ -83,6 +86,18 @@ class AdaptiveResolution:
     def move_scale(self) -> float:
         """The factor on ``render_scale`` of a moving view's frame (1: none)."""
         return 2.0 ** (0.5 * (self.move_level // 2))
+
+    def start_moving(self) -> None:
+        """The view starts moving: step down at once to the level the cost model (the still
+        frames', a + b x pixels at ``render_scale``) needs to fit ``target_ms``, if lower."""
+        if not self.adaptive or self._model is None:
+            return
+        a, b = self._model
+        pixels = self.state.width * self.state.height / self.render_scale ** 2
+        predicted = a + b * pixels
+        if predicted > self.target_ms:
+            need = round(2.0 * math.log2(predicted / self.target_ms))
+            self.move_level = min(max(self.move_level, need), 2 * MIN_SHARE_STEPS)
 
     def _adapt_moving(self, render_ms: float) -> None:
         """After a moving frame: over ``target_ms`` step down by the overshoot (a step ~ a

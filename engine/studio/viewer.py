@@ -213,6 +213,9 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
         f = self._plan(src, readback, full_res)
         thin = (moving and not full_res and not readback and f.mode == "splats" and f.has_render and not f.draw_mesh
                 and self.adaptive)
+        if thin and not self.was_moving:
+            self.start_moving()
+        self.was_moving = thin
         thinned = thin and self.move_level > 0
         if thinned:  # the moving view of a slow device: fewer splats and pixels (engine/studio/adaptive.py)
             src = replace(src, n=max(1, int(src.n * self.splat_share)))
