@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-MIN_SHARE_STEPS = 8   # splat_share goes down to sqrt(1/2) ** 8 = 1/16 of the Gaussians
+MIN_SHARE_STEPS = 12  # splat_share goes down to sqrt(1/2) ** 12 = 1/64 of the Gaussians
 
 
 class AdaptiveResolution:
