@@ -102,6 +102,52 @@ class OrbitCamera:
         """Positive steps move towards the target (mouse wheel forward)."""
         self.distance = float(np.clip(self.distance * 0.85 ** steps, 1e-4 * self.scale, 1e3 * self.scale))
 
+    def zoom_to(self, steps: float, point) -> None:
+        """Zoom by ``steps`` (as :meth:`zoom`) towards world ``point`` (the point under the
+        cursor): the eye moves along the line to ``point`` by the share the distance to the
+        target shrinks, so ``point`` stays under the cursor; the target moves with it."""
+        p = np.asarray(point, np.float64)
+        before, eye = self.distance, self.eye
+        self.zoom(steps)
+        k = 1.0 - self.distance / before      # the share of the way to the point
+        eye = eye + k * (p - eye)
+        self.target = eye + self.distance * self.forward
+
+    def orbit_about(self, pivot, dx_px: float, dy_px: float, speed: float = 0.005) -> None:
+        """:meth:`orbit`, turning about world ``pivot`` instead of the target: the eye and
+        the target rotate about it with the view, so the point under the cursor stays put."""
+        p = np.asarray(pivot, np.float64)
+        a0 = np.stack(self.axes())
+        eye = self.eye
+        self.orbit(dx_px, dy_px, speed)
+        r = np.stack(self.axes()).T @ a0          # world rotation taking the old axes to the new
+        eye = p + r @ (eye - p)
+        self.target = eye + self.distance * self.forward
+
+    def frame_box(self, box, width: int, height: int, margin: float = 0.9) -> None:
+        """Look at the centre of world box ``box`` (xmin ymin zmin xmax ymax zmax) along the
+        current direction, from the nearest distance at which its eight corners lie inside
+        ``margin`` of the view (the vertical and the horizontal field of view, ``width`` x
+        ``height`` pixels) and in front of the camera."""
+        b = np.asarray(box, np.float64).reshape(2, 3)
+        c = b.mean(0)
+        corners = np.array([[b[(k >> a) & 1, a] for a in range(3)] for k in range(8)]) - c
+        x, y, f = self.axes()
+        ty = math.tan(math.radians(self.fov_y_deg) / 2) * margin
+        tx = ty * (width / height if height > 0 else 1.0)
+        along = corners @ f
+        need = np.maximum(np.abs(corners @ x) / tx, np.abs(corners @ y) / ty) - along
+        near = float(np.max(np.abs(corners @ f))) * 1.01       # the box in front, not around the eye
+        self.target = c
+        self.distance = max(float(need.max()), near, 1e-6)
+
+    def ray(self, x: float, y: float, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+        """(eye [3], unit direction [3]) of the viewing ray through pixel (x, y)."""
+        fx, fy, cx, cy = self.intrinsics(width, height)
+        xa, ya, f = self.axes()
+        d = _unit((x - cx) / fx * xa + (y - cy) / fy * ya + f)
+        return self.eye, d
+
     def fly(self, forward: float, right: float, up: float, dt: float, speed: float | None = None) -> None:
         """Move eye and target together (WASD + Q/E); speed in scene sizes per second."""
         x, _, f = self.axes()
@@ -123,6 +169,22 @@ class OrbitCamera:
         safe = np.where(np.abs(z) < 1e-9, 1e-9, z)
         uv = np.stack([fx * c[:, 0] / safe + cx, fy * c[:, 1] / safe + cy], axis=1)
         return uv, z > 1e-6
+
+
+def point_under(camera: OrbitCamera, points, width: int, height: int, x: float, y: float,
+                radius_px: float = 12.0) -> np.ndarray | None:
+    """The world point under pixel (x, y): of ``points`` [N, 3] (a sample of the scene's
+    points), the nearest to the eye among those whose projection lies within ``radius_px``
+    of (x, y) and in front; None when none does."""
+    if points is None or len(points) == 0:
+        return None
+    p = np.asarray(points, np.float64).reshape(-1, 3)
+    uv, front = camera.project(p, width, height)
+    near = front & (np.hypot(uv[:, 0] - x, uv[:, 1] - y) <= radius_px)
+    if not near.any():
+        return None
+    q = p[near]
+    return q[int(np.argmin(np.linalg.norm(q - camera.eye, axis=1)))]
 
 
 def pick(camera: OrbitCamera, centers, width: int, height: int, x: float, y: float,

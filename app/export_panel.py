@@ -1,7 +1,13 @@
 """The Export panel: the Gaussians in a chosen splat format (the chooser shows the size each
 format would have: app/export_formats.py), a viewport screenshot, the textured mesh (the
 mesh stage, engine/jobs/mesh.py, on the engine thread: its settings, progress and Cancel;
-the finished GLB opens in the viewport), and what was saved."""
+the finished GLB opens in the viewport), and what was saved.
+
+"Ask before meshing" (engine/settings.py STUDIO, on by default; issue 47 item 3): Mesh sends
+ExportMesh with ``confirm``; the stage stops at its bounds step and its box (BoundsProposed:
+``show_proposal``) fills the box fields and is drawn in the viewport, with why it was chosen;
+the user drags its faces or types numbers, then Confirm (``bounds_confirmed``: () for the box
+as proposed, else the six numbers) or Cancel. Nothing is meshed before Confirm."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from engine.mesh.config import MeshConfig
+from engine.settings import STUDIO
 from engine.studio import messages as M
 
 from .export_formats import choices
@@ -27,11 +34,14 @@ class ExportPanel(QtWidgets.QWidget):
     mesh_cancel_requested = QtCore.Signal()
     open_mesh_requested = QtCore.Signal(str)
     bounds_changed = QtCore.Signal(tuple)    # the box to draw in the viewport (() = none)
+    bounds_confirmed = QtCore.Signal(tuple)  # the proposed box confirmed: () as proposed, else 6 floats
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.project_path = ""
         self.meshing = False
+        self.proposal: M.BoundsProposed | None = None   # the box the held mesh stage waits on
+        self._box_before = None                          # the box fields before it (restored after)
         lay = QtWidgets.QVBoxLayout(self)
         self.project = QtWidgets.QLabel("Project folder: –")
         self.project.setWordWrap(True)
@@ -78,6 +88,12 @@ class ExportPanel(QtWidgets.QWidget):
         form.addRow("Texture", self.texture)
         form.addRow("Voxels", self.resolution)
         form.addRow(self._bounds_box())
+        ask = STUDIO["ask_before_meshing"]
+        self.ask_box = QtWidgets.QCheckBox(ask.label)
+        self.ask_box.setToolTip(ask.help)
+        self.ask_box.setChecked(bool(ask.default))
+        form.addRow(self.ask_box)
+        form.addRow(self._proposal_box())
         row = QtWidgets.QHBoxLayout()
         self.mesh_btn = QtWidgets.QPushButton("Export textured mesh")
         self.mesh_cancel = QtWidgets.QPushButton("Cancel")
@@ -115,6 +131,79 @@ class ExportPanel(QtWidgets.QWidget):
                 self.bound_spins.append(spin)
         box.toggled.connect(self._bounds_edited)
         return box
+
+    def _proposal_box(self) -> QtWidgets.QGroupBox:
+        """The proposed box's reason and Confirm / Cancel (shown while the stage waits)."""
+        box = self.proposal_group = QtWidgets.QGroupBox("Box to mesh: drag its faces in the viewport or type")
+        lay = QtWidgets.QVBoxLayout(box)
+        self.proposal_text = QtWidgets.QLabel("")
+        self.proposal_text.setWordWrap(True)
+        self.proposal_text.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.proposal_text)
+        row = QtWidgets.QHBoxLayout()
+        self.confirm_btn = QtWidgets.QPushButton("Confirm and mesh")
+        self.confirm_btn.setDefault(True)
+        self.proposal_cancel = QtWidgets.QPushButton("Cancel")
+        self.confirm_btn.clicked.connect(self._confirm_clicked)
+        self.proposal_cancel.clicked.connect(self.mesh_cancel_requested)
+        row.addWidget(self.confirm_btn, 1)
+        row.addWidget(self.proposal_cancel)
+        lay.addLayout(row)
+        box.setVisible(False)
+        return box
+
+    def show_proposal(self, msg: M.BoundsProposed) -> None:
+        """The held mesh stage's box: in the box fields (drawn in the viewport, editable) with
+        why it was chosen, until Confirm or Cancel."""
+        self.proposal = msg
+        self._box_before = (self.bounds_group.isChecked(), [s.value() for s in self.bound_spins])
+        self.meshing = True
+        self._update_mesh_buttons()
+        self.bounds_group.blockSignals(True)
+        self.bounds_group.setChecked(True)
+        self.bounds_group.blockSignals(False)
+        lo, hi = msg.bounds[:3], msg.bounds[3:]
+        step = max(max(h - l for l, h in zip(lo, hi)) / 20, 1e-3)
+        for spin, v in zip(self.bound_spins, msg.bounds):
+            spin.blockSignals(True)
+            spin.setSingleStep(step)
+            spin.setValue(float(v))
+            spin.blockSignals(False)
+        kind = {"object": "the subject (its bottom cut flat and capped)", "scene": "the whole scene",
+                "explicit": "the box given"}.get(msg.mode, msg.mode)
+        self.proposal_text.setText(f"Proposed: {kind}. Why: {msg.reason}. Nothing is meshed until you confirm; "
+                                   "an edited box is meshed as drawn (clipped, no cap).")
+        self.proposal_group.setVisible(True)
+        self.mesh_status.setText("Check the box in the viewport, then Confirm")
+        self._bounds_edited()
+
+    def _confirm_clicked(self) -> None:
+        if self.proposal is None:
+            return
+        shown = tuple(s.value() for s in self.bound_spins)
+        proposed = tuple(round(float(v), self.bound_spins[0].decimals()) for v in self.proposal.bounds)
+        edited = any(abs(a - b) > 0.5 * 10 ** -self.bound_spins[0].decimals() for a, b in zip(shown, proposed))
+        box = self.bounds() if edited else ()
+        self._end_proposal()
+        self.bounds_confirmed.emit(box)
+        self.mesh_status.setText("Meshing the confirmed box…")
+
+    def _end_proposal(self) -> None:
+        """Back to the box fields as they were before the proposal."""
+        if self.proposal is None:
+            return
+        self.proposal = None
+        self.proposal_group.setVisible(False)
+        checked, values = self._box_before
+        for spin, v in zip(self.bound_spins, values):
+            spin.blockSignals(True)
+            spin.setValue(v)
+            spin.blockSignals(False)
+        self.bounds_group.blockSignals(True)
+        self.bounds_group.setChecked(checked)
+        self.bounds_group.blockSignals(False)
+        self._update_mesh_buttons()
+        self._bounds_edited()
 
     def bounds(self) -> tuple:
         """(xmin, ymin, zmin, xmax, ymax, zmax) when the box is on, else ()."""
@@ -159,7 +248,7 @@ class ExportPanel(QtWidgets.QWidget):
 
     def values(self) -> dict:
         return {"faces": self.faces.value(), "texture_size": self.texture.currentData(),
-                "resolution": self.resolution.value()}
+                "resolution": self.resolution.value(), "ask_before_meshing": self.ask_box.isChecked()}
 
     def restore(self, v: dict) -> None:
         try:
@@ -170,10 +259,13 @@ class ExportPanel(QtWidgets.QWidget):
             return
         if k >= 0:
             self.texture.setCurrentIndex(k)
+        ask = v.get("ask_before_meshing", self.ask_box.isChecked())
+        self.ask_box.setChecked(ask not in (False, "false", "0", 0))  # QSettings may give back a string
 
     def mesh_command(self) -> M.ExportMesh:
         return M.ExportMesh(self.project_path, faces=self.faces.value(), texture_size=self.texture.currentData(),
-                            resolution=self.resolution.value(), bounds=self.bounds())
+                            resolution=self.resolution.value(), bounds=self.bounds(),
+                            confirm=self.ask_box.isChecked())
 
     def _mesh_clicked(self) -> None:
         if self.project_path and self.replace_mesh_ok(self.project_path):
@@ -263,6 +355,7 @@ class ExportPanel(QtWidgets.QWidget):
         self._update_mesh_buttons()
 
     def mesh_ended(self, text: str, ok: bool) -> None:
+        self._end_proposal()
         self.meshing = False
         if ok:
             self.mesh_progress.setValue(self.mesh_progress.maximum())
@@ -272,5 +365,6 @@ class ExportPanel(QtWidgets.QWidget):
     def _update_mesh_buttons(self) -> None:
         self.mesh_btn.setEnabled(bool(self.project_path) and not self.meshing)
         self.mesh_cancel.setEnabled(self.meshing)
-        for w in (self.faces, self.texture, self.resolution, self.bounds_group):
+        for w in (self.faces, self.texture, self.resolution, self.ask_box):
             w.setEnabled(not self.meshing)
+        self.bounds_group.setEnabled(not self.meshing or self.proposal is not None)  # the proposal is edited

@@ -1,8 +1,12 @@
 """The viewport widget: a native window the engine presents into through a Vulkan swapchain
 (slangpy surface on the window's handle), or, when that is impossible, a widget showing the
 frames the engine read back. Input (orbit, pan, zoom, WASD fly, click a frustum) becomes
-``SetView`` commands, and a left drag on a face handle of the mesh bounds box moves that
-face (app/bounds_drag.py; ``bounds_dragged``). With the Edit menu's box or brush tool
+``SetView`` commands: the wheel zooms towards the point under the cursor (the nearest of the
+scene's sampled points there, else the cursor ray at the target's depth); a left drag orbits
+about the target (the subject's centre after F) or, with Alt or ``orbit_pivot`` "cursor",
+about the point under the cursor; F / Shift+F frame the subject / the whole scene, Home goes
+back to the start view (the first training camera's). A left drag on a face handle of the
+mesh bounds box moves that face (app/bounds_drag.py; ``bounds_dragged``). With the Edit menu's box or brush tool
 (``tool``), a left drag selects splats instead (EditSplats commands: its outline while
 dragged, the selection on release; Shift adds, Ctrl removes). The handle under the mouse
 (or dragged) is ``active_face`` (``hover_changed``: the engine draws it highlighted) and the cursor becomes
@@ -20,7 +24,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from engine.studio import messages as M
 
 from .bounds_drag import FaceDrag, pick_face
-from .camera import OrbitCamera, pick
+from .camera import OrbitCamera, pick, point_under
 
 log = logging.getLogger("spirula.app.viewport")
 
@@ -60,6 +64,11 @@ class ViewController(QtCore.QObject):
         self._stroke_mode = "set"
         self._dirty = False
         self._home = None
+        self.subject: tuple = ()                 # world boxes F and Shift+F frame (SceneLoaded)
+        self.extent: tuple = ()
+        self.pick_points: np.ndarray | None = None  # [N, 3] the point under the cursor is one of these
+        self.orbit_pivot = "subject"             # left drag turns about the target ("subject") or the
+        self._pivot = None                       # point under the cursor at the press ("cursor", or Alt)
         self._t_fly = time.perf_counter()
         self.timer = QtCore.QTimer(self)
         self.timer.setInterval(16)
@@ -108,37 +117,69 @@ class ViewController(QtCore.QObject):
 
     # --- scene -------------------------------------------------------------------------------
     def set_scene(self, msg: M.SceneLoaded) -> None:
+        """A new scene: its boxes and points to frame and pick, and the start view: through
+        its first training camera (its pose and field of view, turning about the subject's
+        centre's depth along its axis), else the subject framed from the current direction."""
         cam = self.camera
         cam.scale = max(msg.radius, 1e-6)
         cam.set_up(msg.up)
         self.cameras = msg.cameras
+        c, r = np.asarray(msg.center, float), float(msg.radius)
+        self.subject = tuple(msg.subject) if len(msg.subject) == 6 else tuple((*(c - 0.5 * r), *(c + 0.5 * r)))
+        self.extent = tuple(msg.extent) if len(msg.extent) == 6 else self.subject
+        self.pick_points = np.asarray(msg.pick_points, np.float64).reshape(-1, 3) if msg.pick_points else None
+        w, h = max(self.size.width(), 1), max(self.size.height(), 1)
         if msg.cameras:
-            c2w = np.array([np.array(c.c2w).reshape(4, 4) for c in msg.cameras])
+            c2w = np.array([np.array(k.c2w).reshape(4, 4) for k in msg.cameras])
             self.centers = c2w[:, :3, 3]
-            first = next((i for i, c in enumerate(msg.cameras) if c.split == "train"), 0)
-            c = msg.cameras[first]
-            cam.fov_y_deg = float(np.degrees(2 * np.arctan(0.5 * c.height / c.fy)))
-            eye = c2w[first, :3, 3]
-            center = np.asarray(msg.center)
-            # behind and above the first training camera, looking at the scene centre: its
-            # frustum is below the line of sight, not in front of the subject
-            back = eye - center
-            eye = center + back * 1.5 + np.asarray(msg.up, float) * 0.4 * float(np.linalg.norm(back))
-            cam.look_at(fit_points(eye, center, self.centers, cam.fov_y_deg, self.size), center)
+            first = next((i for i, k in enumerate(msg.cameras) if k.split == "train"), 0)
+            k = msg.cameras[first]
+            cam.fov_y_deg = float(np.degrees(2 * np.arctan(0.5 * k.height / k.fy)))
+            eye, fwd = c2w[first, :3, 3], c2w[first, :3, 2]
+            mid = np.asarray(self.subject, float).reshape(2, 3).mean(0)
+            dist = float(np.dot(mid - eye, fwd))
+            cam.look_along(eye, fwd, dist if dist > 1e-3 * cam.scale else float(np.linalg.norm(mid - eye)) or 1.0)
         else:
             self.centers = None
             cam.fov_y_deg = 50.0
-            cam.look_at(np.asarray(msg.center) - 2.5 * msg.radius * cam.axes()[2], msg.center)
+            cam.look_at(c - 2.5 * r * cam.axes()[2], c)
+            cam.frame_box(self.subject, w, h)
         self.look_through = None
         self._home = (cam.target.copy(), cam.distance, cam.yaw, cam.pitch, cam.fov_y_deg)
         self.push()
 
     def reset(self) -> None:
+        """The start view (Home)."""
         if self._home is not None:
             c = self.camera
             c.target, c.distance, c.yaw, c.pitch, c.fov_y_deg = (self._home[0].copy(), *self._home[1:])
         self.look_through = None
         self.push()
+
+    def frame_subject(self) -> None:
+        """F: look at the subject's box centre from the current direction, the box filling the view."""
+        self._frame(self.subject)
+
+    def frame_all(self) -> None:
+        """Shift+F: the whole scene (its points and cameras) in view."""
+        self._frame(self.extent or self.subject)
+
+    def _frame(self, box) -> None:
+        if len(box) != 6:
+            return
+        self.camera.frame_box(box, max(self.size.width(), 1), max(self.size.height(), 1))
+        self.look_through = None
+        self.push()
+
+    def point_under(self, x: float, y: float) -> np.ndarray:
+        """The world point under pixel (x, y): on the cursor's ray, at the depth of the
+        nearest scene point seen there (the pick sample, app/camera.py point_under), else
+        at the target's depth."""
+        cam, w, h = self.camera, self.size.width(), self.size.height()
+        p = point_under(cam, self.pick_points, w, h, x, y)
+        depth = cam.distance if p is None else float((p - cam.eye) @ cam.forward)
+        eye, d = cam.ray(x, y, w, h)
+        return eye + d * (depth / max(float(d @ cam.forward), 1e-6))
 
     def look_through_camera(self, index: int) -> None:
         """Use dataset camera ``index``'s pose and intrinsics; the orbit camera follows so
@@ -200,6 +241,10 @@ class ViewController(QtCore.QObject):
         self._moved = False
         self._drag = None
         self._stroke = None
+        self._pivot = None
+        if ev.button() == QtCore.Qt.MouseButton.LeftButton and (
+                self.orbit_pivot == "cursor" or ev.modifiers() & QtCore.Qt.KeyboardModifier.AltModifier):
+            self._pivot = self.point_under(ev.position().x(), ev.position().y())
         if self.tool != "orbit" and ev.button() == QtCore.Qt.MouseButton.LeftButton:
             m = ev.modifiers()
             self._stroke_mode = ("add" if m & QtCore.Qt.KeyboardModifier.ShiftModifier else
@@ -244,6 +289,8 @@ class ViewController(QtCore.QObject):
             ev.modifiers() & QtCore.Qt.KeyboardModifier.ShiftModifier)
         if pan:
             self.camera.pan(d.x(), d.y(), self.size.height())
+        elif b & QtCore.Qt.MouseButton.LeftButton and self._pivot is not None:
+            self.camera.orbit_about(self._pivot, d.x(), d.y())
         elif b & QtCore.Qt.MouseButton.LeftButton:
             self.camera.orbit(d.x(), d.y())
         self._changed()
@@ -274,7 +321,11 @@ class ViewController(QtCore.QObject):
         return i
 
     def wheel(self, ev: QtGui.QWheelEvent) -> None:
-        self.camera.zoom(ev.angleDelta().y() / 120.0)
+        """Zoom towards the point under the cursor."""
+        self.zoom_at(ev.position().x(), ev.position().y(), ev.angleDelta().y() / 120.0)
+
+    def zoom_at(self, x: float, y: float, steps: float) -> None:
+        self.camera.zoom_to(steps, self.point_under(x, y))
         self._changed()
 
     def key_press(self, ev: QtGui.QKeyEvent) -> bool:
@@ -284,7 +335,13 @@ class ViewController(QtCore.QObject):
                 self._keys.add(k)
                 self._t_fly = time.perf_counter()
             return True
-        if k in (QtCore.Qt.Key.Key_Home, QtCore.Qt.Key.Key_F):
+        # the window's shortcuts (app/window.py) answer these first; a native render window
+        # whose key events do not reach the shortcut map still gets them here
+        if k == QtCore.Qt.Key.Key_F:
+            shift = ev.modifiers() & QtCore.Qt.KeyboardModifier.ShiftModifier
+            self.frame_all() if shift else self.frame_subject()
+            return True
+        if k == QtCore.Qt.Key.Key_Home:
             self.reset()
             return True
         return False

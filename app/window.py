@@ -118,6 +118,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.export.screenshot_requested.connect(self._ask_screenshot)
         self.export.mesh_requested.connect(self.export_mesh)
         self.export.bounds_changed.connect(self._bounds_to_viewport)
+        self.export.bounds_confirmed.connect(lambda box: session.send(M.ConfirmBounds(box)))
         self.controller.hover_changed.connect(lambda _: self._bounds_to_viewport(self.controller.bounds))
         self.controller.bounds_dragged.connect(self.export.set_bounds)
         self.export.mesh_cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
@@ -200,15 +201,21 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.mode_actions["splats"].setChecked(True)
         tb.addSeparator()
         self.frustum_action = QtGui.QAction("Frustums", self, checkable=True, checked=True)
-        self.frustum_action.toggled.connect(lambda _: self.set_view_mode(self.view_mode))
+        self.frustum_action.setToolTip("The dataset's cameras as frustums (a scene with cameras)")
+        self.frustum_action.setEnabled(False)   # lit only where there are cameras (_toolbar_states)
+        self.frustum_action.setChecked(False)
+        self.frustums_wanted = True             # the user's choice, kept while a scene has no cameras
+        self.frustum_action.toggled.connect(self._frustums_toggled)
         tb.addAction(self.frustum_action)
-        tb.addAction("Reset view", self.controller.reset)
+        self.view_actions = self._view_actions()
+        tb.addAction(self.view_actions["frame"])
         tb.addSeparator()
         # a mesh scene: its triangles or its project's splats, and how the triangles are lit
         self.mesh_action = QtGui.QAction("Mesh", self, checkable=True, checked=True)
         self.mesh_action.setToolTip("Show the mesh's textured triangles; off: the splats it was made from (M)")
         self.mesh_action.setShortcut(QtGui.QKeySequence("M"))
         self.mesh_action.setEnabled(False)
+        self.mesh_action.setChecked(False)   # lit only while a mesh is shown (_toolbar_states)
         self.mesh_action.toggled.connect(lambda _: self.set_view_mode(self.view_mode))
         tb.addAction(self.mesh_action)
         self.shading_combo = QtWidgets.QComboBox()
@@ -225,12 +232,56 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             m_view.addAction(act)
         m_view.addAction(self.frustum_action)
         m_view.addAction(self.mesh_action)
+        m_view.addSeparator()
+        for act in self.view_actions.values():
+            m_view.addAction(act)
+        m_view.addSeparator()
         self.frustum_scale = 1.0
         m_view.addAction("Larger frustums", lambda: self.scale_frustums(1.5)).setShortcut(QtGui.QKeySequence("]"))
         m_view.addAction("Smaller frustums", lambda: self.scale_frustums(1 / 1.5)).setShortcut(QtGui.QKeySequence("["))
         m_help = self.menuBar().addMenu("&Help")
         m_help.addAction("Controls", self._show_controls)
         m_help.addAction("Run self-test…", self.run_selftest)
+
+    def _view_actions(self) -> dict:
+        """Frame the subject (F), frame all (Shift+F), the start view (Home) and where a drag
+        orbits: window-wide shortcuts (a text field keeps its own letters: Qt gives it the key)."""
+        c = self.controller
+        acts = {}
+        for key, label, shortcut, slot, tip in (
+                ("frame", "Frame subject", "F", c.frame_subject, "Look at the subject, filling the view (F)"),
+                ("all", "Frame all", "Shift+F", c.frame_all, "The whole scene and its cameras in view (Shift+F)"),
+                ("home", "Start view", "Home", c.reset, "Back to the start view: the first training camera's (Home)")):
+            a = QtGui.QAction(label, self)
+            a.setShortcut(QtGui.QKeySequence(shortcut))
+            a.setShortcutContext(QtCore.Qt.ShortcutContext.WindowShortcut)
+            a.setToolTip(tip)
+            a.triggered.connect(slot)
+            self.addAction(a)   # active wherever the focus is in the window
+            acts[key] = a
+        pivot = QtGui.QAction("Orbit about the point under the cursor", self, checkable=True)
+        pivot.setToolTip("Left drag turns about the point under the cursor (else about the subject; Alt+drag: "
+                         "the point under the cursor either way)")
+        pivot.toggled.connect(lambda on: setattr(c, "orbit_pivot", "cursor" if on else "subject"))
+        acts["pivot"] = pivot
+        return acts
+
+    def _frustums_toggled(self, on: bool) -> None:
+        if self.frustum_action.isEnabled():
+            self.frustums_wanted = on
+        self.set_view_mode(self.view_mode)
+
+    def _toolbar_states(self, msg: M.SceneLoaded) -> None:
+        """Lit means shown: Mesh while a mesh's triangles are (switchable when it has splats),
+        Frustums while the scene has cameras (the user's choice kept for the next one)."""
+        cams = bool(msg.cameras)
+        for act, enabled, checked in ((self.mesh_action, msg.kind == "mesh" and msg.num_gaussians > 0,
+                                       msg.kind == "mesh"),
+                                      (self.frustum_action, cams, cams and self.frustums_wanted)):
+            act.blockSignals(True)
+            act.setEnabled(enabled)
+            act.setChecked(checked)
+            act.blockSignals(False)
 
     def _bounds_to_viewport(self, bounds: tuple) -> None:
         """The box drawn by the engine (its handle under the mouse highlighted); the
@@ -242,7 +293,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         QtWidgets.QMessageBox.information(
             self, "Viewport controls",
             "Left drag: orbit · Right / middle drag or Shift+drag: pan · Wheel: zoom\n"
-            "W A S D: fly · Q / E: down / up · F or Home: reset view\n"
+            "Wheel zooms towards the point under the cursor · Alt+drag: orbit about it\n"
+            "W A S D: fly · Q / E: down / up · F: frame the subject · Shift+F: frame all · Home: start view\n"
             "Click a camera frustum (or double-click a thumbnail) to look through it;\n"
             "then 2 / 3 show its ground truth / error image.\n"
             "Mesh bounds box: a handle lights up under the mouse; drag it to move that face.\n"
@@ -362,6 +414,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.video.on_progress(msg)
         elif isinstance(msg, M.StageProgress) and msg.stage == "mesh":
             self.export.on_mesh_progress(msg)
+        elif isinstance(msg, M.BoundsProposed):  # the mesh stage waits for its box (Export panel)
+            self.export.show_proposal(msg)
+            self.docks["Export"].raise_()
         elif isinstance(msg, M.CacheCleared):
             self.sfm_cache.cleared(msg)
         elif isinstance(msg, M.MeshExported):
@@ -402,10 +457,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             if msg.kind == "review":
                 self.docks["Dataset"].raise_()
             remembered.add_recent(msg.project if msg.kind == "dataset" and msg.project else msg.path)
-            self.mesh_action.blockSignals(True)
-            self.mesh_action.setChecked(True)  # a mesh opens as its triangles
-            self.mesh_action.blockSignals(False)
-            self.mesh_action.setEnabled(msg.kind == "mesh" and msg.num_gaussians > 0)
+            self._toolbar_states(msg)  # a mesh opens as its triangles
             self.shading_combo.setEnabled(msg.kind == "mesh")
             self.set_view_mode("splats")
         elif isinstance(msg, M.JobState):
@@ -534,11 +586,13 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
 
     # --- input the viewport's native window does not get ----------------------------------------
     def _viewport_has_focus(self) -> bool:
+        """The keys may fly the camera: the focus is not in a field one types into."""
         fw = QtWidgets.QApplication.focusWidget()
-        return fw is None or fw is self.viewport or self.viewport.isAncestorOf(fw)
+        typing = (QtWidgets.QLineEdit, QtWidgets.QAbstractSpinBox, QtWidgets.QTextEdit, QtWidgets.QPlainTextEdit)
+        return fw is None or not isinstance(fw, typing)
 
     def keyPressEvent(self, ev) -> None:  # noqa: N802
-        # keys a panel widget did not use fly the camera only when the viewport has focus
+        # keys a panel widget did not use fly the camera, unless the focus is in a text field
         if not (self._viewport_has_focus() and self.controller.key_press(ev)):
             super().keyPressEvent(ev)
 

@@ -270,6 +270,16 @@ del D, T
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 GROUPS = ("basic", "advanced")
 
+# The studio's own preferences: no stage reads them (no config field, no CLI option, not in a
+# project's saved settings), declared here once as the stages' are; the window takes its
+# defaults, labels and help from here and remembers the user's value (app/remembered.py).
+STUDIO_SETTINGS: tuple[Setting, ...] = (
+    _s("ask_before_meshing", "studio", bool, True, "Mesh first shows the box the mesh stage proposes (--bounds "
+       "auto, with its reason) in the viewport, to drag or type, and meshes it on Confirm; off: it meshes the "
+       "proposed box at once", group="basic", label="Ask before meshing (show the box first)"),
+)
+STUDIO: dict[str, Setting] = {s.name: s for s in STUDIO_SETTINGS}
+
 
 def named(section: str) -> tuple[Setting, ...]:
     """The settings of ``section`` ("dataset" or "train"), in the table's order."""

@@ -221,3 +221,28 @@ def test_frames_in_flight_setting_takes_1_or_2_and_names_anything_else(gpu, monk
         monkeypatch.setenv("SPIRULA_VIEWER_FRAMES", text)
         with pytest.raises(SpirulaError, match=f"SPIRULA_VIEWER_FRAMES='{text}'"):
             Viewer(gpu)
+
+
+def test_a_moving_view_on_a_slow_device_draws_the_first_share_of_the_splats_smaller(gpu, scene):
+    """engine/studio/adaptive.py move_level: a moving frame at level 3 draws the first half of
+    the Gaussians at 1/sqrt(2) of the size, exactly the frame of that half at that scale; a
+    still frame (or a screenshot) draws them all at the viewport's size."""
+    import dataclasses
+    import math
+
+    v = _viewer(gpu)
+    v.adaptive, v.move_level = True, 3
+    v.state.w2c = orbit_w2c(1, 12)
+    moving = v.render(scene, moving=True)
+    assert v.last_render_size == (round(160 / math.sqrt(2)), round(120 / math.sqrt(2)))
+    assert not v.last_full_res   # a sharp frame is owed once the view is still
+    ref = _viewer(gpu)
+    ref.render_scale = math.sqrt(2)
+    ref.state.w2c = orbit_w2c(1, 12)
+    np.testing.assert_array_equal(moving, ref.render(dataclasses.replace(scene, n=scene.n // 2)))
+    v.move_level = 3
+    still = v.render(scene, moving=False)
+    whole = _viewer(gpu)
+    whole.state.w2c = orbit_w2c(1, 12)
+    np.testing.assert_array_equal(still, whole.render(scene))
+    assert (still != moving).mean() > 0.05

@@ -152,13 +152,31 @@ def photos_for_bake(folder: Path, cameras: list, remove: bool = True):
 
 
 def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, should_stop=None,
-             out: Path | None = None, final: Path | None = None, keep_previous_mesh: bool = False) -> dict:
+             out: Path | None = None, final: Path | None = None, keep_previous_mesh: bool = False,
+             confirm_bounds=None) -> dict:
     """Mesh the trained project (:func:`trained_folder`); returns the report also written
     to <out>/mesh.json, the files going to <out>/exports/ (``out`` defaults to the project).
     ``final``: where ``out``'s contents will be moved (the pipeline's project, when ``out``
     is its staging folder), for the paths in the report. ``keep_previous_mesh``: the mesh
     already in ``out`` becomes mesh.prev.* (:func:`keep_previous`) just before the export.
+    ``confirm_bounds``: called with the bounds step's Bounds (engine/mesh/bounds.py), returns
+    the Bounds to mesh (the same, or another); KeyboardInterrupt from it stops the stage.
     KeyboardInterrupt when ``should_stop()`` says so (nothing written then)."""
+    steps = mesh_steps(project, cfg, emit, should_stop, out, final, keep_previous_mesh)
+    region = next(steps)
+    try:
+        steps.send(confirm_bounds(region) if confirm_bounds is not None else region)
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError("mesh_steps: the bounds step came twice")
+
+
+def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, should_stop=None,
+               out: Path | None = None, final: Path | None = None, keep_previous_mesh: bool = False):
+    """:func:`run_mesh` as a generator: it yields the bounds step's Bounds and goes on with the
+    Bounds sent back (None: the same) up to the report, its return value. The studio holds it
+    at the bounds while the user looks at the box (engine/studio/meshing.py): the depth maps
+    are not rendered twice, and the engine thread stays free meanwhile."""
     from ..device import get_gpu
     from ..splat.camera_table import View, camera_row, camera_table
     from ..splat.layout import pack
@@ -237,6 +255,11 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     rep.step("bounds")
     pts, pnormals = consistent_points(kept, normals, c2w, intrinsics, normal_stride=NORMAL_STRIDE)
     region = resolve_bounds(cfg.bounds, c2w, pts, pnormals)
+    t_wait = time.perf_counter()
+    region = (yield region) or region   # the bounds to mesh: as proposed, or as the user confirmed them
+    waited = time.perf_counter() - t_wait
+    rep._t += waited   # the wait is no step's time
+    t0 += waited
     emit(StageProgress("mesh", STEPS.index("bounds"), len(STEPS), region.describe()))
     median_depth = float(np.median(np.concatenate([k[k > 0][::97] for k in kept]))) if consistent else 1.0
     lo, hi = region.lo.copy(), region.hi.copy()

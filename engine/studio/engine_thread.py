@@ -62,6 +62,7 @@ class EngineThread:
             M.StartTraining: lo.start_training, M.ReviewDataset: lo.review, M.OpenProject: lo.open_project,
             M.OpenPly: lo.open_ply, M.ViewProject: lo.view_project,
             M.StartPipeline: lo.start_pipeline, M.ExportMesh: self.meshing.export,
+            M.ConfirmBounds: self.meshing.confirm,
             M.RenderVideo: self.rendering.render, M.OpenMesh: lo.open_mesh,
             M.Pause: t.pause, M.Resume: t.resume,
             M.SetProfiling: self.profiling.set, M.EditSplats: self.editing.command,
@@ -193,6 +194,8 @@ class EngineThread:
 
     # --- the loop's own commands -------------------------------------------------------------
     def _cancel(self, cmd: M.Cancel) -> None:
+        if self.meshing.cancel_pending():  # a mesh held at its box
+            return
         if not self.loads.cancel():
             self.training.cancel(cmd.save)
 
@@ -209,6 +212,7 @@ class EngineThread:
 
     def _shutdown(self) -> None:
         self.loads.pipeline_stop.set()
+        self.meshing.cancel_pending()
         if self.training.scene is not None:
             self.training.finish(stopped=True, save=self.save_on_quit)  # reports its own errors
             self.training.flush_checkpoint()

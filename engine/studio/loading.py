@@ -16,6 +16,7 @@ import numpy as np
 from ..config import run_config as settings_config
 from ..errors import SpirulaError
 from . import messages as M
+from .framing import camera_centers, framing
 from .projects import new_project_dir, read_project
 from .scenes import MeshScene, PlyScene, Scene, run_config
 
@@ -231,7 +232,7 @@ class Loads:
         center, radius = mesh.bounds()
         e.emit(M.SceneLoaded("mesh", scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
                              (0.0, -1.0, 0.0), project=str(trained_project(Path(cmd.path)) or ""),
-                             sh_degree=scene.degree, faces=mesh.n))
+                             sh_degree=scene.degree, faces=mesh.n, **framing(mesh.vertices, center, radius)))
         for note in mesh.notes[1:]:
             e.emit(M.Warning(note))
         e.state("idle", f"viewing {scene.name} ({mesh.n:,} triangles"
@@ -259,7 +260,9 @@ class Loads:
         e.set_scene(scene)
         e.emit(M.SceneLoaded(scene.kind, scene.name, str(v.mesh_path or v.splats_path), scene.n,
                              tuple(float(x) for x in center), float(radius), up, v.cameras, str(v.folder),
-                             tuple(v.notes), sh_degree=scene.degree, faces=v.mesh.n if v.mesh is not None else 0))
+                             tuple(v.notes), sh_degree=scene.degree, faces=v.mesh.n if v.mesh is not None else 0,
+                             **framing(v.mesh.vertices if v.mesh is not None else v.splats.means, center, radius,
+                                       camera_centers(v.dataset.cameras) if v.dataset is not None else None)))
         for note in v.notes:
             e.emit(M.Warning(note))
         e.emit(M.ProjectViewed(str(v.project), v.step, v.steps, v.psnr))
@@ -278,7 +281,7 @@ class Loads:
         center, radius = _splat_bounds(g)
         e.emit(M.SceneLoaded("ply", scene.name, cmd.path, scene.n, tuple(float(x) for x in center), radius,
                              (0.0, -1.0, 0.0), project=str(trained_project(Path(cmd.path)) or ""),
-                             sh_degree=scene.degree))
+                             sh_degree=scene.degree, **framing(g.means, center, radius)))
         for note in g.notes:  # dropped per reason, SH cut, a point cloud converted (not warned: warn=False)
             e.emit(M.Warning(note))
         e.state("idle", f"viewing {scene.name} ({scene.n:,} Gaussians)")

@@ -57,6 +57,9 @@ class SceneLoaded:
     warnings: tuple = ()
     sh_degree: int = 3         # SH degree of the Gaussians (the export chooser's sizes)
     faces: int = 0             # a mesh's triangles ("mesh"; num_gaussians: its project's splats, 0 without)
+    subject: tuple = ()        # 6 floats: the subject's world box (F frames it; engine/studio/framing.py), or ()
+    extent: tuple = ()         # 6 floats: the whole scene's world box, cameras included (Shift+F), or ()
+    pick_points: tuple = ()    # x0 y0 z0 x1 ...: a sample of the scene's points (the point under the cursor)
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,20 @@ class CacheCleared:
 
 
 @dataclass(frozen=True)
+class BoundsProposed:
+    """The mesh stage (ExportMesh with ``confirm``) stopped at its bounds step: the box it would
+    mesh, waiting for ConfirmBounds (or Cancel). ``bounds``: its world axis-aligned box (xmin
+    ymin zmin xmax ymax zmax: what the viewport draws and drags); ``mode``: "object" (its bottom
+    cut and capped), "scene" or "explicit"; ``reason``: why (engine/mesh/bounds.py); ``text``:
+    the one-line description `spirula mesh` prints."""
+    project: str
+    bounds: tuple
+    mode: str
+    reason: str
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class MeshExported:
     """The mesh stage finished (engine/jobs/mesh.py): its files, {kind: path} as pairs
     (glb, obj, mtl, png, ply), and its counts."""
@@ -167,7 +184,8 @@ class EditState:
     crop_box: tuple = ()       # the crop box itself: centre [3], half extents [3], rotation [3, 3] row-major
 
 
-StudioMessage = Union[Message, EngineReady, SceneLoaded, JobState, ViewerStatus, ViewerStats, PreviewFrame, Saved,
+StudioMessage = Union[Message, EngineReady, SceneLoaded, BoundsProposed, JobState, ViewerStatus, ViewerStats,
+                      PreviewFrame, Saved,
                       CheckpointSaved, TrainingResumed, MeshExported, ProjectViewed, EditState]
 
 
@@ -260,6 +278,16 @@ class ExportMesh:
     resolution: int = 512
     show: bool = True          # open the finished GLB in the viewport
     bounds: tuple = ()         # xmin ymin zmin xmax ymax zmax to mesh; () = auto (the orbit's subject, else the scene)
+    confirm: bool = False      # stop at the bounds step: BoundsProposed, then mesh on ConfirmBounds (Cancel: nothing)
+
+
+@dataclass(frozen=True)
+class ConfirmBounds:
+    """Go on with the mesh stage held at its bounds step (BoundsProposed): ``bounds`` () meshes
+    the box proposed as it is (an object's bottom cut and capped); six floats (world, xmin ymin
+    zmin xmax ymax zmax) another box, meshed as `spirula mesh --bounds` numbers are (clipped, no
+    cap). Cancel instead drops the stage, nothing written."""
+    bounds: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -413,6 +441,7 @@ class Shutdown:
 
 
 Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, ViewProject, OpenPly, ExportMesh,
+                ConfirmBounds,
                 RenderVideo, OpenMesh, Pause, Resume, Cancel, SetBounds, SetPath, AttachSurface, DetachSurface,
                 ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling,
                 EditSplats, Shutdown]

@@ -67,9 +67,11 @@ class ReviewScene(Scene):
     def scene_message(self, project: str = ""):
         from ..splat.init import scene_bounds
         from . import messages as M
+        from .framing import camera_centers, framing
 
         center, _ = scene_bounds(self.dataset)
         _, radius = self.dataset.scene_extent()
         return M.SceneLoaded("review", self.name, self.path, self.n, tuple(float(x) for x in center), float(radius),
                              tuple(float(x) for x in up_vector(self.dataset.cameras)),
-                             camera_infos(self.dataset, self.train_idx, self.test_idx), project, tuple(self.notes))
+                             camera_infos(self.dataset, self.train_idx, self.test_idx), project, tuple(self.notes),
+                             **framing(self.dataset.points, center, radius, camera_centers(self.dataset.cameras)))

@@ -27,6 +27,10 @@ FRAME_BUDGET_MS = 1000.0 / 60.0  # a moving camera's frame interval
 # a 13.4 ms step at 6M and a 1.2 ms frame, inside the whole budget, gave 35 fps)
 TRAIN_SHARE = 0.75
 TRAIN_EVERY_S = 0.25  # while it waits for the camera, training still gets a slice this often
+# a slow device (software Vulkan): when a step and a frame together exceed this, no step runs while
+# the camera moves, so an input waits at most for the frame under way and its own (issue 50: the
+# view's input latency under 150 ms while training); training goes on once the camera stops
+INPUT_LATENCY_MS = 150.0
 
 
 class Training:
@@ -47,9 +51,18 @@ class Training:
         alone does, so the view keeps 60 fps; it still gets a slice every TRAIN_EVERY_S (a
         long drag does not stop it), and goes on MOVING_HOLD_S (engine/studio/viewport.py)
         after the camera stops."""
+        if self._latency_first():
+            return True
         if not self._camera_first() or time.perf_counter() - self.slice_ended >= TRAIN_EVERY_S:
             return False
         return self.step_ms + self.e.viewport.viewer.last_frame_ms > TRAIN_SHARE * FRAME_BUDGET_MS
+
+    def _latency_first(self) -> bool:
+        """The camera moves on a slow device: a step and a frame would exceed INPUT_LATENCY_MS,
+        so no step runs until it stops (MOVING_HOLD_S after its last change)."""
+        v = self.e.viewport
+        return (self.yield_to_camera and self.step_ms is not None and v.viewer is not None and v.camera_moving()
+                and self.step_ms + v.viewer.last_frame_ms > INPUT_LATENCY_MS)
 
     def steps_beside_frame(self) -> int | None:
         """While the camera moves, the steps a slice may record before the next frame (at
@@ -123,13 +136,15 @@ class Training:
         self.paused = False
         self.step_ms, self.slice_ended = None, float("-inf")  # this model's steps are timed afresh
         e.set_scene(scene)
+        from .framing import camera_centers, framing
         center, _ = scene_bounds(dataset)
         _, radius = dataset.scene_extent()
         e.emit(M.SceneLoaded("dataset", scene.name, cmd.dataset, scene.trainer.model.n,
                              tuple(float(x) for x in center), float(radius),
                              tuple(float(x) for x in up_vector(dataset.cameras)),
                              camera_infos(dataset, scene.train_idx, scene.test_idx), str(project),
-                             tuple(dataset.warnings), scene.trainer.cfg.sh_degree))
+                             tuple(dataset.warnings), scene.trainer.cfg.sh_degree,
+                             **framing(dataset.points, center, radius, camera_centers(dataset.cameras))))
         for w in dataset.warnings:
             e.emit(M.Warning(w))
         e.emit(M.StageFinished("load", time.perf_counter() - t0,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -183,7 +183,8 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
         return camera_row(st.w2c, f, f, w / 2, h / 2, w, h)
 
     # --- a frame ----------------------------------------------------------------------------
-    def render(self, src: ViewSource | None, readback: bool = False, full_res: bool = False) -> np.ndarray | None:
+    def render(self, src: ViewSource | None, readback: bool = False, full_res: bool = False,
+               moving: bool = False) -> np.ndarray | None:
         """Render, compose and present (or read back) one frame. Returns the [H, W] uint32
         BGRA pixels when ``readback`` or when not presenting, else None. Raises PresentError
         when the swapchain failed (the viewer has switched to readback).
@@ -210,6 +211,17 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
             wait_polling(gpu)  # training work queued earlier: wait for it without the GIL
         t0 = time.perf_counter()
         f = self._plan(src, readback, full_res)
+        thin = (moving and not full_res and not readback and f.mode == "splats" and f.has_render and not f.draw_mesh
+                and self.adaptive)
+        if thin and not self.was_moving:
+            self.start_moving()
+        self.was_moving = thin
+        thinned = thin and self.move_level > 0
+        if thinned:  # the moving view of a slow device: fewer splats and pixels (engine/studio/adaptive.py)
+            src = replace(src, n=max(1, int(src.n * self.splat_share)))
+            k = min(self.render_scale * self.move_scale, self.max_scale)
+            rw, rh = max(1, round(w / k)), max(1, round(h / k))
+            f = replace(f, rw=rw, rh=rh, scale=(w / rw, h / rh))
         rows = np.stack([self.view_row(src, w, h), self.view_row(src, f.rw, f.rh)]).reshape(-1)
         capacity = self._capacity(src, f)
         steady = overlap and capacity is not None and f.mode == "splats" and f.has_render and not f.draw_mesh
@@ -239,9 +251,14 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
             self._complete(self._submit_frame(src, f, capacity, tex, rows, 0), tex)
             if tex is not None:
                 self._present()
-        self.last_full_res = full_res or self.render_scale <= 1.0 or f.mode != "splats" or not f.has_render
+        self.last_full_res = not thinned and (full_res or self.render_scale <= 1.0 or f.mode != "splats"
+                                              or not f.has_render)
         if f.has_render and f.mode == "splats" and not full_res:
-            self._adapt(1000.0 * (time.perf_counter() - t_render), f.rw * f.rh)
+            ms = 1000.0 * (time.perf_counter() - t_render)
+            if not thinned:  # the cost model is the whole model's at the adaptive resolution
+                self._adapt(ms, f.rw * f.rh)
+            if thin:
+                self._adapt_moving(ms)
         pixels = None
         if not steady and (readback or (self.surface is None and self.readback_when_headless)):
             pixels = gpu.read(self.bufs.get("out0", 4 * w * h), np.uint32, count=w * h).reshape(h, w)

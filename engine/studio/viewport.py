@@ -260,7 +260,7 @@ class Viewport:
         src = self.e.scene.source() if self.e.scene is not None else None
         with scope("viewer"):  # the profiler counts the viewer's kernels apart from the training's
             try:
-                pixels = v.render(src, readback=readback, full_res=full)
+                pixels = v.render(src, readback=readback, full_res=full, moving=self.camera_moving())
             except PresentError:
                 self.emit_mode()
                 pixels = v.render(src, readback=True, full_res=full)

@@ -28,6 +28,7 @@ def trained(tmp_path_factory, tiny_dataset):
 
 
 def _small(win) -> None:
+    win.export.ask_box.setChecked(False)  # meshes at once (the box shown first: test_studio_mesh_confirm.py)
     win.export.faces.setValue(4000)
     win.export.texture.setCurrentIndex(0)  # 256
     win.export.resolution.setValue(48)

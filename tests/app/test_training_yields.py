@@ -71,3 +71,22 @@ def test_training_yield_can_be_turned_off(monkeypatch):
     t.step_ms = 50.0
     t.e.viewport.moved_at = time.perf_counter()
     assert not t.yields_to_view()
+
+
+def test_on_a_slow_device_no_step_runs_while_the_camera_moves(monkeypatch):
+    """Software Vulkan (issue 50): a 900 ms step and a 60 ms frame exceed INPUT_LATENCY_MS, so
+    training waits for the whole drag (not only TRAIN_EVERY_S) and goes on once it stops."""
+    from engine.studio.training import INPUT_LATENCY_MS
+
+    t = _training(monkeypatch, frame_ms=60.0)
+    vp = t.e.viewport
+    t.step_ms = 900.0
+    assert not t.yields_to_view()  # the camera never moved
+    vp.moved_at = time.perf_counter()
+    t.slice_ended = time.perf_counter() - 10 * TRAIN_EVERY_S
+    assert t.yields_to_view()  # a long drag: still no slice
+    t.step_ms = INPUT_LATENCY_MS - 60.0 - 1.0
+    assert not t.yields_to_view()  # a step and a frame fit the latency: the 60 Hz rule's (the frame misses it)
+    t.step_ms = 900.0
+    vp.moved_at = time.perf_counter() - 1.1 * MOVING_HOLD_S
+    assert not t.yields_to_view()  # the camera stopped: training resumes
