@@ -17,6 +17,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from engine.studio import messages as M
 
 from .closing import Closing
+from .controls_help import CONTROLS
 from .dataset_panel import DatasetPanel
 from .drop_overlay import DropHandler, route_drags
 from .partition_panel import PartitionPanel
@@ -290,17 +291,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.session.send(M.SetBounds(bounds, self.controller.active_face if bounds else -1))
 
     def _show_controls(self) -> None:
-        QtWidgets.QMessageBox.information(
-            self, "Viewport controls",
-            "Left drag: orbit · Right / middle drag or Shift+drag: pan · Wheel: zoom\n"
-            "Wheel zooms towards the point under the cursor · Alt+drag: orbit about it\n"
-            "W A S D: fly · Q / E: down / up · F: frame the subject · Shift+F: frame all · Home: start view\n"
-            "Click a camera frustum (or double-click a thumbnail) to look through it;\n"
-            "then 2 / 3 show its ground truth / error image.\n"
-            "Mesh bounds box: a handle lights up under the mouse; drag it to move that face.\n"
-            "Edit menu (a splat file or a project's splats): B box select, R brush select (Shift adds,\n"
-            "Ctrl removes), Delete, Ctrl+I invert, C crop box, Ctrl+Z / Ctrl+Shift+Z undo / redo.\n"
-            "A mesh: M switches to the splats it was made from; the toolbar sets its shading.")
+        QtWidgets.QMessageBox.information(self, "Viewport controls", CONTROLS)
 
     def run_selftest(self):
         """Help > Run self-test: `spirula --selftest` in a child process, in a dialog (on this
