@@ -65,7 +65,6 @@ _STAGE_OF = {
     "clear_screen_grads": "rasterize_bwd", "rasterize_backward": "rasterize_bwd",
     "project_backward_adam": "projection_bwd_adam",
 }
-REPO = Path(__file__).resolve().parents[2]
 
 
 # --- the synthetic scene ------------------------------------------------------------------------
@@ -250,7 +249,9 @@ def bench_train(gpu, data: Path | None = None, steps: int = 1000, max_size: int 
     from ...ingest import load_dataset
     from ...splat.trainer import Trainer
 
-    data = Path(data) if data is not None else REPO / "resources" / "sample" / "fox"
+    from ...jobs.selftest import sample_dir
+
+    data = Path(data) if data is not None else sample_dir()  # the checkout's or the installed sample
     t0 = time.perf_counter()
     ds = load_dataset(data, max_size if max_size > 0 else None)
     train_idx, _ = ds.split(8)
