@@ -16,6 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from engine.studio import messages as M
 
+from .box_handles import BoxHandles
 from .closing import Closing
 from .dataset_panel import DatasetPanel
 from .drop_overlay import DropHandler, route_drags
@@ -117,9 +118,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.export.export_ply_requested.connect(self._ask_export_ply)
         self.export.screenshot_requested.connect(self._ask_screenshot)
         self.export.mesh_requested.connect(self.export_mesh)
-        self.export.bounds_changed.connect(self._bounds_to_viewport)
-        self.export.bounds_confirmed.connect(lambda box: session.send(M.ConfirmBounds(box)))
-        self.controller.hover_changed.connect(lambda _: self._bounds_to_viewport(self.controller.bounds))
+        self.export.bounds_confirmed.connect(lambda box, frame: session.send(M.ConfirmBounds(box, frame)))
+        self.boxes = BoxHandles(self)   # the mesh box and the crop box drawn with their handles
         self.controller.bounds_dragged.connect(self.export.set_bounds)
         self.export.mesh_cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
         self.export.open_mesh_requested.connect(lambda path: self.open_paths([path]))
@@ -283,12 +283,6 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             act.setChecked(checked)
             act.blockSignals(False)
 
-    def _bounds_to_viewport(self, bounds: tuple) -> None:
-        """The box drawn by the engine (its handle under the mouse highlighted); the
-        controller drags its handles."""
-        self.controller.bounds = bounds
-        self.session.send(M.SetBounds(bounds, self.controller.active_face if bounds else -1))
-
     def _show_controls(self) -> None:
         QtWidgets.QMessageBox.information(
             self, "Viewport controls",
@@ -297,7 +291,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             "W A S D: fly · Q / E: down / up · F: frame the subject · Shift+F: frame all · Home: start view\n"
             "Click a camera frustum (or double-click a thumbnail) to look through it;\n"
             "then 2 / 3 show its ground truth / error image.\n"
-            "Mesh bounds box: a handle lights up under the mouse; drag it to move that face.\n"
+            "Mesh box and crop box: a handle lights up under the mouse; drag it to move that face.\n"
             "Edit menu (a splat file or a project's splats): B box select, R brush select (Shift adds,\n"
             "Ctrl removes), Delete, Ctrl+I invert, C crop box, Ctrl+Z / Ctrl+Shift+Z undo / redo.\n"
             "A mesh: M switches to the splats it was made from; the toolbar sets its shading.")
