@@ -11,9 +11,10 @@ moves that face (app/bounds_drag.py; ``bounds_dragged``); on one of the splat ed
 (``crop``, its 15 numbers) it moves that face of the crop box (``crop_dragged`` while dragged,
 ``crop_released`` once at the end: one undoable step). With the Edit menu's box or brush tool
 (``tool``), a left drag selects splats instead (EditSplats commands: its outline while
-dragged, the selection on release; Shift adds, Ctrl removes). The mesh box's handle under the mouse
-(or dragged) is ``active_face``, the crop box's ``crop_face`` (``hover_changed``: the engine draws it highlighted) and the cursor becomes
-an open hand over it, a closed one while dragging. The Qt thread never touches the GPU.
+dragged, the selection on release; Shift adds, Ctrl removes). The mesh box's handle under
+the mouse (or dragged) is ``active_face``, the crop box's ``crop_face`` (``hover_changed``:
+the engine draws it highlighted) and the cursor becomes an open hand over it, a closed one
+while dragging. The Qt thread never touches the GPU.
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def test_nothing_is_meshed_before_confirm_and_the_edited_box_is_meshed(studio, t
     proposal = Bounds(msg.mode, frame, np.asarray(msg.box[:3]), np.asarray(msg.box[3:]), msg.reason)
     assert np.allclose(box_corners(drawn.bounds, drawn.frame), proposal.corners(), atol=2e-3)
     assert np.allclose(proposal.aabb(), msg.bounds, atol=1e-6)
-    # the user drags a face of it inwards in the viewport (real mouse events)
+    # the user drags a face of it outwards in the viewport (real mouse events)
     cam, size = win.controller.camera, win.controller.size
     w, h = size.width(), size.height()
     box = drawn.bounds
@@ -114,12 +114,12 @@ def test_nothing_is_meshed_before_confirm_and_the_edited_box_is_meshed(studio, t
     length = [np.linalg.norm(tips[k] - uv[k]) if front[k] and 0 < uv[k][0] < w and 0 < uv[k][1] < h else 0
               for k in range(3, 6)]
     face = 3 + int(np.argmax(length))
-    inwards = -(tips[face] - uv[face]) / np.linalg.norm(tips[face] - uv[face])
-    end = uv[face] + 30 * inwards
+    outwards = (tips[face] - uv[face]) / np.linalg.norm(tips[face] - uv[face])
+    end = uv[face] + 30 * outwards
     _drag(app, win, uv[face], end)
     edited = win.export.bounds()
     assert sent(win, M.SetBounds)[-1].bounds == edited and sent(win, M.SetBounds)[-1].frame == msg.frame
-    assert [k for k in range(6) if abs(edited[k] - msg.box[k]) > 2e-3] == [face] and edited[face] < msg.box[face]
+    assert [k for k in range(6) if abs(edited[k] - msg.box[k]) > 2e-3] == [face] and edited[face] > msg.box[face]
     uv_new, _ = cam.project(face_centers(edited, frame), w, h)
     assert np.linalg.norm(uv_new[face] - end) < 2.0          # that face of the oriented box followed the cursor
     win.export.confirm_btn.click()

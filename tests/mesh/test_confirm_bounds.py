@@ -77,7 +77,7 @@ def trained(tmp_path_factory):
 
 def test_an_edited_oriented_box_reaches_the_mesh_job_intact(trained):
     """engine/jobs/mesh.py run_mesh's confirm path: the box the studio confirms (the proposed
-    object box with its top lowered and a side pulled in, along its own axes) is the box the
+    object box with its top lowered and a side pushed out, along its own axes) is the box the
     stage fuses, cuts, caps and records: mesh.json has its frame, its faces, the cut at its
     bottom, "edited by the user", and the mesh lies inside it."""
     import json
@@ -93,8 +93,8 @@ def test_an_edited_oriented_box_reaches_the_mesh_job_intact(trained):
         assert proposed.mode == "object", proposed.reason
         lo, hi = proposed.lo.copy(), proposed.hi.copy()
         size = hi - lo
-        hi[2] -= 0.25 * size[2]
-        lo[0] += 0.2 * size[0]
+        hi[2] -= 0.2 * size[2]
+        lo[0] -= 0.2 * size[0]
         seen.update(frame=proposed.frame.copy(), lo=lo, hi=hi, floor=proposed.floor)
         return confirmed_region(proposed, (*lo, *hi), tuple(proposed.frame.reshape(-1)))
 
