@@ -1,5 +1,7 @@
-"""Dragging a face of the mesh bounds box in the viewport. No Qt: the picking and the
-move are NumPy over the viewport camera (app/camera.py), testable without a display.
+"""Dragging a face of a box in the viewport: the mesh stage's box (world axis-aligned, or the
+oriented box it proposes) and the splat edit's crop box (engine/studio/bounds_box.py: a box
+is its bounds in the coordinates of its ``frame``, None the world's axes). No Qt: the picking
+and the move are NumPy over the viewport camera (app/camera.py), testable without a display.
 
 A press within HANDLE_RADIUS_PX of a face handle's projection grabs that face; while the
 mouse moves, the face follows the cursor along its axis: it goes to the point of the
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.studio.bounds_box import face_centers, move_face
+from engine.studio.bounds_box import face_centers, frame_of, move_face
 
 from .camera import OrbitCamera
 
@@ -21,12 +23,12 @@ MIN_AXIS_PX = 4.0
 
 
 def pick_face(camera: OrbitCamera, bounds, width: int, height: int, x: float, y: float,
-              radius_px: float = HANDLE_RADIUS_PX) -> int | None:
+              radius_px: float = HANDLE_RADIUS_PX, frame=None) -> int | None:
     """The face whose handle is nearest to pixel (x, y) within ``radius_px``; the nearer
     one to the eye when two overlap on screen. None when there is none."""
     if len(bounds) != 6:
         return None
-    centers = face_centers(bounds)
+    centers = face_centers(bounds, frame)
     uv, front = camera.project(centers, width, height)
     d = np.hypot(uv[:, 0] - x, uv[:, 1] - y)
     d[~front] = np.inf
@@ -38,16 +40,17 @@ def pick_face(camera: OrbitCamera, bounds, width: int, height: int, x: float, y:
 
 
 class FaceDrag:
-    """One drag of face ``face`` of ``bounds`` that started at pixel ``start``."""
+    """One drag of face ``face`` of ``bounds`` (in ``frame``) that started at pixel ``start``;
+    :meth:`at` gives the bounds in the same frame."""
 
-    def __init__(self, camera: OrbitCamera, bounds, face: int, width: int, height: int, start):
+    def __init__(self, camera: OrbitCamera, bounds, face: int, width: int, height: int, start, frame=None):
         self.bounds, self.face = tuple(float(v) for v in bounds), face
+        self.frame = frame_of(frame)
         self.start = np.asarray(start, np.float64)
         lo, hi = np.asarray(self.bounds[:3]), np.asarray(self.bounds[3:])
         self.unit = max(float(np.max(hi - lo)), 1e-9)   # a world step of a box size
-        c = face_centers(self.bounds)[face]
-        axis = np.zeros(3)
-        axis[face % 3] = self.unit
+        c = face_centers(self.bounds, self.frame)[face]
+        axis = self.frame[face % 3] * self.unit   # the face's axis, world
         uv, front = camera.project(np.stack([c, c + axis]), width, height)
         self.screen_axis = uv[1] - uv[0] if front.all() else np.zeros(2)   # pixels per box size
         self.camera, self.size, self.center = camera, (width, height), c
@@ -61,8 +64,7 @@ class FaceDrag:
         w2c = self.camera.w2c()
         ray = w2c[:3, :3].T @ np.array([(pos[0] - cx) / fx, (pos[1] - cy) / fy, 1.0])
         ray /= np.linalg.norm(ray)
-        axis = np.zeros(3)
-        axis[self.face % 3] = 1.0
+        axis = self.frame[self.face % 3]
         w = self.center - self.camera.eye
         b = float(axis @ ray)
         den = 1.0 - b * b

@@ -6,7 +6,7 @@ CONTROLS = (
     "W A S D: fly · Q / E: down / up · F: frame the subject · Shift+F: frame all · Home: start view\n"
     "Click a camera frustum (or double-click a thumbnail) to look through it;\n"
     "then 2 / 3 show its ground truth / error image.\n"
-    "Mesh bounds box: a handle lights up under the mouse; drag it to move that face.\n"
+    "Mesh box and crop box: a handle lights up under the mouse; drag it to move that face.\n"
     "Edit menu (a splat file or a project's splats): B box select, R brush select (Shift adds,\n"
     "Ctrl removes), Delete, Ctrl+I invert, C crop box, Ctrl+Z / Ctrl+Shift+Z undo / redo.\n"
     "A mesh: M switches to the splats it was made from; the toolbar sets its shading.")

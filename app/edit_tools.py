@@ -1,7 +1,9 @@
 """The Edit menu: splat editing before export (engine/io/splat_edit.py, run on the engine
 thread by engine/studio/editing.py). Box and brush selection tools for the viewport (a left
 drag selects; Shift adds, Ctrl removes), Select all / none, Invert, Delete, a crop box (its
-world bounds in a small dialog, drawn in the viewport), Undo / Redo (Ctrl+Z /
+world bounds in a small dialog, drawn in the viewport with face handles: a left drag on one
+moves that face, as the mesh box's do (app/bounds_drag.py), each drag one undoable "crop"
+command), Undo / Redo (Ctrl+Z /
 Ctrl+Shift+Z). The actions are window-wide; they are enabled by the engine's EditState
 (a splat file's scene is editable, a training or a mesh is not). The engine saves the edit
 into the project after each change; every export of the splats applies it."""
@@ -50,6 +52,9 @@ class EditActions:
         self.crop = act("Crop box…", self.show_crop, "C")
         self.actions = (self.undo, self.redo, self.box, self.brush, self.select_all, self.select_none, self.invert,
                         self.delete, self.crop)
+        c = window.controller   # a face of the crop box dragged in the viewport: drawn, then one command
+        c.crop_dragged.connect(lambda box: self.send("handles", crop=box, highlight=c.crop_face))
+        c.crop_released.connect(lambda box: self.send("crop", crop=box))
         self.apply(self.state)
 
     def send(self, op: str, **kw) -> None:
@@ -76,6 +81,9 @@ class EditActions:
         self.undo.setText(f"Undo {st.undo}" if st.undo else "Undo")
         self.redo.setText(f"Redo {st.redo}" if st.redo else "Redo")
         self.delete.setEnabled(st.available and st.selected > 0)
+        self.w.controller.crop = st.crop_box if st.available else ()   # its handles drag
+        if st.available and st.crop_box and self.crop_dialog is not None and self.crop_dialog.isVisible():
+            self.crop_dialog.fill_box(st.crop_box)   # a dragged face shows in the dialog
         if not st.available:
             self.set_tool("orbit")
             if self.crop_dialog is not None:

@@ -7,7 +7,10 @@ the finished GLB opens in the viewport), and what was saved.
 ExportMesh with ``confirm``; the stage stops at its bounds step and its box (BoundsProposed:
 ``show_proposal``) fills the box fields and is drawn in the viewport, with why it was chosen;
 the user drags its faces or types numbers, then Confirm (``bounds_confirmed``: () for the box
-as proposed, else the six numbers) or Cancel. Nothing is meshed before Confirm."""
+as proposed, else the six numbers and their axes) or Cancel. Nothing is meshed before Confirm. The proposed
+box is oriented (an object's: its third axis up, its first along the object): while it is
+shown the fields are its min / max along its own axes (``box_frame``), and an edited object
+box is meshed as the proposal is, its bottom cut flat and capped."""
 
 from __future__ import annotations
 
@@ -34,7 +37,8 @@ class ExportPanel(QtWidgets.QWidget):
     mesh_cancel_requested = QtCore.Signal()
     open_mesh_requested = QtCore.Signal(str)
     bounds_changed = QtCore.Signal(tuple)    # the box to draw in the viewport (() = none)
-    bounds_confirmed = QtCore.Signal(tuple)  # the proposed box confirmed: () as proposed, else 6 floats
+    bounds_confirmed = QtCore.Signal(tuple, tuple)  # the proposed box confirmed: () as proposed, else 6 floats;
+    #                                                 the axes they are along (box_frame)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -42,6 +46,7 @@ class ExportPanel(QtWidgets.QWidget):
         self.meshing = False
         self.proposal: M.BoundsProposed | None = None   # the box the held mesh stage waits on
         self._box_before = None                          # the box fields before it (restored after)
+        self._frame: tuple = ()                          # the proposal's axes (9 floats) while shown
         lay = QtWidgets.QVBoxLayout(self)
         self.project = QtWidgets.QLabel("Project folder: –")
         self.project.setWordWrap(True)
@@ -162,17 +167,23 @@ class ExportPanel(QtWidgets.QWidget):
         self.bounds_group.blockSignals(True)
         self.bounds_group.setChecked(True)
         self.bounds_group.blockSignals(False)
-        lo, hi = msg.bounds[:3], msg.bounds[3:]
+        box = msg.box if len(msg.box) == 6 and len(msg.frame) == 9 else msg.bounds
+        self._frame = tuple(msg.frame) if box is msg.box else ()
+        self.bounds_group.setTitle("Limit to a box (along the proposed box's axes)" if self._frame else
+                                   "Limit to a box (drawn in the viewport)")
+        lo, hi = box[:3], box[3:]
         step = max(max(h - l for l, h in zip(lo, hi)) / 20, 1e-3)
-        for spin, v in zip(self.bound_spins, msg.bounds):
+        for spin, v in zip(self.bound_spins, box):
             spin.blockSignals(True)
             spin.setSingleStep(step)
             spin.setValue(float(v))
             spin.blockSignals(False)
         kind = {"object": "the subject (its bottom cut flat and capped)", "scene": "the whole scene",
                 "explicit": "the box given"}.get(msg.mode, msg.mode)
+        edited = ("an edited box is meshed as drawn, its bottom cut flat and capped" if msg.mode == "object" else
+                  "an edited box is meshed as drawn (clipped, no cap)")
         self.proposal_text.setText(f"Proposed: {kind}. Why: {msg.reason}. Nothing is meshed until you confirm; "
-                                   "an edited box is meshed as drawn (clipped, no cap).")
+                                   f"{edited}.")
         self.proposal_group.setVisible(True)
         self.mesh_status.setText("Check the box in the viewport, then Confirm")
         self._bounds_edited()
@@ -181,11 +192,15 @@ class ExportPanel(QtWidgets.QWidget):
         if self.proposal is None:
             return
         shown = tuple(s.value() for s in self.bound_spins)
-        proposed = tuple(round(float(v), self.bound_spins[0].decimals()) for v in self.proposal.bounds)
-        edited = any(abs(a - b) > 0.5 * 10 ** -self.bound_spins[0].decimals() for a, b in zip(shown, proposed))
-        box = self.bounds() if edited else ()
+        exact = tuple(float(v) for v in (self.proposal.box if self._frame else self.proposal.bounds))
+        half_ulp = 0.5 * 10 ** -self.bound_spins[0].decimals()
+        same = [abs(a - round(b, self.bound_spins[0].decimals())) <= half_ulp for a, b in zip(shown, exact)]
+        # a field left as proposed keeps the proposal's exact number (the fields round it)
+        box = tuple(b if k else a for a, b, k in zip(shown, exact, same))
+        box = tuple(min(a, b) for a, b in zip(box[:3], box[3:])) + tuple(max(a, b) for a, b in zip(box[:3], box[3:]))
+        box, frame = ((), ()) if all(same) else (box, self.box_frame())
         self._end_proposal()
-        self.bounds_confirmed.emit(box)
+        self.bounds_confirmed.emit(box, frame)
         self.mesh_status.setText("Meshing the confirmed box…")
 
     def _end_proposal(self) -> None:
@@ -193,6 +208,8 @@ class ExportPanel(QtWidgets.QWidget):
         if self.proposal is None:
             return
         self.proposal = None
+        self._frame = ()
+        self.bounds_group.setTitle("Limit to a box (drawn in the viewport)")
         self.proposal_group.setVisible(False)
         checked, values = self._box_before
         for spin, v in zip(self.bound_spins, values):
@@ -205,8 +222,14 @@ class ExportPanel(QtWidgets.QWidget):
         self._update_mesh_buttons()
         self._bounds_edited()
 
+    def box_frame(self) -> tuple:
+        """The axes (9 floats, rows in world) the box fields are along: the proposed box's while
+        the mesh stage waits for it, else () (the world's)."""
+        return self._frame
+
     def bounds(self) -> tuple:
-        """(xmin, ymin, zmin, xmax, ymax, zmax) when the box is on, else ()."""
+        """(xmin, ymin, zmin, xmax, ymax, zmax) when the box is on, else (): along
+        :meth:`box_frame`'s axes."""
         if not self.bounds_group.isChecked():
             return ()
         v = [s.value() for s in self.bound_spins]

@@ -6,11 +6,15 @@ scene's sampled points there, else the cursor ray at the target's depth); a left
 about the target (the subject's centre after F) or, with Alt or ``orbit_pivot`` "cursor",
 about the point under the cursor; F / Shift+F frame the subject / the whole scene, Home goes
 back to the start view (the first training camera's). A left drag on a face handle of the
-mesh bounds box moves that face (app/bounds_drag.py; ``bounds_dragged``). With the Edit menu's box or brush tool
+mesh bounds box (``bounds`` along ``frame``'s axes: the oriented box the mesh stage proposes)
+moves that face (app/bounds_drag.py; ``bounds_dragged``); on one of the splat edit's crop box
+(``crop``, its 15 numbers) it moves that face of the crop box (``crop_dragged`` while dragged,
+``crop_released`` once at the end: one undoable step). With the Edit menu's box or brush tool
 (``tool``), a left drag selects splats instead (EditSplats commands: its outline while
-dragged, the selection on release; Shift adds, Ctrl removes). The handle under the mouse
-(or dragged) is ``active_face`` (``hover_changed``: the engine draws it highlighted) and the cursor becomes
-an open hand over it, a closed one while dragging. The Qt thread never touches the GPU.
+dragged, the selection on release; Shift adds, Ctrl removes). The mesh box's handle under
+the mouse (or dragged) is ``active_face``, the crop box's ``crop_face`` (``hover_changed``:
+the engine draws it highlighted) and the cursor becomes an open hand over it, a closed one
+while dragging. The Qt thread never touches the GPU.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from engine.studio import messages as M
+
+from engine.studio.bounds_box import box_to_crop, crop_to_box
 
 from .bounds_drag import FaceDrag, pick_face
 from .camera import OrbitCamera, pick, point_under
@@ -41,7 +47,9 @@ class ViewController(QtCore.QObject):
     view_changed = QtCore.Signal()
     camera_picked = QtCore.Signal(int)
     bounds_dragged = QtCore.Signal(tuple)    # the mesh box while a face handle is dragged
-    hover_changed = QtCore.Signal(int)       # active_face changed (-1: none)
+    hover_changed = QtCore.Signal(int)       # active_face or crop_face changed (-1: none)
+    crop_dragged = QtCore.Signal(tuple)      # the crop box (15 numbers) while a face handle is dragged
+    crop_released = QtCore.Signal(tuple)     # ... and where the drag ended
 
     def __init__(self, send, parent=None):
         super().__init__(parent)
@@ -55,8 +63,11 @@ class ViewController(QtCore.QObject):
         self._last: QtCore.QPointF | None = None
         self._moved = False
         self._bounds: tuple = ()                 # the mesh box drawn in the viewport (its handles drag)
+        self.frame: tuple = ()                   # its axes (9 floats, rows in world; (): the world's)
+        self._crop: tuple = ()                   # the crop box: (bounds, frame) of engine/studio/bounds_box.py
         self._drag: FaceDrag | None = None
-        self._hover: int | None = None           # the face whose handle is under the mouse
+        self._drag_box = "mesh"                  # which box the drag moves: "mesh" or "crop"
+        self._hover: tuple | None = None         # (box, face) whose handle is under the mouse
         self._keys: set = set()
         self.tool = "orbit"                      # left drag: "orbit", "box" or "brush" (select splats)
         self.brush_radius = 24.0                 # logical pixels
@@ -75,7 +86,7 @@ class ViewController(QtCore.QObject):
         self.timer.timeout.connect(self._tick)
         self.timer.start()
 
-    # --- the bounds box's handles -------------------------------------------------------------
+    # --- the boxes' handles -------------------------------------------------------------------
     @property
     def bounds(self) -> tuple:
         return self._bounds
@@ -83,33 +94,66 @@ class ViewController(QtCore.QObject):
     @bounds.setter
     def bounds(self, value: tuple) -> None:
         self._bounds = tuple(value)
-        if not self._bounds:
+        if not self._bounds and self._hover is not None and self._hover[0] == "mesh":
             self._set_hover(None)
 
     @property
-    def active_face(self) -> int:
-        """The face whose handle is dragged, else the one under the mouse; -1: none."""
+    def crop(self) -> tuple:
+        """The crop box's 15 numbers (engine/studio/bounds_box.py box_to_crop), () for none."""
+        return box_to_crop(*self._crop) if self._crop else ()
+
+    @crop.setter
+    def crop(self, value: tuple) -> None:
+        if self._drag is not None and self._drag_box == "crop":
+            return   # the drag's box stands until its release
+        self._crop = crop_to_box(value) if len(value) == 15 else ()
+        if not self._crop and self._hover is not None and self._hover[0] == "crop":
+            self._set_hover(None)
+
+    def _face(self, box: str) -> int:
         if self._drag is not None:
-            return self._drag.face
-        return -1 if self._hover is None else self._hover
+            return self._drag.face if self._drag_box == box else -1
+        return self._hover[1] if self._hover is not None and self._hover[0] == box else -1
+
+    @property
+    def active_face(self) -> int:
+        """The mesh box's face whose handle is dragged, else the one under the mouse; -1: none."""
+        return self._face("mesh")
+
+    @property
+    def crop_face(self) -> int:
+        """The crop box's face whose handle is dragged, else the one under the mouse; -1: none."""
+        return self._face("crop")
 
     def cursor_shape(self) -> QtCore.Qt.CursorShape:
         if self._drag is not None:
             return QtCore.Qt.CursorShape.ClosedHandCursor
         return QtCore.Qt.CursorShape.OpenHandCursor if self._hover is not None else QtCore.Qt.CursorShape.ArrowCursor
 
-    def _set_hover(self, face: int | None) -> None:
-        before = self.active_face
-        self._hover = face
-        if self.active_face != before:
+    def _set_hover(self, hover: tuple | None) -> None:
+        before = (self.active_face, self.crop_face)
+        self._hover = hover
+        if (self.active_face, self.crop_face) != before:
             self.hover_changed.emit(self.active_face)
+
+    def _boxes(self):
+        """[(name, bounds, frame)] of the boxes whose handles drag: the mesh box, the crop box."""
+        out = [("mesh", self._bounds, self.frame)] if self._bounds else []
+        return out + ([("crop", *self._crop)] if self._crop else [])
+
+    def pick(self, x: float, y: float) -> tuple | None:
+        """(box, face) of the handle under (x, y) (logical pixels): the mesh box's before the crop box's."""
+        if self.tool != "orbit":
+            return None
+        for name, bounds, frame in self._boxes():
+            face = pick_face(self.camera, bounds, self.size.width(), self.size.height(), x, y, frame=frame)
+            if face is not None:
+                return name, face
+        return None
 
     def hover(self, x: float, y: float) -> None:
         """The mouse moved without a button over (x, y) (logical pixels)."""
-        face = None
-        if self._bounds:
-            face = pick_face(self.camera, self._bounds, self.size.width(), self.size.height(), x, y)
-        self._set_hover(face)
+        self._set_hover(self.pick(x, y))
 
     def leave(self) -> None:
         if self._drag is None:
@@ -251,13 +295,15 @@ class ViewController(QtCore.QObject):
                                  "remove" if m & QtCore.Qt.KeyboardModifier.ControlModifier else "set")
             self._stroke = [(ev.position().x(), ev.position().y())]
             return
-        if ev.button() == QtCore.Qt.MouseButton.LeftButton and self.bounds:
+        if ev.button() == QtCore.Qt.MouseButton.LeftButton:
             p, w, h = ev.position(), self.size.width(), self.size.height()
-            face = pick_face(self.camera, self.bounds, w, h, p.x(), p.y())
-            if face is not None:
-                self._drag = FaceDrag(self.camera, self.bounds, face, w, h, (p.x(), p.y()))
-                self._hover = face
-                self.hover_changed.emit(face)  # the cursor closes
+            hit = self.pick(p.x(), p.y())
+            if hit is not None:
+                name, face = hit
+                bounds, frame = (self._bounds, self.frame) if name == "mesh" else self._crop
+                self._drag, self._drag_box = FaceDrag(self.camera, bounds, face, w, h, (p.x(), p.y()), frame), name
+                self._hover = hit
+                self.hover_changed.emit(self.active_face)  # the cursor closes
 
     def mouse_move(self, ev: QtGui.QMouseEvent) -> None:
         if self._last is None:
@@ -280,7 +326,11 @@ class ViewController(QtCore.QObject):
         self._moved = True
         if self._drag is not None:
             new = self._drag.at((p.x(), p.y()))
-            if new != self.bounds:
+            if self._drag_box == "crop":
+                if new != self._crop[0]:
+                    self._crop = (new, self._crop[1])
+                    self.crop_dragged.emit(self.crop)
+            elif new != self.bounds:
                 self.bounds = new
                 self.bounds_dragged.emit(new)
             return
@@ -308,7 +358,10 @@ class ViewController(QtCore.QObject):
                 and ev.button() == QtCore.Qt.MouseButton.LeftButton):
             self.click(ev.position().x(), ev.position().y())
         dragged = self._drag is not None
+        crop_moved = dragged and self._drag_box == "crop" and self._moved and self._crop[0] != self._drag.bounds
         self._press = self._last = self._drag = None
+        if crop_moved:
+            self.crop_released.emit(self.crop)
         if dragged:
             self.hover_changed.emit(self.active_face)  # the cursor opens (or the handle is left)
         self.hover(ev.position().x(), ev.position().y())

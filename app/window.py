@@ -16,6 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from engine.studio import messages as M
 
+from .box_handles import BoxHandles
 from .closing import Closing
 from .controls_help import CONTROLS
 from .dataset_panel import DatasetPanel
@@ -118,9 +119,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.export.export_ply_requested.connect(self._ask_export_ply)
         self.export.screenshot_requested.connect(self._ask_screenshot)
         self.export.mesh_requested.connect(self.export_mesh)
-        self.export.bounds_changed.connect(self._bounds_to_viewport)
-        self.export.bounds_confirmed.connect(lambda box: session.send(M.ConfirmBounds(box)))
-        self.controller.hover_changed.connect(lambda _: self._bounds_to_viewport(self.controller.bounds))
+        self.export.bounds_confirmed.connect(lambda box, frame: session.send(M.ConfirmBounds(box, frame)))
+        self.boxes = BoxHandles(self)   # the mesh box and the crop box drawn with their handles
         self.controller.bounds_dragged.connect(self.export.set_bounds)
         self.export.mesh_cancel_requested.connect(lambda: session.send(M.Cancel(save=False)))
         self.export.open_mesh_requested.connect(lambda path: self.open_paths([path]))
@@ -283,12 +283,6 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             act.setEnabled(enabled)
             act.setChecked(checked)
             act.blockSignals(False)
-
-    def _bounds_to_viewport(self, bounds: tuple) -> None:
-        """The box drawn by the engine (its handle under the mouse highlighted); the
-        controller drags its handles."""
-        self.controller.bounds = bounds
-        self.session.send(M.SetBounds(bounds, self.controller.active_face if bounds else -1))
 
     def _show_controls(self) -> None:
         QtWidgets.QMessageBox.information(self, "Viewport controls", CONTROLS)

@@ -1,7 +1,9 @@
 """The engine thread's splat edit (engine/io/splat_edit.py) of the splats on view: the
 EditSplats commands (select by box or brush, select all / none, invert, delete, crop, undo,
 redo), the view of the edited model (the kept splats uploaded, the selected ones drawn in
-one flat colour) and the crop box drawn in the viewport.
+one flat colour) and the crop box drawn in the viewport with its face handles (engine/studio/
+bounds_box.py, what the window drags: "handles" commands draw the box being dragged, the
+release is one "crop" command, one undoable step).
 
 Only a splat file's scene (scenes.PlyScene: a file or a project's splats viewed) is
 editable; a training changes its splats every step, a mesh is no splats. A training that
@@ -36,6 +38,8 @@ class Editing:
         self.rows: np.ndarray | None = None   # the scene's packed rows, all N
         self.edit_file: Path | None = None    # where the edit is saved (a project's), else None
         self.outline: tuple | None = None     # (segments, colours) of the selection being dragged
+        self.dragged: CropBox | None = None   # the crop box while a face of it is dragged (drawn instead)
+        self.highlight = -1                   # the crop box's face whose handle is under the mouse
 
     # --- scenes ------------------------------------------------------------------------------
     def scene_changed(self, scene) -> None:
@@ -44,6 +48,7 @@ class Editing:
         from .scenes import PlyScene
 
         self.scene, self.edit, self.rows, self.edit_file = scene, None, None, None
+        self.dragged, self.highlight = None, -1
         if not isinstance(scene, PlyScene) or scene.n == 0:
             self.e.emit(M.EditState(False))
             return
@@ -78,7 +83,7 @@ class Editing:
         return self.edit is not None
 
     def command(self, cmd: M.EditSplats) -> None:
-        if self.edit is None and cmd.op == "outline":
+        if self.edit is None and cmd.op in ("outline", "handles"):
             return
         if self.edit is None:
             self._from_finished_training()
@@ -91,7 +96,12 @@ class Editing:
             self.outline = outline_segments(cmd)
             self.e.viewport.edit_changed()
             return
-        self.outline = None
+        if cmd.op == "handles":
+            self.dragged = crop_box(cmd.crop) if cmd.crop else None
+            self.highlight = int(cmd.highlight) if 0 <= cmd.highlight < 6 else -1
+            self.e.viewport.edit_changed()
+            return
+        self.outline, self.dragged = None, None
         if cmd.op == "select":
             mask = select_screen(e.means, cmd.w2c, cmd.fov_y_deg, cmd.width, cmd.height,
                                  rect=cmd.rect if len(cmd.rect) == 4 else None,
@@ -99,15 +109,7 @@ class Editing:
                                  radius=cmd.radius)
             label = e.select(mask, cmd.mode)
         elif cmd.op == "crop":
-            box = None
-            if len(cmd.crop) == 6:
-                box = CropBox.from_bounds(cmd.crop[:3], cmd.crop[3:])
-            elif len(cmd.crop) == 15:
-                box = CropBox.from_json({"center": cmd.crop[:3], "half": cmd.crop[3:6],
-                                         "rotation": np.reshape(cmd.crop[6:], (3, 3)).tolist()}, "the crop box")
-            elif cmd.crop:
-                raise ValueError(f"a crop box is 6 or 15 numbers, not {len(cmd.crop)}")
-            label = e.set_crop(box)
+            label = e.set_crop(crop_box(cmd.crop) if cmd.crop else None)
         elif cmd.op in ("select_all", "select_none", "invert", "undo", "redo"):
             label = getattr(e, cmd.op)()
             if label is not None and cmd.op in ("undo", "redo"):
@@ -132,7 +134,7 @@ class Editing:
         if e.crop is not None:
             lo, hi = e.crop.bounds()
             crop = tuple(float(v) for v in (*lo, *hi))
-            box = tuple(float(v) for v in (*e.crop.center, *e.crop.half, *np.ravel(e.crop.rotation)))
+            box = crop_numbers(e.crop)
         self.e.emit(M.EditState(True, label, e._done[-1].label if e._done else "",
                                 e._undone[-1].label if e._undone else "", int(e.selected.sum()), int(e.keep().sum()),
                                 e.n, crop, str(self.edit_file) if saved and self.edit_file is not None else "", box))
@@ -161,18 +163,37 @@ class Editing:
         self.e.viewport.model_dirty = True
 
     def segments(self) -> tuple[np.ndarray, np.ndarray]:
-        """The crop box's 12 edges: ([12, 6] float32 world endpoints, [12] uint32 BGRA); none without a crop."""
-        from .overlays import _bgra
+        """The crop box's 12 edges in CROP_RGB and its 6 face handles (the box being dragged
+        instead while a face is: overlays.box_segments): ([30, 6] float32 world endpoints,
+        [30] uint32 BGRA); none without a crop."""
+        from .bounds_box import crop_to_box
+        from .overlays import box_segments
 
         segs, cols = np.zeros((0, 6), np.float32), np.zeros(0, np.uint32)
-        if self.edit is not None and self.edit.crop is not None:
-            c = self.edit.crop.corners()
-            edges = [(a, a | (1 << i)) for a in range(8) for i in range(3) if not (a >> i) & 1]
-            segs = np.array([np.concatenate([c[a], c[b]]) for a, b in edges], np.float32)
-            cols = np.full(len(segs), _bgra(CROP_RGB), np.uint32)
+        box = self.dragged or (self.edit.crop if self.edit is not None else None)
+        if box is not None:
+            bounds, frame = crop_to_box(crop_numbers(box))
+            segs, cols = box_segments(bounds, self.highlight, frame, CROP_RGB)
         if self.outline is not None:
             segs, cols = np.concatenate([segs, self.outline[0]]), np.concatenate([cols, self.outline[1]])
         return segs, cols
+
+
+def crop_box(numbers) -> CropBox:
+    """The CropBox of an EditSplats ``crop``: 6 numbers (x0, y0, z0, x1, y1, z1, axis-aligned)
+    or 15 (centre, half extents, rotation row-major whose columns are the axes); ValueError
+    for another count, EditFileError for a rotation that is not one."""
+    if len(numbers) == 6:
+        return CropBox.from_bounds(numbers[:3], numbers[3:])
+    if len(numbers) == 15:
+        return CropBox.from_json({"center": numbers[:3], "half": numbers[3:6],
+                                  "rotation": np.reshape(numbers[6:], (3, 3)).tolist()}, "the crop box")
+    raise ValueError(f"a crop box is 6 or 15 numbers, not {len(numbers)}")
+
+
+def crop_numbers(box: CropBox) -> tuple:
+    """The 15 numbers of ``box`` (EditState.crop_box, EditSplats.crop)."""
+    return tuple(float(v) for v in (*box.center, *box.half, *np.ravel(box.rotation)))
 
 
 def outline_segments(cmd: M.EditSplats) -> tuple[np.ndarray, np.ndarray] | None:

@@ -8,8 +8,10 @@ announced (MeshExported, one Saved per file) and the GLB opens in the viewport
 With ``confirm`` (the window's "ask before meshing", issue 47 item 3) the stage stops at its
 bounds step (engine/jobs/mesh.py mesh_steps, a generator held in ``pending`` with the
 project's lock): the box it proposes goes out as BoundsProposed, the engine thread goes back
-to its loop (the viewport draws and drags the box), and ConfirmBounds goes on from there with
-the box as proposed or as edited; Cancel drops it (nothing written, the lock released)."""
+to its loop (the viewport draws and drags the oriented box), and ConfirmBounds goes on from
+there with the box as proposed or as edited (:func:`confirmed_region`: an edited object box
+keeps its frame, its floor cut and its cap); Cancel drops it (nothing written, the lock
+released)."""
 
 from __future__ import annotations
 
@@ -30,23 +32,56 @@ def mesh_settings(cmd: M.ExportMesh, backend: str):
                       bounds=bounds)
 
 
-def confirmed_region(proposed, bounds: tuple, tol: float = 1e-6):
-    """The Bounds to mesh for ConfirmBounds' ``bounds``: ``proposed`` when () or its own
-    axis-aligned box (within ``tol`` of its size), else the six numbers as `spirula mesh
-    --bounds` takes them (SpirulaError when a max is not above its min)."""
+def confirmed_region(proposed, bounds: tuple, frame: tuple = (), tol: float = 1e-6):
+    """The Bounds (engine/mesh/bounds.py) to mesh for ConfirmBounds' ``bounds`` along
+    ``frame``'s axes (9 floats row-major, rows in world; (): the world's): ``proposed`` itself
+    when ``bounds`` is () or its own box (within ``tol`` of its size; along the world's axes
+    that is its axis-aligned box). Else a box edited by the user:
+
+    - along the proposal's own axes, an "object" proposal stays one: the same frame and up, the
+      bottom (lo[2]) cut flat and capped by the mesh stage; its floor (the stage cuts
+      MeshConfig.cut_voxels above it) is kept while the bottom is where the proposal put it,
+      else the cut is the bottom the user chose;
+    - otherwise (a "scene" or "explicit" proposal, or numbers along the world's axes) an
+      "explicit" box along ``frame``'s axes, meshed as `spirula mesh --bounds` numbers are
+      (clipped, no cap).
+
+    Either way its reason says it was edited by the user and mesh.json records
+    ``edited_by_user``: true and the proposed box. SpirulaError when a max is not above its
+    min, or ``frame`` is not a rotation."""
     import numpy as np
 
-    from ..mesh.bounds import resolve_bounds
+    from ..mesh.bounds import Bounds
 
     if len(bounds) != 6:
         return proposed
-    given, aabb = np.asarray(bounds, np.float64), np.asarray(proposed.aabb(), np.float64)
-    if np.allclose(given, aabb, atol=tol * max(float(np.ptp(aabb.reshape(2, 3), axis=0).max()), 1e-12)):
+    given = np.asarray(bounds, np.float64)
+    f = np.eye(3) if len(frame) != 9 else np.asarray(frame, np.float64).reshape(3, 3)
+    if not np.allclose(f @ f.T, np.eye(3), atol=1e-4):
+        raise SpirulaError("the confirmed box's frame is not a rotation (its rows are not orthonormal)")
+    own = np.allclose(f, proposed.frame, atol=1e-6)
+    mine = np.concatenate([proposed.lo, proposed.hi]) if own else np.asarray(proposed.aabb(), np.float64)
+    size = max(float(np.ptp(mine.reshape(2, 3), axis=0).max()), 1e-12)
+    if (own or len(frame) != 9) and np.allclose(given, mine, atol=tol * size):
         return proposed
-    region = resolve_bounds(tuple(float(x) for x in bounds), np.zeros((0, 4, 4)), None, None)
-    region.reason = (f"the box confirmed in the studio (edited from the proposed {proposed.mode} box: "
-                     f"{proposed.reason}), clipped, no cap")
-    return region
+    if (given[3:] <= given[:3]).any():
+        raise SpirulaError(f"the confirmed box {' '.join(f'{x:.4g}' for x in given)}: each max must be above "
+                           "its min")
+    extra = {"edited_by_user": True, "proposed": {"mode": proposed.mode, "frame": proposed.frame.tolist(),
+                                                  "lo": [float(x) for x in proposed.lo],
+                                                  "hi": [float(x) for x in proposed.hi]}}
+    if own and proposed.mode == "object":
+        same_bottom = abs(given[2] - proposed.lo[2]) <= tol * size
+        return Bounds("object", proposed.frame.copy(), given[:3].copy(), given[3:].copy(),
+                      f"the box edited by the user in the studio from the proposed one ({proposed.reason}); "
+                      + ("cut at the proposal's floor and capped" if same_bottom and proposed.floor is not None
+                         else "cut flat at its bottom and capped"),
+                      floor=proposed.floor if same_bottom else None, convergence=proposed.convergence,
+                      up=proposed.up, extra={**proposed.extra, **extra})
+    return Bounds("explicit", f, given[:3].copy(), given[3:].copy(),
+                  f"the box confirmed in the studio, edited by the user (from the proposed {proposed.mode} box: "
+                  f"{proposed.reason}), clipped, no cap", convergence=proposed.convergence, up=proposed.up,
+                  extra=extra)
 
 
 class Meshing:
@@ -83,7 +118,9 @@ class Meshing:
             self._finish(steps, lock, cmd, region)
             return
         self.pending = (steps, lock, cmd, region)
-        e.emit(M.BoundsProposed(str(project), region.aabb(), region.mode, region.reason, region.describe()))
+        e.emit(M.BoundsProposed(str(project), region.aabb(), region.mode, region.reason, region.describe(),
+                                tuple(float(x) for x in region.frame.reshape(-1)),
+                                tuple(float(x) for x in (*region.lo, *region.hi))))
         e.state("meshing", f"{project.name}: confirm the box to mesh (or Cancel)")
         e.viewport.view_dirty = True
 
@@ -93,7 +130,7 @@ class Meshing:
             raise SpirulaError("no mesh waits for its box: press Mesh first")
         steps, lock, mesh_cmd, proposed = self.pending
         try:
-            region = confirmed_region(proposed, cmd.bounds)
+            region = confirmed_region(proposed, cmd.bounds, cmd.frame)
         except SpirulaError:
             raise  # the stage stays held: the user can fix the box, or Cancel
         self.pending = None

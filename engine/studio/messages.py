@@ -134,15 +134,19 @@ class CacheCleared:
 @dataclass(frozen=True)
 class BoundsProposed:
     """The mesh stage (ExportMesh with ``confirm``) stopped at its bounds step: the box it would
-    mesh, waiting for ConfirmBounds (or Cancel). ``bounds``: its world axis-aligned box (xmin
-    ymin zmin xmax ymax zmax: what the viewport draws and drags); ``mode``: "object" (its bottom
-    cut and capped), "scene" or "explicit"; ``reason``: why (engine/mesh/bounds.py); ``text``:
-    the one-line description `spirula mesh` prints."""
+    mesh, waiting for ConfirmBounds (or Cancel). ``bounds``: the world axis-aligned box around
+    it (xmin ymin zmin xmax ymax zmax); ``frame``: the box's axes (9 floats row-major, rows in
+    world coordinates: x_frame = frame @ x_world) and ``box``: its lo [3], hi [3] along them
+    (what the viewport draws and drags; an object's frame has up as its third axis);
+    ``mode``: "object" (its bottom cut and capped), "scene" or "explicit"; ``reason``: why
+    (engine/mesh/bounds.py); ``text``: the one-line description `spirula mesh` prints."""
     project: str
     bounds: tuple
     mode: str
     reason: str
     text: str = ""
+    frame: tuple = ()
+    box: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -284,10 +288,14 @@ class ExportMesh:
 @dataclass(frozen=True)
 class ConfirmBounds:
     """Go on with the mesh stage held at its bounds step (BoundsProposed): ``bounds`` () meshes
-    the box proposed as it is (an object's bottom cut and capped); six floats (world, xmin ymin
-    zmin xmax ymax zmax) another box, meshed as `spirula mesh --bounds` numbers are (clipped, no
-    cap). Cancel instead drops the stage, nothing written."""
+    the box proposed as it is (an object's bottom cut and capped); six floats (xmin ymin zmin xmax
+    ymax zmax) the box edited by the user: along ``frame``'s axes (9 floats row-major, the
+    proposal's BoundsProposed.frame) an edited object box is meshed as the proposal is (its
+    bottom cut and capped); with no frame (world axes) or another proposal the box is meshed as
+    `spirula mesh --bounds` numbers are (clipped, no cap) in that frame. mesh.json records the
+    box as edited by the user. Cancel instead drops the stage, nothing written."""
     bounds: tuple = ()
+    frame: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -323,9 +331,11 @@ class SetPath:
 
 @dataclass(frozen=True)
 class SetBounds:
-    """Draw the mesh stage's box in the viewport (() = none)."""
+    """Draw the mesh stage's box in the viewport (() = none): ``bounds`` along ``frame``'s axes
+    (9 floats row-major, rows in world coordinates; (): the world's axes)."""
     bounds: tuple = ()
     highlight: int = -1        # the face (0..5) whose handle is under the mouse or dragged; -1: none
+    frame: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -422,7 +432,10 @@ class EditSplats:
     oriented box: centre [3], half extents [3], rotation [3, 3] row-major whose columns are
     the box's axes; () removes the crop),
     "undo", "redo"; "outline" draws a selection being dragged (``rect`` or ``brush``, the
-    camera) and changes nothing (the next command clears it)."""
+    camera) and changes nothing (the next command clears it); "handles" draws the crop box's
+    face handles, face ``highlight`` lit (under the mouse or dragged), the box as ``crop`` (15
+    floats: a face being dragged) or, with ``crop`` (), the edit's, and changes nothing (a drag
+    ends in one "crop": one undoable step)."""
     op: str
     mode: str = "set"
     rect: tuple = ()
@@ -433,6 +446,7 @@ class EditSplats:
     width: float = 1.0
     height: float = 1.0
     crop: tuple = ()
+    highlight: int = -1
 
 
 @dataclass(frozen=True)

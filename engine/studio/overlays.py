@@ -1,5 +1,5 @@
 """What the viewport draws over the splats as world-space line segments: the dataset cameras'
-frustums, the video's keyframes and path, and the mesh bounds box with its drag handles
+frustums, the video's keyframes and path, the mesh bounds box and the crop box with their drag handles
 (engine/studio/viewer.py projects and draws them with shaders/view/viewer.slang draw_segments)."""
 
 from __future__ import annotations
@@ -26,21 +26,19 @@ COLOR_HANDLES = (255, 140, 40)
 COLOR_HOVER = (255, 255, 255)
 
 
-def box_segments(bounds, highlight: int = -1) -> tuple[np.ndarray, np.ndarray]:
-    """The 12 edges of the box (xmin, ymin, zmin, xmax, ymax, zmax) and its 6 face handles
-    (engine/studio/bounds_box.py, what the mouse drags), face ``highlight``'s handle (under
-    the mouse, or dragged) larger and in COLOR_HOVER: ([30, 6], [30] BGRA)."""
-    from .bounds_box import handle_segments
+def box_segments(bounds, highlight: int = -1, frame=None, color=COLOR_BOUNDS) -> tuple[np.ndarray, np.ndarray]:
+    """The 12 edges of the box ``bounds`` (xmin, ymin, zmin, xmax, ymax, zmax in ``frame``'s
+    coordinates, its rows the box's axes; None: the world's) in ``color`` and its 6 face handles
+    (engine/studio/bounds_box.py, what the mouse drags), face ``highlight``'s handle (under the
+    mouse, or dragged) larger and in COLOR_HOVER: ([30, 6], [30] BGRA)."""
+    from .bounds_box import box_edges, handle_segments
 
-    lo, hi = np.asarray(bounds[:3], np.float64), np.asarray(bounds[3:], np.float64)
-    corners = np.array([[hi[i] if (k >> i) & 1 else lo[i] for i in range(3)] for k in range(8)])
-    edges = [(a, a | (1 << i)) for a in range(8) for i in range(3) if not (a >> i) & 1]
-    segs = np.array([np.concatenate([corners[a], corners[b]]) for a, b in edges], np.float32)
-    handles = handle_segments(bounds, highlight)
+    segs = box_edges(bounds, frame)
+    handles = handle_segments(bounds, highlight, frame)
     hcols = np.full(len(handles), _bgra(COLOR_HANDLES), np.uint32)
     if 0 <= highlight < 6:
         hcols[3 * highlight:3 * highlight + 3] = _bgra(COLOR_HOVER)
-    cols = np.concatenate([np.full(len(segs), _bgra(COLOR_BOUNDS), np.uint32), hcols])
+    cols = np.concatenate([np.full(len(segs), _bgra(color), np.uint32), hcols])
     return np.concatenate([segs, handles]), cols
 
 

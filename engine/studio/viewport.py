@@ -48,6 +48,7 @@ class Viewport:
         self.frustum_scale = 1.0      # the window's frustum size, x FRUSTUM_SIZE
         self.path = None              # M.SetPath: the video's keyframes and path, drawn
         self.bounds: tuple = ()       # the mesh stage's box (6 floats) drawn in the viewport, or ()
+        self.bounds_frame: tuple = ()  # its frame (9 floats, rows the box's axes; (): the world's axes)
         self.highlight = -1           # its face whose handle is under the mouse (-1: none)
 
     # --- commands ----------------------------------------------------------------------------
@@ -162,6 +163,7 @@ class Viewport:
     def set_bounds(self, cmd: M.SetBounds) -> None:
         """The mesh stage's box, drawn in the viewport (none: empty)."""
         self.bounds = tuple(float(x) for x in cmd.bounds) if len(cmd.bounds) == 6 else ()
+        self.bounds_frame = tuple(float(x) for x in cmd.frame) if self.bounds and len(cmd.frame) == 9 else ()
         self.highlight = int(cmd.highlight) if self.bounds and 0 <= cmd.highlight < 6 else -1
         self.update_segments()
         self.view_dirty = True
@@ -187,12 +189,12 @@ class Viewport:
             return
         dataset = getattr(sc, "dataset", None)  # a training or a review
         cams = dataset.cameras if dataset is not None else []
-        key = (id(sc), v.state.camera, self.frustum_scale, self.bounds, self.highlight, self.path)
+        key = (id(sc), v.state.camera, self.frustum_scale, self.bounds, self.bounds_frame, self.highlight, self.path)
         if self._seg_key == key:
             return
         self._seg_key = key
-        segs, cols = box_segments(self.bounds, self.highlight) if self.bounds else (np.zeros((0, 6), np.float32),
-                                                                    np.zeros(0, np.uint32))
+        segs, cols = (box_segments(self.bounds, self.highlight, self.bounds_frame) if self.bounds else
+                      (np.zeros((0, 6), np.float32), np.zeros(0, np.uint32)))
         crop_segs, crop_cols = self.e.editing.segments()  # the splat edit's crop box
         segs, cols = np.concatenate([segs, crop_segs]), np.concatenate([cols, crop_cols])
         if self.path is not None:  # the video's keyframes and path

@@ -66,3 +66,48 @@ def test_nothing_is_grabbed_away_from_the_handles():
     far = uv.min(axis=0) - 40
     assert pick_face(cam, BOX, W, H, *far) is None
     assert pick_face(cam, (), W, H, *uv[0]) is None
+
+
+def _turned(deg_up=35.0, deg_tilt=20.0):
+    """[3, 3] rows: a box frame turned about z, then tilted about x (no world axis among them)."""
+    a, b = np.radians(deg_up), np.radians(deg_tilt)
+    rz = np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1.0]])
+    rx = np.array([[1.0, 0, 0], [0, np.cos(b), -np.sin(b)], [0, np.sin(b), np.cos(b)]])
+    return (rx @ rz).T
+
+
+@pytest.mark.parametrize("face", range(6))
+def test_an_oriented_box_face_moves_along_its_own_axis_under_the_cursor(face):
+    """The proposed mesh box and a turned crop box are oriented: the grabbed face moves along
+    the box's own axis (the world point of its handle stays on that axis, under the cursor)."""
+    frame = _turned()
+    cam = _camera()
+    centres = face_centers(BOX, frame)
+    # the handles are on the oriented box's faces: world = frame-coordinates @ frame
+    assert np.allclose(centres @ frame.T, face_centers(BOX))
+    uv, _ = cam.project(centres, W, H)
+    assert pick_face(cam, BOX, W, H, *(uv[face] + [2, 1]), frame=frame.reshape(-1)) == face
+    drag = FaceDrag(cam, BOX, face, W, H, uv[face], frame.reshape(-1))
+    direction = drag.screen_axis / np.linalg.norm(drag.screen_axis)
+    target = uv[face] + (1 if face >= 3 else -1) * 25 * direction
+    new = drag.at(target)
+    assert [k for k in range(6) if new[k] != BOX[k]] == [face]
+    moved = face_centers(new, frame)[face] - centres[face]
+    # along the face's own axis only (a world-axis drag would leave a component across it)
+    assert np.linalg.norm(moved) > 0.05 and np.allclose(np.cross(moved, frame[face % 3]), 0, atol=1e-9)
+    uv_new, _ = cam.project(face_centers(new, frame), W, H)
+    assert np.linalg.norm(uv_new[face] - target) < 0.05
+
+
+def test_a_crop_box_converts_to_a_framed_box_and_back():
+    from engine.io.splat_edit import CropBox
+    from engine.studio.bounds_box import box_corners, box_to_crop, crop_to_box
+
+    frame = _turned()
+    crop = CropBox((0.3, -0.2, 0.5), (0.4, 0.7, 0.2), tuple(map(tuple, frame.T)))
+    numbers = (*crop.center, *crop.half, *np.ravel(crop.rotation))
+    bounds, f = crop_to_box(numbers)
+    assert np.allclose(np.reshape(f, (3, 3)), frame)
+    # the same eight corners (the same order: bit i of k takes the max on axis i)
+    assert np.allclose(box_corners(bounds, f), crop.corners())
+    assert np.allclose(box_to_crop(bounds, f), numbers)

@@ -68,3 +68,31 @@ def test_keyframes_drawn_as_frustums_of_their_fov_and_the_path_as_a_polyline():
     assert np.allclose(segs[10:], [[0, 0, 0, 1, 0, 0], [1, 0, 0, 1, 1, 0]])
     empty, _ = keyframe_segments((), (), size)
     assert empty.shape == (0, 6)
+
+
+def test_an_oriented_box_is_drawn_at_its_own_corners():
+    """The mesh stage proposes an oriented box (engine/mesh/bounds.py Bounds: frame, lo, hi);
+    the viewport draws that box, not the world axis-aligned box around it."""
+    from engine.mesh.bounds import Bounds
+    from engine.studio.overlays import box_segments
+
+    a = np.radians(30)
+    frame = np.array([[np.cos(a), np.sin(a), 0], [-np.sin(a), np.cos(a), 0], [0, 0, 1.0]])
+    proposal = Bounds("object", frame, np.array([-1.0, -0.5, 0.1]), np.array([1.0, 0.5, 2.0]), "test", floor=0.1)
+    segs, _ = box_segments((*proposal.lo, *proposal.hi), -1, tuple(frame.reshape(-1)))
+    ends = segs[:12].reshape(-1, 3)
+    corners = proposal.corners()
+    # every end is one of the proposal's corners, and every corner is the end of three edges
+    d = np.linalg.norm(ends[:, None] - corners[None], axis=2)
+    assert d.min(axis=1).max() < 1e-6
+    assert np.all(np.bincount(d.argmin(axis=1), minlength=8) == 3)
+    # not the axis-aligned box around it: its corners are not drawn
+    aabb = np.asarray(proposal.aabb()).reshape(2, 3)
+    box = np.array([[aabb[(k >> i) & 1, i] for i in range(3)] for k in range(8)])
+    assert np.linalg.norm(ends[:, None] - box[None], axis=2).min() > 0.1
+    # the handles are on the oriented faces' centres
+    handles = segs[12:].reshape(6, 3, 6)
+    for f in range(6):
+        mid = (handles[f, (f + 1) % 3, :3] + handles[f, (f + 1) % 3, 3:]) / 2
+        q = mid @ frame.T
+        assert np.isclose(q[f % 3], (*proposal.lo, *proposal.hi)[f])

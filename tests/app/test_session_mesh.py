@@ -118,3 +118,46 @@ def test_the_highlighted_bounds_handle_is_drawn_white(driver, tmp_path):
     s.send(M.SetBounds(box, highlight=9))  # out of range: none
     assert not white(driver.frame()).any()
     s.send(M.SetBounds(()))
+
+
+def test_an_oriented_bounds_box_is_drawn_along_its_own_axes(driver, tmp_path):
+    """SetBounds with a frame (the mesh stage's proposed box is turned to the object): the box's
+    edges are drawn between its own corners, not the world axis-aligned box's around it. Each
+    pixel in the box colour lies on a projected edge of the oriented box (an independent
+    pinhole projection of its corners)."""
+    from engine.mesh.bounds import Bounds
+    from engine.studio.overlays import COLOR_BOUNDS
+
+    s = driver.s
+    s.send(M.OpenMesh(str(_glb(cube(np.random.default_rng(13), checker()), tmp_path / "c.glb"))))
+    driver.wait(lambda m: isinstance(m, M.SceneLoaded), 60, "SceneLoaded")
+    eye = np.array([3.0, -2.2, 3.6])
+    w2c = look_at(eye, np.zeros(3))
+    s.send(M.SetView(tuple(w2c.reshape(-1)), 60.0, None))
+    a = math.radians(30)
+    frame = np.array([[math.cos(a), math.sin(a), 0], [-math.sin(a), math.cos(a), 0], [0, 0, 1.0]])
+    box = Bounds("object", frame, np.array([-1.2, -0.8, -1.0]), np.array([1.2, 0.8, 1.0]), "test")
+    s.send(M.SetBounds((*box.lo, *box.hi), -1, tuple(frame.reshape(-1))))
+    img = driver.frame()
+    s.send(M.SetBounds(()))
+    yellow = np.argwhere(np.all(img == COLOR_BOUNDS, axis=2))[:, ::-1] + 0.5   # (x, y) pixel centres
+    assert len(yellow) > 40
+
+    def edges_2d(corners):
+        cam = corners @ w2c[:3, :3].T + w2c[:3, 3]
+        f = 0.5 * H / math.tan(math.radians(30))
+        uv = cam[:, :2] / cam[:, 2:3] * f + [W / 2, H / 2]
+        return [(uv[i], uv[i | (1 << k)]) for i in range(8) for k in range(3) if not (i >> k) & 1]
+
+    def distance(points, segs):
+        d = np.full(len(points), np.inf)
+        for p, q in segs:
+            t = np.clip((points - p) @ (q - p) / max(float((q - p) @ (q - p)), 1e-12), 0, 1)
+            d = np.minimum(d, np.linalg.norm(points - p - t[:, None] * (q - p), axis=1))
+        return d
+
+    on_box = distance(yellow, edges_2d(box.corners()))
+    assert np.mean(on_box <= 1.5) > 0.97, np.sort(on_box)[-10:]
+    lo, hi = np.asarray(box.aabb()).reshape(2, 3)
+    aabb = np.array([[(lo, hi)[(k >> i) & 1][i] for i in range(3)] for k in range(8)])
+    assert np.mean(distance(yellow, edges_2d(aabb)) > 3.0) > 0.3     # not the world box around it

@@ -207,3 +207,96 @@ def test_crop_select_delete_undo_redo_saved_and_exported(studio, tmp_path):
     dlg.hide()
     assert abs(win.edit_tools.show_crop().turn.value() - 30.0) < 0.05      # the dialog shows it again
     win.edit_tools.crop_dialog.hide()
+
+
+def test_dragging_a_face_of_the_crop_box_moves_it_in_the_saved_edit_and_undo_restores_it(studio, tmp_path):
+    """The crop box has face handles in the viewport, as the mesh box does: one lights up
+    under the mouse (a "handles" command with it highlighted); a left drag on it moves that
+    face of the (turned) crop box along the box's own axis, the handle under the cursor, the
+    camera still; the release is one "crop" command: one undoable step, saved in edit.json,
+    the kept splats those in the new box; Ctrl+Z restores the box before the drag."""
+    from PySide6 import QtCore
+
+    from app.bounds_drag import FaceDrag
+    from engine.io.splat_edit import CropBox
+    from engine.studio.bounds_box import crop_to_box, face_centers
+
+    app, win = studio
+    project = tmp_path / "dragged"
+    project.mkdir()
+    g0 = random_gaussians(np.random.default_rng(31), 2000, 1)
+    g0.means[:] = np.random.default_rng(32).uniform(-1, 1, size=g0.means.shape)
+    g0.scales[:] = np.log(0.01)
+    write_ply(project / "splat.ply", g0)
+    (project / "train.json").write_text("{}")
+    means = read_ply(project / "splat.ply", warn=False).means.astype(np.float64)
+    n = _count(win)
+    win.open_paths([str(project / "splat.ply")])
+    assert _edit_state(app, win, n, "opening").total == 2000
+    win.edit_tools.set_tool("orbit")
+    dlg = win.edit_tools.show_crop()
+    for s, v in zip(dlg.spins, (-0.5, -0.6, -0.4, 0.5, 0.6, 0.4)):
+        s.setValue(v)
+    dlg.turn.setValue(25.0)
+    n = _count(win)
+    dlg.apply_button.click()
+    st = _edit_state(app, win, n, "turned crop")
+    dlg.hide()
+    before = json.loads((project / "edit.json").read_text())["crop"]
+    assert np.allclose(win.controller.crop, st.crop_box)
+    bounds, frame = crop_to_box(st.crop_box)
+    f = np.reshape(frame, (3, 3))
+    assert not np.allclose(f, np.eye(3), atol=0.1)          # turned: no world axis
+
+    cam, size = win.controller.camera, win.controller.size
+    w, h = size.width(), size.height()
+    c = face_centers(bounds, frame).mean(axis=0)
+    cam.look_at(c - cam.forward * 4.0, c)
+    win.controller.push()
+    centres = face_centers(bounds, frame)
+    uv, front = cam.project(centres, w, h)
+    tips, _ = cam.project(centres + 0.1 * f[np.arange(6) % 3], w, h)
+    length = [np.linalg.norm(tips[k] - uv[k]) if front[k] and 0 < uv[k][0] < w and 0 < uv[k][1] < h else 0
+              for k in range(3, 6)]
+    face = 3 + int(np.argmax(length))
+    direction = (tips[face] - uv[face]) / np.linalg.norm(tips[face] - uv[face])
+    picked, send = [], win.controller.send
+    win.controller.send = lambda cmd: (picked.append(cmd), send(cmd))
+    sent_before = len(win.sent)
+    left, none = QtCore.Qt.MouseButton.LeftButton, QtCore.Qt.MouseButton.NoButton
+    _mouse(win, "move", uv[face] + [2, -1], none)            # the handle lights up
+    spin(app, 0.05)
+    assert win.controller.crop_face == face and win.controller.active_face == -1
+    lit = [m for m in win.sent[sent_before:] if isinstance(m, M.EditSplats)]
+    assert lit and lit[-1].op == "handles" and lit[-1].highlight == face
+    w2c = cam.w2c().copy()
+    end = uv[face] + 40 * direction
+    expected = FaceDrag(cam, bounds, face, w, h, uv[face], frame).at(end)
+    n = _count(win)
+    _mouse(win, "press", uv[face], left)
+    for k in range(1, 9):
+        _mouse(win, "move", uv[face] + (end - uv[face]) * k / 8, left)
+        spin(app, 0.02)
+    _mouse(win, "release", end, none)
+    st = _edit_state(app, win, n, "crop drag")
+    win.controller.send = send
+    assert np.allclose(cam.w2c(), w2c), "the drag turned the camera instead of moving the face"
+    cmds = [m for m in win.sent[sent_before:] if isinstance(m, M.EditSplats)]
+    assert [m.op for m in cmds].count("crop") == 1 and [m.op for m in cmds if m.op != "handles"] == ["crop"]
+    assert st.label == "crop" and st.undo == "crop"
+    # the saved edit: that face moved by the dragged amount, the others and the turn as they were
+    saved = CropBox.from_json(json.loads((project / "edit.json").read_text())["crop"], "edit.json")
+    new, new_frame = crop_to_box((*saved.center, *saved.half, *np.ravel(saved.rotation)))
+    assert np.allclose(new_frame, frame, atol=1e-9)
+    assert [k for k in range(6) if abs(new[k] - bounds[k]) > 1e-6] == [face]
+    assert abs(new[face] - expected[face]) < 1e-6 and new[face] - bounds[face] > 0.02
+    uv_new, _ = cam.project(face_centers(new, new_frame), w, h)
+    assert np.linalg.norm(uv_new[face] - end) < 1.0             # the handle under the cursor where it ended
+    local = (means - np.asarray(saved.center)) @ np.asarray(saved.rotation)
+    assert st.kept == np.all(np.abs(local) <= np.asarray(saved.half) + 1e-6, axis=1).sum()
+    # one undo: the box before the drag, in the view's state and in edit.json
+    n = _count(win)
+    _key(app, win, "Ctrl+Z")
+    st = _edit_state(app, win, n, "Ctrl+Z")
+    assert st.label == "undo crop" and json.loads((project / "edit.json").read_text())["crop"] == before
+    assert np.allclose(crop_to_box(st.crop_box)[0], bounds) and np.allclose(win.controller.crop, st.crop_box)
