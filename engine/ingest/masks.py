@@ -47,9 +47,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from ..settings import MASK_MODES
 from .scene import name_list
 
-MASK_MODES = ("auto", "cutout", "ignore", "off")
 KEEP_THRESHOLD = 128  # a mask file's grey at or above this keeps the pixel
 _ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa", "La")
 
