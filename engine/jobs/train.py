@@ -124,6 +124,8 @@ def write_results(out_dir: Path, trainer: Trainer, dataset, cfg: RunConfig, test
         "strategy": trainer.strategy, "antialias": cfg.train.antialias,
         # held-out views are scored with the identity appearance (engine/splat/evaluate.py)
         "appearance": cfg.train.appearance,
+        # masks in force (engine/splat/masks.py); with "ignore", the held-out PSNR over kept pixels
+        "masks": getattr(trainer, "masks", "off"), "psnr_kept": final and final.get("psnr_kept"),
         **(extra or {}),
     }
     write_json_atomic(out_dir / "metrics.json", metrics)

@@ -116,3 +116,25 @@ def test_the_setting():
     assert added_later("dataset")["masks"] == "off"  # runs saved before masks read none
     with pytest.raises(ValueError):
         s.check("transparent")
+
+
+def test_the_review_shows_masks(gpu):
+    """The studio's review (engine/studio/review.py): a masked camera's image, seen through
+    it, has its masked-out pixels darkened and tinted (the kept ones as they are), and the
+    notes say which masks are in force."""
+    from engine.studio.review import ReviewScene
+
+    ds = tiny_dataset(seed=5, n_cams=3)
+    cam = ds.cameras[1]
+    h, w = cam.image.shape[:2]
+    cam.mask = np.full((h, w), 255, np.uint8)
+    cam.mask[:, : w // 3] = 0
+    ds.masks, ds.masks_note = "ignore", "masks: 1 of 3 images masked from the masks in x, used as ignore"
+    scene = ReviewScene(gpu, ds, "d", 8)
+    assert ds.masks_note in scene.notes
+    shown = gpu.read(scene.gt(1), np.uint8, h * w * 4).reshape(h, w, 4)[..., :3]
+    np.testing.assert_array_equal(shown, mask_overlay(cam.image, cam.mask))
+    np.testing.assert_array_equal(shown[:, w // 3:], cam.image[:, w // 3:])
+    assert (shown[:, : w // 3] != cam.image[:, : w // 3]).any()
+    np.testing.assert_array_equal(gpu.read(scene.gt(0), np.uint8, h * w * 4).reshape(h, w, 4)[..., :3],
+                                  ds.cameras[0].image)
