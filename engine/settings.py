@@ -392,9 +392,11 @@ def added_later(section: str) -> dict:
     so, so it is neither a changed setting on resume nor part of a cached stage's key while
     it has that value."""
     if section == "dataset":
-        # runs saved before masks existed read no masks folder and composited alpha over black
-        # (the default black background: what "off" still does)
-        return {"masks": "off"}
+        # runs saved before masks existed read no masks folder and composited alpha over black:
+        # what "auto" does on every dataset without a masks folder (alpha: cutout over the default
+        # black background, the same targets). A dataset with a masks folder trained then resumes
+        # or reruns with its masks ignored, not with them off (engine/ingest/masks.py)
+        return {"masks": "auto"}
     if section != "train":
         return {}
     # init_random is not here: runs saved before it started from another random init

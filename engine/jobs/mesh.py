@@ -130,8 +130,8 @@ def load_project(project: Path, cfg: MeshConfig):
 
 
 def _saved_masks(train: dict) -> str:
-    """The masks mode of a saved training (train.json's config; "off" for a training saved
-    before masks existed, engine/settings.py added_later)."""
+    """The masks mode of a saved training (train.json's config; for a training saved before
+    masks existed, engine/settings.py added_later's)."""
     from ..settings import MASK_MODES, added_later
     mode = (train.get("config", {}).get("dataset") or {}).get("masks", added_later("dataset")["masks"])
     return mode if mode in MASK_MODES else "off"

@@ -113,7 +113,7 @@ def test_ignore_mode_steps(gpu):
 def test_the_setting():
     s = BY_NAME["masks"]
     assert s.section == "dataset" and s.default == "auto" and s.choices == MASK_MODES
-    assert added_later("dataset")["masks"] == "off"  # runs saved before masks read none
+    assert added_later("dataset")["masks"] == "auto"  # what runs saved before masks did without a masks folder
     with pytest.raises(ValueError):
         s.check("transparent")
 
