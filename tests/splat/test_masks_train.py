@@ -138,3 +138,19 @@ def test_the_review_shows_masks(gpu):
     assert (shown[:, : w // 3] != cam.image[:, : w // 3]).any()
     np.testing.assert_array_equal(gpu.read(scene.gt(0), np.uint8, h * w * 4).reshape(h, w, 4)[..., :3],
                                   ds.cameras[0].image)
+
+
+def test_coarse_levels_downscale_the_mask_with_the_image(gpu):
+    from engine.splat.res_schedule import level_image
+
+    ds = tiny_dataset(seed=6, n_cams=2)
+    h, w = ds.cameras[0].image.shape[:2]
+    ds.cameras[0].mask = np.full((h, w), 255, np.uint8)
+    ds.cameras[0].mask[: h // 2] = 0
+    ds.masks = "ignore"
+    t = Trainer(gpu, ds, [0, 1], _cfg(res_levels=2))
+    lvl = _unpack(t._training_rgba(0, 1))
+    np.testing.assert_array_equal(lvl[..., 3], level_image(ds.cameras[0].mask, 1))
+    np.testing.assert_array_equal(lvl[..., :3], level_image(ds.cameras[0].image, 1))
+    assert (_unpack(t._training_rgba(1, 1))[..., 3] == 255).all()  # no mask: every pixel kept
+    t.release()
