@@ -22,8 +22,7 @@ SMALL = Size("ci-test", 120, 90, 16, 1, 3000, 300)
 def test_masked_distractor_is_gone_and_the_kept_pixels_score_higher(tmp_path):
     data = tmp_path / "data"
     generate(data, SMALL, log=lambda *_: None)
-    runs = {m: train(data, tmp_path / f"train_{m}", m, SMALL.steps, "vulkan", False, log=lambda *_: None,
-                     extra=("--eval-every", "4"))
+    runs = {m: train(data, tmp_path / f"train_{m}", m, SMALL.steps, "vulkan", False, log=lambda *_: None)
             for m in ("ignore", "off")}
     for m, r in runs.items():
         assert r["returncode"] == 0, (m, (tmp_path / f"train_{m}.log").read_text()[-2000:])
