@@ -2,14 +2,14 @@
 
 Scene (rendered by the independent ray caster of benchmarks/mesh_gt, not our rasterizer):
 a toy (a textured block with a ball on it) on a tiled floor in a textured room, a full orbit
-of cameras at two heights. In half of the views (view i with i % 4 in {0, 1}) a distractor
--- a magenta ball of radius 5 cm, something that walks through the capture -- stands on the
-floor beside the toy, 0.2 m from its axis, and moves slowly: its bearing around the toy is a
-quarter of the camera's azimuth (plus 90 degrees), so views taken close together see it at
-nearly the same place (enough to be learned as something there) and it has walked a quarter
-turn by the end (sometimes in front of the toy, sometimes behind it). Its masks
-(``masks/<name>.png``: 0 on the pixels whose centre ray hits it, dilated by DILATE px for the
-anti-aliased edge; 255 elsewhere; every view has one) come from the ray caster's hit map.
+of cameras at two heights. In half of the views a distractor -- a magenta ball of radius 5 cm,
+textured, someone's thing that was put down and moved -- stands on the floor beside the toy:
+in the first quarter of the views (the first half of the low ring) at one place, in the third
+quarter (the first half of the high ring) at another; the other views do not have it. Like a
+real transient it stands still long enough for SfM to triangulate it: the SfM-like points are
+drawn from every view, the ball's included. Its masks (``masks/<name>.png``: 0 on the pixels
+whose centre ray hits it, dilated by DILATE px for the anti-aliased edge; 255 elsewhere; every
+view has one) come from the ray caster's hit map.
 
 The dataset (``images/``, ``masks/``, ``sparse/0`` with the true cameras and SfM-like points
 from the distractor-free views, as benchmarks/mesh_gt/writer.py makes them) is trained twice
@@ -53,10 +53,9 @@ from benchmarks.mesh_gt.writer import sparse_points, write_colmap
 REPO = Path(__file__).resolve().parents[1]
 DIST_R = 0.05        # the distractor ball's radius (m)
 DIST_ORBIT = 0.2     # its distance from the toy's axis (m)
-DIST_DRIFT = 0.25    # the distractor's bearing around the toy: this x the camera's azimuth ...
-DIST_BEARING = np.pi / 2  # ... plus this (radians)
+DIST_PLACES = ((0.2, 0.06), (-0.12, 0.17))  # where it stands (x, y metres) in its two stretches
 DILATE = 1           # px the mask grows past the pixels whose centre ray hits the distractor
-MAGENTA = (0.92, 0.12, 0.85)
+MAGENTA = Texture("noise", (0.92, 0.12, 0.85), (0.70, 0.06, 0.62), scale=0.015, seed=53)
 
 
 def scene() -> Scene:
@@ -69,14 +68,11 @@ def scene() -> Scene:
                  lambda size, rng: _ring_cameras(size, (0.0, 0.0, 0.07), 0.6, (0.25, 0.5), 50.0))
 
 
-def has_distractor(i: int) -> bool:
-    return i % 4 in (0, 1)
-
-
-def distractor_centre(cam) -> np.ndarray:
-    c = cam.centre
-    az = DIST_DRIFT * (np.arctan2(c[1], c[0]) % (2 * np.pi)) + DIST_BEARING
-    return np.array([DIST_ORBIT * np.cos(az), DIST_ORBIT * np.sin(az), DIST_R])
+def distractor_place(i: int, views: int) -> int | None:
+    """Which of DIST_PLACES the distractor stands at in view i of ``views`` (None: absent):
+    the first and the third quarter of the views."""
+    q = 4 * i // views
+    return {0: 0, 2: 1}.get(q)
 
 
 def generate(out: Path, size_name="ci", seed: int = 0, log=print) -> dict:
@@ -94,27 +90,30 @@ def generate(out: Path, size_name="ci", seed: int = 0, log=print) -> dict:
     names = [f"view_{i:03d}.png" for i in range(len(cams))]
     images, depths, whiches, centres = [], [], [], {}
     t = time.perf_counter()
+    balls = [Sphere((x, y, DIST_R), DIST_R) for x, y in DIST_PLACES]
+    sc_all = Scene(sc.name, sc.title, sc.kind, sc.parts + [Part(f"distractor_{k}", b, MAGENTA, "background")
+                                                           for k, b in enumerate(balls)], sc.cameras)
     for i, cam in enumerate(cams):
         img, depth, which = render(shapes, textures, cam, size.supersample)
         clean8 = (np.clip(img, 0, 1) * 255 + 0.5).astype(np.uint8)
         mask = np.full((cam.height, cam.width), 255, np.uint8)
         shown = clean8
-        if has_distractor(i):
-            centres[names[i]] = p = distractor_centre(cam)
-            img_d, _, which_d = render(shapes + [Sphere(tuple(p), DIST_R)], textures + [Texture("plain", MAGENTA)],
-                                       cam, size.supersample)
+        k = distractor_place(i, len(cams))
+        if k is not None:
+            centres[names[i]] = np.asarray(balls[k].centre, float)
+            img_d, depth, which_d = render(shapes + [balls[k]], textures + [MAGENTA], cam, size.supersample)
             shown = (np.clip(img_d, 0, 1) * 255 + 0.5).astype(np.uint8)
-            hit = ndimage.binary_dilation(which_d == len(shapes), iterations=DILATE)
-            mask[hit] = 0
+            on_ball = which_d == len(shapes)
+            mask[ndimage.binary_dilation(on_ball, iterations=DILATE)] = 0
+            which = np.where(on_ball, len(shapes) + k, which_d)  # the ball's part in sc_all
             Image.fromarray(clean8).save(out / "clean" / names[i])
         Image.fromarray(shown).save(out / "images" / names[i])
         Image.fromarray(mask).save(out / "masks" / names[i])
-        if not has_distractor(i):  # SfM-like points from the views without it
-            images.append(clean8)
-            depths.append(depth)
-            whiches.append(which)
-    clean_cams = [c for i, c in enumerate(cams) if not has_distractor(i)]
-    pts, cols = sparse_points(sc, clean_cams, images, depths, whiches, size.points, rng)
+        images.append(shown)
+        depths.append(depth)
+        whiches.append(which)
+    # SfM-like points from every view as shot: the ball, still for a stretch, gets some too
+    pts, cols = sparse_points(sc_all, cams, images, depths, whiches, size.points, rng)
     write_colmap(out, cams, names, pts, cols)
     info = {"size": size.name, "views": len(cams), "distractor_views": len(centres), "points": int(len(pts)),
             "distractor_centres": {k: v.tolist() for k, v in centres.items()}, "radius": DIST_R,
