@@ -138,9 +138,12 @@ class TrainingPanel(QtWidgets.QWidget):
     # the basic settings' rows, in this order: every setting of the table's basic group, once
     # (tests/app/test_training_panel.py); the switches (bools) share the row before the last
     ORDER = ("steps", "max_size", "eval_interval", "init_random_points", "strategy", "densify_from", "max_gaussians",
-             "adam_moments", "antialias", "geometry", "appearance")
+             "masks", "adam_moments", "antialias", "geometry", "appearance")
     # how the panel shows some of them (the rest: the table's range, labels and default)
-    CHOICE_LABELS = {"strategy": STRATEGIES, "adam_moments": MOMENTS, "appearance": APPEARANCES}
+    # masks (engine/ingest/masks.py): the review's notes say what "auto" found
+    MASKS = (("Automatic (ignore a masks folder, cut out alpha)", "auto"), ("Ignore masked pixels", "ignore"),
+             ("Cut out (masked = empty space)", "cutout"), ("Off", "off"))
+    CHOICE_LABELS = {"strategy": STRATEGIES, "adam_moments": MOMENTS, "appearance": APPEARANCES, "masks": MASKS}
     PANEL_DEFAULTS = {"geometry": True}   # the studio exports meshes: the geometry phase is on
     SPIN = {"steps": dict(singleStep=100), "max_size": dict(singleStep=16, suffix=" px", special="as stored"),
             "eval_interval": dict(singleStep=100, special="at the end"), "init_random_points": dict(singleStep=1000),
@@ -173,7 +176,7 @@ class TrainingPanel(QtWidgets.QWidget):
     WIDGETS = {"steps": "steps", "max_size": "max_size", "init_random_points": "init_points",
                "eval_interval": "eval_interval", "densify_from": "densify_from", "max_gaussians": "max_gaussians",
                "strategy": "strategy", "adam_moments": "adam_moments", "antialias": "antialias",
-               "geometry": "geometry", "appearance": "appearance"}
+               "geometry": "geometry", "appearance": "appearance", "masks": "masks"}
 
     def _apply_preset(self, name: str) -> None:
         p = self.PRESETS.get(name)
@@ -222,7 +225,7 @@ class TrainingPanel(QtWidgets.QWidget):
                    max_gaussians=self.max_gaussians.value(), adam_moments=self.adam_moments.currentData(),
                    strategy=self.strategy.currentData(), antialias=self.antialias.isChecked(),
                    appearance=self.appearance.currentData(), densify_from=self.densify_from.value(),
-                   geometry=self.geometry.isChecked())
+                   geometry=self.geometry.isChecked(), masks=self.masks.currentData())
         out.update(self.advanced)
         return out
 

@@ -33,6 +33,7 @@ from typing import Any
 STRATEGIES = ("auto", "adc", "mcmc")  # resolve_strategy (engine/config.py)
 RANDOM_INITS = ("views", "box")       # engine/splat/init.py
 APPEARANCES = ("off", "exposure", "affine", "bilagrid")  # engine/splat/appearance.py
+MASK_MODES = ("auto", "cutout", "ignore", "off")  # engine/ingest/masks.py
 MCMC_MIN_STEPS = 500                  # "auto" picks MCMC from this many steps on SfM points (resolve_strategy)
 MCMC_MIN_STEPS_RANDOM = 7_000         # ... and from this many from random points
 MIN_IMAGE_SIDE = 8                    # max_size: 0 keeps the stored size, else at least this many px
@@ -163,6 +164,12 @@ SETTINGS: tuple[Setting, ...] = (
        group="basic", label="Image size", low=MIN_IMAGE_SIDE, zero="as stored", metavar="PX"),
     _s("eval_every", D, int, 8, "hold out every k-th image by sorted name for evaluation, 0 = none; when that "
        "would hold out every image, all train and none is held out", low=0, metavar="K", resume="blocking"),
+    _s("masks", D, str, "auto", "per-image masks from a masks/ folder beside images/ (<name>.png or <name without "
+       "extension>.png, white = keep) or the images' alpha channel: ignore (masked-out pixels take no part in the "
+       "loss or the mesh texture; for a tripod, a person, the operator), cutout (they are empty space: trained to "
+       "show the background colour; for an object cut from its background), off; auto: ignore for a masks "
+       "folder, cutout for an alpha channel (what alpha always did), off when there is neither",
+       group="basic", label="Masks", choices=MASK_MODES),
     # --- training (TrainConfig); defaults follow Kerbl et al. 2023 (the reference implementation's
     # learning rates and density-control schedule)
     _s("steps", T, int, 30_000, "training steps", group="basic", low=1),
@@ -394,6 +401,12 @@ def added_later(section: str) -> dict:
     with the values runs saved before them had: a saved run or checkpoint without one ran
     so, so it is neither a changed setting on resume nor part of a cached stage's key while
     it has that value."""
+    if section == "dataset":
+        # runs saved before masks existed read no masks folder and composited alpha over black:
+        # what "auto" does on every dataset without a masks folder (alpha: cutout over the default
+        # black background, the same targets). A dataset with a masks folder trained then resumes
+        # or reruns with its masks ignored, not with them off (engine/ingest/masks.py)
+        return {"masks": "auto"}
     if section != "train":
         return {}
     # init_random is not here: runs saved before it started from another random init

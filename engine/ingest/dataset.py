@@ -23,6 +23,9 @@ class Camera:
     w2c: [4, 4] float64 world-to-camera rigid transform (OpenCV axes).
     fx, fy, cx, cy: pinhole intrinsics in pixels of ``image`` (after crop and downscale).
     image: [H, W, 3] uint8 RGB, undistorted, cropped to the valid rectangle, downscaled.
+    mask: [H, W] uint8 weight of each pixel, 255 = keep, 0 = masked out (the same
+    undistortion, crop and downscale as ``image``: fractional at edges), or None = every
+    pixel kept (engine/ingest/masks.py).
     """
 
     name: str
@@ -35,6 +38,7 @@ class Camera:
     cy: float
     w2c: np.ndarray
     image: np.ndarray
+    mask: np.ndarray | None = None
 
     @property
     def c2w(self) -> np.ndarray:
@@ -59,6 +63,9 @@ class Dataset:
     read (its describe()), "pinhole": the PINHOLE intrinsics its images were undistorted
     and cropped to, at their native size ({"model", "width", "height", "fx", "fy", "cx",
     "cy"}, pixels), "images": how many}; empty when every camera is a pinhole.
+    masks: the masks' mode in force, "ignore", "cutout" or "off" (engine/ingest/masks.py);
+    masks_source: where they came from, "folder" or "alpha" ("" when off; with "alpha" the
+    images are composited over black, i.e. premultiplied); masks_note: one line saying so.
     """
 
     root: Path
@@ -67,6 +74,9 @@ class Dataset:
     colors: np.ndarray | None = None
     warnings: list[str] = field(default_factory=list)
     undistortion: list[dict] = field(default_factory=list)
+    masks: str = "off"
+    masks_source: str = ""
+    masks_note: str | None = None
 
     def split(self, eval_every: int = 8) -> tuple[list[int], list[int]]:
         """(train, test) camera indices by :meth:`holdout`'s rule."""

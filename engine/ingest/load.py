@@ -17,6 +17,10 @@ Matching an image to its camera:
   warning giving the scale; any other size mismatch raises DatasetError naming the file
   and both sizes.
 
+Masks (:mod:`engine.ingest.masks`: where they are found, the one rule for a mask that
+cannot be used, the modes): a view's mask follows its image through the same orientation,
+undistortion, crop and downscale, into :attr:`Camera.mask`.
+
 A camera whose distortion cannot be undistorted to a pinhole image (not invertible at the
 image border, no valid rectangle) costs its own images, skipped with a warning that gives
 the camera and the reason; the dataset is refused only when no image is left.
@@ -36,6 +40,7 @@ from .both_formats import add_colmap_beside_transforms
 from .colmap import is_colmap_dataset, read_colmap
 from .dataset import Camera, Dataset
 from .images import ImageDecodeError, apply_orientation, fit_size, read_image_meta, resize
+from .masks import MaskReader
 from .nerfstudio import SPLIT_FILES, TRANSFORMS, is_transforms_dataset, read_transforms
 from .scene import SceneSpec, ViewSpec, name_list
 from .undistort import Undistorter, make_undistorter
@@ -74,17 +79,21 @@ def load_dataset(
     *,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    masks: str = "auto",
 ) -> Dataset:
     """Load the dataset at ``path`` into undistorted, cropped, downscaled pinhole cameras.
 
     max_size: longest image side in pixels after downscaling (None or <= 0: keep size).
     workers: image-loading threads (default: min(8, CPU count)).
     progress: called as progress(done, total) from worker threads after each image.
+    masks: "auto", "cutout", "ignore" or "off" (:mod:`engine.ingest.masks`); the mode in
+    force is :attr:`Dataset.masks`.
     Returns cameras sorted by name; reader and loader notes are in ``Dataset.warnings``.
     """
     scene = read_scene(Path(path))
     views = sorted(scene.views, key=lambda v: v.name)
     maps = _MapCache(views)
+    masker = MaskReader(masks, views)
     lock = threading.Lock()
     done = [0]
     notes: dict[str, list] = {"resized": [], "exif_applied": [], "exif_ignored": [], "deep": []}
@@ -92,7 +101,7 @@ def load_dataset(
 
     def load_one(view: ViewSpec) -> Camera | ImageDecodeError | tuple[str, str]:
         try:
-            cam = _load_camera(view, maps, max_size, notes, lock, pinhole)
+            cam = _load_camera(view, maps, max_size, notes, lock, pinhole, masker)
         except ImageDecodeError as e:
             cam = e
         except _UnusableCamera as e:
@@ -116,7 +125,7 @@ def load_dataset(
     for r in results:
         if isinstance(r, tuple):
             no_map.setdefault(r[0], []).append(r[1])
-    for note in _size_notes(notes):
+    for note in _size_notes(notes) + masker.warnings():
         scene.warn(note)
     for err in failed:
         scene.warn(f"{err}; skipped")
@@ -126,19 +135,28 @@ def load_dataset(
     if not cameras:
         reasons = "; ".join([str(e) for e in failed[:3]] + list(no_map)[:3])
         raise DatasetError(f"{path}: no image could be loaded" + (f": {reasons}" if reasons else ""))
+    mode = masker.resolved()
+    if mode == "off":
+        for c in cameras:
+            c.mask = None
     return Dataset(
         root=scene.root, cameras=cameras, points=scene.points, colors=scene.colors, warnings=list(scene.warnings),
         undistortion=[pinhole[k] for k in sorted(pinhole, key=lambda c: pinhole[c]["camera"])],
+        masks=mode, masks_source=masker.source if mode != "off" else "",
+        masks_note=masker.summary(sum(c.mask is not None for c in cameras), len(cameras)),
     )
 
 
 def _load_camera(
     view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list], lock: threading.Lock,
-    pinhole: dict[CameraModel, dict],
+    pinhole: dict[CameraModel, dict], masker: MaskReader | None = None,
 ) -> Camera:
     """Read, match, undistort, crop and downscale one view (see the module docstring)."""
     stored, orientation, bits = read_image_meta(view.image_path)
     image, cam, how = match_camera(stored, orientation, view.camera, view.image_path)
+    mask = masker.read(view, stored.shape[:2]) if masker is not None else None
+    if mask is not None and how["exif"] == "applied":
+        mask = apply_orientation(mask[..., None], orientation)[..., 0]
     with lock:
         if bits > 8:
             notes["deep"].append((view.name, bits))
@@ -157,6 +175,8 @@ def _load_camera(
             entry["images"] += 1
     out_w, out_h = fit_size(pin.width, pin.height, max_size)
     image = resize(image, out_w, out_h)
+    if mask is not None:
+        mask = resize(undistorter(mask[..., None])[..., 0], out_w, out_h)
     sx, sy = out_w / pin.width, out_h / pin.height
     return Camera(
         name=view.name,
@@ -169,6 +189,7 @@ def _load_camera(
         cy=pin.cy * sy,
         w2c=view.w2c,
         image=image,
+        mask=mask,
     )
 
 

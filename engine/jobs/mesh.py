@@ -124,8 +124,17 @@ def load_project(project: Path, cfg: MeshConfig):
     if folder != project and not dataset_path.exists() and (project / "sparse" / "0").is_dir():
         dataset_path = project
     max_size = cfg.max_size or train.get("config", {}).get("dataset", {}).get("max_size") or 1600
+    masks = _saved_masks(train)  # the masks the training used: the bake leaves out what they masked
     from ..io.splat_edit import apply_saved_edit  # the project's edit.json (crop, deleted splats), if any
-    return load_dataset(dataset_path, max_size), apply_saved_edit(ply, read_ply(ply))[0], train
+    return load_dataset(dataset_path, max_size, masks=masks), apply_saved_edit(ply, read_ply(ply))[0], train
+
+
+def _saved_masks(train: dict) -> str:
+    """The masks mode of a saved training (train.json's config; for a training saved before
+    masks existed, engine/settings.py added_later's)."""
+    from ..settings import MASK_MODES, added_later
+    mode = (train.get("config", {}).get("dataset") or {}).get("masks", added_later("dataset")["masks"])
+    return mode if mode in MASK_MODES else "off"
 
 
 def photos_for_bake(folder: Path, cameras: list, remove: bool = True):

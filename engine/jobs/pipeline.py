@@ -92,7 +92,9 @@ class PipelineConfig:
             later = added_later("train")
             train = {k: v for k, v in asdict(self.run.train).items()
                      if BY_NAME[k].retrains and not (k in later and v == later[k])}
-            key = {"dataset": asdict(self.run.dataset), "train": train}
+            later_ds = added_later("dataset")  # settings added since, at the value such runs had: not in the key
+            dataset = {k: v for k, v in asdict(self.run.dataset).items() if not (k in later_ds and v == later_ds[k])}
+            key = {"dataset": dataset, "train": train}
             return key if self.partition == "off" else {**key, "partition": self.partition}
         if stage == "mesh":  # the device it runs on does not change the mesh
             return {k: v for k, v in asdict(self.mesh).items() if k != "device"}

@@ -124,6 +124,8 @@ def write_results(out_dir: Path, trainer: Trainer, dataset, cfg: RunConfig, test
         "strategy": trainer.strategy, "antialias": cfg.train.antialias,
         # held-out views are scored with the identity appearance (engine/splat/evaluate.py)
         "appearance": cfg.train.appearance,
+        # masks in force (engine/splat/masks.py); with "ignore", the held-out PSNR over kept pixels
+        "masks": getattr(trainer, "masks", "off"), "psnr_kept": final and final.get("psnr_kept"),
         **(extra or {}),
     }
     write_json_atomic(out_dir / "metrics.json", metrics)
@@ -278,10 +280,12 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
     # memory fails before a single image is decoded (engine/preflight.py)
     gpu = preflight(dataset_path, cfg, lambda: get_gpu(cfg.device), on_message)
     on_message(f"device: {gpu.adapter}")
-    dataset = load_dataset(dataset_path, cfg.dataset.max_size)
+    dataset = load_dataset(dataset_path, cfg.dataset.max_size, masks=cfg.dataset.masks)
     check_output_dir(out_dir)
     for w in dataset.warnings:
         on_message(f"warning: {w}")
+    if dataset.masks_note:
+        on_message(f"note: {dataset.masks_note}")
     for note in undistortion_notes(dataset.undistortion):
         on_message(f"note: {note}")
     train_idx, test_idx, split_note = dataset.holdout(cfg.dataset.eval_every)

@@ -13,6 +13,10 @@ After accumulation: texels inside charts that no camera saw take the barycentric
 the vertex colours (themselves filled from the nearest seen vertex in 3D); texels outside
 every chart take the colour of the nearest chart texel (Euclidean distance transform), so
 bilinear filtering and mip-mapping never pull in background across seams.
+
+Masks (engine/ingest/masks.py; a camera's ``mask``, in either mode): a sample whose pixel is
+masked out (weight below one half) takes no colour from that view, so a removed person or
+tripod, or a cut-out's background, never reaches the texture.
 """
 
 from __future__ import annotations
@@ -49,11 +53,14 @@ class BakeResult:
     vertex_coverage: float     # fraction of vertices seen by at least one camera
 
 
-def _view_arrays(cam_image: np.ndarray) -> np.ndarray:
-    """[H, W, 3] uint8 -> [H, W] uint32 RGBA8, red in the low byte."""
+def _view_arrays(cam_image: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """[H, W, 3] uint8 (and its [H, W] uint8 mask, None: every pixel kept) -> [H, W] uint32
+    RGBA8, red in the low byte, the mask in alpha (255 without one)."""
     h, w, _ = cam_image.shape
     rgba = np.full((h, w, 4), 255, np.uint8)
     rgba[..., :3] = cam_image
+    if mask is not None:
+        rgba[..., 3] = mask
     return rgba.view(np.uint32)[..., 0]
 
 
@@ -64,7 +71,8 @@ def bake(gpu: Gpu, cams, cameras: list, get_depth: Callable[[int], tuple[np.ndar
     """Bake ``uv`` (split vertices) into a ``size``^2 texture and colour its source vertices.
 
     cams: the uploaded camera table (row i = cameras[i]); cameras: objects with ``image``
-    [H, W, 3] uint8, ``width``, ``height``, ``fx``, ``center``; get_depth(i) -> (depth,
+    [H, W, 3] uint8, ``width``, ``height``, ``fx``, ``center`` and optionally ``mask`` ([H, W]
+    uint8, 255 keep; masked-out pixels give no colour); get_depth(i) -> (depth,
     alpha) [H, W] float32 rendered splat maps of camera i; normals: [V, 3] unit vertex
     normals of the source mesh (V = number of source vertices); image_of(i): the colours to
     bake from camera i ([H, W, 3] uint8; default ``cameras[i].image``), e.g. the photo with
@@ -96,7 +104,7 @@ def bake(gpu: Gpu, cams, cameras: list, get_depth: Callable[[int], tuple[np.ndar
     photos = (c.image for c in cameras) if image_of is None else _prefetched(image_of, len(cameras))
     for i, (cam, photo) in enumerate(zip(cameras, photos)):
         depth, alpha = get_depth(i)
-        views = dict(image=gpu.upload(_view_arrays(photo)), depth=gpu.upload(depth.astype(np.float32)),
+        views = dict(image=gpu.upload(_view_arrays(photo, getattr(cam, "mask", None))), depth=gpu.upload(depth.astype(np.float32)),
                      alpha=gpu.upload(alpha.astype(np.float32)))
         enc = gpu.encoder()
         k_tex.dispatch(thread_count=[size, size, 1], command_encoder=enc, texel_face=texel_face, uvs=uvs_b,

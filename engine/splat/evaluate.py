@@ -12,7 +12,12 @@ video's auto exposure drifts: on office_chair the gains learned per frame span 0
 smooth in time). Appearance modes are therefore compared on the right half of each view
 after an affine colour fitted on its left half (benchmarks/quality_bench.py,
 benchmarks/appearance_exposure.py). metrics.json records the mode that trained
-(``appearance``)."""
+(``appearance``).
+
+Masks (engine/splat/masks.py): with "ignore" each view also gets ``psnr_kept``, the PSNR over
+its kept pixels (what the training was asked to reproduce; the masked-out ones may show
+anything, e.g. the distractor the mask removed), and the result its mean; with "cutout" the
+views are scored against the background-filled target the training used."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from .masks import kept_psnr, target_image
 from .metrics import psnr, ssim
 
 
@@ -29,11 +35,18 @@ def evaluate(trainer, test_idx: list[int], out_dir: Path | None = None) -> dict:
     With ``out_dir``, writes ``<name>.render.png`` and ``<name>.gt.png`` there."""
     trainer.recentre_appearance()
     views = []
+    masks = getattr(trainer, "masks", "off")
     for i in test_idx:
         cam = trainer.dataset.cameras[i]
         img = np.clip(trainer.render(i), 0.0, 1.0)
-        gt = cam.image.astype(np.float32) / 255.0
+        gt8 = cam.image
+        if masks == "cutout":
+            gt8 = target_image(cam.image, cam.mask, masks, trainer.cfg.background,
+                               premultiplied=trainer.dataset.masks_source == "alpha")
+        gt = gt8.astype(np.float32) / 255.0
         views.append({"name": cam.name, "psnr": psnr(img, gt), "ssim": ssim(img, gt)})
+        if masks == "ignore":
+            views[-1]["psnr_kept"] = kept_psnr(img, gt, cam.mask)
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             stem = Path(cam.name).stem
@@ -41,8 +54,11 @@ def evaluate(trainer, test_idx: list[int], out_dir: Path | None = None) -> dict:
             _save_png(out_dir / f"{stem}.gt.png", cam.image)
     if not views:
         return {"psnr": None, "ssim": None, "views": []}
-    return {"psnr": float(np.mean([v["psnr"] for v in views])),
-            "ssim": float(np.mean([v["ssim"] for v in views])), "views": views}
+    out = {"psnr": float(np.mean([v["psnr"] for v in views])),
+           "ssim": float(np.mean([v["ssim"] for v in views])), "views": views}
+    if masks == "ignore":
+        out["psnr_kept"] = float(np.mean([v["psnr_kept"] for v in views]))
+    return out
 
 
 def _save_png(path: Path, rgb: np.ndarray) -> None:

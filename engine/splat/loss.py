@@ -7,6 +7,10 @@ the pixels whose window lies inside the image (gsplat's trainer: fused_ssim's
 padding="valid"). The math of the forward and backward pass is written out in
 ``shaders/loss/ssim.slang``.
 
+With ``masked`` (masks' "ignore" mode, engine/splat/masks.py) the ground truth's alpha byte
+weighs each pixel (value / 255; 0: the pixel takes no part in the loss and gets no gradient);
+the normalisation stays per pixel of the whole image (the formula is in the shader).
+
 Two dispatches per call, both recorded into the caller's encoder, no host sync:
 ``ssim_fwd`` (blurred moments, SSIM map, loss, SSIM partials) and ``ssim_bwd`` (blur of
 the partials, gradient with respect to the render).
@@ -30,14 +34,16 @@ class PhotometricLoss:
     sharing memory with the rasterizer's other phases.
     """
 
-    def __init__(self, gpu, arena=None, ssim_padding: str = "zero"):
+    def __init__(self, gpu, arena=None, ssim_padding: str = "zero", masked: bool = False):
         if ssim_padding not in SSIM_PADDINGS:
             raise ValueError(f"ssim_padding must be one of {', '.join(SSIM_PADDINGS)}, not {ssim_padding!r}")
         self.gpu = gpu
         self.valid = ssim_padding == "valid"
+        self.masked = bool(masked)
         consts = ssim_window_constants()
-        self._fwd = gpu.kernel("loss/ssim", "ssim_fwd", MODE=0, SSIM_VALID=int(self.valid), **consts)
-        self._bwd = gpu.kernel("loss/ssim", "ssim_bwd", **consts)
+        mask = {"MASKED": 1} if self.masked else {}  # unmasked: the kernels exactly as before
+        self._fwd = gpu.kernel("loss/ssim", "ssim_fwd", MODE=0, SSIM_VALID=int(self.valid), **mask, **consts)
+        self._bwd = gpu.kernel("loss/ssim", "ssim_bwd", **mask, **consts)
         self.scratch = BufferSet(gpu, "loss", category="image")
         self.arena = arena
 
@@ -47,7 +53,7 @@ class PhotometricLoss:
 
         render       float32 buffer [H, W, 3], RGB in [0, 1], row-major
         gt           uint32 buffer [H, W], packed RGBA8 (r in the low byte; value / 255;
-                     alpha ignored)
+                     alpha: the pixel's weight when ``masked``, else ignored)
         grad_render  float32 buffer [H, W, 3]; OVERWRITTEN with dL/d(render)
         loss_sum     float32 buffer; the scalar L of this image is ATOMICALLY ADDED to
                      element 0 (clear it yourself when you start accumulating)

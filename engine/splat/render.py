@@ -108,6 +108,11 @@ class Rasterizer(RasterBackward):
         self.k_fwd = gpu.kernel("raster/raster", "rasterize_forward")
         self.set_backward_pixels_per_thread(BACKWARD_PIXELS_PER_THREAD)
         self.k_clear_grads = gpu.kernel("raster/raster", "clear_screen_grads")
+        self.k_skip_masked = gpu.kernel("raster/mask", "skip_masked_tiles")
+        # masks' "ignore" mode (engine/splat/masks.py): the training image's packed RGBA8
+        # buffer [H, W] whose alpha-0 pixels are out of the loss; its tiles with no other pixel
+        # are left empty after binning (shaders/raster/mask.slang). None: every tile renders
+        self.skip_masked: spy.Buffer | None = None
         # workgroups per tile in the backward (1: one walks the whole list). 8 measured
         # fastest with 4 (benchmarks/step_overhead.py --splits, docs/benchmarks-history.md, sixth session):
         # the backward 18-46% faster than 1 on fox, office_chair and mouse (H200)
@@ -351,6 +356,9 @@ class Rasterizer(RasterBackward):
             self.k_ranges.record(enc, threads, site, isect_tiles=isect_tiles, ranges=ranges,
                                  count=self._b("total", 4), m=m, count_from_buf=int(self.count_on_gpu),
                                  groups_x=groups_x, tiles=(row1 - row0) * v.tiles_x)
+        if self.skip_masked is not None and m > 0:
+            self.k_skip_masked.record(enc, [v.tiles_x * TILE, (row1 - row0) * TILE, 1], site, gt=self.skip_masked,
+                                      ranges=ranges, width=v.width, height=v.height, tiles_x=v.tiles_x, row0=row0)
 
     @property
     def image(self) -> spy.Buffer:

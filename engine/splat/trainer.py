@@ -33,6 +33,10 @@ the term is 0 for that step (the host is not told; the step itself is not skippe
 ``lambda_mvrgb`` > 0 a geometry step adds the multi-view photometric consistency loss (patches
 of its training image warped by its rendered planes into the same kind of neighbour's training
 image, 1 - NCC; three commands, no render; logged as ``mvrgb_loss``).
+With masks (the dataset's ``masks`` mode, engine/splat/masks.py): "ignore" uploads each
+training image with its mask in the alpha byte, the loss weighs pixels by it and the step's
+render skips the tiles whose every pixel is masked out (one dispatch more); "cutout" uploads
+the background-filled target and records exactly the unmasked step.
 
 What happens between two steps (evaluations, checkpoints, progress reports, the end) is
 scheduled once, by :class:`engine.splat.schedule.TrainingRun`: :meth:`Trainer.train`,
@@ -61,6 +65,7 @@ from .geometry import (LOSS_WORD, MV_LOSS_WORD, MVRGB_LOSS_WORD, DepthNormalLoss
 from .guard import raise_if_flagged
 from .init import gaussians_from_file, gaussians_from_points, initial_points, look_point
 from .loss import PhotometricLoss
+from .masks import training_rgba
 from .mcmc import McmcDensifier, McmcSettings, lr_means_final_for, noise_lr_for, refine_stop_for
 from .model import GaussianModel
 from .render import Rasterizer
@@ -141,7 +146,10 @@ class Trainer:
                                  f"{cfg.densify_from:,}): the {len(rows):,} initial Gaussians are all it will have")
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
         self.raster.geometry_alpha_grad = cfg.geometry_alpha_grad
-        self.loss = PhotometricLoss(gpu, arena=self.raster.arena, ssim_padding=cfg.ssim_padding)
+        # masks: "ignore" when the dataset has them in that mode and a training image has one
+        self.masks = dataset.masks if any(dataset.cameras[i].mask is not None for i in self.train_idx) else "off"
+        self.loss = PhotometricLoss(gpu, arena=self.raster.arena, ssim_padding=cfg.ssim_padding,
+                                    masked=self.masks == "ignore")
         self.geometry: GeometrySettings | None = None  # the geometry phase's settings (None: off)
         self.neighbours: Neighbours | None = None  # the multi-view term's neighbour views (None: off)
         if cfg.geometry:
@@ -172,7 +180,7 @@ class Trainer:
             settings = default_settings(cfg.appearance, cfg.steps)
             self.appearance = Appearance(gpu, cfg.appearance, len(dataset.cameras), settings)
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
-        self.gt = {i: gpu.upload(pack_rgba8(dataset.cameras[i].image), f"gt.{i}") for i in self.train_idx}
+        self.gt = {i: gpu.upload(self._training_rgba(i), f"gt.{i}") for i in self.train_idx}
         self.res = ResolutionSchedule(cfg.res_levels, cfg.res_until, cfg.steps)
         self._level, self._level_cams, self._level_gt, self._sizes = 0, self.cams, self.gt, None
         self.filter = SmoothingFilter(gpu, self.model, self.cams, self.train_idx) if cfg.antialias else None
@@ -231,6 +239,8 @@ class Trainer:
         if nb is not None and self.geometry.lambda_multiview > 0:
             # before the step's own render: the neighbour's uses the same buffers
             self._record_neighbour(enc, nb, capacity, sh)
+        # masks' ignore mode: the tiles of this image with every pixel masked out are not rasterised
+        self.raster.skip_masked = gt[ci] if self.masks == "ignore" else None
         if capacity is None:  # no count known yet: count this one exactly (one host read)
             self.drain()
             pipe.observe(self.raster.prepare(m.buf["params"], m.n, cams, view, sh, filter3d=self.filter3d,
@@ -274,6 +284,7 @@ class Trainer:
         self.raster.record_backward(enc, None, m.buf["grad2d_sum"], m.buf["vis_count"],
                                     accumulate_stats=dens.accumulates_stats(step),
                                     optimizer=m.adam_args(flags=self.loss_sum, step=step, seed=cfg.seed, **regs))
+        self.raster.skip_masked = None  # renders (evaluation, the viewer) show every tile
         dens.record_after_backward(enc, self.mean_lr(step), cfg.seed * 1_000_003 + step,
                                    *self.raster.overflow_guard())
         self.raster.record_count_copy(enc, pipe.readback, pipe.slot_offset())
@@ -341,6 +352,18 @@ class Trainer:
         if sync:
             self.gpu.submit(e)
 
+    def _training_rgba(self, i: int, level: int = 0) -> np.ndarray:
+        """[H, W] uint32 packed RGBA8 target of camera ``i`` at resolution ``level``: the
+        image, and with masks its weight in alpha (ignore) or its background-filled colours
+        (cutout); engine/splat/masks.py."""
+        cam = self.dataset.cameras[i]
+        image, mask = cam.image, cam.mask if self.masks != "off" else None
+        if level:
+            image = level_image(image, level)
+            mask = level_image(mask, level) if mask is not None else None
+        return training_rgba(image, mask, self.masks, self.cfg.background,
+                             premultiplied=self.dataset.masks_source == "alpha")
+
     def _enter_level(self, level: int) -> None:
         """Train at ``level`` of the resolution schedule from now on: its camera table and
         downscaled images (full size: the dataset's own), the intersection counts forgotten."""
@@ -351,7 +374,7 @@ class Trainer:
         else:
             cams = self.dataset.cameras
             self._level_cams = self.gpu.upload(level_camera_table(cams, level), f"cameras.l{level}")
-            self._level_gt = {i: self.gpu.upload(pack_rgba8(level_image(cams[i].image, level)), f"gt.{i}.l{level}")
+            self._level_gt = {i: self.gpu.upload(self._training_rgba(i, level), f"gt.{i}.l{level}")
                               for i in self.train_idx}
             self._sizes = {i: level_size(cams[i].width, cams[i].height, level) for i in self.train_idx}
         self._level = level

@@ -47,8 +47,11 @@ class Loads:
         e.state("loading", cmd.dataset)
         e.emit(M.StageStarted("load", None, cmd.dataset))
         r = self.reviewed
-        size = run_config(cmd, e.gpu.backend).dataset.max_size
+        ds_cfg = run_config(cmd, e.gpu.backend).dataset
+        size = ds_cfg.max_size
         cached = r[2] if r is not None and r[0] == _key(cmd.dataset) and r[1] == size else None
+        if cached is not None and ds_cfg.masks not in ("auto", cached.masks):
+            cached = None  # the review read the masks as "auto" found them: another mode reads them again
         fut = self.pool.submit(checked_load, cmd, e.gpu, e.emit, cached)
         self.pending = ("train", fut, cmd)
 
@@ -421,7 +424,7 @@ def checked_load(cmd: M.StartTraining, gpu, emit, cached=None):
 
     cfg = run_config(cmd, gpu.backend)
     preflight(cmd.dataset, cfg, lambda: gpu, warn)
-    return cached if cached is not None else load_dataset(cmd.dataset, cfg.dataset.max_size)
+    return cached if cached is not None else load_dataset(cmd.dataset, cfg.dataset.max_size, masks=cfg.dataset.masks)
 
 
 def command_path(cmd) -> str | None:

@@ -83,7 +83,7 @@ def read_project(project: Path):
 
     cmd = replace(cmd, dataset=moved(cmd.dataset), project=moved(cmd.project),
                   strategy=checkpoint.resumed_strategy(ckpt, cmd.strategy))
-    return cmd, load_dataset(cmd.dataset, cmd.max_size), ckpt
+    return cmd, load_dataset(cmd.dataset, cmd.max_size, masks=getattr(cmd, "masks", None) or "auto"), ckpt
 
 
 @dataclass(frozen=True)

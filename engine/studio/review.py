@@ -2,7 +2,10 @@
 thumbnails, its notes, the held-out split, its SfM points as small splats), and trains
 when the window sends StartTraining. The split the user chose travels in that command:
 ``held_out`` (image names evaluated, never trained on) and ``excluded`` (names neither
-trained on nor evaluated); without them every ``eval_every``-th image is held out."""
+trained on nor evaluated); without them every ``eval_every``-th image is held out.
+Masks (engine/ingest/masks.py) show in the images seen through a camera: the masked-out
+pixels darkened and tinted red (engine/splat/masks.py mask_overlay); the notes say which
+masks were found and the mode "auto" takes (the Training panel's Masks picks another)."""
 
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ class ReviewScene(Scene):
         self.gpu, self.dataset, self.path = gpu, dataset, str(path)
         self.name = Path(path).name
         self.train_idx, self.test_idx, note = choose_split(dataset, eval_every)
-        self.notes = list(dataset.warnings) + ([note] if note else [])
+        self.notes = list(dataset.warnings) + ([note] if note else []) + \
+            ([dataset.masks_note] if getattr(dataset, "masks_note", None) else [])
         pts = dataset.points
         self.n = 0 if pts is None else len(pts)
         self.params = None
@@ -55,7 +59,10 @@ class ReviewScene(Scene):
 
     def gt(self, i: int):
         if i not in self._gt:
-            self._gt[i] = self.gpu.upload(self._pack(self.dataset.cameras[i].image), f"review.gt.{i}")
+            from ..splat.masks import mask_overlay
+
+            cam = self.dataset.cameras[i]
+            self._gt[i] = self.gpu.upload(self._pack(mask_overlay(cam.image, cam.mask)), f"review.gt.{i}")
         return self._gt[i]
 
     def source(self):

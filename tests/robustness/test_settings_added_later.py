@@ -36,3 +36,12 @@ def test_a_setting_at_its_default_keeps_the_train_stage_key():
     assert PipelineConfig().stage_settings("train") != default
     bf16 = PipelineConfig(run=RunConfig(train=TrainConfig(adam_moments="bf16"))).stage_settings("train")
     assert bf16["train"]["adam_moments"] == "bf16" and bf16 != default
+
+
+def test_masks_at_auto_keeps_the_train_stage_key_and_another_mode_changes_it():
+    from engine.config import DatasetConfig
+
+    old = PipelineConfig().stage_settings("train")
+    assert "masks" not in old["dataset"]  # as keyed before the setting existed
+    ignore = PipelineConfig(run=RunConfig(dataset=DatasetConfig(masks="ignore"))).stage_settings("train")
+    assert ignore["dataset"]["masks"] == "ignore" and ignore != old
