@@ -23,6 +23,9 @@ class Camera:
     w2c: [4, 4] float64 world-to-camera rigid transform (OpenCV axes).
     fx, fy, cx, cy: pinhole intrinsics in pixels of ``image`` (after crop and downscale).
     image: [H, W, 3] uint8 RGB, undistorted, cropped to the valid rectangle, downscaled.
+    source: for a pinhole face of a wide image (engine/ingest/faces.py), the name of that
+    image ("": the camera is its own image); face: which face ("front", ...; "": none).
+    The faces of one image share its appearance slot and its place in the hold-out.
     """
 
     name: str
@@ -35,6 +38,13 @@ class Camera:
     cy: float
     w2c: np.ndarray
     image: np.ndarray
+    source: str = ""
+    face: str = ""
+
+    @property
+    def image_name(self) -> str:
+        """The image the pixels come from: ``source`` for a face, else ``name``."""
+        return self.source or self.name
 
     @property
     def c2w(self) -> np.ndarray:
@@ -82,7 +92,16 @@ class Dataset:
         if len(self.cameras) == 1:
             raise DatasetError(f"{self.root}: only one image ({self.cameras[0].name}): 3D Gaussian Splatting needs "
                                "several views of the scene from different positions")
-        return holdout_split(len(self.cameras), eval_every)
+        if not any(c.source for c in self.cameras):
+            return holdout_split(len(self.cameras), eval_every)
+        return holdout_by_image([c.image_name for c in self.cameras], eval_every)
+
+    def appearance_slots(self) -> tuple[list[int], list[str]]:
+        """(slot [C] per camera, the slots' image names): one per-image appearance slot per
+        source image, so the faces of one wide image share theirs (sorted by image name)."""
+        names = sorted({c.image_name for c in self.cameras})
+        slot = {n: i for i, n in enumerate(names)}
+        return [slot[c.image_name] for c in self.cameras], names
 
     def scene_extent(self) -> tuple[np.ndarray, float]:
         """(centre [3], radius): centre of the camera centres and 1.1 x the largest
@@ -111,6 +130,18 @@ def holdout_split(n: int, eval_every: int) -> tuple[list[int], list[int], str | 
     return idx, [], (f"--eval-every {eval_every} would hold out {what} and leave none to train on: training on "
                      f"{what}, with no held-out evaluation (no PSNR/SSIM); use more images, or --eval-every 0 "
                      "to say so")
+
+
+def holdout_by_image(images: list[str], eval_every: int) -> tuple[list[int], list[int], str | None]:
+    """(train, test, note) of cameras whose pixels come from ``images`` [C] (a wide image's
+    faces share one): :func:`holdout_split`'s rule over the distinct images sorted by name,
+    every camera going where its image goes."""
+    names = sorted(set(images))
+    train_i, test_i, note = holdout_split(len(names), eval_every)
+    held = {names[i] for i in test_i}
+    train = [k for k, n in enumerate(images) if n not in held]
+    test = [k for k, n in enumerate(images) if n in held]
+    return train, test, note
 
 
 # A camera farther from the cameras' median centre than OUTLIER_FACTOR x their robust

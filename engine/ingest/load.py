@@ -35,6 +35,7 @@ from .camera_model import CameraModel
 from .both_formats import add_colmap_beside_transforms
 from .colmap import is_colmap_dataset, read_colmap
 from .dataset import Camera, Dataset
+from .faces import WIDE_LENS_MODES, Equirect, Face, face_name, is_wide, split_faces
 from .images import ImageDecodeError, apply_orientation, fit_size, read_image_meta, resize
 from .nerfstudio import SPLIT_FILES, TRANSFORMS, is_transforms_dataset, read_transforms
 from .scene import SceneSpec, ViewSpec, name_list
@@ -74,14 +75,22 @@ def load_dataset(
     *,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    wide_lens: str = "faces",
+    face_size: int = 0,
 ) -> Dataset:
     """Load the dataset at ``path`` into undistorted, cropped, downscaled pinhole cameras.
 
     max_size: longest image side in pixels after downscaling (None or <= 0: keep size).
     workers: image-loading threads (default: min(8, CPU count)).
     progress: called as progress(done, total) from worker threads after each image.
+    wide_lens: "faces": an image of a wide camera (engine/ingest/faces.py: fisheye, FOV,
+    equirectangular) becomes its pinhole cube faces, each a camera named 'image#face';
+    "crop": undistorted to one pinhole image cropped to its largest valid rectangle (an
+    equirectangular camera's images are then skipped). face_size: faces.py's N (0: per face).
     Returns cameras sorted by name; reader and loader notes are in ``Dataset.warnings``.
     """
+    if wide_lens not in WIDE_LENS_MODES:
+        raise ValueError(f"wide_lens must be one of {', '.join(WIDE_LENS_MODES)}, not {wide_lens!r}")
     scene = read_scene(Path(path))
     views = sorted(scene.views, key=lambda v: v.name)
     maps = _MapCache(views)
@@ -89,10 +98,17 @@ def load_dataset(
     done = [0]
     notes: dict[str, list] = {"resized": [], "exif_applied": [], "exif_ignored": [], "deep": []}
     pinhole: dict[CameraModel, dict] = {}  # distorted camera -> its pinhole camera and images
+    split: dict = {}  # wide camera -> its faces and images (faces mode)
 
-    def load_one(view: ViewSpec) -> Camera | ImageDecodeError | tuple[str, str]:
+    def load_one(view: ViewSpec) -> Camera | list[Camera] | ImageDecodeError | tuple[str, str]:
         try:
-            cam = _load_camera(view, maps, max_size, notes, lock, pinhole)
+            if is_wide(view.camera) and wide_lens == "faces":
+                cam = _load_faces(view, maps, max_size, notes, lock, split, face_size)
+            elif isinstance(view.camera, Equirect):
+                raise _UnusableCamera(f"camera {view.camera.describe()}: a 360-degree panorama has no single pinhole "
+                                      "image (--wide-lens crop); use --wide-lens faces")
+            else:
+                cam = _load_camera(view, maps, max_size, notes, lock, pinhole)
         except ImageDecodeError as e:
             cam = e
         except _UnusableCamera as e:
@@ -110,13 +126,14 @@ def load_dataset(
     with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="ingest") as pool:
         results = list(pool.map(load_one, views))
 
-    cameras = [r for r in results if isinstance(r, Camera)]
+    cameras = [r for r in results if isinstance(r, Camera)] + [c for r in results if isinstance(r, list) for c in r]
+    cameras.sort(key=lambda c: c.name)
     failed = [r for r in results if isinstance(r, ImageDecodeError)]
     no_map: dict[str, list[str]] = {}  # why a camera cannot be undistorted -> its images
     for r in results:
         if isinstance(r, tuple):
             no_map.setdefault(r[0], []).append(r[1])
-    for note in _size_notes(notes):
+    for note in _size_notes(notes) + face_notes(split):
         scene.warn(note)
     for err in failed:
         scene.warn(f"{err}; skipped")
@@ -170,6 +187,48 @@ def _load_camera(
         w2c=view.w2c,
         image=image,
     )
+
+
+def _load_faces(view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list], lock: threading.Lock,
+                split: dict, face_size: int) -> list[Camera]:
+    """Read and match one view of a wide camera, then its pinhole faces (engine/ingest/faces.py),
+    each downscaled to ``max_size``: one Camera per face, named face_name(view.name, face)."""
+    stored, orientation, bits = read_image_meta(view.image_path)
+    image, cam, how = match_camera(stored, orientation, view.camera, view.image_path)
+    with lock:
+        if bits > 8:
+            notes["deep"].append((view.name, bits))
+        if how["exif"] == "applied":
+            notes["exif_applied"].append(view.name)
+        elif how["exif"] == "ignored":
+            notes["exif_ignored"].append(view.name)
+        if how["scale"] is not None:
+            notes["resized"].append((view.name, how["scale"]))
+    faces: list[Face] = maps.get(view.camera, cam, view.image_path, lambda c: split_faces(c, face_size))
+    with lock:
+        entry = split.setdefault(cam, {"camera": cam.describe(), "faces": faces, "images": 0})
+        entry["images"] += 1
+    out = []
+    for face in faces:
+        pin = face.camera
+        out_w, out_h = fit_size(pin.width, pin.height, max_size)
+        sx, sy = out_w / pin.width, out_h / pin.height
+        out.append(Camera(name=face_name(view.name, face.name), image_path=view.image_path, width=out_w, height=out_h,
+                          fx=pin.fx * sx, fy=pin.fy * sy, cx=pin.cx * sx, cy=pin.cy * sy, w2c=face.w2c(view.w2c),
+                          image=resize(face(image), out_w, out_h), source=view.name, face=face.name))
+    return out
+
+
+def face_notes(split: dict) -> list[str]:
+    """One line per wide camera split into faces: its faces' sizes (native, before the
+    training size), how many images."""
+    out = []
+    for entry in split.values():
+        sizes = ", ".join(f"{f.name} {f.camera.width}x{f.camera.height}" for f in entry["faces"])
+        n = entry["images"]
+        out.append(f"split {n} image{'s' if n > 1 else ''} of {entry['camera']} into {len(entry['faces'])} pinhole "
+                   f"faces ({sizes}; 90-degree faces cropped to the lens footprint, then scaled to the training size)")
+    return out
 
 
 def _k(pin: CameraModel) -> dict:
@@ -274,9 +333,11 @@ class _MapCache:
         for v in views:
             self._users[v.camera] = self._users.get(v.camera, 0) + 1
 
-    def get(self, view_camera: CameraModel, camera: CameraModel, image_path: Path) -> Undistorter:
+    def get(self, view_camera: CameraModel, camera: CameraModel, image_path: Path,
+            build: Callable = make_undistorter) -> Undistorter:
         """The map of ``camera`` (``view_camera`` rescaled to the image size on disk, or
-        itself); _UnusableCamera naming the camera if it cannot be built."""
+        itself) made by ``build`` (the undistorter, or the faces' split); _UnusableCamera
+        naming the camera if it cannot be built."""
         with self._lock:
             group = self._futures.setdefault(view_camera, {})
             fut = group.get(camera)
@@ -285,7 +346,7 @@ class _MapCache:
                 fut = group[camera] = Future()
         if owner:
             try:
-                fut.set_result(make_undistorter(camera))
+                fut.set_result(build(camera))
             except DatasetError as e:
                 fut.set_exception(_UnusableCamera(f"camera {e}"))
         return fut.result()
