@@ -206,10 +206,45 @@ def stage_sfm(ctx: StageContext) -> dict:
     def report(what: str, done: int, total: int | None) -> None:
         ctx.progress(done, total, what)
 
-    summary = run_sfm(frames, meta["frames"], meta["groups"], {k: tuple(v) for k, v in meta["sizes"].items()},
-                      meta["kind"], out, ctx.cfg.sfm, report=report, on_warning=ctx.warn,
-                      should_stop=ctx.should_stop, label=ctx.source, cache_dir=sfm_cache_path(ctx.project))
+    if equirect_frames(meta):
+        summary = _sfm_equirect(ctx, frames, meta, out, report)
+    else:
+        summary = run_sfm(frames, meta["frames"], meta["groups"], {k: tuple(v) for k, v in meta["sizes"].items()},
+                          meta["kind"], out, ctx.cfg.sfm, report=report, on_warning=ctx.warn,
+                          should_stop=ctx.should_stop, label=ctx.source, cache_dir=sfm_cache_path(ctx.project))
     write_json_atomic(out / "summary.json", summary)
+    return summary
+
+
+def equirect_frames(meta: dict) -> bool:
+    """True when every frame of frames.json is 2:1: a 360-degree equirectangular capture
+    (engine/sfm/equirect.py), reconstructed from its cube faces."""
+    from ..sfm.equirect import is_equirect_size
+
+    sizes = list(meta.get("sizes", {}).values())
+    return bool(sizes) and all(is_equirect_size(*s) for s in sizes) and len({tuple(s) for s in sizes}) == 1
+
+
+def _sfm_equirect(ctx: StageContext, frames: Path, meta: dict, out: Path, report) -> dict:
+    """SfM of a 360-degree capture: each frame's six cube faces (out/faces/<face>/<frame>),
+    one rig per frame with known intrinsics (engine/sfm/equirect.py)."""
+    from dataclasses import replace
+
+    from ..sfm import run_sfm
+    from ..sfm.equirect import apply_rig, sfm_face_size, split_frames
+
+    w, h = next(iter(meta["sizes"].values()))
+    n = sfm_face_size(w, ctx.cfg.sfm.max_image_size)
+    ctx.progress(0, len(meta["frames"]), f"note: {w}x{h} frames (2:1) taken as 360-degree equirectangular: "
+                                         f"SfM on their 6 cube faces of {n} px, one rig per frame")
+    lay = split_frames(frames, meta["frames"], out / "faces", n, lambda d, t: report("cube faces", d, t),
+                       ctx.should_stop)
+    # the six faces of a frame are neighbours in capture order: sequential matching spans as many frames
+    cfg = replace(ctx.cfg.sfm, camera_model="PINHOLE", overlap=ctx.cfg.sfm.overlap * 6)
+    summary = run_sfm(out / "faces", lay["names"], lay["groups"], lay["sizes"], meta["kind"], out, cfg,
+                      report=report, on_warning=ctx.warn, should_stop=ctx.should_stop, label=ctx.source,
+                      cache_dir=sfm_cache_path(ctx.project), camera_params=lay["params"], rig=apply_rig)
+    summary["equirect"] = {"face_size": n, "frame_size": [w, h], "frames": len(meta["frames"])}
     return summary
 
 
@@ -222,6 +257,9 @@ def stage_undistort(ctx: StageContext) -> dict:
     from ..sfm import undistort
     from ..sfm.undistort import k_change_notes
 
+    sfm_summary = ctx.project / "sfm" / "summary.json"
+    if sfm_summary.is_file() and "equirect" in _read_json(sfm_summary):
+        return _equirect_dataset(ctx, _read_json(sfm_summary)["equirect"])
     ctx.progress(0, 1, "undistorting")
     summary = undistort(ctx.project / "sfm" / "sparse" / "0", ctx.project / "frames", ctx.staging,
                         num_threads=ctx.cfg.sfm.num_threads)
@@ -232,6 +270,29 @@ def stage_undistort(ctx: StageContext) -> dict:
 
 
 # ---------------------------------------------------------------------------- train, export
+
+
+def _equirect_dataset(ctx: StageContext, info: dict) -> dict:
+    """A 360-degree capture's dataset: its registered frames in images/ and the frames'
+    model (one EQUIRECTANGULAR camera, the rig poses) in sparse/0; the training splits the
+    frames into faces again (engine/ingest/faces.py)."""
+    import shutil
+
+    from ..sfm.equirect import write_equirect_model
+
+    ctx.progress(0, 1, "360-degree frames")
+    summary = write_equirect_model(ctx.project / "sfm" / "sparse" / "0", ctx.staging / "sparse" / "0",
+                                   tuple(info["frame_size"]))
+    for w in summary.pop("warnings"):
+        ctx.warn(w)
+    images = ctx.staging / "images"
+    images.mkdir(parents=True)
+    for line in (ctx.staging / "sparse" / "0" / "images.txt").read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 10 and not line.startswith("#"):
+            shutil.copyfile(ctx.project / "frames" / parts[9], images / parts[9])
+    ctx.progress(1, 1, "360-degree frames")
+    return summary | {"equirect": True}
 
 
 def dataset_path(ctx: StageContext) -> Path:
