@@ -68,7 +68,9 @@ class Dataset:
     undistortion: one dict per distorted camera of the dataset: {"camera": the camera
     read (its describe()), "pinhole": the PINHOLE intrinsics its images were undistorted
     and cropped to, at their native size ({"model", "width", "height", "fx", "fy", "cx",
-    "cy"}, pixels), "images": how many}; empty when every camera is a pinhole.
+    "cy"}, pixels), "images": how many}; for a wide camera split into faces (engine/ingest/
+    faces.py) {"camera", "faces": [{"face", and the same intrinsics keys}], "images"}; empty
+    when every camera is a pinhole.
     """
 
     root: Path

@@ -133,7 +133,7 @@ def load_dataset(
     for r in results:
         if isinstance(r, tuple):
             no_map.setdefault(r[0], []).append(r[1])
-    for note in _size_notes(notes) + face_notes(split):
+    for note in _size_notes(notes):
         scene.warn(note)
     for err in failed:
         scene.warn(f"{err}; skipped")
@@ -145,7 +145,7 @@ def load_dataset(
         raise DatasetError(f"{path}: no image could be loaded" + (f": {reasons}" if reasons else ""))
     return Dataset(
         root=scene.root, cameras=cameras, points=scene.points, colors=scene.colors, warnings=list(scene.warnings),
-        undistortion=[pinhole[k] for k in sorted(pinhole, key=lambda c: pinhole[c]["camera"])],
+        undistortion=[pinhole[k] for k in sorted(pinhole, key=lambda c: pinhole[c]["camera"])] + face_entries(split),
     )
 
 
@@ -219,16 +219,13 @@ def _load_faces(view: ViewSpec, maps: _MapCache, max_size: int | None, notes: di
     return out
 
 
-def face_notes(split: dict) -> list[str]:
-    """One line per wide camera split into faces: its faces' sizes (native, before the
-    training size), how many images."""
-    out = []
-    for entry in split.values():
-        sizes = ", ".join(f"{f.name} {f.camera.width}x{f.camera.height}" for f in entry["faces"])
-        n = entry["images"]
-        out.append(f"split {n} image{'s' if n > 1 else ''} of {entry['camera']} into {len(entry['faces'])} pinhole "
-                   f"faces ({sizes}; 90-degree faces cropped to the lens footprint, then scaled to the training size)")
-    return out
+def face_entries(split: dict) -> list[dict]:
+    """Dataset.undistortion's entries of the wide cameras split into faces: {"camera": its
+    describe(), "faces": [{"face", "model": "PINHOLE", "width", "height", "fx", "fy", "cx",
+    "cy"}] (native, before the training size), "images": how many}, sorted by camera."""
+    out = [{"camera": e["camera"], "images": e["images"],
+            "faces": [{"face": f.name} | _k(f.camera) for f in e["faces"]]} for e in split.values()]
+    return sorted(out, key=lambda e: e["camera"])
 
 
 def _k(pin: CameraModel) -> dict:
@@ -241,6 +238,12 @@ def undistortion_notes(undistortion: list[dict]) -> list[str]:
     the pinhole camera its images were undistorted and cropped to, how many images."""
     out = []
     for u in undistortion:
+        if "faces" in u:  # a wide camera split into faces (engine/ingest/faces.py)
+            sizes = ", ".join(f"{f['face']} {f['width']}x{f['height']}" for f in u["faces"])
+            out.append(f"split {u['images']} image{'s' if u['images'] > 1 else ''} of {u['camera']} into "
+                       f"{len(u['faces'])} pinhole faces ({sizes}; 90-degree faces cropped to the lens footprint, "
+                       "then scaled to the training size)")
+            continue
         k = u["pinhole"]
         out.append(f"undistorted {u['images']} image{'s' if u['images'] > 1 else ''} of {u['camera']} to PINHOLE "
                    f"{k['width']}x{k['height']} fx={k['fx']:.6g} fy={k['fy']:.6g} cx={k['cx']:.6g} cy={k['cy']:.6g} "

@@ -59,7 +59,12 @@ def test_fisheye_and_equirect_images_become_faces(tmp_path):
     slots, names = ds.appearance_slots()
     assert names == sorted(by_source)
     assert all(names[s] == c.source for s, c in zip(slots, ds.cameras))
-    assert any("split 3 images of EQUIRECTANGULAR 128x64 into 6 pinhole faces" in w for w in ds.warnings)
+    from engine.ingest.load import undistortion_notes
+
+    assert any("split 3 images of EQUIRECTANGULAR 128x64 into 6 pinhole faces" in w
+               for w in undistortion_notes(ds.undistortion))
+    entry = next(u for u in ds.undistortion if u["camera"].startswith("SIMPLE_RADIAL_FISHEYE"))
+    assert entry["images"] == 3 and [f["face"] for f in entry["faces"]] == ["front", "right", "left", "up", "down"]
 
 
 def test_crop_mode_keeps_the_single_pinhole_image_and_skips_panoramas(tmp_path):
