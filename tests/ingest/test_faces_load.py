@@ -87,3 +87,20 @@ def test_an_equirect_camera_that_is_not_two_to_one_is_named(tmp_path):
     msg = str(e.value)
     assert "\n" not in msg
     assert "cameras.txt" in msg and "an equirectangular image must be 2:1, not 120x64" in msg
+
+
+def test_the_memory_preflight_counts_the_faces(tmp_path):
+    from engine.config import run_config
+    from engine.preflight import estimate
+
+    rng = np.random.default_rng(8)
+    _dataset(tmp_path, [(1, "SIMPLE_RADIAL_FISHEYE", 160, 160, (F180, 80.0, 80.0, 0.0)),
+                        (2, "EQUIRECTANGULAR", 128, 64, (128, 64))],
+             [(f"f{i}.png", 1, 160, 160) for i in range(2)] + [(f"e{i}.png", 2, 128, 64) for i in range(2)], rng)
+    cfg = run_config({"max_size": 64, "eval_every": 2})
+    est = estimate(tmp_path, cfg)
+    ds = load_dataset(tmp_path, 64)
+    assert sorted(est.sizes) == sorted((c.width, c.height) for c in ds.cameras)
+    train, _ = ds.split(2)
+    assert sorted(est.sizes[i] for i in est.train) == sorted((ds.cameras[i].width, ds.cameras[i].height) for i in train)
+    assert est.native_pixels == 160 * 160
