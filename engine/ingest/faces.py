@@ -46,9 +46,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import DatasetError
-from ..settings import WIDE_LENS_MODES  # noqa: F401  (load.py's modes, declared once there)
 from .camera_model import CameraModel, FISHEYE_MODELS
-from .undistort import _shrink_to_valid
+from .undistort import shrink_to_valid
 
 FACE_NAMES = ("front", "right", "back", "left", "up", "down")
 FACE_ROTATIONS: dict[str, np.ndarray] = {  # rows: the face's x, y, z axes in source camera coordinates
@@ -287,7 +286,7 @@ def split_faces(camera, face_size: int = 0, faces: tuple[str, ...] = FACE_NAMES)
         rows, cols = np.nonzero(ok)
         r0, r1, c0, c1 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
         try:
-            top, bottom, left, right = _shrink_to_valid(ok[r0:r1, c0:c1], camera)
+            top, bottom, left, right = shrink_to_valid(ok[r0:r1, c0:c1], camera)
         except DatasetError:
             continue
         top, bottom, left, right = top + r0, bottom + r0, left + c0, right + c0

@@ -31,11 +31,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import DatasetError
+from ..settings import WIDE_LENS_MODES
 from .camera_model import CameraModel
 from .both_formats import add_colmap_beside_transforms
 from .colmap import is_colmap_dataset, read_colmap
 from .dataset import Camera, Dataset
-from .faces import WIDE_LENS_MODES, Equirect, Face, face_name, is_wide, split_faces
+from .faces import Equirect, Face, face_name, is_wide, split_faces
 from .images import ImageDecodeError, apply_orientation, fit_size, read_image_meta, resize
 from .nerfstudio import SPLIT_FILES, TRANSFORMS, is_transforms_dataset, read_transforms
 from .scene import SceneSpec, ViewSpec, name_list
