@@ -292,7 +292,7 @@ def _equirect_dataset(ctx: StageContext, info: dict) -> dict:
         if len(parts) == 10 and not line.startswith("#"):
             shutil.copyfile(ctx.project / "frames" / parts[9], images / parts[9])
     ctx.progress(1, 1, "360-degree frames")
-    return summary | {"equirect": True}
+    return summary | {"equirect": True, "images": summary["frames"]}
 
 
 def dataset_path(ctx: StageContext) -> Path:
