@@ -22,6 +22,10 @@ z forward), pixel centres at integer + 0.5, ``w2c`` world-to-camera.
   being positive, per azimuth, :func:`fold_angles`); a non-fisheye model (FOV) also needs
   the direction in front of the camera. Equirectangular images cover every direction
   (u wraps around).
+* **Image circle**: a circular fisheye's image is black beyond its lens circle, which no
+  COLMAP model says; :func:`image_circle_angle` finds it in an image (every ring of pixels
+  beyond some radius around the principal point black, covering at least
+  CIRCLE_MIN_AREA of the frame) and the footprint then ends 1.5 % inside that circle.
 * **Crop**: each face is cropped to a rectangle holding only valid pixels (the border
   row or column with most invalid pixels is peeled until none is left); a face whose
   rectangle keeps less than :data:`MIN_FACE_FRACTION` of the N x N face is dropped (a
@@ -63,6 +67,8 @@ MIN_FACE_SIDE = 16         # the smallest N the per-face size picks
 WIDE_MODELS = FISHEYE_MODELS | {"FOV"}   # CameraModel models split into faces (with Equirect)
 _PROBE = 128               # the face grid side on which the per-face size measures the footprint
 _FOLD_AZIMUTHS = 720
+DARK = 12                  # a pixel whose every channel is below this (8-bit) is black
+CIRCLE_MIN_AREA = 0.02     # the black outside of an image circle covers at least this much of the frame
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,38 @@ def source_pixels(camera, dirs: np.ndarray, folds: np.ndarray | None = None
     return u, v, ok
 
 
+def image_circle_angle(camera: CameraModel, image: np.ndarray) -> float | None:
+    """The angle from the optical axis (radians) at which a circular fisheye's image circle
+    ends, from one of its images ([H, W, C] uint8 of the camera's size); None when the image
+    has no black outside a circle (a full-frame lens, or not a fisheye model). The circle's
+    radius R (px, around the principal point) is the smallest such that every ring of pixel
+    centres at R or beyond is at least 98 % black (DARK); the angle is the least over 64
+    azimuths of the model's angle at 0.985 R."""
+    if camera.model not in FISHEYE_MODELS or image.shape[:2] != (camera.height, camera.width):
+        return None
+    step = max(1, min(camera.width, camera.height) // 256)  # a sample of rows and columns suffices
+    img = image[::step, ::step]
+    v, u = np.mgrid[0:img.shape[0], 0:img.shape[1]] * step + 0.5
+    r = np.hypot(u - camera.cx, v - camera.cy)
+    dark = img.max(axis=2) < DARK
+    ring = np.floor(r / step).astype(np.intp).ravel()
+    count = np.bincount(ring)
+    frac = np.bincount(ring, weights=dark.ravel()) / np.maximum(count, 1)
+    black = (frac >= 0.98) | (count == 0)
+    tail = np.logical_and.accumulate(black[::-1])[::-1]  # every ring from here on is black
+    if not tail.any() or tail[0]:
+        return None
+    radius = float(np.argmax(tail)) * step
+    if (dark & (r >= radius)).sum() < CIRCLE_MIN_AREA * dark.size:
+        return None
+    phi = np.arange(64) * (2 * math.pi / 64)
+    rr = 0.985 * radius
+    a, b, ok = camera.undistort_plane(rr * np.cos(phi) / camera.fx, rr * np.sin(phi) / camera.fy)
+    if not ok.all():
+        return None
+    return float(np.hypot(a, b).min())
+
+
 def face_directions(rotation: np.ndarray, n: int) -> np.ndarray:
     """[n, n, 3] float64 source-camera directions of the pixel centres of an n x n face of
     90 degrees (fx = fy = cx = cy = n / 2) with ``rotation`` (source -> face)."""
@@ -167,7 +205,7 @@ class Face:
 
     name: one of FACE_NAMES. rotation: [3, 3] float64 source camera -> face camera.
     camera: the face's PINHOLE CameraModel after the crop (pixels). side: N, the face's
-    side before the crop. index: [4, M] intp flat source indices (row * W + col) of the
+    side before the crop. source: the wide camera. index: [4, M] intp flat source indices (row * W + col) of the
     top-left, top-right, bottom-left, bottom-right source pixels of each of the M =
     width * height face pixels; weights: [4, M] float32 bilinear weights (summing to 1).
     """
@@ -179,6 +217,7 @@ class Face:
     source: object
     index: np.ndarray = field(repr=False)
     weights: np.ndarray = field(repr=False)
+    max_angle: float | None = None   # the image circle's angle (radians) the split ended at, if any
 
     def w2c(self, source_w2c: np.ndarray) -> np.ndarray:
         """[4, 4] float64 world-to-face of a source image's world-to-camera ``source_w2c``."""
@@ -263,17 +302,22 @@ def face_side(camera, rotation: np.ndarray, face_size: int, folds=None) -> int:
     return max(MIN_FACE_SIDE, int(round(_PROBE * math.sqrt(per_px))))
 
 
-def split_faces(camera, face_size: int = 0, faces: tuple[str, ...] = FACE_NAMES) -> list[Face]:
+def split_faces(camera, face_size: int = 0, faces: tuple[str, ...] = FACE_NAMES,
+                max_angle: float | None = None) -> list[Face]:
     """The pinhole faces of a wide ``camera`` (CameraModel of WIDE_MODELS, or Equirect),
     each with its bilinear map (module docstring for the footprint, crop and size rules).
 
     face_size: N px per face before the crop (> 0), or 0 for the per-face size.
+    max_angle: radians from the axis where the lens footprint ends (a circular fisheye's
+    image circle, :func:`image_circle_angle`), or None.
     Returns the faces kept, in FACE_NAMES order. Raises DatasetError naming the camera
     when no face keeps MIN_FACE_FRACTION of its square.
     """
     if not is_wide(camera):
         raise ValueError(f"{camera.describe()} is not a wide camera")
     folds = None if isinstance(camera, Equirect) else fold_angles(camera)
+    if folds is not None and max_angle is not None:
+        folds = np.minimum(folds, max_angle)
     out = []
     for name in faces:
         rot = FACE_ROTATIONS[name]
@@ -294,7 +338,7 @@ def split_faces(camera, face_size: int = 0, faces: tuple[str, ...] = FACE_NAMES)
             continue
         index, weights = _bilinear(camera, u[top:bottom, left:right], v[top:bottom, left:right])
         cam = CameraModel("PINHOLE", int(right - left), int(bottom - top), n / 2, n / 2, n / 2 - left, n / 2 - top)
-        out.append(Face(name, rot.copy(), cam, n, camera, index, weights))
+        out.append(Face(name, rot.copy(), cam, n, camera, index, weights, max_angle))
     if not out:
         raise DatasetError(f"{camera.describe()}: no cube face keeps {MIN_FACE_FRACTION:.0%} of its square inside "
                            "the lens footprint")

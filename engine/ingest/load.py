@@ -24,6 +24,7 @@ the camera and the reason; the dataset is refused only when no image is left.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -36,7 +37,7 @@ from .camera_model import CameraModel
 from .both_formats import add_colmap_beside_transforms
 from .colmap import is_colmap_dataset, read_colmap
 from .dataset import Camera, Dataset
-from .faces import Equirect, Face, face_name, is_wide, split_faces
+from .faces import Equirect, Face, face_name, image_circle_angle, is_wide, split_faces
 from .images import ImageDecodeError, apply_orientation, fit_size, read_image_meta, resize
 from .nerfstudio import SPLIT_FILES, TRANSFORMS, is_transforms_dataset, read_transforms
 from .scene import SceneSpec, ViewSpec, name_list
@@ -205,7 +206,9 @@ def _load_faces(view: ViewSpec, maps: _MapCache, max_size: int | None, notes: di
             notes["exif_ignored"].append(view.name)
         if how["scale"] is not None:
             notes["resized"].append((view.name, how["scale"]))
-    faces: list[Face] = maps.get(view.camera, cam, view.image_path, lambda c: split_faces(c, face_size))
+    # a circular fisheye's image circle is found in the first image of its camera that is read
+    faces: list[Face] = maps.get(view.camera, cam, view.image_path,
+                                 lambda c: split_faces(c, face_size, max_angle=image_circle_angle(c, image)))
     with lock:
         entry = split.setdefault(cam, {"camera": cam.describe(), "faces": faces, "images": 0})
         entry["images"] += 1
@@ -225,7 +228,9 @@ def face_entries(split: dict) -> list[dict]:
     describe(), "faces": [{"face", "model": "PINHOLE", "width", "height", "fx", "fy", "cx",
     "cy"}] (native, before the training size), "images": how many}, sorted by camera."""
     out = [{"camera": e["camera"], "images": e["images"],
-            "faces": [{"face": f.name} | _k(f.camera) for f in e["faces"]]} for e in split.values()]
+            "faces": [{"face": f.name} | _k(f.camera) for f in e["faces"]]}
+           | ({"image_circle_deg": round(math.degrees(e["faces"][0].max_angle), 2)}
+              if e["faces"][0].max_angle is not None else {}) for e in split.values()]
     return sorted(out, key=lambda e: e["camera"])
 
 
@@ -241,6 +246,8 @@ def undistortion_notes(undistortion: list[dict]) -> list[str]:
     for u in undistortion:
         if "faces" in u:  # a wide camera split into faces (engine/ingest/faces.py)
             sizes = ", ".join(f"{f['face']} {f['width']}x{f['height']}" for f in u["faces"])
+            if "image_circle_deg" in u:
+                sizes += f"; a circular image: the lens footprint ends at {u['image_circle_deg']:g} degrees"
             out.append(f"split {u['images']} image{'s' if u['images'] > 1 else ''} of {u['camera']} into "
                        f"{len(u['faces'])} pinhole faces ({sizes}; 90-degree faces cropped to the lens footprint, "
                        "then scaled to the training size)")

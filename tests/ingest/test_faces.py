@@ -189,3 +189,29 @@ def test_per_face_size_follows_the_source_resolution():
 def test_equirect_must_be_two_to_one():
     with pytest.raises(DatasetError, match=r"cams\.txt: an equirectangular image must be 2:1, not 300x100"):
         Equirect(300, 100).check("cams.txt")
+
+
+def test_a_circular_fisheye_keeps_no_black_outside_its_image_circle():
+    # a 220-degree lens whose image circle (radius 70 px) the 200x150 frame holds whole: the
+    # frame's corners are black. The model maps them (to directions past 110 degrees), so
+    # without the circle the side faces take black pixels; with it none, and the circle's
+    # angle is found within the 1.5 % margin
+    from engine.ingest.faces import image_circle_angle
+
+    w, h, radius, lens = 200, 150, 70.0, math.radians(110)
+    f = radius / lens
+    cam = CameraModel("SIMPLE_RADIAL_FISHEYE", w, h, f, f, 100.0, 75.0, (0.0,))
+    rng = np.random.default_rng(12)
+    image = rng.integers(40, 256, (h, w, 3), dtype=np.uint8)
+    v, u = np.mgrid[0:h, 0:w] + 0.5
+    image[np.hypot(u - 100, v - 75) > radius] = 0
+    angle = image_circle_angle(cam, image)
+    assert angle == pytest.approx(0.985 * lens, abs=math.radians(1.0))
+    black = lambda faces: sum(int((fc(image).max(2) < 12).sum()) for fc in faces)  # noqa: E731
+    assert black(split_faces(cam, 48)) > 0
+    assert black(split_faces(cam, 48, max_angle=angle)) == 0
+    # a full frame (no black outside a circle) and a dark scene corner are no circle
+    full = rng.integers(40, 256, (h, w, 3), dtype=np.uint8)
+    assert image_circle_angle(cam, full) is None
+    full[:20, :20] = 0
+    assert image_circle_angle(cam, full) is None

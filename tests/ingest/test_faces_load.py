@@ -104,3 +104,22 @@ def test_the_memory_preflight_counts_the_faces(tmp_path):
     train, _ = ds.split(2)
     assert sorted(est.sizes[i] for i in est.train) == sorted((ds.cameras[i].width, ds.cameras[i].height) for i in train)
     assert est.native_pixels == 160 * 160
+
+
+def test_the_loader_finds_a_circular_fisheyes_image_circle(tmp_path):
+    from PIL import Image
+
+    from engine.ingest.load import undistortion_notes
+
+    rng = np.random.default_rng(10)
+    f = 70.0 / math.radians(110)
+    _dataset(tmp_path, [(1, "SIMPLE_RADIAL_FISHEYE", 200, 150, (f, 100.0, 75.0, 0.0))],
+             [(f"c{i}.png", 1, 200, 150) for i in range(2)], rng)
+    v, u = np.mgrid[0:150, 0:200] + 0.5
+    for i in range(2):
+        img = rng.integers(40, 256, (150, 200, 3), dtype=np.uint8)
+        img[np.hypot(u - 100, v - 75) > 70] = 0
+        Image.fromarray(img).save(tmp_path / "images" / f"c{i}.png")
+    ds = load_dataset(tmp_path, 0, face_size=48)
+    assert all(c.image.max(2).min() >= 12 for c in ds.cameras)   # no black pixel in any face
+    assert any("a circular image: the lens footprint ends at 108" in n for n in undistortion_notes(ds.undistortion))
