@@ -391,6 +391,11 @@ def added_later(section: str) -> dict:
     with the values runs saved before them had: a saved run or checkpoint without one ran
     so, so it is neither a changed setting on resume nor part of a cached stage's key while
     it has that value."""
+    if section == "dataset":
+        # the wide-lens split (issue 51): runs saved before it undistorted a fisheye to one crop,
+        # but a pinhole dataset (nearly all of them) trains the same either way, so they count
+        # as the default and keep their cached stages
+        return {"wide_lens": BY_NAME["wide_lens"].default, "face_size": BY_NAME["face_size"].default}
     if section != "train":
         return {}
     # init_random is not here: runs saved before it started from another random init

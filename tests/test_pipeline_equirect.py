@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from engine.ingest.faces import FACE_NAMES, FACE_ROTATIONS
 from engine.sfm.equirect import frame_poses
@@ -76,3 +77,40 @@ def test_frame_poses_recover_the_frame_and_measure_disagreement():
     _, spread = frame_poses(faces)
     worst = {n: a for n, a, _ in spread}
     assert worst["f0"] < 1e-6 and 4.0 < worst["f1"] < 6.0
+
+
+def test_a_fisheye_sfm_model_is_kept_for_the_faces(tmp_path):
+    # `spirula run --camera-model OPENCV_FISHEYE`: the undistort stage keeps the frames and the
+    # distorted model, so the training splits them into faces; --wide-lens crop undistorts
+    from engine.ingest import load_dataset
+    from engine.jobs.pipeline import PipelineConfig
+    from engine.jobs.stages import StageContext, stage_undistort
+    from tests.ingest.synth import write_image
+
+    rng = np.random.default_rng(13)
+    proj = tmp_path / "proj"
+    f = 80 / (np.pi / 2)
+    pycolmap = pytest.importorskip("pycolmap")
+    rec = pycolmap.Reconstruction()   # what the SfM stage leaves: a model with a fisheye camera
+    rec.add_camera_with_trivial_rig(pycolmap.Camera(camera_id=1, model="OPENCV_FISHEYE", width=160, height=160,
+                                                    params=[f, f, 80.0, 80.0, 0.01, 0.0, 0.0, 0.0]))
+    for i in range(3):
+        w2c = random_pose(rng)
+        rec.add_image_with_trivial_frame(pycolmap.Image(image_id=i + 1, camera_id=1, name=f"frame_{i:03d}.jpg"),
+                                         pycolmap.Rigid3d(pycolmap.Rotation3d(w2c[:3, :3]), w2c[:3, 3]))
+    (proj / "sfm" / "sparse" / "0").mkdir(parents=True)
+    rec.write(proj / "sfm" / "sparse" / "0")
+    for i in range(4):  # the fourth frame did not register
+        write_image(proj / "frames" / f"frame_{i:03d}.jpg", 160, 160, rng)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    ctx = StageContext("undistort", "video", tmp_path / "v.mp4", proj, staging, PipelineConfig(), lambda m: None,
+                       lambda: False)
+    summary = stage_undistort(ctx)
+    assert summary["wide"] and summary["images"] == 3
+    assert sorted(p.name for p in (staging / "images").iterdir()) == [f"frame_{i:03d}.jpg" for i in range(3)]
+    ds = load_dataset(staging, 0, face_size=32)
+    assert {c.source for c in ds.cameras} == {f"frame_{i:03d}.jpg" for i in range(3)} and len(ds.cameras) == 15
+    cfg = PipelineConfig()
+    cfg.run.dataset.wide_lens = "crop"
+    assert cfg.stage_settings("undistort") == {"wide_lens": "crop"} and PipelineConfig().stage_settings("undistort") == {}

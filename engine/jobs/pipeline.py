@@ -88,11 +88,17 @@ class PipelineConfig:
             return asdict(self.photos)
         if stage == "sfm":
             return {k: v for k, v in asdict(self.sfm).items() if k != "num_threads"}
+        if stage == "undistort":  # a wide lens is kept for its faces unless --wide-lens crop (the default
+            # leaves the key of the runs made before as it was)
+            wide = self.run.dataset.wide_lens
+            return {} if wide == "faces" else {"wide_lens": wide}
         if stage == "train":  # the settings whose change trains again (engine/settings.py retrains)
             later = added_later("train")
             train = {k: v for k, v in asdict(self.run.train).items()
                      if BY_NAME[k].retrains and not (k in later and v == later[k])}
-            key = {"dataset": asdict(self.run.dataset), "train": train}
+            later_ds = added_later("dataset")
+            dataset = {k: v for k, v in asdict(self.run.dataset).items() if not (k in later_ds and v == later_ds[k])}
+            key = {"dataset": dataset, "train": train}
             return key if self.partition == "off" else {**key, "partition": self.partition}
         if stage == "mesh":  # the device it runs on does not change the mesh
             return {k: v for k, v in asdict(self.mesh).items() if k != "device"}

@@ -260,6 +260,8 @@ def stage_undistort(ctx: StageContext) -> dict:
     sfm_summary = ctx.project / "sfm" / "summary.json"
     if sfm_summary.is_file() and "equirect" in _read_json(sfm_summary):
         return _equirect_dataset(ctx, _read_json(sfm_summary)["equirect"])
+    if ctx.cfg.run.dataset.wide_lens == "faces" and _wide_model(ctx.project / "sfm" / "sparse" / "0"):
+        return _wide_dataset(ctx)
     ctx.progress(0, 1, "undistorting")
     summary = undistort(ctx.project / "sfm" / "sparse" / "0", ctx.project / "frames", ctx.staging,
                         num_threads=ctx.cfg.sfm.num_threads)
@@ -293,6 +295,41 @@ def _equirect_dataset(ctx: StageContext, info: dict) -> dict:
             shutil.copyfile(ctx.project / "frames" / parts[9], images / parts[9])
     ctx.progress(1, 1, "360-degree frames")
     return summary | {"equirect": True, "images": summary["frames"]}
+
+
+def _wide_model(model_dir: Path) -> bool:
+    """True when every camera of the SfM model is a wide lens (a fisheye or FOV model, e.g.
+    `--camera-model OPENCV_FISHEYE`): the training splits its images into faces instead."""
+    from ..ingest.faces import WIDE_MODELS
+    from ..optional import need
+
+    if not model_dir.is_dir():
+        return False
+    cams = need("pycolmap").Reconstruction(str(model_dir)).cameras
+    return bool(cams) and all(c.model.name in WIDE_MODELS for c in cams.values())
+
+
+def _wide_dataset(ctx: StageContext) -> dict:
+    """A wide-lens capture's dataset (--wide-lens faces): its registered frames in images/ and
+    the SfM model as estimated (distorted cameras) in sparse/0; the training splits each image
+    into pinhole faces (engine/ingest/faces.py) instead of keeping COLMAP's undistorted crop."""
+    import shutil
+
+    from ..optional import need
+
+    ctx.progress(0, 1, "wide-lens frames")
+    rec = need("pycolmap").Reconstruction(str(ctx.project / "sfm" / "sparse" / "0"))
+    (ctx.staging / "sparse" / "0").mkdir(parents=True)
+    rec.write(ctx.staging / "sparse" / "0")
+    (ctx.staging / "images").mkdir()
+    names = sorted(im.name for im in rec.images.values() if im.has_pose)
+    for name in names:
+        (ctx.staging / "images" / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ctx.project / "frames" / name, ctx.staging / "images" / name)
+    ctx.progress(1, 1, "wide-lens frames")
+    cams = [{"model": c.model.name, "width": c.width, "height": c.height, "params": [float(v) for v in c.params]}
+            for _, c in sorted(rec.cameras.items())]
+    return {"images": len(names), "points": rec.num_points3D(), "wide": True, "cameras_wide": cams}
 
 
 def dataset_path(ctx: StageContext) -> Path:
