@@ -25,6 +25,7 @@ class DatasetPanel(QtWidgets.QWidget):
         super().__init__(parent)
         self.scene: M.SceneLoaded | None = None
         self.splits: list[str] = []
+        self.group: list[int] = []   # per camera: its image's index (a wide image's faces share one)
         self.editable = False
         lay = QtWidgets.QVBoxLayout(self)
         self.summary = QtWidgets.QLabel("No dataset")
@@ -113,7 +114,9 @@ class DatasetPanel(QtWidgets.QWidget):
         else:
             points = f"{msg.num_gaussians:,} initial Gaussians"
         head = "Review, then Start: " if msg.kind == "review" else ""
-        self.summary.setText(f"{head}{msg.name}: {len(self.splits)} registered images "
+        n_images = len(set(self.group))
+        faces = f" as {len(self.splits)} pinhole faces" if n_images != len(self.splits) else ""
+        self.summary.setText(f"{head}{msg.name}: {n_images} registered images{faces} "
                              f"({counts['train']} training, {counts['test']} held out{excluded}) · {points}")
         self.start_btn.setEnabled(counts["train"] > 0)
         if msg.kind == "review" and counts["train"] > 0:
@@ -122,9 +125,16 @@ class DatasetPanel(QtWidgets.QWidget):
 
     def _fill(self) -> None:
         self.list.clear()
-        for i, c in enumerate(self.scene.cameras if self.scene else ()):
+        # the faces of a wide image (engine/ingest/faces.py) are one group: listed together under
+        # their image's name, held out or excluded together (the engine's hold-out takes whole images)
+        cams = self.scene.cameras if self.scene else ()
+        images = sorted({c.source or c.name for c in cams})
+        rank = {n: k for k, n in enumerate(images)}
+        self.group = [rank[c.source or c.name] for c in cams]
+        for i, c in enumerate(cams):
             it = QtWidgets.QListWidgetItem(self.list)
-            it.setText(c.name if len(c.name) <= 16 else "…" + c.name[-15:])
+            label = f"{c.source} · {c.face}" if c.source else c.name
+            it.setText(label if len(label) <= 16 else "…" + label[-15:])
             it.setData(QtCore.Qt.ItemDataRole.UserRole, i)
             self._decorate(it)
         self._summary()
@@ -132,7 +142,8 @@ class DatasetPanel(QtWidgets.QWidget):
     def _decorate(self, it: QtWidgets.QListWidgetItem) -> None:
         i = int(it.data(QtCore.Qt.ItemDataRole.UserRole))
         c, split = self.scene.cameras[i], self.splits[i]
-        it.setToolTip(f"{c.name}\n{c.width}x{c.height} · {SPLIT_WORDS[split]}")
+        face = f"\nthe {c.face} face of {c.source}" if c.source else ""
+        it.setToolTip(f"{c.name}{face}\n{c.width}x{c.height} · {SPLIT_WORDS[split]}")
         if not c.thumbnail:
             return
         img = QtGui.QImage(c.thumbnail, c.thumb_w, c.thumb_h, 3 * c.thumb_w, QtGui.QImage.Format.Format_RGB888).copy()
@@ -159,9 +170,13 @@ class DatasetPanel(QtWidgets.QWidget):
     def set_selected(self, split: str) -> None:
         if not self.editable:
             return
-        for it in self.list.selectedItems():
-            self.splits[int(it.data(QtCore.Qt.ItemDataRole.UserRole))] = split
-            self._decorate(it)
+        groups = {self.group[int(it.data(QtCore.Qt.ItemDataRole.UserRole))] for it in self.list.selectedItems()}
+        for r in range(self.list.count()):  # a face takes its image's other faces with it
+            it = self.list.item(r)
+            i = int(it.data(QtCore.Qt.ItemDataRole.UserRole))
+            if self.group[i] in groups:
+                self.splits[i] = split
+                self._decorate(it)
         self._summary()
 
     def hold_out_every(self, k: int) -> None:
@@ -170,9 +185,9 @@ class DatasetPanel(QtWidgets.QWidget):
         if not self.editable:
             return
         n = len(self.splits)
-        for i in range(n):
+        for i in range(n):  # by image: a wide image's faces share its group (_fill)
             if self.splits[i] != "excluded":
-                self.splits[i] = "test" if k > 0 and i % k == 0 else "train"
+                self.splits[i] = "test" if k > 0 and self.group[i] % k == 0 else "train"
         if "train" not in self.splits:  # as the engine does: nothing held out rather than nothing trained
             self.splits = ["train" if s == "test" else s for s in self.splits]
         for r in range(self.list.count()):

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import RunConfig, resolve_strategy
-from .errors import SpirulaError
+from .errors import DatasetError, SpirulaError
 
 GiB = float(1 << 30)
 DECODE_BYTES_PER_PIXEL = 3 + 8        # native RGB8 + its undistortion maps, per loader thread
@@ -64,8 +64,8 @@ class MemoryPreflightError(SpirulaError):
 @dataclass
 class MemoryEstimate:
     """What a run needs (bytes), from :func:`estimate`. ``sizes``: (width, height) at the
-    training size per image, in the loader's order (sorted by name); ``train``: the
-    indices trained on."""
+    training size per image, in the loader's order (sorted by name; a wide image's pinhole
+    faces, engine/ingest/faces.py, one entry each); ``train``: the indices trained on."""
 
     dataset: str
     max_size: int
@@ -127,7 +127,8 @@ def estimate(dataset_path: str | os.PathLike, cfg: RunConfig) -> MemoryEstimate:
     memory. Raises DatasetError for a dataset that cannot be read (as loading would)."""
     from PIL import Image
 
-    from .ingest.dataset import holdout_split
+    from .ingest.dataset import holdout_by_image, holdout_split
+    from .ingest.faces import is_wide, split_faces
     from .ingest.images import fit_size
     from .ingest.load import read_scene
 
@@ -135,7 +136,20 @@ def estimate(dataset_path: str | os.PathLike, cfg: RunConfig) -> MemoryEstimate:
     views = sorted(scene.views, key=lambda v: v.name)
     max_size = cfg.dataset.max_size
     sizes, native = [], 0
+    images: list[str] = []   # per entry of sizes: its image (a wide image's faces share one)
+    split: dict = {}         # wide camera -> its faces (engine/ingest/faces.py), as loading makes them
     for v in views:
+        if is_wide(v.camera) and cfg.dataset.wide_lens == "faces":
+            if v.camera not in split:
+                try:
+                    split[v.camera] = split_faces(v.camera, cfg.dataset.face_size)
+                except DatasetError:
+                    split[v.camera] = []   # loading skips its images, and says why
+            native = max(native, v.camera.width * v.camera.height)  # the source is decoded whole
+            for f in split[v.camera]:
+                sizes.append(fit_size(f.camera.width, f.camera.height, max_size))
+                images.append(v.name)
+            continue
         w, h = v.camera.width, v.camera.height
         try:
             with Image.open(v.image_path) as im:   # the header only
@@ -144,7 +158,11 @@ def estimate(dataset_path: str | os.PathLike, cfg: RunConfig) -> MemoryEstimate:
             pass  # loading says what is wrong with it
         native = max(native, w * h)
         sizes.append(fit_size(w, h, max_size))
-    train = holdout_split(len(views), cfg.dataset.eval_every)[0]  # the trainer's split (Dataset.holdout)
+        images.append(v.name)
+    if split:  # the trainer's split (Dataset.holdout): by image when there are faces
+        train = holdout_by_image(images, cfg.dataset.eval_every)[0]
+    else:
+        train = holdout_split(len(views), cfg.dataset.eval_every)[0]
     t = cfg.train
     points = 0 if scene.points is None else len(scene.points)
     mcmc = resolve_strategy(t.strategy, points > 0, t.steps) == "mcmc"

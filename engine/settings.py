@@ -34,6 +34,7 @@ STRATEGIES = ("auto", "adc", "mcmc")  # resolve_strategy (engine/config.py)
 RANDOM_INITS = ("views", "box")       # engine/splat/init.py
 APPEARANCES = ("off", "exposure", "affine", "bilagrid")  # engine/splat/appearance.py
 MASK_MODES = ("auto", "cutout", "ignore", "off")  # engine/ingest/masks.py
+WIDE_LENS_MODES = ("faces", "crop")   # engine/ingest/faces.py, engine/ingest/load.py
 MCMC_MIN_STEPS = 500                  # "auto" picks MCMC from this many steps on SfM points (resolve_strategy)
 MCMC_MIN_STEPS_RANDOM = 7_000         # ... and from this many from random points
 MIN_IMAGE_SIDE = 8                    # max_size: 0 keeps the stored size, else at least this many px
@@ -162,6 +163,12 @@ SETTINGS: tuple[Setting, ...] = (
     # --- the dataset stage (DatasetConfig)
     _s("max_size", D, int, 1600, "longer training image side in px after downscaling, 0 = as stored",
        group="basic", label="Image size", low=MIN_IMAGE_SIDE, zero="as stored", metavar="PX"),
+    _s("wide_lens", D, str, "faces", "fisheye, FOV and 360-degree (equirectangular) images: 'faces' splits each "
+       "into up to 6 pinhole cube faces cropped to the lens footprint (sharing the image's appearance); 'crop' "
+       "undistorts to one pinhole image cropped to its largest valid rectangle (360-degree images refused)",
+       choices=WIDE_LENS_MODES),
+    _s("face_size", D, int, 0, "side of a wide image's cube face in px before its crop and the downscale; 0 = per "
+       "face, matching the source's resolution", low=16, zero="per face", metavar="PX"),
     _s("eval_every", D, int, 8, "hold out every k-th image by sorted name for evaluation, 0 = none; when that "
        "would hold out every image, all train and none is held out", low=0, metavar="K", resume="blocking"),
     _s("masks", D, str, "auto", "per-image masks from a masks/ folder beside images/ (<name>.png or <name without "
@@ -405,8 +412,11 @@ def added_later(section: str) -> dict:
         # runs saved before masks existed read no masks folder and composited alpha over black:
         # what "auto" does on every dataset without a masks folder (alpha: cutout over the default
         # black background, the same targets). A dataset with a masks folder trained then resumes
-        # or reruns with its masks ignored, not with them off (engine/ingest/masks.py)
-        return {"masks": "auto"}
+        # or reruns with its masks ignored, not with them off (engine/ingest/masks.py).
+        # The wide-lens split (issue 51): runs saved before it undistorted a fisheye to one crop,
+        # but a pinhole dataset (nearly all of them) trains the same either way, so they count
+        # as the default and keep their cached stages
+        return {"masks": "auto", "wide_lens": BY_NAME["wide_lens"].default, "face_size": BY_NAME["face_size"].default}
     if section != "train":
         return {}
     # init_random is not here: runs saved before it started from another random init

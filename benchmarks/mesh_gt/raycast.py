@@ -58,6 +58,49 @@ class Camera:
         return uv, z
 
 
+@dataclass(frozen=True)
+class WideCamera:
+    """A wide view with one ray per sub-pixel, written here from the lens formulas (not the
+    engine's): ``kind`` "fisheye": equidistant (COLMAP's SIMPLE_FISHEYE / SIMPLE_RADIAL_FISHEYE
+    with k = 0), the pixel (u, v) looks at angle theta = |(u - cx, v - cy)| / f from the axis,
+    azimuth atan2(v - cy, u - cx); "equirect": longitude (u / W - 0.5) 2 pi from +z towards +x,
+    latitude (v / H - 0.5) pi (y down). Rays are unit length, so a hit's ray parameter is its
+    distance (not a camera depth). w2c [4, 4] float64, OpenCV axes."""
+
+    w2c: np.ndarray
+    kind: str
+    width: int
+    height: int
+    f: float = 0.0
+    cx: float = 0.0
+    cy: float = 0.0
+
+    @property
+    def centre(self) -> np.ndarray:
+        r, t = self.w2c[:3, :3], self.w2c[:3, 3]
+        return -r.T @ t
+
+    def camera_rays(self, uv: np.ndarray) -> np.ndarray:
+        """[N, 3] unit camera-space directions of image points uv [N, 2]."""
+        if self.kind == "equirect":
+            lon = (uv[:, 0] / self.width - 0.5) * 2 * np.pi
+            lat = (uv[:, 1] / self.height - 0.5) * np.pi
+            return np.stack([np.cos(lat) * np.sin(lon), np.sin(lat), np.cos(lat) * np.cos(lon)], 1)
+        a, b = (uv[:, 0] - self.cx) / self.f, (uv[:, 1] - self.cy) / self.f
+        theta = np.hypot(a, b)
+        s = np.sinc(theta / np.pi)  # sin(theta) / theta
+        return np.stack([a * s, b * s, np.cos(theta)], 1)
+
+    def rays(self, supersample: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """As :meth:`Camera.rays`, with unit directions."""
+        s = supersample
+        off = (np.arange(s) + 0.5) / s
+        v, u, dv, du = np.meshgrid(np.arange(self.height), np.arange(self.width), off, off, indexing="ij")
+        uv = np.stack([(u + du).ravel(), (v + dv).ravel()], 1)
+        d = self.camera_rays(uv) @ self.w2c[:3, :3]
+        return np.broadcast_to(self.centre, d.shape), d, uv
+
+
 def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
     """[4, 4] w2c of a camera at ``eye`` looking at ``target`` with world ``up`` towards the
     top of the image (OpenCV axes: y down)."""
@@ -115,6 +158,8 @@ def screen_bounds(shape, cam: Camera) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _candidates(shapes, cam: Camera, uv: np.ndarray) -> list:
+    if isinstance(cam, WideCamera):  # no screen-space bound: every ray is tested
+        return [None] * len(shapes)
     out = []
     for s in shapes:
         b = screen_bounds(s, cam)
@@ -129,7 +174,7 @@ def _candidates(shapes, cam: Camera, uv: np.ndarray) -> list:
 def render(shapes, textures: list[Texture], cam: Camera, supersample: int = 2,
            background=(0.0, 0.0, 0.0), chunk: int = 1 << 18) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(image [H, W, 3] float64 in [0, 1], depth [H, W] float64 camera z at the pixel
-    centre (+inf where nothing is hit), shape index [H, W] int64 hit at the pixel centre
+    centre (a WideCamera: the distance) (+inf where nothing is hit), shape index [H, W] int64 hit at the pixel centre
     (-1: none)). Colour is the mean of supersample^2 sub-pixel rays (anti-aliased edges
     and textures). Rays are tested only against the shapes whose projected bounding box
     holds them (exact: a ray outside it cannot hit the shape)."""

@@ -163,6 +163,11 @@ def _short(stage: str, s: dict) -> str:
     if stage == "sfm":
         return (f"{s.get('registered')}/{s.get('images')} registered ({s.get('mapper')}), {s.get('points')} points, "
                 f"reproj {s.get('mean_reprojection_error_px', 0):.2f} px")
+    if stage == "undistort" and s.get("equirect"):  # a 360-degree capture (engine/sfm/equirect.py)
+        return (f"{s.get('frames')} 360-degree frames (their cube faces: {s.get('faces_registered')} registered), "
+                f"faces' pose spread {s.get('max_face_disagreement_deg', 0):.2f} deg")
+    if stage == "undistort" and s.get("wide"):  # fisheye: kept for the faces (engine/jobs/stages.py)
+        return f"{s.get('images')} wide-lens images kept distorted (the training splits them into pinhole faces)"
     if stage == "undistort":
         cams = s.get("cameras") or []
         k = "" if len(cams) != 1 else (f", K fx={cams[0]['fx']:.1f} fy={cams[0]['fy']:.1f} cx={cams[0]['cx']:.1f} "

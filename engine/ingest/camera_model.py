@@ -27,7 +27,8 @@ COLMAP's formulas (``src/colmap/sensor/models.h``), r2 = x^2 + y^2:
   p1, s0..s3): radial up to theta^12, then tangential and thin prism on the result.
 
 Refused by name (DatasetError): ``SIMPLE_DIVISION``, ``DIVISION``, ``EUCM`` and
-``EQUIRECTANGULAR`` (COLMAP 3.13+; the last is a full sphere, never a pinhole image).
+``EQUIRECTANGULAR`` (COLMAP 3.13+; a full sphere, never a pinhole image: the COLMAP reader
+reads it as :class:`engine.ingest.faces.Equirect` instead, split into pinhole faces).
 
 Inversion (:meth:`CameraModel.undistort_normalized`) is Newton's method on the forward
 model with a central-difference Jacobian, vectorised over all points; for fisheye

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..errors import DatasetError
 from .camera_model import CameraModel
+from .faces import Equirect
 from .colmap_format import count_images, model_files, read_model
 from .paths import Finder, ambiguity_warning, expected_and_found, relative_name
 from .scene import SceneSpec, ViewSpec, name_list
@@ -98,8 +99,7 @@ def read_colmap(root: Path) -> SceneSpec:
                 bad[cid] = f"{model.cameras_file}: camera {cid} is not in the file"
             else:
                 try:
-                    intrinsics[cid] = CameraModel.from_colmap(cam.model, cam.width, cam.height, cam.params,
-                                                              cam.where or model.cameras_file)
+                    intrinsics[cid] = _intrinsics(cam, cam.where or model.cameras_file)
                 except DatasetError as e:
                     bad[cid] = str(e)
         if cid in bad:
@@ -149,6 +149,17 @@ def read_colmap(root: Path) -> SceneSpec:
             + expected_and_found([im.name for im in model.images.values()], sorted(on_disk), images_dir.name)
         )
     return scene
+
+
+def _intrinsics(cam, source) -> CameraModel | Equirect:
+    """The camera of a cameras-file entry: an Equirect for COLMAP's EQUIRECTANGULAR (split into
+    faces by the loader, engine/ingest/faces.py), else a CameraModel. DatasetError naming
+    ``source`` for a refused model or bad params."""
+    if cam.model == "EQUIRECTANGULAR":
+        eq = Equirect(int(cam.width), int(cam.height))
+        eq.check(source)
+        return eq
+    return CameraModel.from_colmap(cam.model, cam.width, cam.height, cam.params, source)
 
 
 def _numeric_first(p: Path) -> tuple:

@@ -26,6 +26,9 @@ class Camera:
     mask: [H, W] uint8 weight of each pixel, 255 = keep, 0 = masked out (the same
     undistortion, crop and downscale as ``image``: fractional at edges), or None = every
     pixel kept (engine/ingest/masks.py).
+    source: for a pinhole face of a wide image (engine/ingest/faces.py), the name of that
+    image ("": the camera is its own image); face: which face ("front", ...; "": none).
+    The faces of one image share its appearance slot and its place in the hold-out.
     """
 
     name: str
@@ -39,6 +42,13 @@ class Camera:
     w2c: np.ndarray
     image: np.ndarray
     mask: np.ndarray | None = None
+    source: str = ""
+    face: str = ""
+
+    @property
+    def image_name(self) -> str:
+        """The image the pixels come from: ``source`` for a face, else ``name``."""
+        return self.source or self.name
 
     @property
     def c2w(self) -> np.ndarray:
@@ -66,6 +76,9 @@ class Dataset:
     masks: the masks' mode in force, "ignore", "cutout" or "off" (engine/ingest/masks.py);
     masks_source: where they came from, "folder" or "alpha" ("" when off; with "alpha" the
     images are composited over black, i.e. premultiplied); masks_note: one line saying so.
+    "cy"}, pixels), "images": how many}; for a wide camera split into faces (engine/ingest/
+    faces.py) {"camera", "faces": [{"face", and the same intrinsics keys}], "images"}; empty
+    when every camera is a pinhole.
     """
 
     root: Path
@@ -92,7 +105,16 @@ class Dataset:
         if len(self.cameras) == 1:
             raise DatasetError(f"{self.root}: only one image ({self.cameras[0].name}): 3D Gaussian Splatting needs "
                                "several views of the scene from different positions")
-        return holdout_split(len(self.cameras), eval_every)
+        if not any(c.source for c in self.cameras):
+            return holdout_split(len(self.cameras), eval_every)
+        return holdout_by_image([c.image_name for c in self.cameras], eval_every)
+
+    def appearance_slots(self) -> tuple[list[int], list[str]]:
+        """(slot [C] per camera, the slots' image names): one per-image appearance slot per
+        source image, so the faces of one wide image share theirs (sorted by image name)."""
+        names = sorted({c.image_name for c in self.cameras})
+        slot = {n: i for i, n in enumerate(names)}
+        return [slot[c.image_name] for c in self.cameras], names
 
     def scene_extent(self) -> tuple[np.ndarray, float]:
         """(centre [3], radius): centre of the camera centres and 1.1 x the largest
@@ -121,6 +143,18 @@ def holdout_split(n: int, eval_every: int) -> tuple[list[int], list[int], str | 
     return idx, [], (f"--eval-every {eval_every} would hold out {what} and leave none to train on: training on "
                      f"{what}, with no held-out evaluation (no PSNR/SSIM); use more images, or --eval-every 0 "
                      "to say so")
+
+
+def holdout_by_image(images: list[str], eval_every: int) -> tuple[list[int], list[int], str | None]:
+    """(train, test, note) of cameras whose pixels come from ``images`` [C] (a wide image's
+    faces share one): :func:`holdout_split`'s rule over the distinct images sorted by name,
+    every camera going where its image goes."""
+    names = sorted(set(images))
+    train_i, test_i, note = holdout_split(len(names), eval_every)
+    held = {names[i] for i in test_i}
+    train = [k for k, n in enumerate(images) if n not in held]
+    test = [k for k, n in enumerate(images) if n in held]
+    return train, test, note
 
 
 # A camera farther from the cameras' median centre than OUTLIER_FACTOR x their robust

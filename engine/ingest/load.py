@@ -28,6 +28,7 @@ the camera and the reason; the dataset is refused only when no image is left.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -35,10 +36,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import DatasetError
+from ..settings import WIDE_LENS_MODES
 from .camera_model import CameraModel
 from .both_formats import add_colmap_beside_transforms
 from .colmap import is_colmap_dataset, read_colmap
 from .dataset import Camera, Dataset
+from .faces import Equirect, Face, face_name, image_circle_angle, is_wide, split_faces
 from .images import ImageDecodeError, apply_orientation, fit_size, read_image_meta, resize
 from .masks import MaskReader
 from .nerfstudio import SPLIT_FILES, TRANSFORMS, is_transforms_dataset, read_transforms
@@ -80,6 +83,8 @@ def load_dataset(
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     masks: str = "auto",
+    wide_lens: str = "faces",
+    face_size: int = 0,
 ) -> Dataset:
     """Load the dataset at ``path`` into undistorted, cropped, downscaled pinhole cameras.
 
@@ -88,8 +93,15 @@ def load_dataset(
     progress: called as progress(done, total) from worker threads after each image.
     masks: "auto", "cutout", "ignore" or "off" (:mod:`engine.ingest.masks`); the mode in
     force is :attr:`Dataset.masks`.
+    wide_lens: "faces": an image of a wide camera (engine/ingest/faces.py: fisheye, FOV,
+    equirectangular) becomes its pinhole cube faces, each a camera named 'image#face';
+    "crop": undistorted to one pinhole image cropped to its largest valid rectangle (an
+    equirectangular camera's images are then skipped). face_size: faces.py's N (0: per face).
+    Faces carry no mask (a mask of a wide image is not split yet): they train unmasked.
     Returns cameras sorted by name; reader and loader notes are in ``Dataset.warnings``.
     """
+    if wide_lens not in WIDE_LENS_MODES:
+        raise ValueError(f"wide_lens must be one of {', '.join(WIDE_LENS_MODES)}, not {wide_lens!r}")
     scene = read_scene(Path(path))
     views = sorted(scene.views, key=lambda v: v.name)
     maps = _MapCache(views)
@@ -98,10 +110,17 @@ def load_dataset(
     done = [0]
     notes: dict[str, list] = {"resized": [], "exif_applied": [], "exif_ignored": [], "deep": []}
     pinhole: dict[CameraModel, dict] = {}  # distorted camera -> its pinhole camera and images
+    split: dict = {}  # wide camera -> its faces and images (faces mode)
 
-    def load_one(view: ViewSpec) -> Camera | ImageDecodeError | tuple[str, str]:
+    def load_one(view: ViewSpec) -> Camera | list[Camera] | ImageDecodeError | tuple[str, str]:
         try:
-            cam = _load_camera(view, maps, max_size, notes, lock, pinhole, masker)
+            if is_wide(view.camera) and wide_lens == "faces":
+                cam = _load_faces(view, maps, max_size, notes, lock, split, face_size)
+            elif isinstance(view.camera, Equirect):
+                raise _UnusableCamera(f"camera {view.camera.describe()}: a 360-degree panorama has no single pinhole "
+                                      "image (--wide-lens crop); use --wide-lens faces")
+            else:
+                cam = _load_camera(view, maps, max_size, notes, lock, pinhole, masker)
         except ImageDecodeError as e:
             cam = e
         except _UnusableCamera as e:
@@ -119,7 +138,8 @@ def load_dataset(
     with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="ingest") as pool:
         results = list(pool.map(load_one, views))
 
-    cameras = [r for r in results if isinstance(r, Camera)]
+    cameras = [r for r in results if isinstance(r, Camera)] + [c for r in results if isinstance(r, list) for c in r]
+    cameras.sort(key=lambda c: c.name)
     failed = [r for r in results if isinstance(r, ImageDecodeError)]
     no_map: dict[str, list[str]] = {}  # why a camera cannot be undistorted -> its images
     for r in results:
@@ -141,7 +161,7 @@ def load_dataset(
             c.mask = None
     return Dataset(
         root=scene.root, cameras=cameras, points=scene.points, colors=scene.colors, warnings=list(scene.warnings),
-        undistortion=[pinhole[k] for k in sorted(pinhole, key=lambda c: pinhole[c]["camera"])],
+        undistortion=[pinhole[k] for k in sorted(pinhole, key=lambda c: pinhole[c]["camera"])] + face_entries(split),
         masks=mode, masks_source=masker.source if mode != "off" else "",
         masks_note=masker.summary(sum(c.mask is not None for c in cameras), len(cameras)),
     )
@@ -193,6 +213,49 @@ def _load_camera(
     )
 
 
+def _load_faces(view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list], lock: threading.Lock,
+                split: dict, face_size: int) -> list[Camera]:
+    """Read and match one view of a wide camera, then its pinhole faces (engine/ingest/faces.py),
+    each downscaled to ``max_size``: one Camera per face, named face_name(view.name, face)."""
+    stored, orientation, bits = read_image_meta(view.image_path)
+    image, cam, how = match_camera(stored, orientation, view.camera, view.image_path)
+    with lock:
+        if bits > 8:
+            notes["deep"].append((view.name, bits))
+        if how["exif"] == "applied":
+            notes["exif_applied"].append(view.name)
+        elif how["exif"] == "ignored":
+            notes["exif_ignored"].append(view.name)
+        if how["scale"] is not None:
+            notes["resized"].append((view.name, how["scale"]))
+    # a circular fisheye's image circle is found in the first image of its camera that is read
+    faces: list[Face] = maps.get(view.camera, cam, view.image_path,
+                                 lambda c: split_faces(c, face_size, max_angle=image_circle_angle(c, image)))
+    with lock:
+        entry = split.setdefault(cam, {"camera": cam.describe(), "faces": faces, "images": 0})
+        entry["images"] += 1
+    out = []
+    for face in faces:
+        pin = face.camera
+        out_w, out_h = fit_size(pin.width, pin.height, max_size)
+        sx, sy = out_w / pin.width, out_h / pin.height
+        out.append(Camera(name=face_name(view.name, face.name), image_path=view.image_path, width=out_w, height=out_h,
+                          fx=pin.fx * sx, fy=pin.fy * sy, cx=pin.cx * sx, cy=pin.cy * sy, w2c=face.w2c(view.w2c),
+                          image=resize(face(image), out_w, out_h), source=view.name, face=face.name))
+    return out
+
+
+def face_entries(split: dict) -> list[dict]:
+    """Dataset.undistortion's entries of the wide cameras split into faces: {"camera": its
+    describe(), "faces": [{"face", "model": "PINHOLE", "width", "height", "fx", "fy", "cx",
+    "cy"}] (native, before the training size), "images": how many}, sorted by camera."""
+    out = [{"camera": e["camera"], "images": e["images"],
+            "faces": [{"face": f.name} | _k(f.camera) for f in e["faces"]]}
+           | ({"image_circle_deg": round(math.degrees(e["faces"][0].max_angle), 2)}
+              if e["faces"][0].max_angle is not None else {}) for e in split.values()]
+    return sorted(out, key=lambda e: e["camera"])
+
+
 def _k(pin: CameraModel) -> dict:
     return {"model": "PINHOLE", "width": pin.width, "height": pin.height, "fx": pin.fx, "fy": pin.fy,
             "cx": pin.cx, "cy": pin.cy}
@@ -203,6 +266,14 @@ def undistortion_notes(undistortion: list[dict]) -> list[str]:
     the pinhole camera its images were undistorted and cropped to, how many images."""
     out = []
     for u in undistortion:
+        if "faces" in u:  # a wide camera split into faces (engine/ingest/faces.py)
+            sizes = ", ".join(f"{f['face']} {f['width']}x{f['height']}" for f in u["faces"])
+            if "image_circle_deg" in u:
+                sizes += f"; a circular image: the lens footprint ends at {u['image_circle_deg']:g} degrees"
+            out.append(f"split {u['images']} image{'s' if u['images'] > 1 else ''} of {u['camera']} into "
+                       f"{len(u['faces'])} pinhole faces ({sizes}; 90-degree faces cropped to the lens footprint, "
+                       "then scaled to the training size)")
+            continue
         k = u["pinhole"]
         out.append(f"undistorted {u['images']} image{'s' if u['images'] > 1 else ''} of {u['camera']} to PINHOLE "
                    f"{k['width']}x{k['height']} fx={k['fx']:.6g} fy={k['fy']:.6g} cx={k['cx']:.6g} cy={k['cy']:.6g} "
@@ -295,9 +366,11 @@ class _MapCache:
         for v in views:
             self._users[v.camera] = self._users.get(v.camera, 0) + 1
 
-    def get(self, view_camera: CameraModel, camera: CameraModel, image_path: Path) -> Undistorter:
+    def get(self, view_camera: CameraModel, camera: CameraModel, image_path: Path,
+            build: Callable = make_undistorter) -> Undistorter:
         """The map of ``camera`` (``view_camera`` rescaled to the image size on disk, or
-        itself); _UnusableCamera naming the camera if it cannot be built."""
+        itself) made by ``build`` (the undistorter, or the faces' split); _UnusableCamera
+        naming the camera if it cannot be built."""
         with self._lock:
             group = self._futures.setdefault(view_camera, {})
             fut = group.get(camera)
@@ -306,7 +379,7 @@ class _MapCache:
                 fut = group[camera] = Future()
         if owner:
             try:
-                fut.set_result(make_undistorter(camera))
+                fut.set_result(build(camera))
             except DatasetError as e:
                 fut.set_exception(_UnusableCamera(f"camera {e}"))
         return fut.result()

@@ -84,7 +84,7 @@ def make_undistorter(camera: CameraModel) -> Undistorter:
     out_h, cy = _fit_axis(yt, yb, camera.fy)
     sx, sy = _source_coords(camera, out_w, out_h, cx, cy)
     valid = (sx >= -_EPS_PX) & (sx <= w - 1 + _EPS_PX) & (sy >= -_EPS_PX) & (sy <= h - 1 + _EPS_PX)
-    top, bottom, left, right = _shrink_to_valid(valid, camera)
+    top, bottom, left, right = shrink_to_valid(valid, camera)
     sx, sy = sx[top:bottom, left:right], sy[top:bottom, left:right]
     dst = _pinhole(camera, right - left, bottom - top, cx - left, cy - top)
     sx = np.clip(sx, 0.0, w - 1.0).ravel()
@@ -168,9 +168,11 @@ def _source_coords(camera: CameraModel, width: int, height: int, cx: float, cy: 
     return camera.fx * xd + camera.cx - 0.5, camera.fy * yd + camera.cy - 0.5
 
 
-def _shrink_to_valid(valid: np.ndarray, camera: CameraModel) -> tuple[int, int, int, int]:
+def shrink_to_valid(valid: np.ndarray, camera: CameraModel) -> tuple[int, int, int, int]:
     """(top, bottom, left, right) slice bounds of a sub-rectangle of the [H, W] bool mask
-    ``valid`` with no invalid pixel, peeling the border row/column with most invalid pixels."""
+    ``valid`` with no invalid pixel, peeling the border row/column with most invalid pixels
+    (also the faces' crop, engine/ingest/faces.py). DatasetError naming ``camera`` when
+    nothing is left."""
     top, bottom, left, right = 0, valid.shape[0], 0, valid.shape[1]
     while bottom - top >= 2 and right - left >= 2:
         sub = valid[top:bottom, left:right]

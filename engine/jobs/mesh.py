@@ -123,10 +123,12 @@ def load_project(project: Path, cfg: MeshConfig):
         raise SpirulaError(f"{meta}: no dataset path in it ({e})") from e
     if folder != project and not dataset_path.exists() and (project / "sparse" / "0").is_dir():
         dataset_path = project
-    max_size = cfg.max_size or train.get("config", {}).get("dataset", {}).get("max_size") or 1600
+    saved = train.get("config", {}).get("dataset", {})
+    max_size = cfg.max_size or saved.get("max_size") or 1600
     masks = _saved_masks(train)  # the masks the training used: the bake leaves out what they masked
     from ..io.splat_edit import apply_saved_edit  # the project's edit.json (crop, deleted splats), if any
-    return load_dataset(dataset_path, max_size, masks=masks), apply_saved_edit(ply, read_ply(ply))[0], train
+    wide = {k: saved[k] for k in ("wide_lens", "face_size") if k in saved}  # the training's cameras
+    return load_dataset(dataset_path, max_size, masks=masks, **wide), apply_saved_edit(ply, read_ply(ply))[0], train
 
 
 def _saved_masks(train: dict) -> str:
@@ -155,7 +157,8 @@ def photos_for_bake(folder: Path, cameras: list, remove: bool = True):
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SpirulaError(f"{path}: not a readable appearance file ({e}); "
                            "mesh with --no-remove-appearance to bake the photos as they are") from e
-    index = {i: by_name[c.name] for i, c in enumerate(cameras) if c.name in by_name}
+    # a face of a wide image (engine/ingest/faces.py) takes its image's transform
+    index = {i: by_name[c.image_name] for i, c in enumerate(cameras) if c.image_name in by_name}
     image_of = lambda i: remove_appearance(cameras[i].image, index[i]) if i in index else cameras[i].image
     return image_of, {"mode": app["mode"], "images_adjusted": len(index), "images": len(cameras)}
 

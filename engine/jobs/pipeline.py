@@ -88,6 +88,10 @@ class PipelineConfig:
             return asdict(self.photos)
         if stage == "sfm":
             return {k: v for k, v in asdict(self.sfm).items() if k != "num_threads"}
+        if stage == "undistort":  # a wide lens is kept for its faces unless --wide-lens crop (the default
+            # leaves the key of the runs made before as it was)
+            wide = self.run.dataset.wide_lens
+            return {} if wide == "faces" else {"wide_lens": wide}
         if stage == "train":  # the settings whose change trains again (engine/settings.py retrains)
             later = added_later("train")
             train = {k: v for k, v in asdict(self.run.train).items()

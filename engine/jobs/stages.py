@@ -206,10 +206,45 @@ def stage_sfm(ctx: StageContext) -> dict:
     def report(what: str, done: int, total: int | None) -> None:
         ctx.progress(done, total, what)
 
-    summary = run_sfm(frames, meta["frames"], meta["groups"], {k: tuple(v) for k, v in meta["sizes"].items()},
-                      meta["kind"], out, ctx.cfg.sfm, report=report, on_warning=ctx.warn,
-                      should_stop=ctx.should_stop, label=ctx.source, cache_dir=sfm_cache_path(ctx.project))
+    if equirect_frames(meta):
+        summary = _sfm_equirect(ctx, frames, meta, out, report)
+    else:
+        summary = run_sfm(frames, meta["frames"], meta["groups"], {k: tuple(v) for k, v in meta["sizes"].items()},
+                          meta["kind"], out, ctx.cfg.sfm, report=report, on_warning=ctx.warn,
+                          should_stop=ctx.should_stop, label=ctx.source, cache_dir=sfm_cache_path(ctx.project))
     write_json_atomic(out / "summary.json", summary)
+    return summary
+
+
+def equirect_frames(meta: dict) -> bool:
+    """True when every frame of frames.json is 2:1: a 360-degree equirectangular capture
+    (engine/sfm/equirect.py), reconstructed from its cube faces."""
+    from ..sfm.equirect import is_equirect_size
+
+    sizes = list(meta.get("sizes", {}).values())
+    return bool(sizes) and all(is_equirect_size(*s) for s in sizes) and len({tuple(s) for s in sizes}) == 1
+
+
+def _sfm_equirect(ctx: StageContext, frames: Path, meta: dict, out: Path, report) -> dict:
+    """SfM of a 360-degree capture: each frame's six cube faces (out/faces/<face>/<frame>),
+    one rig per frame with known intrinsics (engine/sfm/equirect.py)."""
+    from dataclasses import replace
+
+    from ..sfm import run_sfm
+    from ..sfm.equirect import apply_rig, sfm_face_size, split_frames
+
+    w, h = next(iter(meta["sizes"].values()))
+    n = sfm_face_size(w, ctx.cfg.sfm.max_image_size)
+    ctx.progress(0, len(meta["frames"]), f"note: {w}x{h} frames (2:1) taken as 360-degree equirectangular: "
+                                         f"SfM on their 6 cube faces of {n} px, one rig per frame")
+    lay = split_frames(frames, meta["frames"], out / "faces", n, lambda d, t: report("cube faces", d, t),
+                       ctx.should_stop)
+    # the six faces of a frame are neighbours in capture order: sequential matching spans as many frames
+    cfg = replace(ctx.cfg.sfm, camera_model="PINHOLE", overlap=ctx.cfg.sfm.overlap * 6)
+    summary = run_sfm(out / "faces", lay["names"], lay["groups"], lay["sizes"], meta["kind"], out, cfg,
+                      report=report, on_warning=ctx.warn, should_stop=ctx.should_stop, label=ctx.source,
+                      cache_dir=sfm_cache_path(ctx.project), camera_params=lay["params"], rig=apply_rig)
+    summary["equirect"] = {"face_size": n, "frame_size": [w, h], "frames": len(meta["frames"])}
     return summary
 
 
@@ -222,6 +257,11 @@ def stage_undistort(ctx: StageContext) -> dict:
     from ..sfm import undistort
     from ..sfm.undistort import k_change_notes
 
+    sfm_summary = ctx.project / "sfm" / "summary.json"
+    if sfm_summary.is_file() and "equirect" in _read_json(sfm_summary):
+        return _equirect_dataset(ctx, _read_json(sfm_summary)["equirect"])
+    if ctx.cfg.run.dataset.wide_lens == "faces" and _wide_model(ctx.project / "sfm" / "sparse" / "0"):
+        return _wide_dataset(ctx)
     ctx.progress(0, 1, "undistorting")
     summary = undistort(ctx.project / "sfm" / "sparse" / "0", ctx.project / "frames", ctx.staging,
                         num_threads=ctx.cfg.sfm.num_threads)
@@ -232,6 +272,64 @@ def stage_undistort(ctx: StageContext) -> dict:
 
 
 # ---------------------------------------------------------------------------- train, export
+
+
+def _equirect_dataset(ctx: StageContext, info: dict) -> dict:
+    """A 360-degree capture's dataset: its registered frames in images/ and the frames'
+    model (one EQUIRECTANGULAR camera, the rig poses) in sparse/0; the training splits the
+    frames into faces again (engine/ingest/faces.py)."""
+    import shutil
+
+    from ..sfm.equirect import write_equirect_model
+
+    ctx.progress(0, 1, "360-degree frames")
+    summary = write_equirect_model(ctx.project / "sfm" / "sparse" / "0", ctx.staging / "sparse" / "0",
+                                   tuple(info["frame_size"]))
+    for w in summary.pop("warnings"):
+        ctx.warn(w)
+    images = ctx.staging / "images"
+    images.mkdir(parents=True)
+    for line in (ctx.staging / "sparse" / "0" / "images.txt").read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 10 and not line.startswith("#"):
+            shutil.copyfile(ctx.project / "frames" / parts[9], images / parts[9])
+    ctx.progress(1, 1, "360-degree frames")
+    return summary | {"equirect": True, "images": summary["frames"]}
+
+
+def _wide_model(model_dir: Path) -> bool:
+    """True when every camera of the SfM model is a wide lens (a fisheye or FOV model, e.g.
+    `--camera-model OPENCV_FISHEYE`): the training splits its images into faces instead."""
+    from ..ingest.faces import WIDE_MODELS
+    from ..optional import need
+
+    if not model_dir.is_dir():
+        return False
+    cams = need("pycolmap").Reconstruction(str(model_dir)).cameras
+    return bool(cams) and all(c.model.name in WIDE_MODELS for c in cams.values())
+
+
+def _wide_dataset(ctx: StageContext) -> dict:
+    """A wide-lens capture's dataset (--wide-lens faces): its registered frames in images/ and
+    the SfM model as estimated (distorted cameras) in sparse/0; the training splits each image
+    into pinhole faces (engine/ingest/faces.py) instead of keeping COLMAP's undistorted crop."""
+    import shutil
+
+    from ..optional import need
+
+    ctx.progress(0, 1, "wide-lens frames")
+    rec = need("pycolmap").Reconstruction(str(ctx.project / "sfm" / "sparse" / "0"))
+    (ctx.staging / "sparse" / "0").mkdir(parents=True)
+    rec.write(ctx.staging / "sparse" / "0")
+    (ctx.staging / "images").mkdir()
+    names = sorted(im.name for im in rec.images.values() if im.has_pose)
+    for name in names:
+        (ctx.staging / "images" / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ctx.project / "frames" / name, ctx.staging / "images" / name)
+    ctx.progress(1, 1, "wide-lens frames")
+    cams = [{"model": c.model.name, "width": c.width, "height": c.height, "params": [float(v) for v in c.params]}
+            for _, c in sorted(rec.cameras.items())]
+    return {"images": len(names), "points": rec.num_points3D(), "wide": True, "cameras_wide": cams}
 
 
 def dataset_path(ctx: StageContext) -> Path:

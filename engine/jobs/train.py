@@ -209,7 +209,7 @@ class TrainingJob:
         self.wait()
         count = export_ply(tr, Path(out_dir) / "splat.ply", on_message)
         if tr.appearance is not None:
-            tr.appearance.save(out_dir, [c.name for c in self.dataset.cameras], self.train_idx)
+            tr.appearance.save(out_dir, tr.appearance_names, tr.trained_slots())
 
         def scoring(trainer, idx, out=None):
             self.wait()
@@ -280,7 +280,8 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
     # memory fails before a single image is decoded (engine/preflight.py)
     gpu = preflight(dataset_path, cfg, lambda: get_gpu(cfg.device), on_message)
     on_message(f"device: {gpu.adapter}")
-    dataset = load_dataset(dataset_path, cfg.dataset.max_size, masks=cfg.dataset.masks)
+    dataset = load_dataset(dataset_path, cfg.dataset.max_size, masks=cfg.dataset.masks,
+                           wide_lens=cfg.dataset.wide_lens, face_size=cfg.dataset.face_size)
     check_output_dir(out_dir)
     for w in dataset.warnings:
         on_message(f"warning: {w}")

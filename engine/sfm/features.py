@@ -60,11 +60,14 @@ def extraction_options(cfg: SfmConfig, longest_side: int):
 def extract(database: Path, image_dir: Path, groups: dict[str, list[str]], sizes: dict[str, tuple[int, int]],
             model: str, cfg: SfmConfig, progress: Callable[[int, int], None] | None = None,
             should_stop: Callable[[], bool] | None = None, cameras: dict[str, int] | None = None,
-            on_chunk: Callable[[], None] | None = None) -> dict[str, int]:
+            on_chunk: Callable[[], None] | None = None,
+            camera_params: dict[str, list[float]] | None = None) -> dict[str, int]:
     """Create cameras and extract features of every image of ``groups`` (group key ->
     image names relative to ``image_dir``; ``sizes``: group key -> (width, height)).
     Returns group key -> camera id, which is also filled into ``cameras`` (a group found
-    there keeps its camera). ``progress(done, total)`` and ``on_chunk()`` after each chunk."""
+    there keeps its camera). ``progress(done, total)`` and ``on_chunk()`` after each chunk.
+    ``camera_params``: group key -> the model's exact parameters (known intrinsics, e.g. the
+    cube faces of a 360-degree frame), written as the camera with a focal prior."""
     pycolmap = need("pycolmap")
 
     total = sum(len(v) for v in groups.values())
@@ -85,6 +88,9 @@ def extract(database: Path, image_dir: Path, groups: dict[str, list[str]], sizes
         reader = pycolmap.ImageReaderOptions()
         reader.camera_model = model
         cam = pycolmap.infer_camera_from_image(image_dir / names[0], reader)
+        if camera_params and key in camera_params:
+            cam.params = list(camera_params[key])
+            cam.has_prior_focal_length = True
         if (cam.width, cam.height) != tuple(sizes[key]):
             raise SfmError(f"{image_dir / names[0]}: image is {cam.width}x{cam.height}, expected {sizes[key]}")
         if key not in cameras:

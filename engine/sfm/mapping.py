@@ -33,7 +33,7 @@ RELAXED_ABS_POSE_INLIERS = 15   # COLMAP's default is 30
 
 
 def _run(mapper: str, database: Path, image_dir: Path, out_dir: Path, cfg: SfmConfig,
-         on_image: Callable[[], None] | None, relaxed: bool = False):
+         on_image: Callable[[], None] | None, relaxed: bool = False, fixed: bool = False):
     pycolmap = need("pycolmap")
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -42,6 +42,13 @@ def _run(mapper: str, database: Path, image_dir: Path, out_dir: Path, cfg: SfmCo
         o = pycolmap.GlobalPipelineOptions()
         o.num_threads = cfg.num_threads
         o.random_seed = cfg.seed
+        if fixed:  # known intrinsics and rig (360-degree faces, engine/sfm/equirect.py)
+            ba = o.mapper.bundle_adjustment
+            ba.refine_focal_length = ba.refine_principal_point = ba.refine_extra_params = False
+            ba.refine_sensor_from_rig = False
+            o.mapper.refine_sensor_from_rig = False
+            o.mapper.global_positioning.refine_sensor_from_rig = False
+            o.mapper.rotation_averaging.refine_sensor_from_rig = False
         return pycolmap.global_mapping(database, image_dir, out_dir, o)
     o = pycolmap.IncrementalPipelineOptions()
     o.num_threads = cfg.num_threads
@@ -49,6 +56,9 @@ def _run(mapper: str, database: Path, image_dir: Path, out_dir: Path, cfg: SfmCo
     o.min_model_size = 3
     if relaxed:
         o.mapper.abs_pose_min_num_inliers = RELAXED_ABS_POSE_INLIERS
+    if fixed:
+        o.ba_refine_focal_length = o.ba_refine_principal_point = o.ba_refine_extra_params = False
+        o.ba_refine_sensor_from_rig = False
     return pycolmap.incremental_mapping(database, image_dir, out_dir, o,
                                         next_image_callback=on_image, initial_image_pair_callback=on_image)
 
@@ -77,9 +87,9 @@ def _largest(recs) -> tuple[object | None, int]:
 
 def reconstruct(database: Path, image_dir: Path, work_dir: Path, n_images: int, cfg: SfmConfig,
                 progress: Callable[[str, int, int], None] | None = None,
-                on_warning: Callable[[str], None] | None = None, label: object = None):
+                on_warning: Callable[[str], None] | None = None, label: object = None, fixed: bool = False):
     """Run the mapper(s); returns (reconstruction, summary dict). Raises SfmError when
-    no model could be built. ``progress(mapper, registered, n_images)`` as images are
+    no model could be built. ``fixed``: the cameras' intrinsics and rigs are known (not refined). ``progress(mapper, registered, n_images)`` as images are
     registered (incremental) or once per mapper (global)."""
     if cfg.mapper not in ("global", "incremental"):
         raise SfmError(f"unknown mapper {cfg.mapper!r} (use global or incremental)")
@@ -101,7 +111,7 @@ def reconstruct(database: Path, image_dir: Path, work_dir: Path, n_images: int, 
         out = work_dir / folder
         shutil.rmtree(out, ignore_errors=True)
         try:
-            recs = _run(mapper, database, image_dir, out, cfg, on_image, relaxed)
+            recs = _run(mapper, database, image_dir, out, cfg, on_image, relaxed, fixed)
         except (RuntimeError, ValueError) as e:   # pycolmap raises RuntimeError on failed checks
             if on_warning:
                 on_warning(f"{name} mapping failed: {e}")

@@ -46,12 +46,15 @@ def run_sfm(image_dir: Path, names: list[str], groups: dict[str, list[str]], siz
             kind: str, out_dir: Path, cfg: SfmConfig, report: Report | None = None,
             on_warning: Callable[[str], None] | None = None,
             should_stop: Callable[[], bool] | None = None, label: object = None,
-            cache_dir: Path | None = None) -> dict:
+            cache_dir: Path | None = None, camera_params: dict[str, list[float]] | None = None,
+            rig: Callable[[Path], None] | None = None) -> dict:
     """Reconstruct ``names`` (relative to ``image_dir``; capture order for a video) into
     ``out_dir``. ``groups``/``sizes``: images sharing one camera (see
     :func:`engine.sfm.features.extract`). ``kind``: 'video' or 'photos'. Returns the
     summary; raises SfmError (naming ``label`` -- the user's input -- or ``image_dir``,
-    with the count and a suggestion) when too few images register."""
+    with the count and a suggestion) when too few images register. ``camera_params``: known
+    intrinsics per group (kept fixed by the mappers); ``rig(database)``: groups the images
+    into rig frames after the features (engine/sfm/equirect.py apply_rig)."""
     pycolmap = need_extra("pycolmap")
 
     quiet_colmap()
@@ -80,8 +83,10 @@ def run_sfm(image_dir: Path, names: list[str], groups: dict[str, list[str]], siz
             report("features (continuing an earlier run)", 0, n)
         cams = extract(db, image_dir, groups, sizes, model, cfg,
                        progress=lambda d, t: report("features", d, t), should_stop=should_stop,
-                       cameras=cache.cameras, on_chunk=cache.save)
+                       cameras=cache.cameras, on_chunk=cache.save, camera_params=camera_params)
         cache.finish_features()
+    if rig is not None:
+        rig(db)
     t1 = time.perf_counter()
     mkey = matches_key(fkey, names, method, cfg)
     how = reused["matches"] = cache.begin_matches(mkey)
@@ -99,7 +104,7 @@ def run_sfm(image_dir: Path, names: list[str], groups: dict[str, list[str]], siz
     t2 = time.perf_counter()
     rec, summary = reconstruct(db, image_dir, out_dir / "mappers", n, cfg,
                                progress=lambda mapper, d, t: report(f"{mapper} mapping", d, t),
-                               on_warning=on_warning, label=where)
+                               on_warning=on_warning, label=where, fixed=bool(camera_params))
     summary["database"] = reused   # per phase: "fresh", "resume" (continued) or "reuse"
     summary["phase_seconds"] = {"features": t1 - t0, "matching": t2 - t1, "mapping": time.perf_counter() - t2}
     registered = summary["registered"]

@@ -174,11 +174,13 @@ class Trainer:
                         f"the multi-view consistency terms have no neighbour view for "
                         f"{1 - self.neighbours.coverage():.0%} of the training cameras (none within 30 degrees "
                         "and a baseline of 0.02-1.5 x the cameras' distance): their steps train without it")
-        # per-image colour transforms, by camera index (held-out ones stay identity)
+        # per-image colour transforms, one slot per source image (the faces of a wide image share
+        # theirs: Dataset.appearance_slots; held-out ones stay identity)
         self.appearance = None
+        self.appearance_slot, self.appearance_names = dataset.appearance_slots()
         if cfg.appearance != "off":
             settings = default_settings(cfg.appearance, cfg.steps)
-            self.appearance = Appearance(gpu, cfg.appearance, len(dataset.cameras), settings)
+            self.appearance = Appearance(gpu, cfg.appearance, len(self.appearance_names), settings)
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(self._training_rgba(i), f"gt.{i}") for i in self.train_idx}
         self.res = ResolutionSchedule(cfg.res_levels, cfg.res_until, cfg.steps)
@@ -253,11 +255,12 @@ class Trainer:
             self.raster.record_prepare(enc)
         self.raster.record_forward(enc, backward=True)
         app = self.appearance if self.appearance is not None and self.appearance.active(step) else None
-        render = self.raster.image if app is None else app.record_forward(enc, self.raster.image, ci, width, height)
+        slot = self.appearance_slot[ci]  # the camera's image's (a wide image's faces share one)
+        render = self.raster.image if app is None else app.record_forward(enc, self.raster.image, slot, width, height)
         self.loss.record(enc, render, gt[ci], width, height, self.raster.image_grad(),
                          self.loss_sum, cfg.lambda_dssim)
         if app is not None:  # dL/dI' -> dL/dI in place, and the image's own Adam step
-            app.record_backward(enc, self.raster.image, self.raster.image_grad(), ci, width, height,
+            app.record_backward(enc, self.raster.image, self.raster.image_grad(), slot, width, height,
                                 self.loss_sum, step, self.raster.overflow_guard())
         regs = dict(self.densifier.regularisers())
         if geo:  # depth-normal consistency into the geometry map's gradient; the flattening in Adam
@@ -385,6 +388,10 @@ class Trainer:
         """The 3D filter buffer [N] float32 of anti-aliased training, or None."""
         return None if self.filter is None else self.filter.buf
 
+    def trained_slots(self) -> list[int]:
+        """The appearance slots the training adjusts (those of the training cameras), sorted."""
+        return sorted({self.appearance_slot[i] for i in self.train_idx})
+
     def recentre_appearance(self) -> bool:
         """With appearance on: the transforms' mean moves into the Gaussians' colours
         (:meth:`Appearance.recentre`), so the model alone shows the mean training appearance
@@ -393,7 +400,7 @@ class Trainer:
         if self.appearance is None:
             return False
         self.drain()
-        mean = self.appearance.recentre(self.train_idx)
+        mean = self.appearance.recentre(self.trained_slots())
         if mean is None:
             return False
         self.model.transform_colours(mean)

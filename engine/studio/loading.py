@@ -424,7 +424,9 @@ def checked_load(cmd: M.StartTraining, gpu, emit, cached=None):
 
     cfg = run_config(cmd, gpu.backend)
     preflight(cmd.dataset, cfg, lambda: gpu, warn)
-    return cached if cached is not None else load_dataset(cmd.dataset, cfg.dataset.max_size, masks=cfg.dataset.masks)
+    return cached if cached is not None else load_dataset(cmd.dataset, cfg.dataset.max_size, masks=cfg.dataset.masks,
+                                                           wide_lens=cfg.dataset.wide_lens,
+                                                           face_size=cfg.dataset.face_size)
 
 
 def command_path(cmd) -> str | None:

@@ -40,6 +40,8 @@ class CameraInfo:
     thumbnail: bytes = b""     # RGB888 rows, thumb_w x thumb_h
     thumb_w: int = 0
     thumb_h: int = 0
+    source: str = ""           # a face of a wide image (engine/ingest/faces.py): that image's name; "": itself
+    face: str = ""             # which face ("front", ...), "" for none
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,8 @@ def camera_info(cam, split: str) -> M.CameraInfo:
     return M.CameraInfo(name=cam.name, c2w=tuple(float(v) for v in np.linalg.inv(cam.w2c).reshape(-1)),
                         fx=float(cam.fx), fy=float(cam.fy), cx=float(cam.cx), cy=float(cam.cy),
                         width=int(cam.width), height=int(cam.height), split=split,
-                        thumbnail=thumb.tobytes(), thumb_w=thumb.shape[1], thumb_h=thumb.shape[0])
+                        thumbnail=thumb.tobytes(), thumb_w=thumb.shape[1], thumb_h=thumb.shape[0],
+                        source=getattr(cam, "source", ""), face=getattr(cam, "face", ""))
 
 
 def up_vector(cameras) -> np.ndarray:

@@ -341,3 +341,21 @@ def test_unknown_scene_is_refused(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--scenes", "a,z", "--out", "x"])
     assert "unknown scene(s) z" in capsys.readouterr().err
+
+
+def test_wide_camera_rays_invert_colmaps_projections():
+    # the ray caster's fisheye and equirectangular rays land back on their pixels through
+    # pycolmap's own projection (SIMPLE_RADIAL_FISHEYE with k = 0, EQUIRECTANGULAR)
+    pycolmap = pytest.importorskip("pycolmap")
+    from benchmarks.mesh_gt.raycast import WideCamera
+
+    rng = np.random.default_rng(4)
+    f = 40.0 / (np.pi / 2)
+    fish = WideCamera(np.eye(4), "fisheye", 80, 80, f, 40.0, 40.0)
+    uv = rng.uniform(15, 65, (50, 2))  # inside the 90-degree circle (radius 40 px): pycolmap projects z > 0 only
+    cam = pycolmap.Camera(model="SIMPLE_RADIAL_FISHEYE", width=80, height=80, params=[f, 40.0, 40.0, 0.0])
+    np.testing.assert_allclose(cam.img_from_cam(fish.camera_rays(uv)), uv, atol=1e-9)
+    eq = WideCamera(np.eye(4), "equirect", 120, 60)
+    uv = rng.uniform([1, 1], [119, 59], (50, 2))
+    cam = pycolmap.Camera(model="EQUIRECTANGULAR", width=120, height=60, params=[120.0, 60.0])
+    np.testing.assert_allclose(cam.img_from_cam(eq.camera_rays(uv)), uv, atol=1e-9)

@@ -72,7 +72,7 @@ def test_every_model_is_undistorted_exactly(tmp_path, model):
     save_png(tmp_path / "images" / "view.png", blob_image(uv, W, H))
     write_files(tmp_path / "sparse/0", colmap_text([(1, model, W, H, MODEL_PARAMS[model])],
                                                    [(1, w2c, 1, "view.png", 0)], world, np.full((len(world), 3), 200)))
-    ds = load_dataset(tmp_path, max_size=None)
+    ds = load_dataset(tmp_path, max_size=None, wide_lens="crop")  # the faces: tests/ingest/test_faces.py
     cam = ds.cameras[0]
     assert ds.warnings == []
     np.testing.assert_array_equal(cam.w2c, _loaded_pose(w2c))
@@ -123,8 +123,7 @@ def test_wide_fisheye_is_cut_at_twice_the_source_extent(tmp_path):
     ("SIMPLE_DIVISION", "the division model is not implemented"),
     ("DIVISION", "the division model is not implemented"),
     ("EUCM", "the enhanced unified camera model is not implemented"),
-    ("EQUIRECTANGULAR", "a 360-degree panorama has no pinhole image"),
-])
+])  # EQUIRECTANGULAR is read and split into faces; its refusal (not 2:1): tests/ingest/test_faces_load.py
 @pytest.mark.parametrize("kind", ["txt", "bin"])
 def test_other_models_are_refused_by_name(tmp_path, model, why, kind):
     nparams = {"SIMPLE_DIVISION": 4, "DIVISION": 5, "EUCM": 6, "EQUIRECTANGULAR": 2}[model]

@@ -1,0 +1,116 @@
+"""A 360-degree (equirectangular) video through `spirula run` (issue 51): SfM on the frames'
+cube faces as one rig per frame (engine/sfm/equirect.py), the frames' model with one
+EQUIRECTANGULAR camera, training on the faces; and the faces' pose check on its own."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from engine.ingest.faces import FACE_NAMES, FACE_ROTATIONS
+from engine.sfm.equirect import frame_poses
+from tests.ingest.synth import random_pose
+
+
+def _room_video(path, frames: int, width: int):
+    """An equirectangular video of mesh_gt's room (a few of its solids) from a camera moving
+    through it, rendered by the independent ray caster."""
+    from benchmarks.mesh_gt.raycast import WideCamera, look_at, render
+    from benchmarks.mesh_gt.scenes import get_scene
+    from tests.ingest.videos import write_video
+
+    parts = [p for p in get_scene("e").parts
+             if p.name in ("walls", "floor", "sofa_seat", "sofa_back", "cabinet", "lamp", "table_top")]
+    shapes, textures = [p.shape for p in parts], [p.texture for p in parts]
+    images = []
+    for i in range(frames):
+        s = i / (frames - 1)
+        eye = np.array([-0.5 + 1.0 * s, -0.3 + 0.4 * s, 1.3 + 0.1 * np.sin(3 * s)])
+        cam = WideCamera(look_at(eye, eye + [1.0, 0.2 * s, 0.0]), "equirect", width, width // 2)
+        images.append((np.clip(render(shapes, textures, cam, 1)[0], 0, 1) * 255 + 0.5).astype(np.uint8))
+    return write_video(path, images)
+
+
+def test_spirula_run_on_an_equirectangular_video(tmp_path, capsys):
+    from engine.cli.main import main
+    from engine.ingest.colmap_format import read_model
+
+    video = _room_video(tmp_path / "room360.mp4", 6, 512)
+    proj = tmp_path / "proj"
+    args = ["run", str(video), "-o", str(proj), "--frames", "6", "--frame-size", "512", "--steps", "60",
+            "--max-size", "96", "--eval-every", "3", "--no-mesh"]
+    assert main(args) == 0
+    seen = capsys.readouterr()
+    assert "taken as 360-degree equirectangular" in seen.out + seen.err
+    rec = json.loads((proj / "run.json").read_text())
+    by = {s["name"]: s for s in rec["stages"]}
+    kept = by["select"]["summary"]["kept"]
+    sfm = by["sfm"]["summary"]
+    # every selected frame registers, with all six of its faces (one rig frame each)
+    assert sfm["equirect"]["frames"] == kept and sfm["images"] == 6 * kept
+    assert sfm["registered"] == 6 * kept, sfm
+    und = by["undistort"]["summary"]
+    assert und["frames"] == kept and und["max_face_disagreement_deg"] < 0.1
+    model = read_model(proj / "sparse" / "0")
+    assert [c.model for c in model.cameras.values()] == ["EQUIRECTANGULAR"]
+    assert len(model.images) == kept and len(list((proj / "images").iterdir())) == kept
+    train = by["train"]["summary"]
+    assert train["step"] == 60 and train["psnr"] > train["initial_psnr"] + 1, train
+    assert (proj / "exports" / "splat.ply").stat().st_size > 1000
+
+
+def test_frame_poses_recover_the_frame_and_measure_disagreement():
+    rng = np.random.default_rng(9)
+    truth = {f"f{k}": random_pose(rng) for k in range(3)}
+    faces = {name: {f: np.vstack([FACE_ROTATIONS[f] @ w2c[:3, :4], [0, 0, 0, 1]]) for f in FACE_NAMES}
+             for name, w2c in truth.items()}
+    poses, spread = frame_poses(faces)
+    for name, w2c in truth.items():
+        np.testing.assert_allclose(poses[name], w2c, atol=1e-12)
+    assert max(a for _, a, _ in spread) < 1e-6 and max(d for _, _, d in spread) < 1e-9
+    # one face turned 6 degrees about its axis: the frame's spread says so
+    c, s = np.cos(np.radians(6)), np.sin(np.radians(6))
+    turn = np.array([[c, -s, 0, 0], [s, c, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
+    faces["f1"]["left"] = turn @ faces["f1"]["left"]
+    _, spread = frame_poses(faces)
+    worst = {n: a for n, a, _ in spread}
+    assert worst["f0"] < 1e-6 and 4.0 < worst["f1"] < 6.0
+
+
+def test_a_fisheye_sfm_model_is_kept_for_the_faces(tmp_path):
+    # `spirula run --camera-model OPENCV_FISHEYE`: the undistort stage keeps the frames and the
+    # distorted model, so the training splits them into faces; --wide-lens crop undistorts
+    from engine.ingest import load_dataset
+    from engine.jobs.pipeline import PipelineConfig
+    from engine.jobs.stages import StageContext, stage_undistort
+    from tests.ingest.synth import write_image
+
+    rng = np.random.default_rng(13)
+    proj = tmp_path / "proj"
+    f = 80 / (np.pi / 2)
+    pycolmap = pytest.importorskip("pycolmap")
+    rec = pycolmap.Reconstruction()   # what the SfM stage leaves: a model with a fisheye camera
+    rec.add_camera_with_trivial_rig(pycolmap.Camera(camera_id=1, model="OPENCV_FISHEYE", width=160, height=160,
+                                                    params=[f, f, 80.0, 80.0, 0.01, 0.0, 0.0, 0.0]))
+    for i in range(3):
+        w2c = random_pose(rng)
+        rec.add_image_with_trivial_frame(pycolmap.Image(image_id=i + 1, camera_id=1, name=f"frame_{i:03d}.jpg"),
+                                         pycolmap.Rigid3d(pycolmap.Rotation3d(w2c[:3, :3]), w2c[:3, 3]))
+    (proj / "sfm" / "sparse" / "0").mkdir(parents=True)
+    rec.write(proj / "sfm" / "sparse" / "0")
+    for i in range(4):  # the fourth frame did not register
+        write_image(proj / "frames" / f"frame_{i:03d}.jpg", 160, 160, rng)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    ctx = StageContext("undistort", "video", tmp_path / "v.mp4", proj, staging, PipelineConfig(), lambda m: None,
+                       lambda: False)
+    summary = stage_undistort(ctx)
+    assert summary["wide"] and summary["images"] == 3
+    assert sorted(p.name for p in (staging / "images").iterdir()) == [f"frame_{i:03d}.jpg" for i in range(3)]
+    ds = load_dataset(staging, 0, face_size=32)
+    assert {c.source for c in ds.cameras} == {f"frame_{i:03d}.jpg" for i in range(3)} and len(ds.cameras) == 15
+    cfg = PipelineConfig()
+    cfg.run.dataset.wide_lens = "crop"
+    assert cfg.stage_settings("undistort") == {"wide_lens": "crop"} and PipelineConfig().stage_settings("undistort") == {}
