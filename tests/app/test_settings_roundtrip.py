@@ -26,7 +26,9 @@ def _other_value(s: table.Setting):
     if s.type is str:
         return "/somewhere/start.ply"
     if s.type is int:
-        return s.default * 2 + 1 if s.high is None else int((s.low + s.high) // 2)
+        if s.high is None:  # past the default, and inside the range (face_size's 0 lies below it)
+            return max(s.default * 2 + 1, s.low if s.low is not None else 0)
+        return int((s.low + s.high) // 2)
     if s.high is not None:
         mid = ((s.low or 0.0) + s.high) / 2
         return mid if mid != s.default else (mid + s.high) / 2
