@@ -232,6 +232,16 @@ class ExportPanel(QtWidgets.QWidget):
         it.setData(QtCore.Qt.ItemDataRole.UserRole, msg.path)
         self.saved.insertItem(0, it)
 
+    def clear(self) -> None:
+        """Another project: no saved list, the mesh box off, the mesh's progress and status
+        afresh (set_project writes its hint); its settings stay (they are the user's)."""
+        self.saved.clear()
+        self.bounds_group.setChecked(False)
+        if not self.meshing:
+            self.mesh_progress.setRange(0, 1)
+            self.mesh_progress.setValue(0)
+            self.mesh_status.setText("")
+
     def _saved_activated(self, it: QtWidgets.QListWidgetItem) -> None:
         path = it.data(QtCore.Qt.ItemDataRole.UserRole) or ""
         if path.endswith((".glb", ".obj")):

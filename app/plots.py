@@ -61,6 +61,25 @@ def show_empty(w: pg.PlotWidget, empty: bool, what: str = "no data yet") -> None
         w.getAxis(side).setStyle(showValues=not empty)
 
 
+def show_last(w: pg.PlotWidget, x, y, text: str) -> None:
+    """A plot with data: its values on the axes, and ``text`` (the last value, as a person
+    reads it: "24.31 dB at step 2,000") after its title and beside its last point."""
+    show_empty(w, False)
+    w.setTitle(f"{w.base_title} — {text}", size="9pt")
+    label = getattr(w, "last_label", None)
+    if label is None:
+        label = w.last_label = pg.TextItem(color=(235, 235, 240), anchor=(1.0, 1.0))
+        w.addItem(label, ignoreBounds=True)
+    label.setText(text.split(" at ")[0])
+    label.setPos(float(x), float(y))
+
+
+def hide_last(w: pg.PlotWidget) -> None:
+    label = getattr(w, "last_label", None)
+    if label is not None:
+        label.setText("")
+
+
 def fit_y(w: pg.PlotWidget, values, include_zero: bool = False, log: bool = False) -> None:
     """A y range that makes sense for ``values``: a flat series gets a band around its value
     (not +-1 or a range across zero), counts start at zero."""
