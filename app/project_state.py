@@ -4,8 +4,8 @@ A scene belongs to a project: the folder of a studio or `spirula run` project (a
 folder's project when it is the train/ of a reconstruction, a splat or mesh file's project
 when it lies in one), else the dataset, file or folder itself. When a SceneLoaded names
 another project than the one on show, every panel starts afresh (:meth:`ProjectState.reset`:
-no previous export list, mesh box, curves, keyframes, stage list or error line), and the
-project goes first in File > Open recent, one entry per project (app/remembered.py).
+no previous export list, mesh box, curves, keyframes, stage list or error line), the Export
+panel lists what the project was exported to before, and the project goes first in File > Open recent, one entry per project (app/remembered.py).
 
 The review of a dataset and the training started from it are one piece of work: they keep
 the panels (the mesh box set during the review stays for the training's mesh)."""
@@ -63,6 +63,8 @@ class ProjectState:
         switched = bool(self.key) and key != self.key and not same_work
         if switched:
             self.reset()
+        if key != self.key and not same_work:
+            self.w.export.show_exports(key)  # what it was exported to before
         if msg.kind != "empty" or msg.project:  # a reconstruction starting: its project folder
             remembered.add_recent(key, replaces=self.key if same_work else "")
         self.key, self.kind, self.path = key, msg.kind, msg.path

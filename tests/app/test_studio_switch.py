@@ -205,7 +205,9 @@ def test_switching_projects_resets_every_panel(studio, tmp_path, tiny_dataset):
     win.project_chosen(describe_project(project), "view")
     assert spin(app, 120, lambda: win.scene.kind == "mesh" and win.job_state == "idle"), win.notes[-3:]
     assert spin(app, 30, lambda: len(win.training.loss_y) == 3)
-    assert win.export.saved.count() == 0 and not win.export.bounds_group.isChecked()
+    saved = [win.export.saved.item(r).text() for r in range(win.export.saved.count())]
+    assert saved == [f"mesh: {project / 'exports' / 'mesh.glb'}"]     # its own exports, not the old.ply
+    assert not win.export.bounds_group.isChecked()
     assert win.controller.bounds == ()                               # no box in the viewport either
     assert win.training.loss_y == [0.05, 0.025, 0.5 / 30]            # the viewed project's curve alone
     assert win.training.psnr_y == [18.0, 21.5] and not win.video.keyframes
