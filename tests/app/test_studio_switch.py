@@ -211,6 +211,9 @@ def test_switching_projects_resets_every_panel(studio, tmp_path, tiny_dataset):
     assert win.controller.bounds == ()                               # no box in the viewport either
     assert win.training.loss_y == [0.05, 0.025, 0.5 / 30]            # the viewed project's curve alone
     assert win.training.psnr_y == [18.0, 21.5] and not win.video.keyframes
+    assert len(win.scene.cameras) == 10 and win.dataset.list.count() == 10   # View: its cameras too
+    win.docks["Training"].raise_()                                   # its plots redraw while shown
+    assert spin(app, 10, lambda: "21.50 dB at step 30" in win.training.psnr_plot.plotItem.titleLabel.text)
     assert win.stage_status.text() == "No job" and win.training.state == "idle"
     assert not win.statusBar().currentMessage().startswith("Error")
     assert "failed" not in win.status_job.text()
