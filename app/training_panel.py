@@ -120,6 +120,8 @@ class TrainingPanel(QtWidgets.QWidget):
         self.psnr_curve = self.psnr_plot.plot(pen=pg.mkPen(GREEN, width=2), symbol="o", symbolSize=6,
                                               symbolBrush=GREEN)
         for p in (self.loss_plot, self.count_plot, self.psnr_plot):
+            # the x axis is steps (the titles say "at step N"): its label's room goes to the values
+            p.getAxis("bottom").showLabel(False)
             lay.addWidget(p, 1)
         self.steps_x: list[int] = []
         self.loss_y: list[float] = []
@@ -389,7 +391,7 @@ class TrainingPanel(QtWidgets.QWidget):
         else:
             show_empty(plot, True, "after the first evaluation" if k == 2 else "waiting for the first steps")
             hide_last(plot)
-        fit_y(plot, y, include_zero=k == 1)
+        fit_y(plot, y, include_zero=k == 1, integer=k == 1)
 
     def _redraw(self) -> None:
         self.stale = set()
