@@ -150,6 +150,9 @@ def test_the_empty_window_shows_a_drop_target_and_the_recent_projects(studio, tm
     assert page.recent_label.text() == "No recent projects yet" and not page.recent_buttons
     vp, g = win.viewport.rect(), page.geometry()
     assert vp.contains(g) and abs(g.center().x() - vp.center().x()) <= 2   # over the viewport, centred
+    assert drag_and_drop(page, [tiny_dataset], drop=False) == [True, True]  # a drop target: it says what a
+    assert win.drops.text == f"Review the dataset {Path(tiny_dataset).name}, then train it"  # drop does
+    win.drops.overlay.hide()
     from app import remembered
 
     project = _trained_project(tmp_path, Path(tiny_dataset))
