@@ -61,15 +61,20 @@ def show_empty(w: pg.PlotWidget, empty: bool, what: str = "no data yet") -> None
         w.getAxis(side).setStyle(showValues=not empty)
 
 
-def show_last(w: pg.PlotWidget, x, y, text: str) -> None:
+def show_last(w: pg.PlotWidget, x, y, text: str, ys=()) -> None:
     """A plot with data: its values on the axes, and ``text`` (the last value, as a person
-    reads it: "24.31 dB at step 2,000") after its title and beside its last point."""
+    reads it: "24.31 dB at step 2,000") after its title and beside its last point (left of
+    it; below it when it lies in the upper half of the series ``ys``, above it otherwise,
+    so that it stays inside the plot)."""
     show_empty(w, False)
     w.setTitle(f"{w.base_title} — {text}", size="9pt")
     label = getattr(w, "last_label", None)
     if label is None:
         label = w.last_label = pg.TextItem(color=(235, 235, 240), anchor=(1.0, 1.0))
         w.addItem(label, ignoreBounds=True)
+    finite = [float(v) for v in ys if math.isfinite(float(v))] or [float(y)]
+    upper = float(y) >= (min(finite) + max(finite)) / 2
+    label.setAnchor((1.0, 0.0) if upper else (1.0, 1.0))
     label.setText(text.split(" at ")[0])
     label.setPos(float(x), float(y))
 

@@ -387,7 +387,7 @@ class TrainingPanel(QtWidgets.QWidget):
                              (self.psnr_plot, self.psnr_curve, self.psnr_x, self.psnr_y))[k]
         curve.setData(x, y)
         if y:  # the last value in the title and beside the point, the values on the axes
-            show_last(plot, x[-1], y[-1], f"{self.LAST[k](y[-1])} at step {x[-1]:,}")
+            show_last(plot, x[-1], y[-1], f"{self.LAST[k](y[-1])} at step {x[-1]:,}", y)
         else:
             show_empty(plot, True, "after the first evaluation" if k == 2 else "waiting for the first steps")
             hide_last(plot)

@@ -127,6 +127,8 @@ def test_plots_print_their_last_value_and_have_values_on_their_axes(qapp):
         numbers = [float(t.replace(",", "")) for t in labels]
         assert len(numbers) >= 2, (labels, lo, hi)                  # at least two numbers to read
         assert all(lo <= v <= hi for v in numbers), (numbers, lo, hi)
+        box, label = p.getViewBox().sceneBoundingRect(), p.last_label.sceneBoundingRect()
+        assert box.contains(label), (label, box)                    # the last value inside the plot
     panel.clear()                                                   # another project: nothing of this one
     assert not panel.psnr_y and "after the first evaluation" in panel.psnr_plot.plotItem.titleLabel.text
     assert panel.psnr_plot.last_label.toPlainText() == ""
