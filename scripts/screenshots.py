@@ -11,8 +11,8 @@ fox sample, as a user goes through them:
     studio-profiler.png   training, the Profiler panel
     studio-done.png       training finished
     studio-error.png      a held-out camera's error view
-    studio-mesh.png       the textured mesh made from the Export panel, in the viewport
-    studio-export.png     the Export panel after it: the splats exported as PLY and the mesh, listed
+    studio-mesh.png       the textured mesh made from the Export panel, in the viewport, beside the
+                          Export panel's list of what was saved (a PLY export and the mesh's files)
 
 Runs on a private Xvfb display unless --display is given, so the picture is the real window
 with its Vulkan-presented viewport (software Vulkan works).
@@ -116,8 +116,6 @@ def main() -> int:
             return failed("the mesh did not open in the viewport")
         win.controller.reset()
         grab("studio-mesh.png")
-        win.docks["Export"].raise_()
-        grab("studio-export.png")
         return 0
 
     if args.mesh_from is not None:
