@@ -1,7 +1,9 @@
 """The Dataset panel: the scene's cameras as thumbnails (training, held-out and excluded
 views framed apart) and its notes; double-clicking a camera looks through it. Before
 training (a review) the split is the user's: hold out, train on or exclude the selected
-images (right-click, or the buttons), or hold out every k-th; Start trains with it."""
+images (right-click, or the buttons), or hold out every k-th; Start trains with it. Each
+change of the split can be undone and redone (Edit > Undo / Redo route here during a
+review: app/edit_tools.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ class DatasetPanel(QtWidgets.QWidget):
     camera_activated = QtCore.Signal(int)
     start_requested = QtCore.Signal()
     split_changed = QtCore.Signal(tuple, tuple)   # held out, excluded (image names)
+    history_changed = QtCore.Signal()             # what Undo / Redo would do changed
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -27,6 +30,11 @@ class DatasetPanel(QtWidgets.QWidget):
         self.splits: list[str] = []
         self.group: list[int] = []   # per camera: its image's index (a wide image's faces share one)
         self.editable = False
+        # the split's changes: (what the change did, the split and every-k before it) to undo,
+        # and the undone ones (the split and every-k after them) to redo
+        self.undo_stack: list[tuple[str, list[str], int]] = []
+        self.redo_stack: list[tuple[str, list[str], int]] = []
+        self._every_before = 8
         lay = QtWidgets.QVBoxLayout(self)
         self.summary = QtWidgets.QLabel("No dataset")
         self.summary.setWordWrap(True)
@@ -92,6 +100,7 @@ class DatasetPanel(QtWidgets.QWidget):
         self.scene = msg
         self.splits = [c.split for c in msg.cameras]
         self._set_editable(msg.kind == "review")
+        self.clear_history()
         if msg.kind == "empty":
             self.summary.setText(f"Reconstructing {msg.name} (frames, SfM, undistortion): it opens for review "
                                  "when done; Cancel (Training panel) keeps what finished")
@@ -171,12 +180,20 @@ class DatasetPanel(QtWidgets.QWidget):
         if not self.editable:
             return
         groups = {self.group[int(it.data(QtCore.Qt.ItemDataRole.UserRole))] for it in self.list.selectedItems()}
-        for r in range(self.list.count()):  # a face takes its image's other faces with it
+        items = []  # a face takes its image's other faces with it
+        for r in range(self.list.count()):
             it = self.list.item(r)
             i = int(it.data(QtCore.Qt.ItemDataRole.UserRole))
-            if self.group[i] in groups:
-                self.splits[i] = split
-                self._decorate(it)
+            if self.group[i] in groups and self.splits[i] != split:
+                items.append(it)
+        if not items:
+            return
+        n = len(items)
+        verb = {"train": "train on", "test": "hold out", "excluded": "exclude"}[split]
+        self._record(f"{verb} {n} image{'s' if n > 1 else ''}")
+        for it in items:
+            self.splits[int(it.data(QtCore.Qt.ItemDataRole.UserRole))] = split
+            self._decorate(it)
         self._summary()
 
     def hold_out_every(self, k: int) -> None:
@@ -184,6 +201,8 @@ class DatasetPanel(QtWidgets.QWidget):
         exclusions stay."""
         if not self.editable:
             return
+        self._record(f"hold out every {k}" if k else "hold out none by number", self._every_before)
+        self._every_before = k
         n = len(self.splits)
         for i in range(n):  # by image: a wide image's faces share its group (_fill)
             if self.splits[i] != "excluded":
@@ -193,6 +212,48 @@ class DatasetPanel(QtWidgets.QWidget):
         for r in range(self.list.count()):
             self._decorate(self.list.item(r))
         self._summary()
+
+    # --- undo / redo of the split ------------------------------------------------------------------
+    def _record(self, label: str, every: int | None = None) -> None:
+        self.undo_stack.append((label, list(self.splits), self.every.value() if every is None else every))
+        del self.undo_stack[:-200]
+        self.redo_stack.clear()
+        self.history_changed.emit()
+
+    def clear_history(self) -> None:
+        self.undo_stack.clear()
+        self.redo_stack.clear()
+        self._every_before = self.every.value()
+        self.history_changed.emit()
+
+    def undo_text(self) -> str:
+        """What Undo would undo ('' nothing; only while the split can be edited)."""
+        return self.undo_stack[-1][0] if self.editable and self.undo_stack else ""
+
+    def redo_text(self) -> str:
+        return self.redo_stack[-1][0] if self.editable and self.redo_stack else ""
+
+    def undo(self) -> None:
+        """The last change of the split undone (the every-k box as it was too)."""
+        if self.undo_text():
+            self._swap(self.undo_stack, self.redo_stack)
+
+    def redo(self) -> None:
+        if self.redo_text():
+            self._swap(self.redo_stack, self.undo_stack)
+
+    def _swap(self, take: list, put: list) -> None:
+        label, splits, every = take.pop()
+        put.append((label, list(self.splits), self.every.value()))
+        self.splits = splits
+        self.every.blockSignals(True)  # the box as it was, not its rule applied again
+        self.every.setValue(every)
+        self.every.blockSignals(False)
+        self._every_before = every
+        for r in range(self.list.count()):
+            self._decorate(self.list.item(r))
+        self._summary()
+        self.history_changed.emit()
 
     def split_names(self) -> dict:
         """StartTraining's held_out / excluded for the split shown (empty: not a review)."""

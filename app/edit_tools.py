@@ -6,7 +6,11 @@ moves that face, as the mesh box's do (app/bounds_drag.py), each drag one undoab
 command), Undo / Redo (Ctrl+Z /
 Ctrl+Shift+Z). The actions are window-wide; they are enabled by the engine's EditState
 (a splat file's scene is editable, a training or a mesh is not). The engine saves the edit
-into the project after each change; every export of the splats applies it."""
+into the project after each change; every export of the splats applies it.
+
+Undo / Redo act on what is on show: during a dataset's review (no splats to edit yet) they
+undo and redo its split (the Dataset panel's include / exclude / hold out:
+app/dataset_panel.py), else the splat edit."""
 
 from __future__ import annotations
 
@@ -37,8 +41,8 @@ class EditActions:
             menu.addAction(a)
             return a
 
-        self.undo = act("Undo", lambda: self.send("undo"), K.StandardKey.Undo)
-        self.redo = act("Redo", lambda: self.send("redo"), "Ctrl+Shift+Z")
+        self.undo = act("Undo", lambda: self._history("undo"), K.StandardKey.Undo)
+        self.redo = act("Redo", lambda: self._history("redo"), "Ctrl+Shift+Z")
         menu.addSeparator()
         self.box = act("Box select", lambda on: self.set_tool("box" if on else "orbit"), "B", True)
         self.brush = act("Brush select", lambda on: self.set_tool("brush" if on else "orbit"), "R", True)
@@ -56,6 +60,32 @@ class EditActions:
         c.crop_dragged.connect(lambda box: self.send("handles", crop=box, highlight=c.crop_face))
         c.crop_released.connect(lambda box: self.send("crop", crop=box))
         self.apply(self.state)
+        dataset = getattr(window, "dataset", None)
+        if dataset is not None and hasattr(dataset, "history_changed"):
+            dataset.history_changed.connect(self._update_history)
+
+    def _split_history(self):
+        """The Dataset panel while its split can be edited (a review), else None."""
+        d = getattr(self.w, "dataset", None)
+        return d if d is not None and getattr(d, "editable", False) else None
+
+    def _history(self, op: str) -> None:
+        d = self._split_history()
+        if d is not None:
+            getattr(d, op)()
+        else:
+            self.send(op)
+
+    def _update_history(self) -> None:
+        """Undo / Redo named and enabled for what they act on (see the module's docstring)."""
+        d = self._split_history()
+        st = self.state
+        undo, redo = (d.undo_text(), d.redo_text()) if d is not None else (
+            (st.undo, st.redo) if st.available else ("", ""))
+        self.undo.setEnabled(bool(undo))
+        self.redo.setEnabled(bool(redo))
+        self.undo.setText(f"Undo {undo}" if undo else "Undo")
+        self.redo.setText(f"Redo {redo}" if redo else "Redo")
 
     def send(self, op: str, **kw) -> None:
         self.w.session.send(M.EditSplats(op, **kw))
@@ -67,6 +97,7 @@ class EditActions:
         self.brush.setChecked(tool == "brush")
 
     def set_scene(self, msg: M.SceneLoaded) -> None:
+        self._update_history()  # a review's split, or the splats' edit
         c, r = msg.center, msg.radius
         self.up = tuple(msg.up)
         self.scene_bounds = tuple([c[i] - r for i in range(3)] + [c[i] + r for i in range(3)])
@@ -76,10 +107,7 @@ class EditActions:
         self.state = st
         for a in self.actions:
             a.setEnabled(st.available)
-        self.undo.setEnabled(st.available and bool(st.undo))
-        self.redo.setEnabled(st.available and bool(st.redo))
-        self.undo.setText(f"Undo {st.undo}" if st.undo else "Undo")
-        self.redo.setText(f"Redo {st.redo}" if st.redo else "Redo")
+        self._update_history()
         self.delete.setEnabled(st.available and st.selected > 0)
         self.w.controller.crop = st.crop_box if st.available else ()   # its handles drag
         if st.available and st.crop_box and self.crop_dialog is not None and self.crop_dialog.isVisible():

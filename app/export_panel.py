@@ -347,6 +347,31 @@ class ExportPanel(QtWidgets.QWidget):
         it.setData(QtCore.Qt.ItemDataRole.UserRole, msg.path)
         self.saved.insertItem(0, it)
 
+    def clear(self) -> None:
+        """Another project: no saved list, the mesh box off, the mesh's progress and status
+        afresh (set_project writes its hint); its settings stay (they are the user's)."""
+        self.saved.clear()
+        self.bounds_group.setChecked(False)
+        if not self.meshing:
+            self.mesh_progress.setRange(0, 1)
+            self.mesh_progress.setValue(0)
+            self.mesh_status.setText("")
+
+    def show_exports(self, project: str | Path) -> None:
+        """List what a project opened holds in its exports/ (and its train/exports/), newest
+        first: the meshes (GLB, OBJ; not their textures or the previous mesh.prev.*), splat
+        files, videos and screenshots it was exported to before."""
+        kinds = {".glb": "mesh", ".obj": "mesh", ".mp4": "video", ".png": "screenshot"}
+        found = []
+        for folder in (Path(project) / "exports", Path(project) / "train" / "exports"):
+            for p in folder.iterdir() if folder.is_dir() else ():
+                mesh_part = p.name.startswith("mesh.") and p.suffix.lower() not in (".glb", ".obj")
+                if not p.is_file() or p.name.startswith(".") or ".prev." in p.name or mesh_part:
+                    continue
+                found.append((p.stat().st_mtime_ns, kinds.get(p.suffix.lower(), "splats"), p))
+        for _, kind, p in sorted(found, key=lambda f: (f[0], str(f[2]))):  # newest on top
+            self.on_saved(M.Saved(kind, str(p)))
+
     def _saved_activated(self, it: QtWidgets.QListWidgetItem) -> None:
         path = it.data(QtCore.Qt.ItemDataRole.UserRole) or ""
         if path.endswith((".glb", ".obj")):

@@ -63,16 +63,21 @@ class Opening:
             self.session.send(M.OpenMesh(str(d.path)))
             self.note(f"Opening the mesh {d.path.name}…")
         elif d.action in ("video", "photos"):
-            what = "video" if d.action == "video" else "photo folder"
             project, self.next_project = str(getattr(self, "next_project", None) or ""), None
-            self.session.send(M.StartPipeline(str(d.path), project=project, max_size=self.training.max_size.value(),
-                                              eval_every=self.dataset.every.value(),
-                                              drop_sfm_cache=self.sfm_cache.drop_after_run))
-            self.note(f"Reconstructing the {what} {d.path.name} (frames, SfM, undistortion); "
-                      "then review it and Start")
+            self.reconstruct(d.path, project)
         else:
             self.refuse(d.reason)
         return drops
+
+    def reconstruct(self, source: Path, project: str = "") -> None:
+        """A video or photo folder to frames, SfM and undistortion, then its review; into
+        ``project`` ("" : the engine's choice, the unfinished project of the same input when
+        there is one: engine/studio/projects.py unfinished_reconstruction)."""
+        what = "video" if source.is_file() else "photo folder"
+        self.session.send(M.StartPipeline(str(source), project=project, max_size=self.training.max_size.value(),
+                                          eval_every=self.dataset.every.value(),
+                                          drop_sfm_cache=self.sfm_cache.drop_after_run))
+        self.note(f"Reconstructing the {what} {source.name} (frames, SfM, undistortion); then review it and Start")
 
     def busy(self) -> str:
         """What the engine is doing that another input would disturb ('' when nothing)."""
@@ -140,6 +145,9 @@ class Opening:
             info = describe_project(path)
         except SpirulaError as exc:
             self.refuse(str(exc))
+            return
+        if not info.choices and _run_input(path) is not None:  # a reconstruction cancelled early: on with it
+            self.reconstruct(_run_input(path), str(path))
             return
         if not info.choices:
             self.refuse(f"{path}: a project folder with no checkpoint to resume, no dataset to restart from "
@@ -245,3 +253,15 @@ class Opening:
         path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save screenshot", start, "PNG (*.png)")
         if path:
             self.session.send(M.SaveScreenshot(path))
+
+
+def _run_input(project: Path) -> Path | None:
+    """The video or photo folder a reconstruction project was made from (its run.json's
+    input), when it still exists; else None."""
+    import json
+
+    try:
+        source = json.loads((Path(project) / "run.json").read_text(encoding="utf-8")).get("input")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Path(source) if source and Path(source).exists() else None

@@ -142,6 +142,15 @@ class ProfilerPanel(QtWidgets.QWidget):
             for series in self.vram.values():
                 del series[:-3600]
 
+    def clear(self) -> None:
+        """Another project: its per-step kernel times go (the VRAM timeline is the device's
+        and stays)."""
+        for it in self.step_items:
+            self.step_plot.removeItem(it)
+        self.step_items, self.per_step, self._last, self.step = [], [], None, 0
+        self.step_legend.setText("")
+        show_empty(self.step_plot, True, "waiting for training steps" if self.kernels else "no per-kernel timing yet")
+
     # --- drawing ---------------------------------------------------------------------------------
     def refresh(self) -> None:
         """Draw the newest snapshot (the window's refresh timer, when visible)."""

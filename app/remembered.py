@@ -1,5 +1,6 @@
 """What the studio remembers between sessions (QSettings, organisation "Spirula",
-application "Spirula Studio"): the recently opened projects, datasets and files, and the
+application "Spirula Studio"): the recently opened projects (one entry per project; a
+dataset or file that belongs to none stands for itself), and the
 settings last trained and meshed with, per kind of device (a software device's and a
 GPU's differ)."""
 
@@ -17,15 +18,28 @@ def store() -> QtCore.QSettings:
 
 
 def recent() -> list[str]:
-    """Recently opened paths, newest first, those that still exist."""
+    """Recently opened projects, newest first, one entry each (a file or a training folder
+    remembered inside a project counts as its project: app/project_state.py
+    project_folder), those that still exist."""
+    from .project_state import project_folder
+
     value = store().value("recent/paths", [])
     paths = [value] if isinstance(value, str) else list(value or [])
-    return [p for p in paths if p and Path(p).exists()]
+    out: list[str] = []
+    for p in paths:
+        if p and Path(p).exists():
+            q = str(project_folder(p))
+            if q not in out:
+                out.append(q)
+    return out
 
 
-def add_recent(path: str | Path) -> None:
+def add_recent(path: str | Path, replaces: str | Path = "") -> None:
+    """``path`` first in the recent list (``replaces``: an entry it takes the place of, a
+    reviewed dataset whose training is now a project)."""
     p = str(Path(path).resolve())
-    paths = [p] + [q for q in recent() if q != p]
+    gone = {p, str(Path(replaces).resolve())} if replaces else {p}
+    paths = [p] + [q for q in recent() if q not in gone]
     s = store()
     s.setValue("recent/paths", paths[:MAX_RECENT])
     s.sync()

@@ -42,6 +42,12 @@ class StageStatus(QtWidgets.QToolButton):
             self.stages.fail_running(self.clock())
             self.refresh()
 
+    def reset(self) -> None:
+        """Another project: no stage listed (a failed one of the previous project's job
+        neither)."""
+        self.stages.reset()
+        self.refresh()
+
     def lines(self) -> list[str]:
         """One line per stage: mark, name, elapsed, 'about m:ss left'."""
         out = []

@@ -11,7 +11,7 @@ from engine import settings as table
 from engine.config import TrainConfig, preset_settings
 from engine.studio import messages as M
 
-from .plots import ACCENT, BLUE, GREEN, fit_y, pg, plot, show_empty
+from .plots import ACCENT, BLUE, GREEN, fit_y, hide_last, pg, plot, show_empty, show_last
 
 
 def format_eta(seconds: float | None) -> str:
@@ -120,6 +120,8 @@ class TrainingPanel(QtWidgets.QWidget):
         self.psnr_curve = self.psnr_plot.plot(pen=pg.mkPen(GREEN, width=2), symbol="o", symbolSize=6,
                                               symbolBrush=GREEN)
         for p in (self.loss_plot, self.count_plot, self.psnr_plot):
+            # the x axis is steps (the titles say "at step N"): its label's room goes to the values
+            p.getAxis("bottom").showLabel(False)
             lay.addWidget(p, 1)
         self.steps_x: list[int] = []
         self.loss_y: list[float] = []
@@ -316,6 +318,20 @@ class TrainingPanel(QtWidgets.QWidget):
             p.setXRange(0, max(total, 1), padding=0.02)
         self._redraw()
 
+    def clear(self) -> None:
+        """Another project: no curves, no progress, and a finished or failed state gone
+        (the settings stay: they are the user's)."""
+        self.steps_x, self.loss_y, self.count_y, self.psnr_x, self.psnr_y = [], [], [], [], []
+        self.rate, self.total = None, 0
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat("no training yet")
+        for p in (self.loss_plot, self.count_plot, self.psnr_plot):
+            p.enableAutoRange(x=True)
+        if self.state in ("finished", "failed"):
+            self.set_state("idle")
+        self._redraw()
+
     def show_resumed(self, m: M.TrainingResumed) -> None:
         """A project's training continues: where it had stopped (the curves up to there
         follow as TrainMetrics)."""
@@ -365,19 +381,20 @@ class TrainingPanel(QtWidgets.QWidget):
                 self._set_data(k)
                 return
 
+    # per plot: its curve's data, the words while empty, and how its last value reads
+    LAST = {0: lambda v: f"{v:.4f}", 1: lambda v: f"{int(v):,}", 2: lambda v: f"{v:.2f} dB"}
+
     def _set_data(self, k: int) -> None:
-        if k == 0:
-            self.loss_curve.setData(self.steps_x, self.loss_y)
-            show_empty(self.loss_plot, not self.loss_y, "waiting for the first steps")
-            fit_y(self.loss_plot, self.loss_y)
-        elif k == 1:
-            self.count_curve.setData(self.steps_x, self.count_y)
-            show_empty(self.count_plot, not self.count_y, "waiting for the first steps")
-            fit_y(self.count_plot, self.count_y, include_zero=True)
+        plot, curve, x, y = ((self.loss_plot, self.loss_curve, self.steps_x, self.loss_y),
+                             (self.count_plot, self.count_curve, self.steps_x, self.count_y),
+                             (self.psnr_plot, self.psnr_curve, self.psnr_x, self.psnr_y))[k]
+        curve.setData(x, y)
+        if y:  # the last value in the title and beside the point, the values on the axes
+            show_last(plot, x[-1], y[-1], f"{self.LAST[k](y[-1])} at step {x[-1]:,}", y)
         else:
-            self.psnr_curve.setData(self.psnr_x, self.psnr_y)
-            show_empty(self.psnr_plot, not self.psnr_y, "after the first evaluation")
-            fit_y(self.psnr_plot, self.psnr_y)
+            show_empty(plot, True, "after the first evaluation" if k == 2 else "waiting for the first steps")
+            hide_last(plot)
+        fit_y(plot, y, include_zero=k == 1, integer=k == 1)
 
     def _redraw(self) -> None:
         self.stale = set()

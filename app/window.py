@@ -73,6 +73,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.drops = DropHandler(self.open_paths, self.viewport, self)  # drop anywhere, the viewport too
         for target in (self, self.viewport, self.viewport.window_, self.viewport.image_view):
             route_drags(target, self.drops)
+        from .start_page import StartPage
+
+        self.start_page = StartPage(self)  # the empty viewport: a drop target and the recent projects
 
         self.training = TrainingPanel()
         self.dataset = DatasetPanel()
@@ -86,6 +89,9 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.device_kind = "software" if ready.software else "gpu"
         self.next_project = None        # File > New project: where the next training goes
         self.project_dialog = None      # the Resume / Restart / View choice on show
+        from .project_state import ProjectState
+
+        self.project_state = ProjectState(self)  # the project on show (app/project_state.py)
         self.training.restore(remembered.load_values(f"training/{self.device_kind}"))
         self.export.restore(remembered.load_values(f"mesh/{self.device_kind}"))
         self.video.restore(remembered.load_values(f"video/{self.device_kind}"))
@@ -426,6 +432,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         elif isinstance(msg, M.EditState):
             self.edit_tools.apply(msg)
         elif isinstance(msg, M.SceneLoaded):
+            self.project_state.scene_loaded(msg)  # another project: every panel afresh; Open recent
             self.scene = msg
             self.controller.set_scene(msg)
             self.edit_tools.set_scene(msg)
@@ -441,7 +448,6 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self.setWindowTitle(f"Spirula Studio — {msg.name}")
             if msg.kind == "review":
                 self.docks["Dataset"].raise_()
-            remembered.add_recent(msg.project if msg.kind == "dataset" and msg.project else msg.path)
             self._toolbar_states(msg)  # a mesh opens as its triangles
             self.shading_combo.setEnabled(msg.kind == "mesh")
             self.set_view_mode("splats")

@@ -2,14 +2,17 @@
 """Screenshots of the studio window for docs/screenshots/, one per screen, on the embedded
 fox sample, as a user goes through them:
 
-    studio-empty.png      first launch, nothing open, a dataset dragged over the viewport
+    studio-empty.png      nothing open: the viewport's drop target and the recent projects (the fox
+                          sample opened before, as a returning user sees it)
+    studio-drag.png       a dataset dragged over the viewport: the overlay says what the drop will do
     studio-review.png     the dataset opened for review (cameras, thumbnails, split, settings)
     studio-bounds.png     the mesh bounds box (Export panel) drawn in the viewport, with its face handles
     studio.png            training, live (Training panel)
     studio-profiler.png   training, the Profiler panel
     studio-done.png       training finished
     studio-error.png      a held-out camera's error view
-    studio-mesh.png       the textured mesh made from the Export panel, in the viewport
+    studio-mesh.png       the textured mesh made from the Export panel, in the viewport, beside the
+                          Export panel's list of what was saved (a PLY export and the mesh's files)
 
 Runs on a private Xvfb display unless --display is given, so the picture is the real window
 with its Vulkan-presented viewport (software Vulkan works).
@@ -64,6 +67,9 @@ def main() -> int:
     scratch = tempfile.mkdtemp(prefix="spirula-shots-")
     for fmt in (QtCore.QSettings.Format.NativeFormat, QtCore.QSettings.Format.IniFormat):
         QtCore.QSettings.setPath(fmt, QtCore.QSettings.Scope.UserScope, scratch)  # a first launch's memory
+    from app import remembered
+
+    remembered.add_recent(args.dataset)  # the empty window's recent projects: the fox opened before
     app, win, session = create_studio(None, dialogs=False, projects=Path(scratch) / "projects", splash=False,
                                       size=(width, height))
     win.move(0, 0)
@@ -118,11 +124,15 @@ def main() -> int:
             return failed(f"{args.mesh_from / 'splat.ply'} did not open")
         return mesh_screen() or close()
 
-    # the overlay a drag of the dataset over the viewport shows (what the README's step 1 says)
+    # the empty window: its viewport's drop target and recent projects; then the overlay a drag
+    # of the dataset over the viewport shows (what the README's step 1 says)
     from app.drops import classify_many, describe_many
 
-    win.drops.overlay.show_over(win.viewport, describe_many(classify_many([args.dataset])), True)
+    if not spin(10, lambda: win.start_page.isVisible()):
+        return failed("the empty window's start page is not shown")
     grab("studio-empty.png")
+    win.drops.overlay.show_over(win.viewport, describe_many(classify_many([args.dataset])), True)
+    grab("studio-drag.png")
     win.drops.overlay.hide()
     win.training.steps.setValue(args.steps)
     win.training.max_size.setValue(args.max_size)
@@ -155,6 +165,10 @@ def main() -> int:
     spin(3600, lambda: any(isinstance(m, M.Done) for m in win.messages))
     win.docks["Training"].raise_()
     grab("studio-done.png")
+    exported = Path(win.scene.project) / "exports" / "fox.ply"   # a PLY export, listed in the Export panel
+    session.send(M.ExportPly(str(exported), "ply"))
+    if not spin(300, lambda: any(isinstance(m, M.Saved) and m.path.endswith("fox.ply") for m in win.messages) or win.errors):
+        return failed("the PLY export did not finish")
     win.controller.look_through_camera(next(i for i, c in enumerate(win.scene.cameras) if c.split == "test"))
     win.set_view_mode("error")
     win.docks["Dataset"].raise_()

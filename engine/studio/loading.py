@@ -17,7 +17,7 @@ from ..config import run_config as settings_config
 from ..errors import SpirulaError
 from . import messages as M
 from .framing import camera_centers, framing
-from .projects import new_project_dir, read_project
+from .projects import new_project_dir, read_project, unfinished_reconstruction
 from .scenes import MeshScene, PlyScene, Scene, run_config
 
 
@@ -108,8 +108,10 @@ class Loads:
         from ..jobs.pipeline import PipelineConfig, run_pipeline
 
         src = Path(cmd.source)
-        project = Path(cmd.project) if cmd.project else new_project_dir(src.stem if src.is_file() else src.name,
-                                                                        e.s.projects)
+        # the same input dropped again after a cancel: its project goes on (frames, SfM cache kept)
+        earlier = None if cmd.project else unfinished_reconstruction(src, e.s.projects)
+        project = Path(cmd.project) if cmd.project else earlier or new_project_dir(
+            src.stem if src.is_file() else src.name, e.s.projects)
         stop = threading.Event()
         self.pipeline_stop = stop
         cfg = PipelineConfig(run=settings_config(M.settings_of(cmd), device=e.gpu.backend))
@@ -131,7 +133,8 @@ class Loads:
         e.set_scene(Scene())
         e.emit(M.SceneLoaded("empty", src.name, str(src), 0, (0.0, 0.0, 0.0), 1.0, (0.0, -1.0, 0.0),
                              project=str(project)))
-        e.state("loading", f"reconstructing {src.name} -> {project}")
+        e.state("loading", f"reconstructing {src.name} -> {project}"
+                + (" (going on with its earlier run: the finished stages are kept)" if earlier else ""))
         self.pending = ("pipeline", self.pool.submit(reconstruct), (cmd, project))
 
     def cancel(self) -> bool:

@@ -32,6 +32,31 @@ def new_project_dir(name: str, root: Path | None = None) -> Path:
     return path
 
 
+def unfinished_reconstruction(source: str | Path, root: Path | None = None) -> Path | None:
+    """The project under ``root`` (default :func:`projects_root`) that reconstructs
+    ``source`` (a video or photo folder: its run.json's input, engine/jobs/pipeline.py) and
+    whose training has not finished (no train/splat.ply): a cancelled or failed
+    reconstruction, or one reviewed and not trained. Dropping the same input again goes on
+    in it (its frames, SfM cache and finished stages kept); the newest run.json wins when
+    several do. None when there is none (or ``root`` does not exist)."""
+    root = Path(root) if root is not None else projects_root()
+    wanted = {os.path.abspath(source), str(Path(source).resolve())}
+    best: tuple[int, Path] | None = None
+    for run in sorted(root.glob("*/run.json")) if root.is_dir() else ():
+        try:
+            record = json.loads(run.read_text(encoding="utf-8"))
+            mtime = run.stat().st_mtime_ns
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or record.get("input") not in wanted:
+            continue
+        if (run.parent / "train" / "splat.ply").is_file():
+            continue  # trained: dropping it again makes another project (the trained one stays)
+        if best is None or mtime > best[0]:
+            best = (mtime, run.parent)
+    return best[1] if best else None
+
+
 # StartTraining fields of studio checkpoints written before the settings table (renamed or gone)
 _RENAMED = {"init_points": "init_random_points"}
 

@@ -110,13 +110,18 @@ class _Received:
 
 
 def _drag(app, win, paths) -> DragSource:
-    """Press on the source, move over the viewport's centre in steps (the drag hovers there,
-    the overlay shows), then release: the drop. Returns the (finished) source."""
+    """Press on the source, move over the viewport's centre in steps (below the centre while
+    the empty window's start page covers it; the drag hovers there, the overlay shows), then
+    release: the drop. Returns the (finished) source."""
     from PySide6 import QtCore
 
     vp = win.viewport
     assert vp.mode == "swapchain", "the viewport is not the native Vulkan window"
-    target = vp.mapToGlobal(QtCore.QPoint(vp.width() // 2, vp.height() // 2))
+    point = QtCore.QPoint(vp.width() // 2, vp.height() // 2)
+    page = win.start_page.geometry()
+    if win.start_page.isVisible() and page.contains(point):  # the empty window's start page is over the centre
+        point = QtCore.QPoint(vp.width() // 2, (page.bottom() + vp.height()) // 2)  # below it (the overlay is above)
+    target = vp.mapToGlobal(point)
     got = _Received(vp.window_)
     place = _source_place(win)
     src = DragSource(app, place, paths)
