@@ -64,7 +64,8 @@ def test_a_thumbnail_double_click_gives_the_keys_to_the_viewport(studio):
     spin(app, 0.3, lambda: win.isActiveWindow())
     win.dataset.list.setFocus()
     spin(app, 0.3, lambda: QtWidgets.QApplication.focusWidget() is win.dataset.list)
-    assert QtWidgets.QApplication.focusWidget() is win.dataset.list and not win._viewport_has_focus()
+    # the view's keys are window-wide (issue 50 item 2): a list with the focus does not take them
+    assert QtWidgets.QApplication.focusWidget() is win.dataset.list and win._viewport_has_focus()
     win.dataset.list.itemActivated.emit(win.dataset.list.item(2))
     spin(app, 0.3)
     assert win.controller.look_through == 2 and win._viewport_has_focus()
