@@ -223,6 +223,42 @@ class TrainingJob:
         return count, final, metrics
 
 
+def training_split(dataset, eval_every: int, held_out=(), excluded=()) -> tuple[list[int], list[int], str | None]:
+    """(train, test, note) of a training, whoever drives it, by image name: ``held_out`` /
+    ``excluded`` when given (the studio's Dataset panel), else the dataset's every-k-th rule
+    (Dataset.holdout, `spirula train --eval-every`). DatasetError names a name the dataset
+    lacks and a split that leaves nothing to train on."""
+    from ..errors import DatasetError
+
+    names = [c.name for c in dataset.cameras]
+    unknown = sorted((set(held_out) | set(excluded)) - set(names))
+    if unknown:
+        raise DatasetError(f"{dataset.root}: no image named {', '.join(unknown[:3])} to hold out or exclude")
+    if not held_out and not excluded:
+        return dataset.holdout(eval_every)
+    out, test = set(excluded), set(held_out) - set(excluded)
+    train = [i for i, n in enumerate(names) if n not in out and n not in test]
+    if not train:
+        raise DatasetError(f"{dataset.root}: every image is held out or excluded: nothing is left to train on")
+    return train, [i for i, n in enumerate(names) if n in test], None
+
+
+def load_training_data(dataset_path: Path, cfg: RunConfig, gpu_of: Callable[[], Gpu],
+                       on_message: Callable[[str], None], held_out=(), excluded=(), cached=None):
+    """The one loading of a training's data, whoever drives it (`spirula train`, `spirula
+    run`, partition parts, the studio's Start and Resume): the memory preflight
+    (engine/preflight.py: refused with the numbers before any image is decoded; its lines
+    through ``on_message``), the dataset at ``cfg.dataset.max_size`` (``cached``: one already
+    loaded at that size, the studio's reviewed one) and its split (:func:`training_split`;
+    its note joins ``dataset.warnings``). Returns (gpu, dataset, train_idx, test_idx)."""
+    gpu = preflight(dataset_path, cfg, gpu_of, on_message)
+    dataset = cached if cached is not None else load_dataset(dataset_path, cfg.dataset.max_size)
+    train_idx, test_idx, note = training_split(dataset, cfg.dataset.eval_every, tuple(held_out), tuple(excluded))
+    if note and note not in dataset.warnings:
+        dataset.warnings.append(note)
+    return gpu, dataset, train_idx, test_idx
+
+
 RESUME = ("never", "auto", "require")
 # what a `spirula train --resume` refused for its checkpoint does next
 AFRESH = "rerun without --resume to train afresh (the checkpoint is then replaced)"
@@ -282,18 +318,13 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
     t0 = time.perf_counter()
     # a bad dataset fails before the output folder exists (no empty folder left); too little
     # memory fails before a single image is decoded (engine/preflight.py)
-    gpu = preflight(dataset_path, cfg, lambda: get_gpu(cfg.device), on_message)
+    gpu, dataset, train_idx, test_idx = load_training_data(dataset_path, cfg, lambda: get_gpu(cfg.device), on_message)
     on_message(f"device: {gpu.adapter}")
-    dataset = load_dataset(dataset_path, cfg.dataset.max_size)
     check_output_dir(out_dir)
     for w in dataset.warnings:
         on_message(f"warning: {w}")
     for note in undistortion_notes(dataset.undistortion):
         on_message(f"note: {note}")
-    train_idx, test_idx, split_note = dataset.holdout(cfg.dataset.eval_every)
-    if split_note:
-        dataset.warnings.append(split_note)
-        on_message(f"warning: {split_note}")
     on_message(f"dataset: {len(dataset.cameras)} images ({len(train_idx)} train, {len(test_idx)} held out), "
                f"{0 if dataset.points is None else len(dataset.points)} SfM points")
     t_load = time.perf_counter() - t0

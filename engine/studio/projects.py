@@ -92,10 +92,18 @@ def command_of_cli_checkpoint(project: Path, config: dict, extra: dict) -> M.Sta
 
 def read_project(project: Path):
     """(StartTraining, dataset, checkpoint) to continue ``project``'s training, whoever made
-    it (the studio, `spirula train`, `spirula run`; on the loader thread: no GPU here). A
-    checkpoint of an older layout is first moved to the project's one path."""
+    it (:func:`read_resume`, then its dataset at its size; the studio's Resume loads it through
+    the training job's loading instead, engine/studio/loading.py resume_load)."""
     from ..ingest import load_dataset
 
+    cmd, ckpt = read_resume(project)
+    return cmd, load_dataset(cmd.dataset, cmd.max_size), ckpt
+
+
+def read_resume(project: Path):
+    """(StartTraining, checkpoint) to continue ``project``'s training, whoever made it (the
+    studio, `spirula train`, `spirula run`; on the loader thread: no GPU here). A checkpoint
+    of an older layout is first moved to the project's one path."""
     if not checkpoint.exists(find_checkpoint(project)):
         raise checkpoint.CheckpointError(f"{project}: no training checkpoint to continue from (expected "
                                          f"{checkpoint_path(project)})")
@@ -107,8 +115,7 @@ def read_project(project: Path):
     studio = ckpt.extra.get("studio")
     if not isinstance(studio, dict):  # `spirula train`, `spirula run`, a partition part
         cmd = command_of_cli_checkpoint(Path(project), ckpt.config, ckpt.extra)
-        cmd = replace(cmd, strategy=checkpoint.resumed_strategy(ckpt, cmd.strategy))
-        return cmd, load_dataset(cmd.dataset, cmd.max_size), ckpt
+        return replace(cmd, strategy=checkpoint.resumed_strategy(ckpt, cmd.strategy)), ckpt
     cmd = command_of_checkpoint(studio)
     # the project folder may have moved: what lay inside it is taken from where it is now
     old_root, new_root = Path(cmd.project), Path(project)
@@ -121,7 +128,7 @@ def read_project(project: Path):
 
     cmd = replace(cmd, dataset=moved(cmd.dataset), project=moved(cmd.project),
                   strategy=checkpoint.resumed_strategy(ckpt, cmd.strategy))
-    return cmd, load_dataset(cmd.dataset, cmd.max_size), ckpt
+    return cmd, ckpt
 
 
 @dataclass(frozen=True)
