@@ -167,8 +167,16 @@ class EditState:
     crop_box: tuple = ()       # the crop box itself: centre [3], half extents [3], rotation [3, 3] row-major
 
 
+@dataclass(frozen=True)
+class PartitionMessage:
+    """A message of the partition job that TrainPartition runs (engine/partition/job.py:
+    StageStarted / StageProgress / StageFinished per part, Warning, Error, and last Done with
+    {"ply", "psnr", "num_gaussians"} or {"stopped": True}), for the partition panel."""
+    message: object
+
+
 StudioMessage = Union[Message, EngineReady, SceneLoaded, JobState, ViewerStatus, ViewerStats, PreviewFrame, Saved,
-                      CheckpointSaved, TrainingResumed, MeshExported, ProjectViewed, EditState]
+                      CheckpointSaved, TrainingResumed, MeshExported, ProjectViewed, EditState, PartitionMessage]
 
 
 # GUI -> engine: the session's control queue. The engine drains it between GPU steps and
@@ -406,6 +414,19 @@ class EditSplats:
 
 
 @dataclass(frozen=True)
+class TrainPartition:
+    """Split ``dataset`` (a COLMAP dataset) into parts by ``split`` (engine/partition/split.py
+    SplitSettings), train them into ``parts_dir`` (Ray tasks, else one after another) and merge
+    them into ``project``, on the engine thread (engine/studio/partitioning.py), as `spirula
+    partition` does; its messages come back as PartitionMessage. Cancel stops it: the parts
+    checkpoint and end (a later TrainPartition resumes them)."""
+    dataset: str
+    parts_dir: str
+    project: str
+    split: object              # SplitSettings
+
+
+@dataclass(frozen=True)
 class Shutdown:
     save: bool = True          # save a checkpoint and the PLY if training is under way
 
@@ -413,4 +434,4 @@ class Shutdown:
 Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeline, ViewProject, OpenPly, ExportMesh,
                 RenderVideo, OpenMesh, Pause, Resume, Cancel, SetBounds, SetPath, AttachSurface, DetachSurface,
                 ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling,
-                EditSplats, Shutdown]
+                EditSplats, TrainPartition, Shutdown]

@@ -90,7 +90,7 @@ class Session:
         """Queue a command for the engine thread (never blocks)."""
         if isinstance(command, M.Cancel):
             self.cancel_requested.set()
-        elif isinstance(command, M.RenderVideo):  # a Cancel sent after it, even before it starts, stops it
+        elif isinstance(command, (M.RenderVideo, M.TrainPartition)):  # a Cancel sent after it, even before it starts, stops it
             self.cancel_requested.clear()
         self.commands.put(command)
 
