@@ -281,6 +281,11 @@ def test_the_studio_describes_a_project_whose_newest_checkpoint_is_damaged(tmp_p
     with pytest.raises(checkpoint.CheckpointError) as e:  # a SpirulaError: the window refuses in one line
         describe_project(proj)
     assert str(checkpoint.previous_path(ckpt)) in str(e.value) and "\n" not in str(e.value)
+    from engine.studio.projects import read_project
+
+    with pytest.raises(checkpoint.CheckpointError) as e:  # Resume: the same line and the next step to take
+        read_project(proj)
+    assert str(e.value).endswith("; Restart trains the project afresh") and "\n" not in str(e.value), e.value
 
 
 def _rewrite(path: Path, change) -> None:
