@@ -140,3 +140,16 @@ def test_a_spirula_train_project_of_before_still_resumes_and_moves_to_the_one_pa
     assert m["resumed_from_step"] == 2 and m["step"] == 4
     assert checkpoint.load(one).step == 4  # the end checkpointed, at the one path
     assert not (project / "checkpoint.npz").exists() and not (project / "checkpoint.prev.npz").exists()
+
+
+@pytest.mark.parametrize("command", [["train"], ["run"], ["partition", "train"]])
+def test_each_commands_help_names_the_one_checkpoint_path(command, capsys):
+    """--checkpoint-every's help names the path each command writes (before, `spirula partition
+    train --help` named spirula train's <output>/checkpoint.npz and spirula run's folder)."""
+    from engine.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "checkpoints/train.npz" in text and "spirula train into <output>/checkpoint.npz" not in text, text
+    assert "partition part's: <part>/train/checkpoints/" in text
