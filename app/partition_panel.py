@@ -1,8 +1,10 @@
 """The Partition panel: the dataset's cameras and SfM points seen from above, the cells
 (solid) and their training regions (dashed) drawn over them, counts per part (cameras,
 points, estimated Gaussians and VRAM), sliders for the parts and the overlap, and a Train
-button that runs engine/partition/job.py (split -> the parts as Ray tasks -> merge) with a
-progress row per part; the merged model is handed to the viewport (``merged_ready``).
+button that has the engine thread, which owns the device, run engine/partition/job.py (split
+-> the parts as Ray tasks -> merge; M.TrainPartition, engine/studio/partitioning.py) with a
+progress row per part from its messages (:meth:`PartitionPanel.handle`); the merged model is
+handed to the viewport (``merged_ready``).
 
 The preview is the engine's own split (engine/partition/split.py split_scene) of the
 model's poses and points, recomputed when a slider moves; nothing is written until Train."""
@@ -83,7 +85,8 @@ class PartitionPanel(QtWidgets.QWidget):
         super().__init__(parent)
         self.geo = None
         self.partition = None
-        self.job = None
+        self.running = False      # a TrainPartition is under way (its Done or Error ends it)
+        self.send = None          # the session's send (app/window.py): TrainPartition, Cancel
         self.dataset: Path | None = None
         lay = QtWidgets.QVBoxLayout(self)
         self.summary = QtWidgets.QLabel("No dataset")
@@ -117,7 +120,7 @@ class PartitionPanel(QtWidgets.QWidget):
         self.train_button = QtWidgets.QPushButton("Train parts")
         self.train_button.clicked.connect(self.train)
         self.stop_button = QtWidgets.QPushButton("Stop")
-        self.stop_button.clicked.connect(lambda: self.job and self.job.stop())
+        self.stop_button.clicked.connect(self.stop)
         buttons = QtWidgets.QHBoxLayout()
         buttons.addWidget(self.train_button)
         buttons.addWidget(self.stop_button)
@@ -130,13 +133,10 @@ class PartitionPanel(QtWidgets.QWidget):
         self.status.setObjectName("dim")
         self.status.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
         lay.addWidget(self.status)
-        self.timer = QtCore.QTimer(self)
-        self.timer.setInterval(200)
-        self.timer.timeout.connect(self.pump)
         self._set_enabled(False)
 
     def _set_enabled(self, on: bool) -> None:
-        running = self.job is not None and self.job.running
+        running = self.running
         self.train_button.setEnabled(on and not running)
         self.stop_button.setEnabled(running)
         self.parts.setEnabled(not running)
@@ -205,60 +205,63 @@ class PartitionPanel(QtWidgets.QWidget):
         self._set_enabled(True)
 
     def train(self) -> None:
-        """Run split -> train (Ray) -> merge in the background (engine/partition/job.py)."""
-        from engine.config import run_config
-        from engine.partition.job import PartitionJob
-        from engine.partition.run_parts import FIXED_SETTINGS, INSTALL_HINT, _import_ray
+        """Run split -> train (Ray) -> merge on the engine thread, which owns the device
+        (M.TrainPartition, engine/studio/partitioning.py); its messages come back through
+        :meth:`handle`."""
+        from engine.partition.run_parts import INSTALL_HINT, _import_ray
 
-        if self.partition is None or self.dataset is None:
+        if self.partition is None or self.dataset is None or self.send is None:
             return
         for bar in self.rows.values():
             bar.deleteLater()
         self.rows.clear()
         parts_dir = self.dataset.parent / f"{self.dataset.name}-parts"
         project = self.dataset.parent / f"{self.dataset.name}-partitioned"
-        cfg = run_config(FIXED_SETTINGS)  # as `spirula partition train` (engine/settings.py resolve)
-        self.job = PartitionJob(self.dataset, parts_dir, project, self.settings(), cfg).start()
+        self.running = True
+        self.send(M.TrainPartition(str(self.dataset), str(parts_dir), str(project), self.settings()))
         ray_note = "" if _import_ray() is not None else f" Ray is not installed ({INSTALL_HINT}): one part after another."
         self.status.setText(f"Training {len(self.partition.cells)} parts into {parts_dir}.{ray_note}")
         self._set_enabled(True)
-        self.timer.start()
 
-    def pump(self) -> None:
-        """The job's messages -> one progress row per part, then the merged model."""
+    def stop(self) -> None:
+        """Stop the parts (they checkpoint and end; Train again resumes them)."""
+        if self.running and self.send is not None:
+            self.send(M.Cancel(save=True))
+
+    def handle(self, msg) -> None:
+        """A message of the partition job (M.PartitionMessage's) -> one progress row per part,
+        then the merged model."""
         from engine.messages import Done, Error, StageFinished, StageProgress, StageStarted, Warning
 
-        if self.job is None:
-            return
-        for msg in self.job.poll():
-            if isinstance(msg, StageStarted) and msg.stage.startswith("part_"):
-                bar = QtWidgets.QProgressBar()
-                bar.setRange(0, msg.total or 1)
-                bar.setFormat(f"{msg.stage}: %v / %m steps")
-                self.progress.addWidget(bar)
-                self.rows[msg.stage] = bar
-            elif isinstance(msg, StageProgress) and msg.stage in self.rows:
-                self.rows[msg.stage].setValue(msg.done)
-                self.rows[msg.stage].setToolTip(msg.detail)
-            elif isinstance(msg, StageFinished) and msg.stage in self.rows:
-                bar = self.rows[msg.stage]
-                bar.setValue(msg.summary.get("step") or bar.value())
-                peak = msg.summary.get("peak_vram_mib")
-                done = "already trained" if msg.cached else ("done" if msg.summary.get("done") else "stopped")
-                bar.setFormat(f"{msg.stage}: {done}" + (f", peak {peak:.0f} MiB" if peak else ""))
-            elif isinstance(msg, Warning):
-                self.status.setText(msg.text)
-            elif isinstance(msg, Error):
-                self.status.setText(f"<span style='color:#ff6f6f'>{msg.text}</span>")
-            elif isinstance(msg, Done):
-                ply = msg.result.get("ply")
-                if ply:
-                    psnr = msg.result.get("psnr")
-                    self.status.setText(f"Merged {msg.result['num_gaussians']:,} Gaussians into {ply}"
-                                        + (f" · held-out PSNR {psnr:.2f} dB" if psnr is not None else ""))
-                    self.merged_ready.emit(ply)
-                else:
-                    self.status.setText("Stopped: Train again resumes the unfinished parts")
-        if not self.job.running and self.job.messages.empty():
-            self.timer.stop()
+        if isinstance(msg, StageStarted) and msg.stage.startswith("part_"):
+            bar = QtWidgets.QProgressBar()
+            bar.setRange(0, msg.total or 1)
+            bar.setFormat(f"{msg.stage}: %v / %m steps")
+            self.progress.addWidget(bar)
+            self.rows[msg.stage] = bar
+        elif isinstance(msg, StageProgress) and msg.stage in self.rows:
+            self.rows[msg.stage].setValue(msg.done)
+            self.rows[msg.stage].setToolTip(msg.detail)
+        elif isinstance(msg, StageFinished) and msg.stage in self.rows:
+            bar = self.rows[msg.stage]
+            bar.setValue(msg.summary.get("step") or bar.value())
+            peak = msg.summary.get("peak_vram_mib")
+            done = "already trained" if msg.cached else ("done" if msg.summary.get("done") else "stopped")
+            bar.setFormat(f"{msg.stage}: {done}" + (f", peak {peak:.0f} MiB" if peak else ""))
+        elif isinstance(msg, Warning):
+            self.status.setText(msg.text)
+        elif isinstance(msg, Error):
+            self.status.setText(f"<span style='color:#ff6f6f'>{msg.text}</span>")
+            self.running = False
+        elif isinstance(msg, Done):
+            self.running = False
+            ply = msg.result.get("ply")
+            if ply:
+                psnr = msg.result.get("psnr")
+                self.status.setText(f"Merged {msg.result['num_gaussians']:,} Gaussians into {ply}"
+                                    + (f" · held-out PSNR {psnr:.2f} dB" if psnr is not None else ""))
+                self.merged_ready.emit(ply)
+            else:
+                self.status.setText("Stopped: Train again resumes the unfinished parts")
+        if not self.running:
             self._set_enabled(self.partition is not None)

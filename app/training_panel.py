@@ -285,7 +285,7 @@ class TrainingPanel(QtWidgets.QWidget):
 
     def set_state(self, state: str, detail: str = "") -> None:
         self.state = state
-        running = state in ("running", "paused", "loading", "stopping", "meshing")
+        running = state in ("running", "paused", "loading", "stopping", "meshing", "partitioning")
         self.start_btn.setEnabled(self.dataset is not None and not running)
         # after a finished run Start trains a new project from the same dataset: say so
         again = state == "finished"

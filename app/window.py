@@ -119,6 +119,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         self.dataset.start_requested.connect(self.start_training)
         self.dataset.split_changed.connect(lambda held, out: session.send(M.SetSplit(held, out)))
         self.partition.merged_ready.connect(lambda ply: session.send(M.OpenPly(ply)))
+        self.partition.send = session.send  # its training runs on the engine thread (M.TrainPartition)
         self.profiler.profiling_toggled.connect(lambda on: session.send(M.SetProfiling(on)))
         self.profiler.enable.setChecked(PROFILE_BY_DEFAULT)  # while training (engine/studio/profiling.py)
         session.send(M.SetProfiling(self.profiler.enable.isChecked()))
@@ -431,6 +432,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
             self._update_viewer_label()
         elif isinstance(msg, M.EditState):
             self.edit_tools.apply(msg)
+        elif isinstance(msg, M.PartitionMessage):
+            self.partition.handle(msg.message)
         elif isinstance(msg, M.SceneLoaded):
             self.project_state.scene_loaded(msg)  # another project: every panel afresh; Open recent
             self.scene = msg

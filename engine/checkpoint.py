@@ -1,7 +1,7 @@
 """Training checkpoints: the whole state between two steps in one file, written atomically.
 
-``<project>/checkpoint.npz`` (``spirula train``) or ``<project>/checkpoints/train.npz``
-(``spirula run``) is a NumPy ``.npz`` (no pickles) holding
+``<project>/checkpoints/train.npz`` (whoever made the project: engine/jobs/layout.py
+checkpoint_path) is a NumPy ``.npz`` (no pickles) holding
 
     params, exp_avg, exp_avg_sq   float32 [N, D]  the packed Gaussians and Adam's moments
     grad2d_sum, vis_count         float32 [N]     the densification statistics
@@ -70,7 +70,6 @@ from .config import added_later
 from .errors import NonFiniteError, SpirulaError
 from .fileio import fsync_dir, json_default, open_atomic
 
-NAME = "checkpoint.npz"
 VERSION = 1
 _ARRAYS = ("params", "exp_avg", "exp_avg_sq", "grad2d_sum", "vis_count")
 _APPEARANCE = ("params", "exp_avg", "exp_avg_sq", "steps")  # optional: saved as appearance_<name>
@@ -449,8 +448,7 @@ def compare(ckpt: Checkpoint, config, dataset_id: dict, device: str = "") -> tup
                         f"{new_ds.get('images')} now)")
     elif old_ds.get("train_idx") != new_ds.get("train_idx"):
         blocking.append("the training split differs")
-    elif old_ds.get("intrinsics") != new_ds.get("intrinsics"):
-        changed.append("image sizes / intrinsics")
+    intrinsics = not blocking and old_ds.get("intrinsics") != new_ds.get("intrinsics")
     for section in ("dataset", "train"):
         old = {**added_later(section), **ckpt.config.get(section, {})}
         new = cur.get(section, {})
@@ -459,6 +457,12 @@ def compare(ckpt: Checkpoint, config, dataset_id: dict, device: str = "") -> tup
                 continue
             text = f"{key} {old.get(key)!r} -> {new.get(key)!r}"
             (blocking if key in _BLOCKING else changed).append(text)
+    if intrinsics:  # one line: with the --max-size that made them, or alone (the dataset's own images changed)
+        size = next((i for i, t in enumerate(changed) if t.startswith("max_size ")), None)
+        if size is None:
+            changed.append("image sizes / intrinsics")
+        else:
+            changed[size] += " (the image sizes and intrinsics with it)"
     steps = cur.get("train", {}).get("steps")
     if isinstance(steps, int) and ckpt.step > steps:
         blocking.append(f"it is at step {ckpt.step}, past this run's {steps} steps")

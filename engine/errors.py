@@ -47,7 +47,7 @@ class OutputError(SpirulaError):
 class WriteError(OutputError, OSError):
     """The operating system refused a write (no space left, read-only file system, no
     permission, quota): one line naming what was written and where, e.g. ``cannot write
-    checkpoint /p/checkpoint.npz: no space left on device``. Also an OSError (``errno``,
+    checkpoint /p/checkpoints/train.npz: no space left on device``. Also an OSError (``errno``,
     ``strerror``, ``filename`` as the original's), so code that tolerates a failed write
     (a checkpoint on a full disk is a warning) still catches it."""
 

@@ -274,9 +274,10 @@ SETTINGS: tuple[Setting, ...] = (
     _s("eval_interval", T, int, 0, "evaluate the held-out images every k steps (0 = at the end only)",
        group="basic", label="Held-out PSNR every", low=0, metavar="K", resume="neutral"),
     _s("log_interval", T, int, 25, "read the loss back every k steps", low=1, metavar="K", resume="neutral"),
-    _s("checkpoint_every", T, int, 2000, "checkpoint the training every K steps (0 = only when stopped): "
-       "spirula train into <output>/checkpoint.npz (--resume continues), spirula run and the studio into "
-       "<project>/checkpoints/train.npz (a rerun or Resume continues)", low=0, metavar="K", retrains=False,
+    _s("checkpoint_every", T, int, 2000, "checkpoint the training every K steps and at its end (0 = only when "
+       "stopped) into the project's checkpoints/train.npz (a partition part's: <part>/train/checkpoints/); "
+       "spirula train --resume, a rerun of spirula run or partition train, or the studio's Resume continues "
+       "from it", low=0, metavar="K", retrains=False,
        resume="neutral"),
 )
 del D, T

@@ -12,11 +12,12 @@ from engine.io.ply import read_ply
 def test_train_book_improves_heldout_psnr(shared_data, tmp_path, monkeypatch):
     out = tmp_path / "proj dir ü"  # spaces and non-ASCII on purpose
     monkeypatch.setenv("SPIRULA_EVAL_GEOMETRY", "1")  # the held-out depth-normal measure, without the phase
-    rc = main(["train", str(shared_data / "book"), "-o", str(out), "--steps", "200", "--max-size", "240"])
+    rc = main(["train", str(shared_data / "book"), "-o", str(out), "--steps", "200", "--max-size", "120"])
     assert rc == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    # 200 steps at 240 px on software Vulkan: the first render (SfM points) is ~8 dB; training
-    # must add at least 5 dB on the held-out view (observed ~8 dB)
+    # 200 steps at 120 px on software Vulkan: the first render (SfM points) is ~8 dB; training
+    # must add at least 5 dB on the held-out view (observed 8.2 dB at 120 px, as at 160 and 240 px:
+    # 8.2 and 8.1; 699 Gaussians at each size; 12.8 CPU-s here, 21.7 at 240 px)
     assert metrics["psnr"] - metrics["initial_psnr"] >= 5.0, metrics
     assert metrics["step"] == 200 and not metrics["stopped_early"]
     # trained without the geometry phase, depth and normals disagree somewhat (1 - cos in (0, 2))

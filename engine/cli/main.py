@@ -22,7 +22,8 @@ def _train_parser(sub) -> None:
     add_settings_options(p, "train")  # the settings table's (engine/settings.py)
     add_device_option(p)
     p.add_argument("--resume", action="store_true",
-                   help="continue from <output>/checkpoint.npz (same dataset; same settings give the same result)")
+                   help="continue from <output>/checkpoints/train.npz (or an older project's <output>/checkpoint.npz; "
+                        "same dataset; same settings give the same result)")
 
 
 def _progress_bar(total: int):

@@ -3,6 +3,8 @@
     `spirula train <dataset> -o P`:  P/splat.ply, P/train.json (engine/jobs/train.py)
     `spirula run <input> -o P`:      P/run.json, P/train/splat.ply, P/train/train.json,
                                      P/exports/ (engine/jobs/pipeline.py, stages.py)
+    either, and the studio's:        P/checkpoints/train.npz (+ train.prev.npz), the training's
+                                     checkpoint (checkpoint_path, the one place that says so)
 """
 
 from __future__ import annotations
@@ -43,14 +45,49 @@ def project_root(folder: Path) -> Path:
 
 
 def checkpoint_path(folder: Path) -> Path:
-    """Where the training of a project checkpoints, whoever made it (`spirula run`, the
-    studio, a studio reconstruction): ``<project>/checkpoints/train.npz``, outside train/
-    (which a failed stage replaces), for the project itself or for its train/ folder."""
+    """Where the training of a project checkpoints, whoever made it (`spirula train`,
+    `spirula run`, a partition part, the studio, a studio reconstruction):
+    ``<project>/checkpoints/train.npz``, outside train/ (which a failed stage replaces), for
+    the project itself or for its train/ folder. The one path every writer uses; readers
+    take :func:`adopt_checkpoint`'s (which also finds the layouts of before)."""
     return project_root(folder) / "checkpoints" / "train.npz"
 
 
-def earlier_checkpoint(project: Path) -> Path | None:
-    """A checkpoint a studio reconstruction wrote before its path was the project's one
-    (``<project>/train/checkpoints/train.npz``), or None."""
-    old = Path(project) / "train" / "checkpoints" / "train.npz"
-    return old if old.is_file() and not checkpoint_path(project).is_file() else None
+def earlier_checkpoint(folder: Path) -> Path | None:
+    """A checkpoint of ``folder``'s project written where it went before the project's one
+    path (:func:`checkpoint_path`), when the one path has none: ``<folder>/checkpoint.npz``
+    (`spirula train`, a partition part) or ``<project>/train/checkpoints/train.npz`` (a studio
+    reconstruction); either generation counts (engine/checkpoint.py exists). None otherwise."""
+    from .. import checkpoint
+
+    if checkpoint.exists(checkpoint_path(folder)):
+        return None
+    folder = Path(folder)
+    root = project_root(folder)
+    for old in (folder / "checkpoint.npz", root / "train" / "checkpoints" / "train.npz"):
+        if checkpoint.exists(old):
+            return old
+    return None
+
+
+def find_checkpoint(folder: Path) -> Path:
+    """The checkpoint to read for ``folder``'s project (without moving anything): the one
+    path, or a layout of before while only that one is there (:func:`earlier_checkpoint`)."""
+    return earlier_checkpoint(folder) or checkpoint_path(folder)
+
+
+def adopt_checkpoint(folder: Path) -> Path:
+    """The project's one checkpoint path (:func:`checkpoint_path`), with a checkpoint of a
+    layout of before (:func:`earlier_checkpoint`) moved there first, both generations (read
+    both, write one): a project of an older version resumes, and its next checkpoint goes
+    where every other one goes. OSError when the move fails."""
+    from .. import checkpoint
+
+    path = checkpoint_path(folder)
+    old = earlier_checkpoint(folder)
+    if old is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for frm, to in ((checkpoint.previous_path(old), checkpoint.previous_path(path)), (old, path)):
+            if frm.is_file():
+                frm.replace(to)
+    return path

@@ -339,7 +339,7 @@ def dataset_path(ctx: StageContext) -> Path:
 
 def train_checkpoint_path(project: Path) -> Path:
     """Where the training of ``project`` checkpoints (engine/jobs/layout.py checkpoint_path,
-    the one path the studio's training uses too, so either continues the other's run)."""
+    the one path of every project, so the CLI and the studio each continue the other's run)."""
     from .layout import checkpoint_path
 
     return checkpoint_path(project)
@@ -375,7 +375,9 @@ def stage_train(ctx: StageContext) -> dict:
     # the checkpoint lives outside the staging folder (which a failed stage loses): a rerun
     # continues from it when it fits, and it goes once the training has finished; --from
     # train (or earlier) trains afresh: the earlier checkpoints are set aside, never resumed
-    ckpt = train_checkpoint_path(ctx.project)
+    from .layout import adopt_checkpoint
+
+    ckpt = adopt_checkpoint(ctx.project)  # one of an older layout (a studio reconstruction's) moved there
     if ctx.fresh:
         from .. import checkpoint
 

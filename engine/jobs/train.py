@@ -7,9 +7,11 @@ project folder:
     <project>/metrics.json     held-out PSNR / SSIM (final and every --eval-interval steps)
     <project>/eval/            held-out renders beside their ground truth (PNG)
     <project>/train.json       settings, dataset notes, loss curve, timings
-    <project>/checkpoint.npz   the training state every --checkpoint-every steps (engine/checkpoint.py; the
-                               one before it in checkpoint.prev.npz, used when the newest is damaged);
-                               --resume continues from it
+    <project>/checkpoints/train.npz  the training state every --checkpoint-every steps and at the end
+                               (engine/checkpoint.py; the one before it in train.prev.npz, used when the
+                               newest is damaged); --resume continues from it. The project's one path
+                               (engine/jobs/layout.py checkpoint_path); an older project's
+                               <project>/checkpoint.npz is moved there when read
 
 Nothing is lost on the way: a NaN/Inf gradient (engine/splat/guard.py) or running out of
 device memory stops the run with an error that says which checkpoint is kept; no PLY with
@@ -41,6 +43,7 @@ from ..splat.evaluate import evaluate
 from ..splat.layout import unpack
 from ..splat.schedule import Progress
 from ..splat.trainer import Trainer
+from .layout import adopt_checkpoint
 
 log = logging.getLogger("spirula.train")
 
@@ -222,7 +225,47 @@ class TrainingJob:
         return count, final, metrics
 
 
+def training_split(dataset, eval_every: int, held_out=(), excluded=()) -> tuple[list[int], list[int], str | None]:
+    """(train, test, note) of a training, whoever drives it, by image name: ``held_out`` /
+    ``excluded`` when given (the studio's Dataset panel), else the dataset's every-k-th rule
+    (Dataset.holdout, `spirula train --eval-every`). DatasetError names a name the dataset
+    lacks and a split that leaves nothing to train on."""
+    from ..errors import DatasetError
+
+    names = [c.name for c in dataset.cameras]
+    unknown = sorted((set(held_out) | set(excluded)) - set(names))
+    if unknown:
+        raise DatasetError(f"{dataset.root}: no image named {', '.join(unknown[:3])} to hold out or exclude")
+    if not held_out and not excluded:
+        return dataset.holdout(eval_every)
+    out, test = set(excluded), set(held_out) - set(excluded)
+    train = [i for i, n in enumerate(names) if n not in out and n not in test]
+    if not train:
+        raise DatasetError(f"{dataset.root}: every image is held out or excluded: nothing is left to train on")
+    return train, [i for i, n in enumerate(names) if n in test], None
+
+
+def load_training_data(dataset_path: Path, cfg: RunConfig, gpu_of: Callable[[], Gpu],
+                       on_message: Callable[[str], None], held_out=(), excluded=(), cached=None):
+    """The one loading of a training's data, whoever drives it (`spirula train`, `spirula
+    run`, partition parts, the studio's Start and Resume): the memory preflight
+    (engine/preflight.py: refused with the numbers before any image is decoded; its lines
+    through ``on_message``), the dataset at ``cfg.dataset.max_size`` (``cached``: one already
+    loaded at that size, the studio's reviewed one) and its split (:func:`training_split`;
+    its note joins ``dataset.warnings``). Returns (gpu, dataset, train_idx, test_idx)."""
+    gpu = preflight(dataset_path, cfg, gpu_of, on_message)
+    dataset = cached if cached is not None else load_dataset(dataset_path, cfg.dataset.max_size, masks=cfg.dataset.masks,
+                                                             wide_lens=cfg.dataset.wide_lens,
+                                                             face_size=cfg.dataset.face_size)
+    train_idx, test_idx, note = training_split(dataset, cfg.dataset.eval_every, tuple(held_out), tuple(excluded))
+    if note and note not in dataset.warnings:
+        dataset.warnings.append(note)
+    return gpu, dataset, train_idx, test_idx
+
+
 RESUME = ("never", "auto", "require")
+# what a `spirula train --resume` refused for its checkpoint does next
+AFRESH = "rerun without --resume to train afresh (the checkpoint is then replaced)"
 
 
 def run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig,
@@ -234,8 +277,9 @@ def run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig,
     """``on_profile`` receives engine.messages.ProfilerSnapshot about once a second while
     training, when profiling is on (SPIRULA_PROFILE=1, --profile, engine.profile.enable).
 
-    Checkpoints go to ``checkpoint_path`` (default ``<out_dir>/checkpoint.npz``) every
-    ``cfg.train.checkpoint_every`` steps, and when ``should_stop`` stops the run.
+    Checkpoints go to ``checkpoint_path`` (default: the project's one path,
+    engine/jobs/layout.py checkpoint_path, a checkpoint of an older layout moved there first)
+    every ``cfg.train.checkpoint_every`` steps, at the end, and when ``should_stop`` stops the run.
     ``resume``: "never" starts over (an earlier checkpoint is replaced at the first save),
     "require" continues from the checkpoint or raises CheckpointError, "auto" continues
     when the checkpoint fits this run and starts over (saying why) otherwise.
@@ -271,17 +315,15 @@ def _remove_if_empty(folder: Path) -> None:
 def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress, on_message, should_stop,
                   resume: str, checkpoint_path: Path | None, keep_checkpoint: bool, score_held_out: bool) -> dict:
     out_dir = Path(out_dir)
-    ckpt_path = Path(checkpoint_path) if checkpoint_path is not None else out_dir / checkpoint.NAME
+    ckpt_path = Path(checkpoint_path) if checkpoint_path is not None else adopt_checkpoint(out_dir)
     if resume == "require" and not checkpoint.exists(ckpt_path):
         raise checkpoint.CheckpointError(f"--resume: no checkpoint at {ckpt_path} (one is written every "
                                          "--checkpoint-every steps)")
     t0 = time.perf_counter()
     # a bad dataset fails before the output folder exists (no empty folder left); too little
     # memory fails before a single image is decoded (engine/preflight.py)
-    gpu = preflight(dataset_path, cfg, lambda: get_gpu(cfg.device), on_message)
+    gpu, dataset, train_idx, test_idx = load_training_data(dataset_path, cfg, lambda: get_gpu(cfg.device), on_message)
     on_message(f"device: {gpu.adapter}")
-    dataset = load_dataset(dataset_path, cfg.dataset.max_size, masks=cfg.dataset.masks,
-                           wide_lens=cfg.dataset.wide_lens, face_size=cfg.dataset.face_size)
     check_output_dir(out_dir)
     for w in dataset.warnings:
         on_message(f"warning: {w}")
@@ -289,10 +331,6 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
         on_message(f"note: {dataset.masks_note}")
     for note in undistortion_notes(dataset.undistortion):
         on_message(f"note: {note}")
-    train_idx, test_idx, split_note = dataset.holdout(cfg.dataset.eval_every)
-    if split_note:
-        dataset.warnings.append(split_note)
-        on_message(f"warning: {split_note}")
     on_message(f"dataset: {len(dataset.cameras)} images ({len(train_idx)} train, {len(test_idx)} held out), "
                f"{0 if dataset.points is None else len(dataset.points)} SfM points")
     t_load = time.perf_counter() - t0
@@ -317,8 +355,8 @@ def _load_checkpoint(path: Path, resume: str, on_message) -> checkpoint.Checkpoi
     try:
         ckpt = checkpoint.load_newest(path)  # the previous generation when the newest is bad
     except checkpoint.CheckpointError as e:
-        if resume == "require":
-            raise
+        if resume == "require":  # `spirula train --resume`: the next step to take
+            raise checkpoint.CheckpointError(f"{e}; {AFRESH}") from e
         on_message(f"warning: {e}; starting over")
         return None
     for note in ckpt.notes:
@@ -405,7 +443,7 @@ class _Job:
             if blocking:
                 text = f"the checkpoint {ckpt.path} (step {ckpt.step}) does not fit this run: {'; '.join(blocking)}"
                 if resume == "require":
-                    raise checkpoint.CheckpointError(text)
+                    raise checkpoint.CheckpointError(f"{text}; {AFRESH}")
                 on_message(f"warning: {text}; starting over")
                 ckpt = None
         if ckpt is not None:
@@ -430,7 +468,8 @@ class _Job:
             self.flush(on_message)
             # the GPU state is copied now; the file is written while the training goes on
             # (announced once it is on disk: flush, poll)
-            job.checkpoint(step, job.seconds_before + time.perf_counter() - t1)
+            job.checkpoint(step, job.seconds_before + time.perf_counter() - t1,
+                           {"dataset": str(Path(dataset_path).resolve())})  # what the studio's Resume trains on
 
         def progress(p) -> None:
             self.poll(on_message)
@@ -440,8 +479,11 @@ class _Job:
         every = cfg.train.checkpoint_every
         state = trainer.train(on_progress=progress, on_eval=on_eval if job.scored else None,
                               should_stop=should_stop, on_checkpoint=on_checkpoint if every else None)
-        if state.stopped_early and every and not state.in_step and state.step != self.writer.last_step:
-            on_checkpoint(state.step)  # stopped between two steps: keep exactly this state
+        if every and not state.in_step and state.step != self.writer.last_step and \
+                (state.stopped_early or keep_checkpoint):
+            # stopped between two steps, or the end (even of a run shorter than --checkpoint-every):
+            # keep exactly this state (a finished run's to continue with more steps)
+            on_checkpoint(state.step)
         if state.stopped_early:
             self.flush(on_message)  # on disk before the run says where it stopped
         t_train = time.perf_counter() - t1

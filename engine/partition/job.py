@@ -1,12 +1,13 @@
-"""The partition as one background job (the studio's partition panel): split -> train the
-parts (engine/partition/run_parts.py: Ray tasks, the same path as `spirula partition
-train`) -> merge, reporting engine.messages into a queue the window polls. Qt-free.
+"""The partition as one job: split -> train the parts (engine/partition/run_parts.py: Ray
+tasks, the same path as `spirula partition train`) -> merge, reporting engine.messages.
+Qt-free.
 
-The job runs on a thread of its own, not the engine thread: with Ray every part trains in
-a worker process with its own device, so the studio's device is not touched. Without Ray
-the parts train one after another on this thread, through the process's shared device
-(engine/device.py get_gpu), while the studio's own training should be idle; the panel
-says so.
+:func:`run_partition` runs it on the caller's thread: the studio's engine thread, which
+owns the device (engine/studio/partitioning.py, the partition panel's TrainPartition):
+with Ray every part trains in a worker process with its own device; without Ray the parts
+train one after another, and the merge's fine-tune runs, through the engine thread's
+device. :class:`PartitionJob` runs it on a thread of its own for a caller without an
+engine thread (a script, the tests), reporting into a queue it polls.
 """
 
 from __future__ import annotations
@@ -54,36 +55,53 @@ class PartitionJob:
                 return out
 
     def _same_split(self) -> bool:
-        from .layout import NAME, read_layout
-        from .split import same_settings
-
-        if not (self.parts_dir / NAME).is_file():
-            return False
-        try:
-            layout = read_layout(self.parts_dir)
-        except SpirulaError:
-            return False
-        return same_settings(layout.settings, self.settings) and layout.dataset == self.dataset.resolve()
+        return same_split(self.parts_dir, self.dataset, self.settings)
 
     def _run(self) -> None:
-        from .merge import merge_parts
-        from .parts import split_dataset
-        from .run_parts import train_parts
+        run_partition(self.dataset, self.parts_dir, self.project, self.settings, self.cfg, self.messages.put,
+                      self._stop.is_set, self.address)
 
-        emit = self.messages.put
-        try:
-            if not self._same_split():  # the same split again keeps its trained parts (they resume)
-                emit(StageStarted("split"))
-                split_dataset(self.dataset, self.parts_dir, self.settings, force=True, on_message=lambda _: None)
-            out = train_parts(self.parts_dir, self.cfg, address=self.address, emit=lambda m: None if isinstance(m, Done)
-                              else emit(m), should_stop=self._stop.is_set)
-            if out["stopped"]:
-                emit(Done({"stopped": True}))
-                return
-            metrics = merge_parts(self.parts_dir, self.project, emit=emit)
-            emit(Done({"ply": str(self.project / "splat.ply"), "psnr": metrics.get("psnr"),
-                       "num_gaussians": metrics["num_gaussians"]}))
-        except SpirulaError as e:
-            emit(Error(str(e)))
-        except Exception as e:  # a bug must reach the window, not die on a thread
-            emit(Error(f"{type(e).__name__}: {e}"))
+
+def same_split(parts_dir: Path, dataset: Path, settings) -> bool:
+    """Whether ``parts_dir`` holds a split of ``dataset`` by ``settings`` already."""
+    from .layout import NAME, read_layout
+    from .split import same_settings
+
+    if not (Path(parts_dir) / NAME).is_file():
+        return False
+    try:
+        layout = read_layout(Path(parts_dir))
+    except SpirulaError:
+        return False
+    return same_settings(layout.settings, settings) and layout.dataset == Path(dataset).resolve()
+
+
+def run_partition(dataset: Path, parts_dir: Path, project: Path, settings, cfg: RunConfig, emit,
+                  should_stop=lambda: False, address: str | None = None) -> None:
+    """Split ``dataset`` by ``settings`` into ``parts_dir`` (the same split again keeps its
+    trained parts, which resume), train the parts with ``cfg`` and merge them into
+    ``project``, on this thread, reporting engine.messages to ``emit``; ``should_stop()``
+    true: the parts checkpoint and end. The last message is Done({"ply", "psnr",
+    "num_gaussians"}), Done({"stopped": True}) or Error (one line; never raises for a
+    SpirulaError or a bug: the caller is a window's job)."""
+    from .merge import merge_parts
+    from .parts import split_dataset
+    from .run_parts import train_parts
+
+    dataset, parts_dir, project = Path(dataset), Path(parts_dir), Path(project)
+    try:
+        if not same_split(parts_dir, dataset, settings):
+            emit(StageStarted("split"))
+            split_dataset(dataset, parts_dir, settings, force=True, on_message=lambda _: None)
+        out = train_parts(parts_dir, cfg, address=address, emit=lambda m: None if isinstance(m, Done) else emit(m),
+                          should_stop=should_stop)
+        if out["stopped"]:
+            emit(Done({"stopped": True}))
+            return
+        metrics = merge_parts(parts_dir, project, emit=emit)
+        emit(Done({"ply": str(project / "splat.ply"), "psnr": metrics.get("psnr"),
+                   "num_gaussians": metrics["num_gaussians"]}))
+    except SpirulaError as e:
+        emit(Error(str(e)))
+    except Exception as e:  # a bug must reach the window, not die on a thread
+        emit(Error(f"{type(e).__name__}: {e}"))

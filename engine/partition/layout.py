@@ -6,7 +6,7 @@ Layout of a parts folder::
     <parts>/part_00/              a normal COLMAP dataset (engine/partition/parts.py):
         sparse/0/*.txt            the part's cameras, images and SfM points
         images -> <dataset>/images  a link to the whole dataset's images (no copies)
-        train/                    the part's training run (splat.ply, checkpoint.npz, ...)
+        train/                    the part's training run (splat.ply, checkpoints/train.npz, ...)
     <parts>/part_01/ ...
 
 The file (JSON, version 1): ``dataset`` (absolute path), ``model`` (the sparse model

@@ -19,7 +19,7 @@ steps as in the whole-scene run. Held-out views are
 the whole scene's (kept out of every part at the split), so a part holds out none.
 
 What a part writes, all atomically, into ``<part>/train/``: the training run's files
-(engine/jobs/train.py: splat.ply, checkpoint.npz, metrics.json, train.json),
+(engine/jobs/train.py: splat.ply, checkpoints/train.npz, metrics.json, train.json),
 ``progress.json`` (step, steps, loss, Gaussians; at most twice a second) and, when it
 has finished every step, ``part.json`` (the metrics and the peak VRAM of the VRAM pool's
 accounting, engine/profile/pool.py). A rerun skips the parts with a ``part.json`` and

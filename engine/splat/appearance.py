@@ -85,6 +85,7 @@ from ..fileio import open_atomic, write_json_atomic
 from ..ingest.images import quantize_u8
 from ..profile import IMAGE
 from .buffers import BufferSet
+from .schedule import APPEARANCE_START, appearance_window
 
 BILAGRID_SHAPE = (16, 16, 8)  # cells along x, y, luma (Wang et al. 2024; gsplat's default)
 _TILE = 16                    # pixel tile of the forward / backward kernels (T in appearance.slang)
@@ -111,7 +112,7 @@ FORMS = {"affine": (0xFFF, False),          # 3x3 A and b: 12 per image
          "gains_bias": (0x421 | 0x888, False),  # per-channel gain and offset
          "gain": (0x421, True)}             # one gain for the three channels (exposure only)
 
-START_STEPS = 500  # the transforms start training here, or at a fifth of a shorter run
+START_STEPS = APPEARANCE_START  # the transforms start training here, or at a fifth of a shorter run
 
 
 CELL_MODES = ("exposure", "affine")  # one affine cell per image (exposure trains its diagonal only)
@@ -121,8 +122,7 @@ def default_settings(mode: str, steps: int | None = None) -> AppearanceSettings:
     """The settings of ``mode`` ("exposure", "affine" or "bilagrid") for a run of ``steps``;
     the module docstring says why. ``start`` is START_STEPS, or a fifth of a shorter run (which would
     otherwise end with every transform at identity)."""
-    start = START_STEPS if steps is None else min(START_STEPS, max(int(steps) // 5, 1))
-    end = 0 if steps is None else int(steps)
+    start, end = appearance_window(steps)  # engine/splat/schedule.py: the run's step numbers, in one place
     if mode == "exposure":
         return AppearanceSettings(lr=5e-3, reg=0.01, start=start, end=end, form="gains", eps=0.03)
     if mode == "affine":

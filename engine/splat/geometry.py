@@ -51,7 +51,7 @@ import numpy as np
 import slangpy as spy
 
 from ..device import Gpu
-from .schedule import at_fraction
+from .schedule import geometry_start  # noqa: F401  (its old home)
 
 LOSS_WORD = 4  # float word of the loss accumulator the consistency loss is added to
 MV_LOSS_WORD = 5  # ... and the one the multi-view consistency loss is added to
@@ -70,14 +70,6 @@ class GeometrySettings:
 
     def active(self, step: int) -> bool:
         return step >= self.start
-
-
-def geometry_start(steps: int, fraction: float) -> int:
-    """First geometry step of a run of ``steps`` steps: ``fraction`` of them (2DGS starts
-    its normal loss at 7,000 of 30,000). ValueError outside [0, 1]."""
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"geometry_from must be a fraction of the steps in [0, 1], not {fraction}")
-    return at_fraction(fraction, steps)
 
 
 class DepthNormalLoss:

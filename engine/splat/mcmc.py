@@ -49,7 +49,7 @@ import numpy as np
 
 from ..device import Gpu
 from .model import GaussianModel
-from .schedule import at_fraction
+from .schedule import MCMC_REFINE_STOP, refine_stop_for  # noqa: F401  (refine_stop_for: its old home)
 from .sort import Scan
 
 MAX_ROWS = 65_535 * 256  # 65,535 workgroups of 256 threads: the 1D dispatch limit Intel and lavapipe have
@@ -58,22 +58,13 @@ MAX_ROWS = 65_535 * 256  # 65,535 workgroups of 256 threads: the 1D dispatch lim
 @dataclass
 class McmcSettings:
     start: int = 500           # first refine after this many steps
-    stop: int = 25_000         # no refine from this step on (the noise continues)
+    stop: int = MCMC_REFINE_STOP  # no refine from this step on (the noise continues; StepPlan.mcmc_refine_stop)
     interval: int = 100
     min_opacity: float = 0.005
     growth: float = 0.05       # new Gaussians per refine, fraction of N
     noise_lr: float = 5e5      # gsplat's; from random points 20x that (noise_lr_for)
     opacity_reg: float = 0.01
     scale_reg: float = 0.01
-
-
-def refine_stop_for(fraction: float, steps: int) -> int:
-    """The step MCMC's relocation and growth stop at (McmcSettings.stop): ``fraction`` x
-    ``steps`` (TrainConfig.mcmc_refine_until, the fast preset's 0.8) when positive, else
-    gsplat's fixed 25,000 (its refine_stop_iter, whatever the run's length)."""
-    if fraction > 0.0:
-        return at_fraction(fraction, steps)
-    return McmcSettings.stop
 
 
 def lr_means_final_for(configured: float, has_points: bool) -> float:

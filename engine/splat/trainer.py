@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -61,16 +61,16 @@ from .antialias import SmoothingFilter
 from .appearance import Appearance, default_settings
 from .camera_table import View, camera_table
 from .geometry import (LOSS_WORD, MV_LOSS_WORD, MVRGB_LOSS_WORD, DepthNormalLoss, GeometrySettings, MultiViewLoss,
-                       Neighbours, PhotometricMultiViewLoss, geometry_start, neighbour_views)
+                       Neighbours, PhotometricMultiViewLoss, neighbour_views)
 from .guard import raise_if_flagged
 from .init import gaussians_from_file, gaussians_from_points, initial_points, look_point
 from .loss import PhotometricLoss
 from .masks import training_rgba
-from .mcmc import McmcDensifier, McmcSettings, lr_means_final_for, noise_lr_for, refine_stop_for
+from .mcmc import McmcDensifier, McmcSettings, lr_means_final_for, noise_lr_for
 from .model import GaussianModel
 from .render import Rasterizer
-from .res_schedule import ResolutionSchedule, level_camera_table, level_image, level_size
-from .schedule import Progress, TrainingRun
+from .res_schedule import level_camera_table, level_image, level_size
+from .schedule import Progress, TrainingRun, step_plan
 from .scene_scale import training_extent
 from .step_pipeline import StepPipeline
 
@@ -113,7 +113,9 @@ class Trainer:
         self.rng = np.random.default_rng(cfg.seed)
         self.extent, self.warnings = training_extent(dataset)  # refuses degenerate camera sets
         self.has_points = dataset.points is not None and len(dataset.points) > 0  # else random init
-        self.strategy = resolve_strategy(cfg.strategy, self.has_points, cfg.steps)  # "auto" -> "adc" or "mcmc"
+        # every step number the run derives from its length (engine/splat/schedule.py, the one place)
+        self.plan = step_plan(cfg)
+        self.strategy = resolve_strategy(cfg.strategy, self.has_points, self.plan.steps)  # "auto" -> "adc" or "mcmc"
         mcmc = self.strategy == "mcmc"
         # the means' lr decays to this (x extent): MCMC's own end, ADC's 3DGS one
         self.lr_means_final = lr_means_final_for(cfg.mcmc_lr_means_final, self.has_points) if mcmc \
@@ -132,7 +134,7 @@ class Trainer:
         # the density control: one strategy object, called through its hooks (engine/splat/adc.py)
         if mcmc:
             settings = McmcSettings(start=cfg.densify_from, interval=cfg.densify_interval, noise_lr=noise_lr_for(cfg.mcmc_noise_lr, self.has_points),
-                                    scale_reg=cfg.mcmc_scale_reg, stop=refine_stop_for(cfg.mcmc_refine_until, cfg.steps))
+                                    scale_reg=cfg.mcmc_scale_reg, stop=self.plan.mcmc_refine_stop)
             budget = min(cfg.mcmc_budget, cfg.max_gaussians)
             unit = self.world_unit()
             self.densifier = McmcDensifier(gpu, self.model, settings, budget, unit)
@@ -141,8 +143,8 @@ class Trainer:
                                      f"relocates but never removes, so the run keeps {len(rows):,} Gaussians")
         else:
             self.densifier = AdcDensifier(self.model, cfg, self.extent)
-        if cfg.steps <= cfg.densify_from:
-            self.warnings.append(f"the run ends at step {cfg.steps:,}, before densification starts (step "
+        if self.plan.steps <= cfg.densify_from:
+            self.warnings.append(f"the run ends at step {self.plan.steps:,}, before densification starts (step "
                                  f"{cfg.densify_from:,}): the {len(rows):,} initial Gaussians are all it will have")
         self.raster = Rasterizer(gpu, cfg.sh_degree, cfg.background)
         self.raster.geometry_alpha_grad = cfg.geometry_alpha_grad
@@ -156,7 +158,7 @@ class Trainer:
             for name in ("lambda_multiview", "lambda_mvrgb"):
                 if not getattr(cfg, name) >= 0:
                     raise ValueError(f"{name} must be >= 0, not {getattr(cfg, name)}")
-            self.geometry = GeometrySettings(geometry_start(cfg.steps, cfg.geometry_from), cfg.lambda_normal,
+            self.geometry = GeometrySettings(self.plan.geometry_start, cfg.lambda_normal,
                                              cfg.lambda_flat, cfg.lambda_multiview, cfg.lambda_mvrgb)
             self.geometry_loss = DepthNormalLoss(gpu)
             self.geometry_unit = self.world_unit()
@@ -179,11 +181,12 @@ class Trainer:
         self.appearance = None
         self.appearance_slot, self.appearance_names = dataset.appearance_slots()
         if cfg.appearance != "off":
-            settings = default_settings(cfg.appearance, cfg.steps)
+            settings = replace(default_settings(cfg.appearance), start=self.plan.appearance_start,
+                               end=self.plan.appearance_end)
             self.appearance = Appearance(gpu, cfg.appearance, len(self.appearance_names), settings)
         self.cams = gpu.upload(camera_table(dataset.cameras), "cameras")
         self.gt = {i: gpu.upload(self._training_rgba(i), f"gt.{i}") for i in self.train_idx}
-        self.res = ResolutionSchedule(cfg.res_levels, cfg.res_until, cfg.steps)
+        self.res = self.plan.resolution
         self._level, self._level_cams, self._level_gt, self._sizes = 0, self.cams, self.gt, None
         self.filter = SmoothingFilter(gpu, self.model, self.cams, self.train_idx) if cfg.antialias else None
         if self.filter is not None:
@@ -217,7 +220,7 @@ class Trainer:
 
     def mean_lr(self, step: int) -> float:
         """Exponential decay from lr_means to :attr:`lr_means_final` over the run (x extent)."""
-        t = min(step / max(self.cfg.steps, 1), 1.0)
+        t = min(step / max(self.plan.lr_decay_end, 1), 1.0)
         lr = math.exp((1 - t) * math.log(self.cfg.lr_means) + t * math.log(self.lr_means_final))
         return lr * self.extent
 
@@ -293,7 +296,7 @@ class Trainer:
         self.raster.record_count_copy(enc, pipe.readback, pipe.slot_offset())
         done = step + 1
         loss_tag = None
-        if done % cfg.log_interval == 0 or done == cfg.steps:
+        if done % cfg.log_interval == 0 or done == self.plan.steps:
             # the mean loss since the last log comes back with this step's count, a step late
             loss_tag = {"step": done, "steps": done - self.state.logged_step, "num_gaussians": m.n}
             self.gpu.copy(enc, pipe.readback, pipe.loss_offset(), self.loss_sum, 0, pipe.LOSS_BYTES)
@@ -467,7 +470,7 @@ class Trainer:
     def train(self, on_progress: Callable[[Progress], None] | None = None,
               on_eval: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
               on_checkpoint: Callable[[int], None] | None = None) -> TrainState:
-        """Steps until ``cfg.steps`` through the one schedule (engine/splat/schedule.py):
+        """Steps until the plan's ``steps`` through the one schedule (engine/splat/schedule.py):
         ``on_eval(step)`` every ``cfg.eval_interval`` steps and ``on_checkpoint(step)`` every
         ``cfg.checkpoint_every`` steps (neither at the last one), between two steps."""
         return TrainingRun(self, on_progress, on_eval, on_checkpoint).run(should_stop)

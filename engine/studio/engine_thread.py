@@ -9,6 +9,7 @@ finished load, train a slice, render a frame when one is due, send a VRAM tick.
                profiling (profiling.py) per-kernel profiling, VRAM snapshots
                editing (editing.py)     the splat edit: select, delete, crop, undo / redo
                rendering (rendering.py) a camera-path video of the splats
+               partitioning (partitioning.py) the partition panel's split -> parts -> merge
 
 Cancel, ExportPly and Shutdown are the loop's own. An exception in a handler is an Error
 message naming the command's file (a bad command ends no training); one while training
@@ -29,6 +30,7 @@ from . import messages as M
 from .editing import Editing
 from .loading import Loads, command_path
 from .meshing import Meshing
+from .partitioning import Partitioning
 from .profiling import Profiling
 from .rendering import Rendering
 from .scenes import Scene, TrainingScene
@@ -54,6 +56,7 @@ class EngineThread:
         self.meshing = Meshing(self)
         self.editing = Editing(self)  # the splat edit of a splat file's scene
         self.rendering = Rendering(self)
+        self.partitioning = Partitioning(self)
         v, lo, t = self.viewport, self.loads, self.training
         self.routes = {
             M.SetView: v.set_view, M.SetViewMode: v.set_mode, M.ResizeViewport: v.resize,
@@ -64,6 +67,7 @@ class EngineThread:
             M.StartPipeline: lo.start_pipeline, M.ExportMesh: self.meshing.export,
             M.ConfirmBounds: self.meshing.confirm,
             M.RenderVideo: self.rendering.render, M.OpenMesh: lo.open_mesh,
+            M.TrainPartition: self.partitioning.train,
             M.Pause: t.pause, M.Resume: t.resume,
             M.SetProfiling: self.profiling.set, M.EditSplats: self.editing.command,
             M.ClearSfmCache: lambda cmd: caches.clear_command(self, cmd),

@@ -17,7 +17,7 @@ from ..config import run_config as settings_config
 from ..errors import SpirulaError
 from . import messages as M
 from .framing import camera_centers, framing
-from .projects import new_project_dir, read_project, unfinished_reconstruction
+from .projects import new_project_dir, read_resume, unfinished_reconstruction
 from .scenes import MeshScene, PlyScene, Scene, run_config
 
 
@@ -68,7 +68,7 @@ class Loads:
             return
         self.e.state("loading", f"{cmd.path}: reading its checkpoint")
         self.e.emit(M.StageStarted("load", None, cmd.path))
-        self.pending = ("resume", self.pool.submit(read_project, Path(cmd.path)), cmd)
+        self.pending = ("resume", self.pool.submit(resume_load, Path(cmd.path), self.e.gpu, self.e.emit), cmd)
 
     def view_project(self, cmd: M.ViewProject) -> None:
         """A trained project as it ended: mesh or splats, cameras, curves (read_view)."""
@@ -202,12 +202,13 @@ class Loads:
             if kind == "review":
                 self._show_review(cmd, fut.result())
             elif kind == "train":
-                e.training.begin(cmd, fut.result())
+                dataset, split = fut.result()
+                e.training.begin(cmd, dataset, split=split)
             elif kind == "resume":
-                resumed = fut.result()
-                for note in resumed[2].notes:  # the newest checkpoint was bad: the previous one is used
+                again, dataset, ckpt, split = fut.result()
+                for note in ckpt.notes:  # the newest checkpoint was bad: the previous one is used
                     e.emit(M.Warning(note))
-                e.training.begin(*resumed)
+                e.training.begin(again, dataset, ckpt, split=split)
             elif kind == "mesh":
                 self._show_mesh(cmd, *fut.result())
             elif kind == "view":
@@ -416,20 +417,28 @@ def _key(path) -> str:
 
 
 def checked_load(cmd: M.StartTraining, gpu, emit, cached=None):
-    """The dataset of ``cmd`` (on the loader thread; ``cached``: the one just reviewed),
-    after the memory preflight (engine/preflight.py: refused with the numbers before any
-    image is decoded)."""
-    from ..ingest import load_dataset
-    from ..preflight import preflight
+    """(dataset, (train_idx, test_idx)) of ``cmd`` (on the loader thread; ``cached``: the one
+    just reviewed) through the training job's loading (engine/jobs/train.py
+    load_training_data: the memory preflight, refused with the numbers before any image is
+    decoded; the dataset; the split the Dataset panel chose or the every-k-th rule)."""
+    from ..jobs.train import load_training_data
 
     def warn(text: str) -> None:
         emit(M.Warning(text.removeprefix("warning: ")))
 
     cfg = run_config(cmd, gpu.backend)
-    preflight(cmd.dataset, cfg, lambda: gpu, warn)
-    return cached if cached is not None else load_dataset(cmd.dataset, cfg.dataset.max_size, masks=cfg.dataset.masks,
-                                                           wide_lens=cfg.dataset.wide_lens,
-                                                           face_size=cfg.dataset.face_size)
+    _, dataset, train_idx, test_idx = load_training_data(cmd.dataset, cfg, lambda: gpu, warn, cmd.held_out or (),
+                                                         cmd.excluded or (), cached)
+    return dataset, (train_idx, test_idx)
+
+
+def resume_load(project: Path, gpu, emit):
+    """(command, dataset, checkpoint, split) to continue ``project`` (Resume; on the loader
+    thread): its command and checkpoint (engine/studio/projects.py read_resume), its data
+    through the training job's loading (:func:`checked_load`)."""
+    cmd, ckpt = read_resume(project)
+    dataset, split = checked_load(cmd, gpu, emit)
+    return cmd, dataset, ckpt, split
 
 
 def command_path(cmd) -> str | None:

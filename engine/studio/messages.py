@@ -190,9 +190,17 @@ class EditState:
     crop_box: tuple = ()       # the crop box itself: centre [3], half extents [3], rotation [3, 3] row-major
 
 
+@dataclass(frozen=True)
+class PartitionMessage:
+    """A message of the partition job that TrainPartition runs (engine/partition/job.py:
+    StageStarted / StageProgress / StageFinished per part, Warning, Error, and last Done with
+    {"ply", "psnr", "num_gaussians"} or {"stopped": True}), for the partition panel."""
+    message: object
+
+
 StudioMessage = Union[Message, EngineReady, SceneLoaded, BoundsProposed, JobState, ViewerStatus, ViewerStats,
-                      PreviewFrame, Saved,
-                      CheckpointSaved, TrainingResumed, MeshExported, ProjectViewed, EditState]
+                      PreviewFrame, Saved, CheckpointSaved, TrainingResumed, MeshExported, ProjectViewed, EditState,
+                      PartitionMessage]
 
 
 # GUI -> engine: the session's control queue. The engine drains it between GPU steps and
@@ -452,6 +460,19 @@ class EditSplats:
 
 
 @dataclass(frozen=True)
+class TrainPartition:
+    """Split ``dataset`` (a COLMAP dataset) into parts by ``split`` (engine/partition/split.py
+    SplitSettings), train them into ``parts_dir`` (Ray tasks, else one after another) and merge
+    them into ``project``, on the engine thread (engine/studio/partitioning.py), as `spirula
+    partition` does; its messages come back as PartitionMessage. Cancel stops it: the parts
+    checkpoint and end (a later TrainPartition resumes them)."""
+    dataset: str
+    parts_dir: str
+    project: str
+    split: object              # SplitSettings
+
+
+@dataclass(frozen=True)
 class Shutdown:
     save: bool = True          # save a checkpoint and the PLY if training is under way
 
@@ -460,4 +481,4 @@ Command = Union[StartTraining, ReviewDataset, SetSplit, OpenProject, StartPipeli
                 ConfirmBounds,
                 RenderVideo, OpenMesh, Pause, Resume, Cancel, SetBounds, SetPath, AttachSurface, DetachSurface,
                 ResizeViewport, SetView, SetViewMode, RequestFrame, ExportPly, SaveScreenshot, SetProfiling,
-                EditSplats, Shutdown]
+                EditSplats, TrainPartition, Shutdown]

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from .. import checkpoint
-from ..jobs.layout import checkpoint_path, earlier_checkpoint
+from ..jobs import layout as _layout
+from ..jobs.layout import checkpoint_path
 from ..settings import from_saved
 from . import messages as M
 
@@ -71,31 +72,75 @@ def command_of_checkpoint(studio: dict) -> M.StartTraining:
 
 
 def find_checkpoint(project: Path) -> Path:
-    """The checkpoint of ``project`` (engine/jobs/layout.py checkpoint_path; a studio
-    reconstruction's of before it, when only that one is there)."""
-    return earlier_checkpoint(project) or checkpoint_path(project)
+    """The checkpoint of ``project`` (engine/jobs/layout.py find_checkpoint: the project's one
+    path, or a layout of before while only that one is there)."""
+    return _layout.find_checkpoint(project)
+
+
+def training_folder(project: Path) -> Path:
+    """Where a training of ``project`` writes its splats: train/ of a `spirula run` project (or
+    a studio reconstruction: run.json), else the project itself (`spirula train`, the studio's
+    training of a dataset)."""
+    project = Path(project)
+    return project / "train" if (project / _layout.RUN_FILE).is_file() else project
+
+
+def _dataset_of_cli_run(project: Path, extra: dict) -> str:
+    """The dataset a `spirula train` / `spirula run` checkpoint trained on: its record
+    (``extra["dataset"]``), else (a checkpoint of before it was recorded) its train.json's,
+    else a reconstruction's own folder; "" when unknown."""
+    if extra.get("dataset"):
+        return str(extra["dataset"])
+    meta = training_folder(project) / "train.json"
+    if meta.is_file():
+        try:
+            return str(json.loads(meta.read_text(encoding="utf-8")).get("dataset", ""))
+        except (OSError, ValueError):
+            pass
+    if (project / _layout.RUN_FILE).is_file() and (project / "sparse").is_dir():
+        return str(project)
+    return ""
+
+
+def command_of_cli_checkpoint(project: Path, config: dict, extra: dict) -> M.StartTraining:
+    """The StartTraining that continues a checkpoint of `spirula train` / `spirula run` /
+    a partition part in the studio: every setting as it ran (engine/settings.py from_saved),
+    its dataset, the project's training folder, the held-out split of its eval_every rule.
+    CheckpointError when its dataset is unknown or gone."""
+    dataset = _dataset_of_cli_run(Path(project), extra)
+    if not dataset or not Path(dataset).exists():
+        raise checkpoint.CheckpointError(
+            f"{project}: the dataset its checkpoint trained on is " + (f"gone ({dataset})" if dataset else "unknown")
+            + f"; continue it with `spirula train <dataset> -o {project} --resume`")
+    return M.StartTraining(dataset=dataset, project=str(training_folder(project)), **from_saved(config))
 
 
 def read_project(project: Path):
-    """(StartTraining, dataset, checkpoint) to continue ``project``'s studio training (on
-    the loader thread: no GPU here)."""
+    """(StartTraining, dataset, checkpoint) to continue ``project``'s training, whoever made
+    it (:func:`read_resume`, then its dataset at its size; the studio's Resume loads it through
+    the training job's loading instead, engine/studio/loading.py resume_load)."""
     from ..ingest import load_dataset
 
-    path = find_checkpoint(project)
-    if not checkpoint.exists(path):
-        raise checkpoint.CheckpointError(f"{project}: no training checkpoint to continue from (expected {path})")
-    if path != checkpoint_path(project):  # a reconstruction's of before: moved where its run now checkpoints
-        moved = checkpoint_path(project)
-        moved.parent.mkdir(parents=True, exist_ok=True)
-        for old, to in ((checkpoint.previous_path(path), checkpoint.previous_path(moved)), (path, moved)):
-            if old.is_file():  # both generations
-                old.replace(to)
-        path = moved
-    ckpt = checkpoint.load_newest(path)  # its notes: the newest was bad, the previous one is used
+    cmd, ckpt = read_resume(project)
+    return cmd, load_dataset(cmd.dataset, cmd.max_size, masks=getattr(cmd, "masks", None) or "auto"), ckpt
+
+
+def read_resume(project: Path):
+    """(StartTraining, checkpoint) to continue ``project``'s training, whoever made it (the
+    studio, `spirula train`, `spirula run`; on the loader thread: no GPU here). A checkpoint
+    of an older layout is first moved to the project's one path."""
+    if not checkpoint.exists(find_checkpoint(project)):
+        raise checkpoint.CheckpointError(f"{project}: no training checkpoint to continue from (expected "
+                                         f"{checkpoint_path(project)})")
+    path = _layout.adopt_checkpoint(project)  # read both layouts, write one
+    try:
+        ckpt = checkpoint.load_newest(path)  # its notes: the newest was bad, the previous one is used
+    except checkpoint.CheckpointError as e:
+        raise checkpoint.CheckpointError(f"{e}; Restart trains the project afresh") from e
     studio = ckpt.extra.get("studio")
-    if not isinstance(studio, dict):
-        raise checkpoint.CheckpointError(f"{path}: written by `spirula run` or `spirula train`, not by the studio; "
-                                         f"continue it with `spirula run {project}`")
+    if not isinstance(studio, dict):  # `spirula train`, `spirula run`, a partition part
+        cmd = command_of_cli_checkpoint(Path(project), ckpt.config, ckpt.extra)
+        return replace(cmd, strategy=checkpoint.resumed_strategy(ckpt, cmd.strategy)), ckpt
     cmd = command_of_checkpoint(studio)
     # the project folder may have moved: what lay inside it is taken from where it is now
     old_root, new_root = Path(cmd.project), Path(project)
@@ -108,7 +153,7 @@ def read_project(project: Path):
 
     cmd = replace(cmd, dataset=moved(cmd.dataset), project=moved(cmd.project),
                   strategy=checkpoint.resumed_strategy(ckpt, cmd.strategy))
-    return cmd, load_dataset(cmd.dataset, cmd.max_size, masks=getattr(cmd, "masks", None) or "auto"), ckpt
+    return cmd, ckpt
 
 
 @dataclass(frozen=True)
@@ -118,7 +163,7 @@ class ProjectInfo:
     settings to restart from, the trained splats and the mesh to view."""
     path: Path
     dataset: str = ""          # "" when unknown
-    checkpoint: Path | None = None   # a studio checkpoint (a `spirula run` one resumes with `spirula run`)
+    checkpoint: Path | None = None   # the checkpoint to resume, whoever wrote it (studio, train, run)
     step: int = 0
     steps: int = 0
     saved: str = ""            # when the checkpoint was written
@@ -156,6 +201,11 @@ def describe_project(project: str | Path) -> ProjectInfo:
                 raise
             meta = read_checkpoint_meta(checkpoint.previous_path(ckpt))  # resuming uses it too (load_newest)
         studio = (meta.get("extra") or {}).get("studio")
+        if not isinstance(studio, dict) and meta.get("config"):  # `spirula train`, `spirula run`: resumes too
+            try:
+                studio = asdict(command_of_cli_checkpoint(project, meta["config"], meta.get("extra") or {}))
+            except checkpoint.CheckpointError:
+                studio = None  # its dataset is gone: nothing to resume on (Resume is not offered)
         if isinstance(studio, dict):
             cmd = command_of_checkpoint(studio)
             # the settings it ran with (the checkpoint's config: every one, as resolved)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .scenes import Scene, camera_info, up_vector
-from .split import choose_split
+from ..jobs.train import training_split as choose_split
 
 POINT_OPACITY = 0.9
 POINT_SCALE = 0.5     # x the RMS distance to the 3 nearest points

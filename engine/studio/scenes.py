@@ -38,8 +38,11 @@ class Scene:
 class TrainingScene(Scene):
     kind = "dataset"
 
-    def __init__(self, gpu, dataset, cmd: M.StartTraining, project: Path):
-        from ..jobs.train import TrainingJob
+    def __init__(self, gpu, dataset, cmd: M.StartTraining, project: Path, split: tuple | None = None):
+        """``split``: (train_idx, test_idx) as the training job's loading made it
+        (engine/jobs/train.py load_training_data; engine/studio/loading.py checked_load), else
+        made here by the same rule (training_split)."""
+        from ..jobs.train import TrainingJob, training_split
         from ..splat.trainer import pack_rgba8
         from .polling import wait_polling
 
@@ -51,12 +54,13 @@ class TrainingScene(Scene):
         self.gpu, self.dataset, self.cmd, self.project = gpu, dataset, cmd, project
         self.name = Path(cmd.dataset).name
         self.path = cmd.dataset
-        from .split import choose_split
-
-        self.train_idx, self.test_idx, split_note = choose_split(dataset, cmd.eval_every, tuple(cmd.held_out),
-                                                                 tuple(cmd.excluded))
-        if split_note and split_note not in dataset.warnings:
-            dataset.warnings.append(split_note)  # shown with the dataset's other notes
+        if split is not None:
+            self.train_idx, self.test_idx = list(split[0]), list(split[1])
+        else:
+            self.train_idx, self.test_idx, split_note = training_split(dataset, self.cfg.dataset.eval_every,
+                                                                       tuple(cmd.held_out), tuple(cmd.excluded))
+            if split_note and split_note not in dataset.warnings:
+                dataset.warnings.append(split_note)  # shown with the dataset's other notes
         # the training job of `spirula train` (engine/jobs/train.py), driven here in slices: its
         # trainer, checkpoints, evaluations and result files; its GPU waits poll (engine/studio/polling.py)
         self.job = TrainingJob(gpu, dataset, self.train_idx, self.test_idx, self.cfg, ckpt_path,

@@ -9,7 +9,7 @@ messages.
     session.close()                      # Shutdown (saves a checkpoint if training), join
 
 Training checkpoints (engine/checkpoint.py) go where ``spirula run``'s train stage puts
-them, ``<project>/checkpoints/train.npz`` (engine.jobs.stages.train_checkpoint_path), every
+them, ``<project>/checkpoints/train.npz`` (engine/jobs/layout.py checkpoint_path), every
 ``checkpoint_every`` steps and whenever the training stops with save (Cancel(save=True),
 Shutdown(save=True)), which the engine answers with CheckpointSaved(stopped=True). Besides
 the training state, a studio checkpoint records the StartTraining that began the run, so
@@ -90,7 +90,7 @@ class Session:
         """Queue a command for the engine thread (never blocks)."""
         if isinstance(command, M.Cancel):
             self.cancel_requested.set()
-        elif isinstance(command, M.RenderVideo):  # a Cancel sent after it, even before it starts, stops it
+        elif isinstance(command, (M.RenderVideo, M.TrainPartition)):  # a Cancel sent after it, even before it starts, stops it
             self.cancel_requested.clear()
         self.commands.put(command)
 

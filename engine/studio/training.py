@@ -110,8 +110,10 @@ class Training:
             self.finish(stopped=True, save=save)
 
     # --- the run -----------------------------------------------------------------------------
-    def begin(self, cmd: M.StartTraining, dataset, ckpt: checkpoint.Checkpoint | None = None) -> None:
-        """Train ``dataset`` as ``cmd`` says (continuing from ``ckpt`` when given)."""
+    def begin(self, cmd: M.StartTraining, dataset, ckpt: checkpoint.Checkpoint | None = None,
+              split: tuple | None = None) -> None:
+        """Train ``dataset`` as ``cmd`` says (continuing from ``ckpt`` when given; ``split``:
+        (train_idx, test_idx) of the training job's loading, engine/studio/loading.py)."""
         from ..jobs.train import check_output_dir
         from ..splat.init import scene_bounds
         from .polling import wait_polling
@@ -123,7 +125,7 @@ class Training:
         # one writer per project (engine/jobs/lock.py): held until the run ends (finish, or fail)
         lock = acquire_project(project, "spirula studio (training)", on_note=lambda t: e.emit(M.Warning(t)))
         try:
-            scene = TrainingScene(e.gpu, dataset, cmd, project)
+            scene = TrainingScene(e.gpu, dataset, cmd, project, split)
             changed = scene.resume(ckpt, e.gpu.adapter) if ckpt is not None else []
         except BaseException:
             lock.release()

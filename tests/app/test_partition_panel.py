@@ -44,3 +44,33 @@ def test_panel_previews_the_split_and_follows_the_sliders(qapp, tmp_path, kind):
     panel.set_scene(_scene(tmp_path / "model.ply", kind="ply"))
     assert not panel.train_button.isEnabled() and "COLMAP" in panel.summary.text()
     panel.close()
+
+
+def test_train_goes_to_the_engine_thread_and_its_messages_drive_the_rows(qapp, tmp_path):
+    """Train sends TrainPartition (the engine thread runs it, engine/studio/partitioning.py);
+    Stop sends Cancel; the job's messages (PartitionMessage's, app/window.py) make a row per
+    part, and Done ends the run (Train again enabled)."""
+    from app.partition_panel import PartitionPanel
+    from engine.messages import Done, StageProgress, StageStarted
+
+    root = tmp_path / "city"
+    write_city(root, make_city(blocks=2, width=32, height=24), points=800)
+    panel = PartitionPanel()
+    sent = []
+    panel.send = sent.append
+    panel.set_scene(_scene(root))
+    panel.parts.setValue(2)
+    qapp.processEvents()
+    panel.train_button.click()
+    cmd, = sent
+    assert isinstance(cmd, M.TrainPartition) and cmd.dataset == str(root) and cmd.split == panel.settings()
+    assert cmd.parts_dir == str(tmp_path / "city-parts") and cmd.project == str(tmp_path / "city-partitioned")
+    assert not panel.train_button.isEnabled() and panel.stop_button.isEnabled()
+    panel.handle(StageStarted("part_00", 300))
+    panel.handle(StageProgress("part_00", 120, 300, "loss 0.1"))
+    assert panel.rows["part_00"].value() == 120
+    panel.stop_button.click()
+    assert isinstance(sent[-1], M.Cancel)
+    panel.handle(Done({"stopped": True}))
+    assert panel.train_button.isEnabled() and not panel.stop_button.isEnabled()
+    assert "Train again resumes" in panel.status.text()

@@ -72,10 +72,10 @@ def _trained_after_reconstruction(gpu, tiny_dataset, tmp_path):
         s["project"] = str(project / "train")  # the review scene's project (app/opening.py start_training)
         loads.start_training(M.StartTraining(str(project), **s))
         _, fut, cmd = loads.pending
-        dataset = fut.result(timeout=120)
+        dataset, split = fut.result(timeout=120)  # through the training job's loading (its split too)
     finally:
         loads.close()
-    return TrainingScene(gpu, dataset, cmd, Path(cmd.project)), project
+    return TrainingScene(gpu, dataset, cmd, Path(cmd.project), split), project
 
 
 def test_a_video_reconstruction_trains_with_exposure(qapp, gpu, tiny_dataset, tmp_path):

@@ -212,3 +212,26 @@ def test_mesh_stage_input_is_the_edited_splats(tmp_path, monkeypatch):
     _, splats, _ = mesh.load_project(p, MeshConfig())
     keep = (np.abs(g.means[:, 0]) <= 0.5) & np.all(np.abs(g.means[:, 1:]) <= 2, axis=1)
     assert len(splats) == keep.sum() < len(g) and np.array_equal(splats.means, g.means[keep])
+
+
+def test_the_readmes_edit_file_example_is_a_valid_edit(tmp_path):
+    """The edit-file format written out in the README loads (its sha256 and count set to the
+    file's) and keeps exactly the splats it says: not in a deleted range, centre in the box."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"The edit file is small JSON.*?```json\n(.*?)```", readme, re.S)
+    assert block, "the README's edit-file example is gone"
+    d = json.loads(block.group(1))
+    n = 1000
+    means = np.random.default_rng(48).uniform(-1.5, 1.5, (n, 3))
+    d["ply"].update(sha256="ab" * 32, count=n)
+    (tmp_path / "edit.json").write_text(json.dumps(d))
+    edit = load_edit(tmp_path / "edit.json", means, "ab" * 32)
+    inside = np.all(np.abs(means - d["crop"]["center"]) <= d["crop"]["half"], axis=1)
+    idx = np.arange(n)
+    deleted = np.zeros(n, bool)
+    for start, stop in d["deleted"]:
+        deleted |= (idx >= start) & (idx < stop)
+    np.testing.assert_array_equal(edit.keep(), inside & ~deleted)

@@ -15,6 +15,7 @@ import pytest
 
 from engine.config import DatasetConfig, RunConfig, TrainConfig
 from engine.io.ply import read_ply
+from engine.jobs.layout import checkpoint_path
 from engine.messages import StageFinished, StageProgress, Warning
 from engine.partition import run_parts
 from engine.partition.layout import read_layout
@@ -54,7 +55,7 @@ def test_ray_run_killed_mid_way_resumes(parts):
     layout = read_layout(parts_dir)
     proc = subprocess.Popen(_train_command(parts_dir), cwd=REPO, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ckpts = [layout.part_dir(p) / "train" / "checkpoint.npz" for p in layout.parts]
+    ckpts = [checkpoint_path(layout.part_dir(p) / "train") for p in layout.parts]
     try:
         deadline = time.monotonic() + patient(300)
         while not any(c.exists() for c in ckpts):

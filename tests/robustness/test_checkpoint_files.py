@@ -19,6 +19,7 @@ from engine import checkpoint
 from engine.config import RunConfig, TrainConfig
 from engine.errors import SpirulaError
 from engine.jobs import stages, train
+from engine.jobs.layout import checkpoint_path
 from engine.jobs.pipeline import run_pipeline
 
 SH = 1
@@ -280,6 +281,11 @@ def test_the_studio_describes_a_project_whose_newest_checkpoint_is_damaged(tmp_p
     with pytest.raises(checkpoint.CheckpointError) as e:  # a SpirulaError: the window refuses in one line
         describe_project(proj)
     assert str(checkpoint.previous_path(ckpt)) in str(e.value) and "\n" not in str(e.value)
+    from engine.studio.projects import read_project
+
+    with pytest.raises(checkpoint.CheckpointError) as e:  # Resume: the same line and the next step to take
+        read_project(proj)
+    assert str(e.value).endswith("; Restart trains the project afresh") and "\n" not in str(e.value), e.value
 
 
 def _rewrite(path: Path, change) -> None:
@@ -307,15 +313,16 @@ def test_cli_resume_past_damaged_and_hostile_checkpoints(tmp_path, capsys):
     args = ["train", str(tmp_path / "d"), "-o", str(out), "--max-size", "48", "--eval-every", "0", "--sh-degree", "0",
             "--checkpoint-every", "2", "--steps", "5"]
     assert main(args) == 0
-    newest, prev = out / checkpoint.NAME, checkpoint.previous_path(out / checkpoint.NAME)
-    assert checkpoint.load(newest).step == 4 and checkpoint.load(prev).step == 2
+    newest = checkpoint_path(out)
+    prev = checkpoint.previous_path(newest)
+    assert checkpoint.load(newest).step == 5 and checkpoint.load(prev).step == 4  # 2, 4 and the end
     capsys.readouterr()
     newest.write_bytes(newest.read_bytes()[:-500])
     assert main(args + ["--resume"]) == 0
     text = "".join(capsys.readouterr())
-    assert f"{newest}: damaged checkpoint" in text and f"using the previous checkpoint {prev} (step 2)" in text
-    assert json.loads((out / "metrics.json").read_text())["resumed_from_step"] == 2
-    assert checkpoint.load(newest).step == 4 and checkpoint.load(prev).step == 2  # the good one was kept
+    assert f"{newest}: damaged checkpoint" in text and f"using the previous checkpoint {prev} (step 4)" in text
+    assert json.loads((out / "metrics.json").read_text())["resumed_from_step"] == 4
+    assert checkpoint.load(newest).step == 5 and checkpoint.load(prev).step == 4  # the good one was kept
     ply = (out / "splat.ply").read_bytes()
 
     def nan(arrays, meta):
@@ -332,4 +339,43 @@ def test_cli_resume_past_damaged_and_hostile_checkpoints(tmp_path, capsys):
         assert len(lines) == 1, lines  # the progress bar aside
         err = lines[0]
         assert err.startswith("error: ") and words in err and str(newest) in err and "a bug" not in err, err
+        # and the next step to take
+        assert err.endswith("; rerun without --resume to train afresh (the checkpoint is then replaced)"), err
         assert (out / "splat.ply").read_bytes() == ply
+
+
+def test_the_end_of_a_run_checkpoints_when_checkpoint_every_is_past_its_steps(tmp_path):
+    """`--checkpoint-every 100 --steps 3`: no checkpoint came on the way, the end writes one
+    (a finished run continues with more steps from it); --checkpoint-every 0 writes none.
+    Before, neither wrote one."""
+    from engine.cli.main import main
+
+    from .fixtures import ring_dataset
+
+    ring_dataset(tmp_path / "d", 4, points=30)
+    base = ["train", str(tmp_path / "d"), "--max-size", "48", "--eval-every", "0", "--sh-degree", "0",
+            "--steps", "3"]
+    assert main(base + ["-o", str(tmp_path / "a"), "--checkpoint-every", "100"]) == 0
+    assert checkpoint.load(checkpoint_path(tmp_path / "a")).step == 3
+    assert main(base + ["-o", str(tmp_path / "b"), "--checkpoint-every", "0"]) == 0
+    assert not checkpoint.exists(checkpoint_path(tmp_path / "b"))
+
+
+def test_a_max_size_change_at_resume_is_one_warning(tmp_path, capsys):
+    """`--resume` with another --max-size: one warning line says so (the image sizes and
+    intrinsics change with it); before, a second line said "image sizes / intrinsics" again."""
+    from engine.cli.main import main
+
+    from .fixtures import ring_dataset
+
+    ring_dataset(tmp_path / "d", 4, points=30)
+    args = ["train", str(tmp_path / "d"), "-o", str(tmp_path / "p"), "--eval-every", "0", "--sh-degree", "0",
+            "--checkpoint-every", "2"]
+    assert main(args + ["--max-size", "48", "--steps", "2"]) == 0
+    capsys.readouterr()
+    assert main(args + ["--max-size", "40", "--steps", "4", "--resume"]) == 0
+    text = "".join(capsys.readouterr()).replace("\r", "\n")
+    changed = [t for t in text.splitlines() if "resuming with a changed setting" in t]
+    assert len(changed) == 2, changed  # steps and max_size, each once
+    size = [t for t in changed if "max_size" in t or "intrinsics" in t]
+    assert len(size) == 1 and "max_size 48 -> 40" in size[0], changed

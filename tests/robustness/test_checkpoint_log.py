@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 
 from engine import checkpoint
+from engine.jobs.layout import checkpoint_path
 
 
 def test_the_checkpoint_line_comes_after_the_file_is_on_disk(shared_data, tmp_path, monkeypatch):
@@ -30,8 +31,9 @@ def test_the_checkpoint_line_comes_after_the_file_is_on_disk(shared_data, tmp_pa
             said.set()
 
     monkeypatch.setattr(checkpoint, "_write_atomic", slow_write)
-    ckpt = tmp_path / "out" / checkpoint.NAME
+    ckpt = checkpoint_path(tmp_path / "out")
     m = run_training(shared_data / "book", tmp_path / "out", small_config(steps=40, checkpoint_every=20),
                      on_message=on_message)
     assert m["step"] == 40
-    assert order == [("on disk", 20), ("said", f"checkpoint: step 20 -> {ckpt}")]
+    assert order == [("on disk", 20), ("said", f"checkpoint: step 20 -> {ckpt}"),
+                     ("on disk", 40), ("said", f"checkpoint: step 40 -> {ckpt}")]  # the end's too

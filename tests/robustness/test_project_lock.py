@@ -140,11 +140,12 @@ def test_spirula_train_takes_the_lock_before_it_writes(tmp_path, monkeypatch):
     seen = {}
     out = tmp_path / "out"
     out.mkdir()
-    (out / ".checkpoint.npz.zz9_k2m1.tmp").write_bytes(b"half a checkpoint")
+    (out / "checkpoints").mkdir()
+    (out / "checkpoints" / ".train.npz.zz9_k2m1.tmp").write_bytes(b"half a checkpoint")
 
     def run_training(dataset, out_dir, cfg, **kw):
         seen["owner"] = owner(out_dir)
-        seen["leftover"] = (out_dir / ".checkpoint.npz.zz9_k2m1.tmp").exists()
+        seen["leftover"] = (out_dir / "checkpoints" / ".train.npz.zz9_k2m1.tmp").exists()
         return {"stopped_early": False}
 
     monkeypatch.setattr(engine.jobs.train, "run_training", run_training)

@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 from engine import checkpoint
+from engine.jobs.layout import checkpoint_path
 from engine.io.ply import read_ply
 from ..patience import patient
 
@@ -52,7 +53,7 @@ def test_sigkill_mid_run_resumes_bit_for_bit(shared_data, tmp_path):
     a_dir, b_dir = tmp_path / "unbroken", tmp_path / "killed ü"
     a = _start(book, a_dir)  # the two first runs side by side (one lavapipe thread each)
     b = _start(book, b_dir)
-    ckpt = b_dir / checkpoint.NAME
+    ckpt = checkpoint_path(b_dir)
     deadline = time.monotonic() + patient(180)
     while not ckpt.exists():
         assert b.poll() is None, f"run B ended before its first checkpoint:\n{b.communicate()[0]}"
@@ -63,7 +64,7 @@ def test_sigkill_mid_run_resumes_bit_for_bit(shared_data, tmp_path):
     assert b.returncode == -signal.SIGKILL
     assert not (b_dir / "splat.ply").exists(), "run B was killed too late: it had finished"
     saved = checkpoint.load(ckpt)
-    assert saved.step == 80 and not list(b_dir.glob(".checkpoint.npz.*")), "a temporary checkpoint was left"
+    assert saved.step == 80 and not list(ckpt.parent.glob(".train.npz.*")), "a temporary checkpoint was left"
 
     resumed = _finish(_start(book, b_dir, "--resume"))
     unbroken = _finish(a)
@@ -123,6 +124,6 @@ def test_ctrl_c_stops_after_the_step_and_checkpoints_it(shared_data, tmp_path):
     assert "stopping after this step" in text
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["stopped_early"] and 0 < metrics["step"] < 4000
-    assert f"stopped at step {metrics['step']} (Ctrl-C); checkpoint written to {out / checkpoint.NAME}" in text
-    assert checkpoint.load(out / checkpoint.NAME).step == metrics["step"]
+    assert f"stopped at step {metrics['step']} (Ctrl-C); checkpoint written to {checkpoint_path(out)}" in text
+    assert checkpoint.load(checkpoint_path(out)).step == metrics["step"]
     assert len(read_ply(out / "splat.ply").means) == metrics["num_gaussians"]

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from engine import checkpoint
+from engine.jobs.layout import checkpoint_path
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 600  # generous: software Vulkan on a shared machine
@@ -129,7 +130,7 @@ def test_spirula_train_stops_in_order_on_sigterm(shared_data, tmp_path):
     _clean_exit(text)
     assert rc == 143, text
     stops = _stop_lines(text)
-    ckpt = out / checkpoint.NAME
+    ckpt = checkpoint_path(out)
     assert len(stops) == 1, text
     m = re.fullmatch(rf"stopped at step (\d+) \(SIGTERM\); checkpoint written to {re.escape(str(ckpt))}; the model "
                      rf"so far is in {re.escape(str(out / 'splat.ply'))}; rerun the same command with --resume to "

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from engine import checkpoint
+from engine.jobs.layout import checkpoint_path
 from engine.cli.main import main
 from engine.device import _parse_bytes
 from engine.errors import DatasetError, DeviceMemoryError, NonFiniteError
@@ -40,9 +41,9 @@ def test_nan_gradient_stops_with_the_last_good_checkpoint(shared_data, tmp_path,
         run_training(shared_data / "book", tmp_path, cfg)
     text = str(err.value)
     assert re.search(r"NaN/Inf in the gradients at step 45 \(\d+ values", text), text
-    assert f"last good checkpoint (step 32) is kept in {tmp_path / 'checkpoint.npz'}" in text, text
+    assert f"last good checkpoint (step 32) is kept in {checkpoint_path(tmp_path)}" in text, text
     assert not (tmp_path / "splat.ply").exists()
-    ck = checkpoint.load(tmp_path / "checkpoint.npz")
+    ck = checkpoint.load(checkpoint_path(tmp_path))
     assert ck.step == 32
     assert all(np.isfinite(ck.state["model"][k]).all() for k in ("params", "exp_avg", "exp_avg_sq"))
 
@@ -96,9 +97,9 @@ def test_out_of_memory_reports_vram_and_keeps_the_checkpoint(shared_data, tmp_pa
     text = str(err.value)
     assert text.startswith("out of device memory: allocating"), text
     assert "VRAM (device buffers in the pool)" in text and "splat" in text and "total" in text
-    assert f"The last good checkpoint (step 40) is kept in {tmp_path / 'checkpoint.npz'}" in text, text
+    assert f"The last good checkpoint (step 40) is kept in {checkpoint_path(tmp_path)}" in text, text
     assert "lower --max-size (now 64 px) or --max-gaussians (now 6,000,000)" in text
-    assert checkpoint.load(tmp_path / "checkpoint.npz").step == 40
+    assert checkpoint.load(checkpoint_path(tmp_path)).step == 40
     assert not (tmp_path / "splat.ply").exists()
 
 
@@ -199,18 +200,18 @@ def test_cli_resume(shared_data, tmp_path, capsys):
     args = ["train", str(shared_data / "book"), "-o", str(out), "--max-size", "64", "--eval-every", "0",
             "--sh-degree", "1", "--init-points", "500", "--checkpoint-every", "10"]
     rc = main(args + ["--steps", "20", "--resume"])
-    assert rc == 1 and f"--resume: no checkpoint at {out / 'checkpoint.npz'}" in capsys.readouterr().err
+    assert rc == 1 and f"--resume: no checkpoint at {checkpoint_path(out)}" in capsys.readouterr().err
     assert main(args + ["--steps", "25"]) == 0
-    assert checkpoint.load(out / "checkpoint.npz").step == 20
+    assert checkpoint.load(checkpoint_path(out)).step == 25  # the end checkpoints too (not only every 10)
     capsys.readouterr()
     # another SH degree: the saved rows do not fit
     assert main(args + ["--steps", "25", "--sh-degree", "2", "--resume"]) == 1
-    assert "(step 20) does not fit this run: sh_degree 1 -> 2" in capsys.readouterr().err
-    # more steps: allowed, with a warning; continues from step 20
+    assert "(step 25) does not fit this run: sh_degree 1 -> 2" in capsys.readouterr().err
+    # more steps: allowed, with a warning; continues from the end, step 25
     assert main(args + ["--steps", "30", "--resume"]) == 0
     err = "".join(capsys.readouterr())  # messages go through tqdm.write (stdout)
-    assert "resumed from" in err and "at step 20" in err and "changed setting, steps 25 -> 30" in err
+    assert "resumed from" in err and "at step 25" in err and "changed setting, steps 25 -> 30" in err
     import json
 
     m = json.loads((out / "metrics.json").read_text())
-    assert m["step"] == 30 and m["resumed_from_step"] == 20
+    assert m["step"] == 30 and m["resumed_from_step"] == 25

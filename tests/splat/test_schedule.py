@@ -5,13 +5,15 @@ driven in slices (the studio) makes the same calls in the same order as one run 
 
 from types import SimpleNamespace
 
-from engine.splat.schedule import TrainingRun
+from engine.config import TrainConfig
+from engine.splat.schedule import TrainingRun, step_plan
 from engine.splat.trainer import TrainState
 
 
 class FakeTrainer:
     def __init__(self, steps=10, eval_interval=4, checkpoint_every=3, log_interval=2):
         self.cfg = SimpleNamespace(steps=steps, eval_interval=eval_interval, checkpoint_every=checkpoint_every)
+        self.plan = step_plan(TrainConfig(steps=steps, eval_interval=eval_interval, checkpoint_every=checkpoint_every))
         self.log_interval = log_interval
         self.state = TrainState()
         self.calls: list = []

@@ -1,0 +1,75 @@
+"""Issue 48 item 2: the studio's training loads its data through the training job's loading
+(engine/jobs/train.py load_training_data: the memory preflight, the dataset, the split),
+for Start and for Resume, the Dataset panel's held-out and excluded images included; before,
+the studio read the dataset and made the split itself (engine/studio/loading.py, scenes.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from engine import checkpoint
+from engine.studio import messages as M
+
+from .scene import write_scene
+
+pytestmark = pytest.mark.timeout(300)
+
+
+class _Engine:
+    """What Loads needs of the engine thread, without one."""
+
+    def __init__(self, gpu, projects: Path):
+        self.gpu, self.s = gpu, SimpleNamespace(projects=projects)
+        self.training = SimpleNamespace(unfinished=lambda: None)
+        self.messages: list = []
+
+    def emit(self, m) -> None:
+        self.messages.append(m)
+
+    def state(self, *a) -> None:
+        pass
+
+
+def test_start_and_resume_load_through_the_training_job(gpu, tmp_path, monkeypatch):
+    import engine.jobs.train as job
+    from engine.ingest import load_dataset
+    from engine.studio.loading import Loads
+    from engine.studio.scenes import TrainingScene
+
+    calls = []
+    real = job.load_training_data
+
+    def spy(path, cfg, gpu_of, on_message, held_out=(), excluded=(), cached=None):
+        calls.append((Path(path), cfg.dataset.max_size, tuple(held_out), tuple(excluded)))
+        return real(path, cfg, gpu_of, on_message, held_out, excluded, cached)
+
+    monkeypatch.setattr(job, "load_training_data", spy)
+    ring = write_scene(tmp_path / "ring")
+    names = [c.name for c in load_dataset(ring, 48).cameras]
+    project = tmp_path / "p"
+    loads = Loads(_Engine(gpu, tmp_path / "projects"))
+    loads.start()
+    try:
+        loads.start_training(M.StartTraining(str(ring), project=str(project), steps=4, max_size=48,
+                                             held_out=(names[1],), excluded=(names[2],)))
+        _, fut, cmd = loads.pending
+        dataset, split = fut.result(timeout=120)
+        loads.pending = None
+        assert calls == [(ring, 48, (names[1],), (names[2],))]
+        assert split[1] == [1] and 2 not in split[0] and 1 not in split[0]
+        scene = TrainingScene(gpu, dataset, cmd, project, split)
+        assert (scene.train_idx, scene.test_idx) == (split[0], split[1])
+        scene.writer.submit(0, checkpoint.snapshot(scene.trainer, scene.cfg, scene.ident, gpu.adapter,
+                                                   scene.checkpoint_extra()))
+        scene.writer.wait()
+        scene.trainer.release()
+        loads.open_project(M.OpenProject(str(project)))  # Resume
+        again, dataset2, ckpt, split2 = loads.pending[1].result(timeout=120)
+        loads.pending = None
+    finally:
+        loads.close()
+    assert len(calls) == 2 and calls[1] == (ring.resolve(), 48, (names[1],), (names[2],))
+    assert split2 == split and ckpt.step == 0 and again.steps == 4
