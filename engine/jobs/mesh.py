@@ -165,7 +165,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     from ..splat.render import Rasterizer
     from ..mesh.atlas import unwrap
     from ..mesh.bake import BakeOptions, bake
-    from ..mesh.bounds import consistent_points, image_contrast, photo_textured, resolve_bounds
+    from ..mesh.bounds import consistent_points, image_contrast, object_voxel, photo_textured, resolve_bounds
     from ..mesh.clean import compact, decimate, face_components, is_watertight, remove_small_components, vertex_normals
     from ..mesh.consistency import choose_neighbours, consistent_depths
     from ..mesh.depth import DepthRenderer
@@ -242,7 +242,10 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     emit(StageProgress("mesh", STEPS.index("bounds"), len(STEPS), region.describe()))
     median_depth = float(np.median(np.concatenate([k[k > 0][::97] for k in kept]))) if consistent else 1.0
     lo, hi = region.lo.copy(), region.hi.copy()
-    spec = grid_for_bounds(lo, hi, cfg.resolution, voxel=cfg.voxel, trunc_voxels=cfg.trunc_voxels)
+    voxel = cfg.voxel
+    if voxel is None and region.mode == "object":   # not finer than the pixels at the object's distance
+        voxel = object_voxel(region, float(np.median(intrinsics[:, 0])), cfg.resolution)
+    spec = grid_for_bounds(lo, hi, cfg.resolution, voxel=voxel, trunc_voxels=cfg.trunc_voxels)
     cut = band_top = None
     if region.mode == "object":   # the box's bottom is cut and capped: above the floor's surface when it
         # stands on one, else at its lowest points (an underside no view saw); a few layers under it in the grid
@@ -263,6 +266,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
                             "mesh.frame_cameras")
     vol = fuse_depth_maps(gpu, spec, frame_cams, sizes, lambda i: (kept[i], alphas[i]), cfg.max_voxels,
                           on_progress=lambda phase, d, n: rep.sub(d, n, f"{phase} "),
+                          trunc_voxels=cfg.trunc_voxels if region.mode == "object" else None,
                           alpha_min=cfg.alpha_min, alpha_empty=cfg.alpha_empty,
                           carve_weight=1.0 if cfg.carve else 0.0)
     meter.gpu("tsdf", vol.tsdf.nbytes * 3 + vol.table.nbytes)

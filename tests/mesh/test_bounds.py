@@ -7,8 +7,8 @@ import trimesh
 from scipy.spatial.transform import Rotation
 
 from engine.errors import SpirulaError
-from engine.mesh.bounds import (camera_up, convergence, image_contrast, object_box, photo_textured, resolve_bounds,
-                                support_plane)
+from engine.mesh.bounds import (Bounds, Convergence, camera_up, convergence, image_contrast, object_box, object_voxel,
+                                photo_textured, resolve_bounds, support_plane)
 from engine.mesh.extract import cross_section, extract_mesh
 from engine.mesh.grid import grid_for_bounds
 from engine.mesh.tsdf import TsdfVolume, fuse_depth_maps
@@ -369,3 +369,23 @@ def ndimage_map(grid, xy):
     n = grid.shape[0]
     c = (np.asarray(xy) + 0.5) * (n - 1)
     return map_coordinates(grid, [c[:, 0], c[:, 1]], order=1, mode="nearest")
+
+
+def test_object_voxel_is_not_finer_than_a_quarter_pixel_at_the_object():
+    """A small object seen from afar gets the quarter of a pixel's footprint at its distance
+    (3 m / 173 px / 4 = 4.3 mm), not a 512th of its box; a near one the box's 512th."""
+    conv = lambda d: Convergence(np.zeros(3), 1.0, 0.5, d, True)      # noqa: E731
+    box = lambda s, d: Bounds("object", np.eye(3), np.zeros(3), np.array([s, s, s]), "", convergence=conv(d))  # noqa: E731
+    assert object_voxel(box(0.25, 3.0), 173.2) == pytest.approx(3.0 / 173.2 / 4)
+    assert object_voxel(box(1.0, 0.5), 214.0) == pytest.approx(1.0 / 512)
+    assert object_voxel(box(1.0, 0.5), 214.0, resolution=64) == pytest.approx(1.0 / 64)
+
+
+def test_coarser_grid_keeps_the_truncation_the_depths_need():
+    """The budget's coarsening doubles the voxel; the truncation (set by the depths' error)
+    stays, unless under trunc_voxels of the new voxels; without trunc_voxels it doubles."""
+    spec = grid_for_bounds([0, 0, 0], [1, 1, 1], voxel=0.01, trunc=0.1)
+    assert spec.coarser(2, trunc_voxels=4.0).trunc == pytest.approx(0.1)
+    assert spec.coarser(2, trunc_voxels=4.0).voxel == pytest.approx(0.02)
+    assert spec.coarser(4, trunc_voxels=4.0).trunc == pytest.approx(0.16)
+    assert spec.coarser(2).trunc == pytest.approx(0.2)
