@@ -195,7 +195,7 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     from ..splat.render import Rasterizer
     from ..mesh.atlas import unwrap
     from ..mesh.bake import BakeOptions, bake
-    from ..mesh.bounds import consistent_points, resolve_bounds
+    from ..mesh.bounds import consistent_points, image_contrast, object_voxel, photo_textured, resolve_bounds
     from ..mesh.clean import compact, decimate, face_components, is_watertight, remove_small_components, vertex_normals
     from ..mesh.consistency import choose_neighbours, consistent_depths
     from ..mesh.depth import DepthRenderer
@@ -266,7 +266,9 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
 
     rep.step("bounds")
     pts, pnormals = consistent_points(kept, normals, c2w, intrinsics, normal_stride=NORMAL_STRIDE)
-    region = resolve_bounds(cfg.bounds, c2w, pts, pnormals)
+    contrast_of = lambda i: image_contrast(dataset.cameras[i].image)   # noqa: E731
+    textured = lambda p: photo_textured(p, kept, w2c, intrinsics, contrast_of, cfg.consistency_tol)   # noqa: E731
+    region = resolve_bounds(cfg.bounds, c2w, pts, pnormals, textured=textured, tol=cfg.consistency_tol)
     t_wait = time.perf_counter()
     region = (yield region) or region   # the bounds to mesh: as proposed, or as the user confirmed them
     waited = time.perf_counter() - t_wait
@@ -275,13 +277,18 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     emit(StageProgress("mesh", STEPS.index("bounds"), len(STEPS), region.describe()))
     median_depth = float(np.median(np.concatenate([k[k > 0][::97] for k in kept]))) if consistent else 1.0
     lo, hi = region.lo.copy(), region.hi.copy()
-    spec = grid_for_bounds(lo, hi, cfg.resolution, voxel=cfg.voxel, trunc_voxels=cfg.trunc_voxels)
-    cut = None
+    voxel = cfg.voxel
+    if voxel is None and region.mode == "object":   # not finer than the pixels at the object's distance
+        voxel = object_voxel(region, float(np.median(intrinsics[:, 0])), cfg.resolution)
+    spec = grid_for_bounds(lo, hi, cfg.resolution, voxel=voxel, trunc_voxels=cfg.trunc_voxels)
+    cut = band_top = None
     if region.mode == "object":   # the box's bottom is cut and capped: above the floor's surface when it
         # stands on one, else at its lowest points (an underside no view saw); a few layers under it in the grid
         cut = region.lo[2] + (cfg.cut_voxels * spec.voxel if region.floor is not None else 0.0)
+        if region.floor is not None and region.band:   # the support's band, cleared around the object
+            band_top = max(region.floor + region.band, cut)
         lo[2] = cut - 3.0 * spec.voxel
-        hi[2] = max(hi[2], cut + 4.0 * spec.voxel)
+        hi[2] = max(hi[2], cut + 4.0 * spec.voxel, (band_top or cut) + 2.0 * spec.voxel)
         region.lo[2] = cut
     trunc = max(cfg.trunc_voxels * spec.voxel, cfg.consistency_tol * median_depth)
     spec = grid_for_bounds(lo, hi, voxel=spec.voxel, trunc=trunc)
@@ -294,6 +301,7 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
                             "mesh.frame_cameras")
     vol = fuse_depth_maps(gpu, spec, frame_cams, sizes, lambda i: (kept[i], alphas[i]), cfg.max_voxels,
                           on_progress=lambda phase, d, n: rep.sub(d, n, f"{phase} "),
+                          trunc_voxels=cfg.trunc_voxels if region.mode == "object" else None,
                           alpha_min=cfg.alpha_min, alpha_empty=cfg.alpha_empty,
                           carve_weight=1.0 if cfg.carve else 0.0)
     meter.gpu("tsdf", vol.tsdf.nbytes * 3 + vol.table.nbytes)
@@ -303,13 +311,15 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     rep.step("extract")
     origin = np.asarray(spec.origin)
     to_index = lambda x: (np.asarray(x) - origin) / spec.voxel - 0.5   # noqa: E731 (voxel centres at integers)
-    cap_layer = None
+    cap_layer = clear_to = None
     if cut is not None:
         cap_layer = int(np.clip(round((cut - origin[2]) / spec.voxel), 1, spec.dims[2] - 1))
+    if band_top is not None:   # the first layer whose voxel centres lie at or above the band's top
+        clear_to = int(np.clip(np.ceil((band_top - origin[2]) / spec.voxel - 0.5), cap_layer, spec.dims[2] - 1))
     keep = (to_index(region.lo) - 0.5, to_index(region.hi) + 0.5) if region.mode != "scene" else None
     if keep is not None and cap_layer is not None:
         keep[0][2] = -1.0   # the forced layers under the cut stay observed
-    verts, faces = extract_mesh(vol, cfg.min_support, cap_layer=cap_layer, keep=keep)
+    verts, faces = extract_mesh(vol, cfg.min_support, cap_layer=cap_layer, keep=keep, clear_to=clear_to)
     meter.gpu("tsdf", 0)
     del vol
     verts = verts @ region.frame   # back to world
@@ -355,7 +365,7 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     report = {
         "project": str(project), "device": gpu.adapter, "config": asdict(cfg),
         "grid": {"origin": spec.origin, "voxel": spec.voxel, "bricks": spec.bricks, "trunc": spec.trunc,
-                 "dims": spec.dims, "cap_layer": cap_layer},
+                 "dims": spec.dims, "cap_layer": cap_layer, "clear_to": clear_to},
         "bounds": {**region.to_json(), "cut_height": cut},
         "depth": depth_kind, "consistency": {"depth_pixels": rendered, "consistent_pixels": consistent,
                         "kept_share": consistent / max(rendered, 1), "points": int(len(pts))},

@@ -18,6 +18,13 @@ voxels that borders more observed-inside than observed-empty voxels (an object's
 unobserved but walled by the back of its surface; the unobserved space under a chair's seat
 is walled by the floor's and the legs' empty space in front of them). ``keep``: voxels
 outside it count as unobserved (the box's sides cut what crosses them open).
+
+The support's band (``clear_to`` m > k: the floor's measured thickness, engine/mesh/bounds.py):
+the trained floor is not a plane but a sheet as thick as its depth noise, so a cut one or two
+voxels above its mean leaves its bumps standing around the object. In layers k .. m, the
+voxels outside the object's cross-section at layer m (above the bumps; grown by one voxel)
+are made observed empty, and the cap's cross-section is limited to it: the object keeps its
+walls down to the cut, the floor around it goes.
 """
 
 from __future__ import annotations
@@ -115,20 +122,27 @@ def cross_section(tsdf: np.ndarray, weight: np.ndarray) -> np.ndarray:
 
 
 def extract_mesh(vol: TsdfVolume, min_support: float = 2.0, cap_layer: int | None = None,
-                 keep: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 keep: tuple[np.ndarray, np.ndarray] | None = None,
+                 clear_to: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Surface tsdf = 0 of the volume: (vertices [V, 3] float64 world, faces [F, 3] int64),
     faces wound counter-clockwise seen from outside (normals point to positive tsdf).
     ``cap_layer``: cut under voxel layer z = k and close the cut (module docstring), 1 <= k <
-    NZ; ``keep``: (lo, hi) [3] voxel-index range (voxel centres at integers) kept."""
+    NZ; ``keep``: (lo, hi) [3] voxel-index range (voxel centres at integers) kept;
+    ``clear_to``: the support's band, layers k .. clear_to cleared around the object (module
+    docstring; with ``cap_layer`` only, ignored unless above it)."""
     need("skimage")
     from skimage.measure import marching_cubes
 
     verts, faces, count = [], [], 0
     bx_total = vol.spec.bricks[0]
     occupied = (vol.table >= 0).reshape(bx_total, -1).any(axis=1)
-    inside = None
+    inside = band = None
     if cap_layer is not None:
         inside = cross_section(*layer(vol, cap_layer))
+        if clear_to is not None and clear_to > cap_layer:   # the support's band: cleared outside the object
+            clear_to = min(int(clear_to), vol.spec.dims[2] - 1)
+            band = ndimage.binary_dilation(cross_section(*layer(vol, clear_to)), np.ones((3, 3), bool))
+            inside &= band
         if keep is not None:   # the cross-section of what the box keeps
             ii, jj = np.meshgrid(np.arange(inside.shape[0]), np.arange(inside.shape[1]), indexing="ij")
             inside &= (ii >= keep[0][0]) & (ii <= keep[1][0]) & (jj >= keep[0][1]) & (jj <= keep[1][1])
@@ -142,6 +156,10 @@ def extract_mesh(vol: TsdfVolume, min_support: float = 2.0, cap_layer: int | Non
             t[:, :, :k], w[:, :, :k], s[:, :, :k] = 1.0, 1.0, FORCED_SUPPORT
             rows = inside[bx * BRICK: bx * BRICK + layers]
             t[:, :, k][rows], w[:, :, k][rows], s[:, :, k][rows] = -1.0, 1.0, FORCED_SUPPORT
+            if band is not None:
+                out = ~band[bx * BRICK: bx * BRICK + layers]
+                z = slice(k, clear_to + 1)
+                t[:, :, z][out], w[:, :, z][out], s[:, :, z][out] = 1.0, 1.0, FORCED_SUPPORT
         if keep is not None:
             x = np.arange(layers) + bx * BRICK
             y, z = np.arange(t.shape[1]), np.arange(t.shape[2])

@@ -30,11 +30,14 @@ class GridSpec:
         """Voxel grid size (NX, NY, NZ)."""
         return tuple(b * BRICK for b in self.bricks)
 
-    def coarser(self, factor: int = 2) -> "GridSpec":
-        """The same bounds at ``factor`` x the voxel size (truncation scaled alike)."""
+    def coarser(self, factor: int = 2, trunc_voxels: float | None = None) -> "GridSpec":
+        """The same bounds at ``factor`` x the voxel size; the truncation scaled alike, or,
+        with ``trunc_voxels``, kept (it is set by the depths' error, not the voxel) unless
+        under ``trunc_voxels`` of the new voxels."""
         hi = np.asarray(self.origin) + np.asarray(self.dims) * self.voxel
-        return grid_for_bounds(np.asarray(self.origin), hi, voxel=self.voxel * factor,
-                               trunc=self.trunc * factor)
+        voxel = self.voxel * factor
+        trunc = self.trunc * factor if trunc_voxels is None else max(self.trunc, trunc_voxels * voxel)
+        return grid_for_bounds(np.asarray(self.origin), hi, voxel=voxel, trunc=trunc)
 
     def to_world(self, ijk: np.ndarray) -> np.ndarray:
         """Voxel-index coordinates [..., 3] (voxel centres at integers) -> world [..., 3]."""

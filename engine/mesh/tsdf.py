@@ -117,13 +117,15 @@ class SparseTsdf:
 
 
 def fuse_depth_maps(gpu: Gpu, spec: GridSpec, cams: spy.Buffer, sizes: list[tuple[int, int]], get_depth,
-                    max_voxels: int = 48_000_000, on_progress=None, **options) -> TsdfVolume:
+                    max_voxels: int = 48_000_000, on_progress=None, trunc_voxels: float | None = None,
+                    **options) -> TsdfVolume:
     """Fuse depth maps into a TSDF on the GPU and read it back.
 
     sizes: (width, height) of each camera-table row to fuse; get_depth(i) -> (depth [H, W],
     alpha [H, W]) float32 host arrays for row i; on_progress(phase, done, total).
     When the band exceeds ``max_voxels`` the voxel size is doubled (and the grid
-    re-marked) until it fits; the spec used is in the result.
+    re-marked) until it fits (the truncation kept, unless under ``trunc_voxels`` voxels;
+    None: doubled with the voxel); the spec used is in the result.
     """
     while True:
         vol = SparseTsdf(gpu, spec, cams, max_voxels, **options)
@@ -145,6 +147,6 @@ def fuse_depth_maps(gpu: Gpu, spec: GridSpec, cams: spy.Buffer, sizes: list[tupl
                     on_progress(phase, i + 1, len(sizes))
         else:
             return vol.read()
-        spec = spec.coarser(2)
+        spec = spec.coarser(2, trunc_voxels)
         if on_progress is not None:
             on_progress(f"coarsen:{spec.voxel:.4g}", 0, len(sizes))

@@ -7,11 +7,16 @@ the mesh, every thin part (legs, slats) in the largest component; the room (e, m
 ``--mesh-bounds scene``) F-score at 1% >= 0.80.
 
 The room (e) meets its bar with issue 47's mesh stage (F@1% 0.886) and guards it; the chair
-(a) meets its bars too, but with 1.75% of its area outside the box (bar 2%), so it is not a gate.
-The can (b: 5% of the area outside its box), the small object on a large floor (c: F@1%
-0.17, 54% outside) and the object on a textureless table (d: 43% outside, the table kept)
-still miss them: xfail (not strict) until they pass (benchmarks/mesh_gt/README.md has
-dfa6aa5's numbers, the issue's note today's). Each scene takes 1-2 minutes on 2 cores.
+(a) meets its bars too (F@1% 0.949, 0.8% of its area outside the box since the support's band
+is cleared; 1.75% before), but one nondeterministic software-device run is too thin a
+margin for a gate. Since the bounds step measures the support's band and boxes the
+photo-textured points (engine/mesh/bounds.py), the can (b) keeps 0.2% outside its box (5%
+before) but misses F@1% (0.87: the far side of a 200-degree orbit, recall 0.5-0.7 there);
+the small object on a large floor (c: 7% outside, 64% before) is a blob at 200 px (10 px
+wide: F@1% 0.16); the object on a textureless table (d: F@1% 0.88, 12% outside, 43% before)
+keeps sheets the plain table grew against its walls in training. xfail (not strict) until
+they pass (benchmarks/mesh_gt/README.md has dfa6aa5's numbers). Each scene takes 2-5
+minutes on 2 shared cores.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ def _missing(scene: str, why: str):
 
 @pytest.mark.parametrize("scene", [_missing("a", "met today, with 1.75% of the area outside (bar 2%): too thin a margin "
                                             "for a gate on a nondeterministic software device"),
-                                   _missing("b", "5% of the can's mesh lies outside its box"),
-                                   _missing("c", "the small object is not found on the large floor"),
-                                   _missing("d", "the textureless table stays in the object's mesh"), "e"])
+                                   _missing("b", "F@1% 0.87: the far side of the 200-degree orbit is not recovered"),
+                                   _missing("c", "at 200 px the object is 10 px wide: a blob (F@1% 0.16), 7% outside"),
+                                   _missing("d", "sheets the plain table grew against the toy's walls: 12% outside"),
+                                   "e"])
 def test_mesh_bars_at_ci_size(scene, tmp_path):
     r = run_scene(scene, "ci", tmp_path, device="vulkan", log=lambda *_: None)
     assert "score" in r, r.get("error")
