@@ -77,7 +77,7 @@ def confirmed_region(proposed, bounds: tuple, frame: tuple = (), tol: float = 1e
                       + ("cut at the proposal's floor and capped" if same_bottom and proposed.floor is not None
                          else "cut flat at its bottom and capped"),
                       floor=proposed.floor if same_bottom else None, convergence=proposed.convergence,
-                      up=proposed.up, extra={**proposed.extra, **extra})
+                      up=proposed.up, band=proposed.band if same_bottom else None, extra={**proposed.extra, **extra})
     return Bounds("explicit", f, given[:3].copy(), given[3:].copy(),
                   f"the box confirmed in the studio, edited by the user (from the proposed {proposed.mode} box: "
                   f"{proposed.reason}), clipped, no cap", convergence=proposed.convergence, up=proposed.up,

@@ -79,8 +79,13 @@ def test_an_edited_oriented_box_reaches_the_mesh_job_intact(trained):
     """engine/jobs/mesh.py run_mesh's confirm path: the box the studio confirms (the proposed
     object box with its top lowered and a side pushed out, along its own axes) is the box the
     stage fuses, cuts, caps and records: mesh.json has its frame, its faces, the cut at its
-    bottom, "edited by the user", and the mesh lies inside it."""
+    bottom, "edited by the user", and the mesh lies inside it. The tiny scene (plain discs,
+    150 steps) is too weak for the auto box's rules (tested in test_bounds.py) to find an
+    object: a scene proposal is turned into an object box of the same frame and extent first,
+    as the stage would have proposed for a real object."""
     import json
+
+    from engine.mesh.bounds import Bounds
 
     import trimesh
 
@@ -90,7 +95,9 @@ def test_an_edited_oriented_box_reaches_the_mesh_job_intact(trained):
     seen = {}
 
     def confirm(proposed):
-        assert proposed.mode == "object", proposed.reason
+        if proposed.mode != "object":
+            proposed = Bounds("object", proposed.frame.copy(), proposed.lo.copy(), proposed.hi.copy(),
+                              "the test's object box", up=proposed.up)
         lo, hi = proposed.lo.copy(), proposed.hi.copy()
         size = hi - lo
         hi[2] -= 0.2 * size[2]
