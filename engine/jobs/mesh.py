@@ -300,10 +300,12 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     repair = None
     if closed:   # decimation may pinch thin parts; where the views saw too little, or the box cuts, is open
         verts, faces, repair = close_holes(verts, faces)
+        # the slivers a repair closes off on their own go as floaters do (closed: the rest stays closed)
+        verts, faces, repair["components_removed"] = remove_small_components(verts, faces, cfg.min_component)
         repair["manifold3d"] = manifold_check(verts, faces)
         if not repair["watertight"]:
-            warnings.append(f"the object's mesh is not closed: {repair['holes_left']} hole(s) could not be "
-                            "triangulated in their plane (left open)")
+            warnings.append(f"the object's mesh is not closed: {repair['holes_left']} hole(s) left open after "
+                            "the repair (none closed by a fan)")
             emit(WarningMessage(warnings[-1]))
     labels = face_components(faces, len(verts))
     components = int(len(np.unique(labels)))

@@ -83,10 +83,11 @@ def vertex_normals(verts: np.ndarray, faces: np.ndarray) -> np.ndarray:
     return np.where(length > 0, n / np.maximum(length, 1e-30), np.array([0.0, 0.0, 1.0]))
 
 
-def _edge_keys(e: np.ndarray) -> np.ndarray:
-    """[N] int64 key of each undirected edge of [N, 2] vertex pairs (equal for (a, b), (b, a))."""
+def _edge_keys(e: np.ndarray, n: int | None = None) -> np.ndarray:
+    """[N] int64 key of each undirected edge of [N, 2] vertex pairs (equal for (a, b), (b, a));
+    ``n``: a bound on the vertex ids, for keys comparable between calls."""
     lo, hi = np.minimum(e[:, 0], e[:, 1]).astype(np.int64), np.maximum(e[:, 0], e[:, 1]).astype(np.int64)
-    return lo * (int(hi.max(initial=0)) + 1) + hi
+    return lo * (int(n) if n is not None else int(hi.max(initial=0)) + 1) + hi
 
 
 def _edge_counts(faces: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -281,7 +282,7 @@ def _fans(faces: np.ndarray, num_vertices: int) -> np.ndarray:
     return np.bincount(fan_vertex, minlength=num_vertices)
 
 
-def close_holes(verts: np.ndarray, faces: np.ndarray, rounds: int = 6) -> tuple[np.ndarray, np.ndarray, dict]:
+def close_holes(verts: np.ndarray, faces: np.ndarray, rounds: int = 10) -> tuple[np.ndarray, np.ndarray, dict]:
     """Close a mesh without fans, judged on its vertices welded by position (as any reader
     that merges equal vertices sees it). Each round: the faces around every vertex of an edge
     shared by more than two faces (a pinch, e.g. where decimation met two sheets) or where
@@ -292,7 +293,9 @@ def close_holes(verts: np.ndarray, faces: np.ndarray, rounds: int = 6) -> tuple[
     plane (a cut by a face of the box, a tube's cut) are closed together, holes included
     (:func:`coplanar_groups`). Returns
     (verts, faces, report: holes (boundary loops found first), pinches (vertices removed
-    around first), faces_removed, holes_filled, holes_left, watertight)."""
+    around first), faces_removed, holes_filled, holes_left, watertight (every edge of the
+    welded mesh in two faces), pinch_vertices_left (vertices where closed sheets still touch
+    after the last round: watertight, but not a 2-manifold there))."""
     rep = {"holes": None, "pinches": None, "faces_removed": 0, "holes_filled": 0, "holes_left": 0}
     for _ in range(rounds):
         if not len(faces):
@@ -343,7 +346,8 @@ def close_holes(verts: np.ndarray, faces: np.ndarray, rounds: int = 6) -> tuple[
         verts, faces = weld(verts, faces)
     loops, stuck = boundary_loops(faces)
     rep["holes_left"] = len(loops) + int(len(stuck) > 0)
-    rep["watertight"] = is_watertight(faces) and not (_fans(faces, len(verts)) > 1).any()
+    rep["watertight"] = is_watertight(faces)
+    rep["pinch_vertices_left"] = int((_fans(faces, len(verts)) > 1).sum())
     rep["holes"] = rep["holes"] or 0
     rep["pinches"] = rep["pinches"] or 0
     return verts, faces, rep
