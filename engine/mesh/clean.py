@@ -181,7 +181,7 @@ def fill_loops(verts: np.ndarray, loops: list[np.ndarray]) -> np.ndarray | None:
         polys.append(np.stack([q @ u, q @ w], 1))
         ids.append(lp[::-1])
     try:
-        tri = np.asarray(m3.triangulate(polys), np.int64).reshape(-1, 3)
+        tri = np.asarray(m3.triangulate(polys, -1.0, False), np.int64).reshape(-1, 3)   # ear clipping, no convex fan
     except Exception:   # the triangulator's own refusal of a polygon set
         return None
     tri = np.concatenate(ids)[tri]

@@ -51,6 +51,8 @@ def test_a_box_cut_by_a_plane_is_capped_flat_and_watertight():
     # the cap lies in the cut plane: every face the repair added has its vertices at z = 0.1
     top = np.abs(v[f][:, :, 2] - 0.1).max(1) < 1e-12
     assert np.isclose((m.area_faces[top]).sum(), 0.4 * 0.3, rtol=1e-9)
+    # not a fan: no vertex is in half of the cap's triangles (a fan's centre is in all of them)
+    assert top.sum() >= 10 and np.bincount(f[top].reshape(-1)).max() < top.sum() // 2
 
 
 def test_a_tube_cut_is_closed_by_an_annulus_not_two_disks():
@@ -127,3 +129,16 @@ def test_decimation_keeps_a_cut_rim_in_its_plane():
     assert len(loops) == 1 and np.abs(v[loops[0]][:, 2]).max() < 1e-6
     v, f, rep = close_holes(v, f)
     _closed_check(v, f)
+
+
+def test_a_convex_cut_is_not_closed_by_a_fan():
+    m3 = pytest.importorskip("manifold3d")
+    n, r, h = 64, 0.1, 0.3
+    v, f = _open_top(*_manifold_mesh(m3.Manifold.cylinder(h, r, r, n)), h)
+    n0 = len(f)
+    v, f, rep = close_holes(v, f)
+    m = _closed_check(v, f)
+    assert m.volume == pytest.approx(_ngon_area(n, r) * h, rel=1e-5)
+    cap = f[np.abs(v[f][:, :, 2] - h).max(1) < 1e-6]
+    assert len(cap) == n - 2 and len(f) == n0 + n - 2
+    assert np.bincount(cap.reshape(-1)).max() < (n - 2) // 2   # a fan's centre would be in all n - 2
