@@ -295,7 +295,7 @@ def run_mesh(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore, 
     else:                          # a scene: every real surface stays; only specks go
         verts, faces, removed = remove_small_components(verts, faces, 0.0)
     rep.step("decimate")
-    verts, faces = decimate(verts, faces, cfg.faces, keep_border=closed)   # a cut's rim stays in its plane
+    verts, faces = decimate(verts, faces, cfg.faces)
     rep.step("repair")
     repair = None
     if closed:   # decimation may pinch thin parts; where the views saw too little, or the box cuts, is open

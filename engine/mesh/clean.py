@@ -188,9 +188,29 @@ def fill_loops(verts: np.ndarray, loops: list[np.ndarray]) -> np.ndarray | None:
     return tri if _closes(tri, loops) else None
 
 
+SMALL_LOOP = 12   # a loop of at most this many vertices that is no simple polygon in its plane is closed by a strip
+
+
 def fill_loop(verts: np.ndarray, loop: np.ndarray) -> np.ndarray | None:
-    """[T, 3] faces closing one boundary loop in its best-fit plane (:func:`fill_loops`)."""
-    return fill_loops(verts, [loop])
+    """[T, 3] faces closing one boundary loop in its best-fit plane (:func:`fill_loops`); a
+    small loop (<= SMALL_LOOP vertices: what removing a pinch leaves) whose projection is no
+    simple polygon is closed by a zig-zag strip across it (no vertex shared by all its
+    triangles: not a fan), rather than grown (growing may cut a thin part off)."""
+    tri = fill_loops(verts, [loop])
+    if tri is not None or len(loop) > SMALL_LOOP:
+        return tri
+    q = loop[::-1]
+    left, right, out, step = 0, len(q) - 1, [], 0
+    while right - left >= 2:
+        if step % 2 == 0:
+            out.append((q[left], q[left + 1], q[right]))
+            left += 1
+        else:
+            out.append((q[left], q[right - 1], q[right]))
+            right -= 1
+        step += 1
+    tri = np.asarray(out, np.int64)
+    return tri if _closes(tri, [loop]) else None
 
 
 def coplanar_groups(verts: np.ndarray, loops: list[np.ndarray], rel_tol: float = 1e-5) -> list[list[int]]:
@@ -327,7 +347,7 @@ def close_holes(verts: np.ndarray, faces: np.ndarray, rounds: int = 10) -> tuple
                 rep["holes_filled"] += len(group)
                 continue
             for i in group:   # one by one when the plane's loops do not make simple polygons together
-                tri = fill_loop(verts, loops[i]) if len(group) > 1 else None
+                tri = fill_loop(verts, loops[i])
                 if tri is None:
                     stuck.append(loops[i])
                 else:
