@@ -10,6 +10,8 @@ import name                 distribution      extra (``pip install 'spirula-stud
 ``skimage``                 scikit-image      ``mesh``: the surface (marching cubes)
 ``xatlas``                  xatlas            ``mesh``: the UV atlas
 ``fast_simplification``     fast-simplif...   ``mesh``: decimation
+``manifold3d``              manifold3d        ``mesh``: closing an object's holes (planar
+                                              triangulation) and the manifold check
 =========================  ================  ================================================
 
 Training, viewing and the splat formats need none of them: each is imported where its stage
@@ -29,7 +31,7 @@ from .errors import SpirulaError
 # import name -> (distribution, extra)
 EXTRAS = {"av": ("PyAV", "video"), "pycolmap": ("pycolmap", "sfm"), "trimesh": ("trimesh", "mesh"),
           "skimage": ("scikit-image", "mesh"), "xatlas": ("xatlas", "mesh"),
-          "fast_simplification": ("fast-simplification", "mesh")}
+          "fast_simplification": ("fast-simplification", "mesh"), "manifold3d": ("manifold3d", "mesh")}
 # extra -> what needs it, for the message
 USES = {"video": "reading a video", "sfm": "structure from motion (camera poses from photos or a video)",
         "mesh": "the mesh stage"}

@@ -9,7 +9,11 @@ bounds: the region to mesh, one explicit step (engine/mesh/bounds.py: an object 
 cameras converge, with the floor it stands on, or the scene); fuse the kept depths into a
 sparse TSDF on the GPU, in the box's frame (its third axis up); extract: marching cubes,
 the floor cut flat and closed by a cap (engine/mesh/extract.py); clean: drop small
-components; decimate to the face budget; UV atlas (xatlas); bake the texture from the
+components; decimate to the face budget; repair (an object): the pinches decimation made
+removed, and every hole (where the views saw too little, where a side of the box cuts the
+object) closed by a triangulation in its own plane, never a fan (engine/mesh/clean.py
+close_holes), watertightness checked on the welded mesh and by manifold3d when installed;
+UV atlas (xatlas); bake the texture from the
 training images; export GLB, OBJ + MTL + PNG and PLY into <project>/exports/, atomically;
 write <project>/mesh.json (settings, the bounds and why, faces, components, watertightness,
 the area outside the bounds, timings per step, peak memory).
@@ -39,8 +43,8 @@ from ..mesh.config import MeshConfig
 from ..mesh.memory import MemoryMeter
 from .layout import trained_folder
 
-STEPS = ("load", "depth", "consistency", "bounds", "fuse", "extract", "clean", "decimate", "atlas", "bake",
-         "export")
+STEPS = ("load", "depth", "consistency", "bounds", "fuse", "extract", "clean", "decimate", "repair", "atlas",
+         "bake", "export")
 MESH_FILES = ("glb", "obj", "mtl", "png", "ply")
 MIN_CONSISTENT_SHARE = 0.01  # under this share of depth pixels kept, the consistency test is bypassed (with a warning)
 NORMAL_STRIDE = 4  # the normals kept for the bounds step: every 4th pixel in x and y
@@ -196,7 +200,8 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     from ..mesh.atlas import unwrap
     from ..mesh.bake import BakeOptions, bake
     from ..mesh.bounds import consistent_points, image_contrast, object_voxel, photo_textured, resolve_bounds
-    from ..mesh.clean import compact, decimate, face_components, is_watertight, remove_small_components, vertex_normals
+    from ..mesh.clean import (close_holes, compact, decimate, face_components, is_watertight, manifold_check,
+                              remove_small_components, vertex_normals)
     from ..mesh.consistency import choose_neighbours, consistent_depths
     from ..mesh.depth import DepthRenderer
     from ..mesh.export import export_meshes
@@ -319,6 +324,7 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     keep = (to_index(region.lo) - 0.5, to_index(region.hi) + 0.5) if region.mode != "scene" else None
     if keep is not None and cap_layer is not None:
         keep[0][2] = -1.0   # the forced layers under the cut stay observed
+    closed = region.mode == "object"   # an object's mesh is closed (repair)
     verts, faces = extract_mesh(vol, cfg.min_support, cap_layer=cap_layer, keep=keep, clear_to=clear_to)
     meter.gpu("tsdf", 0)
     del vol
@@ -335,9 +341,20 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
         verts, faces, removed = remove_small_components(verts, faces, 0.0)
     rep.step("decimate")
     verts, faces = decimate(verts, faces, cfg.faces)
+    rep.step("repair")
+    repair = None
+    if closed:   # decimation may pinch thin parts; where the views saw too little, or the box cuts, is open
+        verts, faces, repair = close_holes(verts, faces)
+        # the slivers a repair closes off on their own go as floaters do (closed: the rest stays closed)
+        verts, faces, repair["components_removed"] = remove_small_components(verts, faces, cfg.min_component)
+        repair["manifold3d"] = manifold_check(verts, faces)
+        if not repair["watertight"]:
+            warnings.append(f"the object's mesh is not closed: {repair['holes_left']} hole(s) left open after "
+                            "the repair (none closed by a fan)")
+            emit(WarningMessage(warnings[-1]))
     labels = face_components(faces, len(verts))
     components = int(len(np.unique(labels)))
-    watertight = is_watertight(faces)
+    watertight = repair["watertight"] if repair is not None else is_watertight(faces)
     area = 0.5 * np.linalg.norm(np.cross(verts[faces[:, 1]] - verts[faces[:, 0]],
                                          verts[faces[:, 2]] - verts[faces[:, 0]]), axis=1)
     outside = ~region.contains(verts[faces].mean(1), tol=spec.voxel)
@@ -372,6 +389,7 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
         "warnings": warnings,
         "views": len(dataset.cameras), "gaussians": len(rows), "faces_marching_cubes": raw_faces,
         "components_removed": removed, "components": components, "watertight": watertight,
+        "repair": repair,
         "area": float(area.sum()), "area_outside_bounds": float(area[outside].sum()),
         "area_outside_bounds_share": float(area[outside].sum() / max(area.sum(), 1e-30)),
         "faces": int(len(faces)), "vertices": int(len(verts)),

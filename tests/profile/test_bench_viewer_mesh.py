@@ -15,7 +15,7 @@ from tests.mesh import synthetic as S
 from tests.mesh.analytic import orbit_cameras
 
 SIZE, VIEWS = 48, 8
-MESH_STEPS = {"load", "depth", "consistency", "bounds", "fuse", "extract", "clean", "decimate", "atlas", "bake", "export"}
+MESH_STEPS = {"load", "depth", "consistency", "bounds", "fuse", "extract", "clean", "decimate", "repair", "atlas", "bake", "export"}
 
 
 def spirula(*argv):
