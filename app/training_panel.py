@@ -61,7 +61,7 @@ class TrainingPanel(QtWidgets.QWidget):
         lay.addWidget(self.source)
 
         form = QtWidgets.QFormLayout()
-        form.setVerticalSpacing(3)  # the table's basic group is nine rows: the panel must fit its dock unscrolled
+        form.setVerticalSpacing(2)  # the basic group is ten rows with masks: the panel must fit its dock unscrolled
         self.preset = QtWidgets.QComboBox()
         self.preset.addItems(list(self.PRESETS))
         self.preset.currentTextChanged.connect(self._apply_preset)
