@@ -1,7 +1,7 @@
 """Per-image appearance (issue 28 item 5): held-out PSNR with --appearance off / exposure /
 affine / bilagrid, on a dataset as it is and with a synthetic exposure change (every other
 training image times ``--gain``; held-out images untouched). Held-out views are scored with
-the identity appearance (engine/splat/evaluate.py: ``psnr``) and, as quality_bench.py does,
+the identity appearance (spirula/engine/splat/evaluate.py: ``psnr``) and, as quality_bench.py does,
 on their right halves as rendered (``psnr_right``) and after an affine colour fitted on
 their left halves (``psnr_right_fitted``: the protocol that does not depend on which
 exposure the model's colours settled at). Prints one ``RESULT {json}`` line per run:
@@ -30,12 +30,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine.config import TrainConfig  # noqa: E402
-from engine.device import get_gpu  # noqa: E402
-from engine.ingest import load_dataset  # noqa: E402
-from engine.splat.evaluate import evaluate  # noqa: E402
-from engine.splat.appearance import default_settings  # noqa: E402
-from engine.splat.trainer import Trainer  # noqa: E402
+from spirula.engine.config import TrainConfig  # noqa: E402
+from spirula.engine.device import get_gpu  # noqa: E402
+from spirula.engine.ingest import load_dataset  # noqa: E402
+from spirula.engine.splat.evaluate import evaluate  # noqa: E402
+from spirula.engine.splat.appearance import default_settings  # noqa: E402
+from spirula.engine.splat.trainer import Trainer  # noqa: E402
 from quality_bench import right_half_psnrs  # noqa: E402
 
 # --app-* options: the appearance settings of a run (AppearanceSettings), default ones otherwise
@@ -53,7 +53,7 @@ def neighbour_psnr(trainer, test: list[int], train: list[int]) -> float:
     frames' order in time for a video) between the nearest trained images before and after
     it (affine forms only): what a held-out frame's exposure is expected to be when it
     drifts smoothly in time."""
-    from engine.splat.metrics import psnr
+    from spirula.engine.splat.metrics import psnr
 
     m = trainer.appearance.matrices()[:, 0, 0, 0]
     out = []

@@ -2,10 +2,10 @@
 its bytes per Gaussian, and what fine-tuning from an imported file gains.
 
 Per dataset: train ``--steps`` (software Vulkan is fine at small sizes), write the model as
-a 3DGS PLY, convert that PLY to every format (engine/io/formats.py write_any), and score
+a 3DGS PLY, convert that PLY to every format (spirula/engine/io/formats.py write_any), and score
 each file by the same path a user's file takes: a Trainer started from it
 (``TrainConfig.init_file``, `spirula train --init`) rendering the held-out views at step 0
-(engine/splat/evaluate.py). The PLY itself is the reference (lossless: its PSNR is the
+(spirula/engine/splat/evaluate.py). The PLY itself is the reference (lossless: its PSNR is the
 trained model's). Then fine-tune ``--finetune-steps`` from the SPZ file and score again.
 Prints one ``RESULT {json}`` line per dataset:
 
@@ -24,13 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.config import TrainConfig  # noqa: E402
-from engine.device import get_gpu  # noqa: E402
-from engine.ingest import load_dataset  # noqa: E402
-from engine.io import formats  # noqa: E402
-from engine.jobs.train import export_ply  # noqa: E402
-from engine.splat.evaluate import evaluate  # noqa: E402
-from engine.splat.trainer import Trainer  # noqa: E402
+from spirula.engine.config import TrainConfig  # noqa: E402
+from spirula.engine.device import get_gpu  # noqa: E402
+from spirula.engine.ingest import load_dataset  # noqa: E402
+from spirula.engine.io import formats  # noqa: E402
+from spirula.engine.jobs.train import export_ply  # noqa: E402
+from spirula.engine.splat.evaluate import evaluate  # noqa: E402
+from spirula.engine.splat.trainer import Trainer  # noqa: E402
 
 
 def score(gpu, ds, train, test, cfg: TrainConfig, path: Path) -> float:

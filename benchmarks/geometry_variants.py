@@ -12,7 +12,7 @@ difference from the first variant, and the means of both consistencies; writes t
 JSON (``--json``).
 
 The default variants compare the multi-view geometric consistency term (issue 47 item 1;
-engine/splat/geometry.py MultiViewLoss) and the multi-view photometric one
+spirula/engine/splat/geometry_phase.py MultiViewLoss) and the multi-view photometric one
 (PhotometricMultiViewLoss, ``--lambda-mvrgb``) off and on, at PGSR's weights:
 
     python benchmarks/geometry_variants.py --data .gpu/data/colmap-office_chair .gpu/data/colmap-mouse \\
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variant", type=_variant, action="append", default=None, metavar="NAME=FLAGS")
     ap.add_argument("--budget", type=float, default=560.0, help="seconds from the start after which runs are killed")
     ap.add_argument("--work", default=None, help="folder of the runs' projects (default: a temporary one)")
-    ap.add_argument("--spirula", default=f"{sys.executable} -m engine.cli", help="the command")
+    ap.add_argument("--spirula", default=f"{sys.executable} -m spirula.engine.cli", help="the command")
     ap.add_argument("--json", default=None, help="write the results here too")
     a = ap.parse_args(argv)
     variants = dict(a.variant) if a.variant else dict(DEFAULT_VARIANTS)

@@ -60,7 +60,7 @@
 # Settings: SPIRULA_COMMIT (else .gpu/COMMIT, else git, else "unknown"); BUDGET_S (570): every
 # command is killed at the deadline, none starts with less than 10 s left; DEVICES ("vulkan cuda")
 # for raster, train, viewer; VIEWER_GAUSSIANS, VIEWER_ARGS (extra `bench viewer` options);
-# SPIRULA (the command, "python3 -m engine.cli"). Without .gpu/gpu-env.sh (or with GPU_ENV=0) it runs with this
+# SPIRULA (the command, "python3 -m spirula.engine.cli"). Without .gpu/gpu-env.sh (or with GPU_ENV=0) it runs with this
 # machine's python3 (tests/test_benchmarks_layout.py runs the viewer protocol on lavapipe).
 # Writes: <protocol>/ (its JSON and logs), manifest.jsonl (one line per protocol: rc, seconds,
 # skipped reason), gpu.txt (nvidia-smi), and prints a short table last.
@@ -83,7 +83,7 @@ deadline=$(( t0 + ${BUDGET_S:-570} ))
 commit=${SPIRULA_COMMIT:-$(cat .gpu/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 export SPIRULA_COMMIT=$commit
 R=${OUT:-/tmp}/$(date -u +%F)-$commit
-SPIRULA=${SPIRULA:-python3 -m engine.cli}
+SPIRULA=${SPIRULA:-python3 -m spirula.engine.cli}
 DEVICES=${DEVICES:-vulkan cuda}
 mkdir -p "$R"
 

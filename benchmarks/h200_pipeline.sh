@@ -22,7 +22,7 @@
 #     bash benchmarks/h200_pipeline_prepare.sh
 #     bash benchmarks/h200_pipeline_prepare.sh --size
 # On 2026-12-03 the bundle (55.7 MB) and the tree (16.4 MB) made 68.5 MiB: over the limit.
-# pycolmap (20.7 MB of it) only serves the chair's SfM (engine/sfm imports it lazily), so the
+# pycolmap (20.7 MB of it) only serves the chair's SfM (spirula/engine/sfm imports it lazily), so the
 # call that fits trains the chair on its reference model (CHAIR_MODE=refmodel, no SfM timing):
 #     carry: [".gpu-pipe/slangpy.tar.xz", ".gpu-pipe/slangpy.version", ".gpu-pipe/debs", ".gpu-pipe/wheels",
 #             ".gpu-pipe/pylibs/skimage.tar.xz", ".gpu-pipe/data", ".gpu-pipe/COMMIT"]   (~51 MB)
@@ -155,7 +155,7 @@ train_args=(--steps "$STEPS" --max-size "$MAX_SIZE" --device "$DEVICE"
 train_mouse() {
   local M=$W/mouse
   rm -rf "$M"
-  step mouse:run 45 240 python3 -m engine.cli run "$MOUSE_SRC" -o "$M" "${train_args[@]}"
+  step mouse:run 45 240 python3 -m spirula.engine.cli run "$MOUSE_SRC" -o "$M" "${train_args[@]}"
   keep_json mouse "$M"
   [ -f "$M/train/splat.ply" ] && TRAINED+=("mouse:$M")
   return 0
@@ -163,7 +163,7 @@ train_mouse() {
 train_mouse_geometry() {  # the same with the geometry phase (issue 21 item 2): its PSNR drop, its mesh
   local M=$W/mouse-geometry
   rm -rf "$M"
-  step mouse-geometry:run 45 240 python3 -m engine.cli run "$MOUSE_SRC" -o "$M" "${train_args[@]}" --geometry
+  step mouse-geometry:run 45 240 python3 -m spirula.engine.cli run "$MOUSE_SRC" -o "$M" "${train_args[@]}" --geometry
   keep_json mouse-geometry "$M"
   [ -f "$M/train/splat.ply" ] && TRAINED+=("mouse-geometry:$M")
   return 0
@@ -175,7 +175,7 @@ train_chair() {
   rm -rf "$C"
   if [ "${CHAIR_MODE:-photos}" = photos ]; then
     # shellcheck disable=SC2086
-    step office_chair:run 60 300 python3 -m engine.cli run "$CHAIR_SRC" -o "$C" "${train_args[@]}" ${SFM_ARGS:-}
+    step office_chair:run 60 300 python3 -m spirula.engine.cli run "$CHAIR_SRC" -o "$C" "${train_args[@]}" ${SFM_ARGS:-}
     keep_json office_chair "$C"
     if [ -d "$C/sfm/sparse/0" ]; then
       step office_chair:poses 5 60 python3 benchmarks/h200_pipeline_report.py poses "$C/sfm/sparse/0" \
@@ -187,7 +187,7 @@ train_chair() {
     name=office_chair-refmodel
     C=$W/$name
     rm -rf "$C"
-    step $name:run 60 200 python3 -m engine.cli run "$W/data/chair_ref" -o "$C" "${train_args[@]}"
+    step $name:run 60 200 python3 -m spirula.engine.cli run "$W/data/chair_ref" -o "$C" "${train_args[@]}"
     keep_json $name "$C"
   fi
   [ -f "$C/train/splat.ply" ] && TRAINED+=("$name:$C")
@@ -203,7 +203,7 @@ train_dataset() {  # name
   local name=$1 D=$W/$1
   [ -d "$P/data/$name" ] || { say "no $P/data/$name: $name left out"; return 0; }
   rm -rf "$D"
-  step "$name:run" 45 240 python3 -m engine.cli run "$P/data/$name" -o "$D" "${train_args[@]}"
+  step "$name:run" 45 240 python3 -m spirula.engine.cli run "$P/data/$name" -o "$D" "${train_args[@]}"
   keep_json "$name" "$D"
   [ -f "$D/train/splat.ply" ] && TRAINED+=("$name:$D")
   return 0
@@ -212,7 +212,7 @@ train_dataset() {  # name
 # ---------------------------------------------------------------- (c) meshes and their views
 mesh_one() {  # name project: only when its run did not end with the mesh
   [ -f "$2/mesh.json" ] && return 0
-  step "$1:mesh" 60 260 python3 -m engine.cli mesh "$2" "${mesh_args[@]}"
+  step "$1:mesh" 60 260 python3 -m spirula.engine.cli mesh "$2" "${mesh_args[@]}"
 }
 views_one() {  # name project: four views of <project>/train/exports/mesh.glb -> $OUT/screenshots/<name>-view<k>.png
   local name=$1 pr=$2 ds k

@@ -38,7 +38,7 @@ carried_size() {  # what the device call carries: the working tree (tracked + un
 write_commit() {  # the device copy has no .git: h200_pipeline.sh reads the commit from here
   local commit
   commit=$(git rev-parse --short HEAD)
-  [ -n "$(git status --porcelain engine benchmarks scripts 2>/dev/null)" ] && commit="$commit+uncommitted"
+  [ -n "$(git status --porcelain spirula benchmarks scripts 2>/dev/null)" ] && commit="$commit+uncommitted"
   echo "$commit" > $P/COMMIT
 }
 if [ "${1:-}" = "--size" ]; then write_commit; carried_size; exit 0; fi
@@ -56,7 +56,7 @@ if [ ! -s $P/slangpy.tar.xz ] || ! cmp -s .gpu/slangpy.version $P/slangpy.versio
 fi
 cp -u .gpu/debs/*.deb $P/debs/
 
-# ---- wheels for the H200's Python 3.12 (exactly what engine/mesh, engine/sfm, the CLI import)
+# ---- wheels for the H200's Python 3.12 (exactly what spirula/engine/mesh, spirula/engine/sfm, the CLI import)
 plat="--platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_28_x86_64"
 dl() { python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp $plat --no-deps -d "$1" "${@:2}"; }
 dl $P/wheels trimesh==5.2.0 xatlas==0.0.11 fast_simplification==0.2.0 tqdm==4.70.1 lazy-loader==0.6
@@ -88,8 +88,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 sys.path.insert(0, ".")
-from engine.ingest.images import fit_size, read_image, resize
-from engine.sfm.align import poses_by_name
+from spirula.engine.ingest.images import fit_size, read_image, resize
+from spirula.engine.sfm.align import poses_by_name
 import pycolmap
 
 data, out, size, models = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])

@@ -2,7 +2,7 @@
 
     python3 benchmarks/h200_pipeline_report.py poses <model_dir> <reference_poses.npz> <out.json>
         pose accuracy of an SfM model against the reference poses saved by
-        h200_pipeline_prepare.sh (Sim(3) by image name, engine.sfm.align)
+        h200_pipeline_prepare.sh (Sim(3) by image name, spirula.engine.sfm.align)
     python3 benchmarks/h200_pipeline_report.py summary <OUT> [--budget S] [--elapsed S]
         gathers $OUT/<scene>/*.json, steps.jsonl and the nvidia-smi memory samples into
         $OUT/summary.json and prints a short table (last thing the script prints)
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def cmd_poses(a) -> int:
     import numpy as np
 
-    from engine.sfm.align import compare_poses, poses_by_name
+    from spirula.engine.sfm.align import compare_poses, poses_by_name
 
     ref = np.load(a.reference)
     reference = {str(n): (R, c) for n, R, c in zip(ref["names"], ref["R"], ref["c"])}

@@ -8,7 +8,7 @@ the wall time until the GPU is idle:
 
   dispatch      slangpy's ``ComputeKernel.dispatch`` (binds every argument each call)
   record        a kept root shader object, only the pass, pipeline and dispatch per call
-                (engine/device.py ``Kernel.record``)
+                (spirula/engine/device.py ``Kernel.record``)
   record_set    as record, with one scalar of the kept root object changed before each record
   step_like     27 kept roots of a 14-buffer, 18-uniform kernel, a scalar changed in each, one
                 submit per 27, at most two submits in flight (a training step's shape)
@@ -198,8 +198,8 @@ def train_phases(backend: str, steps: int, top: int = 12) -> dict:
     """`spirula bench train` on the sample with the host side of each recorded command timed."""
     from collections import defaultdict
 
-    from engine import device as D
-    from engine.cli.main import main as spirula
+    from spirula.engine import device as D
+    from spirula.engine.cli.main import main as spirula
 
     pc = time.perf_counter
     # Kernel.record and _Site.set wrapped, not copied: "set" is the arguments' writes, "pass"

@@ -28,8 +28,8 @@ from benchmarks.train_bench import VramSampler, as_dataset, load_prepared, parit
 
 def dense_rows(pts: np.ndarray, cols: np.ndarray, count: int, max_sh_degree: int, rng) -> np.ndarray:
     """``count`` packed rows around the SfM points (see the module docstring)."""
-    from engine.splat.init import gaussians_from_points
-    from engine.splat.layout import OFF_MEAN, OFF_SCALE
+    from spirula.engine.splat.init import gaussians_from_points
+    from spirula.engine.splat.param_layout import OFF_MEAN, OFF_SCALE
 
     base = gaussians_from_points(pts, cols, max_sh_degree)
     reps = count / len(base)
@@ -56,10 +56,10 @@ def main() -> None:
     args = ap.parse_args()
     sampler = VramSampler() if args.vram else None  # before any GPU context: the peak includes it
 
-    from engine.config import TrainConfig
-    from engine.device import get_gpu
-    from engine.splat.model import GaussianModel
-    from engine.splat.trainer import Trainer
+    from spirula.engine.config import TrainConfig
+    from spirula.engine.device import get_gpu
+    from spirula.engine.splat.model import GaussianModel
+    from spirula.engine.splat.trainer import Trainer
 
     cams, images, pts, cols = load_prepared(args.data)
     pts, cols = parity_points(args.data, cams, images, pts, cols)  # the points prepare_data.py used to draw

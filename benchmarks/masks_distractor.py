@@ -179,7 +179,7 @@ def train(data: Path, out: Path, masks: str, steps: int, device: str | None, mes
           extra=()) -> dict:
     """`spirula train` (and with ``mesh`` `spirula mesh`) of the dataset in one masks mode,
     scored (module docstring); ``extra``: more `spirula train` options."""
-    cmd = [sys.executable, "-m", "engine.cli", "train", str(data), "-o", str(out), "--steps", str(steps),
+    cmd = [sys.executable, "-m", "spirula.engine.cli", "train", str(data), "-o", str(out), "--steps", str(steps),
            "--masks", masks, "--max-size", "0", "--eval-every", "6", "--seed", "0", "--checkpoint-every", "0",
            *extra]
     if device:
@@ -196,7 +196,7 @@ def train(data: Path, out: Path, masks: str, steps: int, device: str | None, mes
     res.update(score_renders(data, out))
     if mesh:
         t = time.perf_counter()
-        cmd = [sys.executable, "-m", "engine.cli", "mesh", str(out), "--faces", "50000", "--texture-size", "512"]
+        cmd = [sys.executable, "-m", "spirula.engine.cli", "mesh", str(out), "--faces", "50000", "--texture-size", "512"]
         if device:
             cmd += ["--device", device]
         with open(out.parent / f"{out.name}.mesh.log", "w") as fh:

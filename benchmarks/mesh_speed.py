@@ -1,4 +1,4 @@
-"""Speed of the mesh stage's UV atlas (engine/mesh/atlas.py) and what a lower face budget
+"""Speed of the mesh stage's UV atlas (spirula/engine/mesh/atlas.py) and what a lower face budget
 costs, on a synthetic marching-cubes mesh or on a trained project (issue 21, part 4).
 
     python benchmarks/mesh_speed.py synthetic [--grid 320] [--faces 500000] [--chunks 0,500,1000,2000]
@@ -58,7 +58,7 @@ def noisy_blob(grid: int, amp_vox: float = 1.0, sigma_vox: float = 0.8, seed: in
 
 
 def atlas_variants(verts, faces, chunks, texture: int, tag: str) -> None:
-    from engine.mesh.atlas import unwrap
+    from spirula.engine.mesh.atlas import unwrap
 
     for cf in chunks:
         t, c = time.perf_counter(), _cpu()
@@ -94,7 +94,7 @@ def distances(ref, test, n: int = 400_000, seed: int = 0) -> dict:
 
 
 def cmd_synthetic(args) -> None:
-    from engine.mesh.clean import decimate, remove_small_components
+    from spirula.engine.mesh.clean import decimate, remove_small_components
 
     t = time.perf_counter()
     v, f = noisy_blob(args.grid)
@@ -108,10 +108,10 @@ def cmd_synthetic(args) -> None:
 
 
 def cmd_project(args) -> None:
-    import engine.mesh.atlas as atlas_mod
-    import engine.mesh.clean as clean_mod
-    from engine.jobs.mesh import run_mesh
-    from engine.mesh.config import MeshConfig
+    import spirula.engine.mesh.atlas as atlas_mod
+    import spirula.engine.mesh.clean as clean_mod
+    from spirula.engine.jobs.mesh import run_mesh
+    from spirula.engine.mesh.mesh_config import MeshConfig
 
     seen = {}
     real_unwrap, real_decimate = atlas_mod.unwrap, clean_mod.decimate

@@ -25,7 +25,7 @@ from train_bench import as_dataset, load_prepared, parity_points  # noqa: E402
 def random_scene(pts: np.ndarray, cols: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
     from scipy.spatial import cKDTree
 
-    from engine.splat.layout import SH_C0, pack
+    from spirula.engine.splat.param_layout import SH_C0, pack
 
     d, _ = cKDTree(pts).query(pts, k=4)
     spacing = float(np.median(d[:, 1:]))
@@ -40,10 +40,10 @@ def random_scene(pts: np.ndarray, cols: np.ndarray, count: int, rng: np.random.G
 
 
 def ours(rows, cam, ci, cams_all, g_image, backend):
-    from engine.device import get_gpu
-    from engine.splat.camera_table import View, camera_table
-    from engine.splat.layout import row_stride
-    from engine.splat.render import Rasterizer
+    from spirula.engine.device import get_gpu
+    from spirula.engine.splat.camera_table import View, camera_table
+    from spirula.engine.splat.param_layout import row_stride
+    from spirula.engine.splat.render import Rasterizer
 
     gpu = get_gpu(backend)
     n, d = rows.shape
@@ -67,7 +67,7 @@ def reference(rows, cam, g_image):
     import torch
     from gsplat import rasterization
 
-    from engine.splat.layout import unpack
+    from spirula.engine.splat.param_layout import unpack
 
     dev = "cuda"
     p = {k: torch.tensor(v, dtype=torch.float32, device=dev, requires_grad=True) for k, v in unpack(rows, 3).items()}
@@ -91,7 +91,7 @@ def rel(a, b) -> float:
 
 
 def main() -> None:
-    from engine.splat.layout import unpack
+    from spirula.engine.splat.param_layout import unpack
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, required=True)

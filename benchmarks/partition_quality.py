@@ -6,12 +6,12 @@ measures them; tests/partition/test_city_bars.py runs the small version in CI):
 
 Both runs use MCMC with the same whole-scene budget (``--budget``; the city: its SfM point
 count) and steps; each part gets its share of the budget and the steps of its share of the
-cameras (engine/partition/run_parts.py part_config), so the steps per Gaussian match. The merge
-then fine-tunes the merged model over every camera (engine/partition/merge.py finetune; by
+cameras (spirula/engine/partition/run_parts.py part_config), so the steps per Gaussian match. The merge
+then fine-tunes the merged model over every camera (spirula/engine/partition/merge.py finetune; by
 default 5% of the parts' steps, ``--finetune-steps``): ``owned_psnr`` is the merge before it,
 ``merged_psnr`` after (its seconds count in ``partitioned_seconds``; the whole run gets no
 extra steps: on mouse at 200 px, 300 more steps of the whole gained 0.03 dB, the merge's
-fine-tune 0.62). Peak VRAM is the VRAM pool's accounting (engine/profile/pool.py),
+fine-tune 0.62). Peak VRAM is the VRAM pool's accounting (spirula/engine/profile/pool.py),
 the same on every device. The city (tests/partition/city.py's ray caster) also scores the
 seams: held-out pixels within ``--band`` world units of an inner cell border against the rest.
 Prints ``RESULT {json}`` last (benchmarks/gpu_summary.py reads it) and writes it to --json.
@@ -72,8 +72,8 @@ def main(argv=None) -> int:
 
 
 def run(args, work: Path) -> dict:
-    from engine.config import DatasetConfig, RunConfig, TrainConfig
-    from engine.partition.split import SplitSettings
+    from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+    from spirula.engine.partition.split import SplitSettings
     from tests.partition.bars import seam_psnr, train_partitioned, train_whole
 
     hits = None

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from engine.ingest import load_dataset
+from spirula.engine.ingest import load_dataset
 
 
 def main() -> None:
@@ -52,7 +52,7 @@ def main() -> None:
     if has_points:
         pts = np.asarray(ds.points, np.float32)
         cols = (np.asarray(ds.colors, np.uint8) if ds.colors is not None
-                else np.full((len(pts), 3), 128, np.uint8))  # as engine.splat.init does for colourless points
+                else np.full((len(pts), 3), 128, np.uint8))  # as spirula.engine.splat.init does for colourless points
     else:
         pts, cols = np.zeros((0, 3), np.float32), np.zeros((0, 3), np.uint8)
     np.savez_compressed(out / "points.npz", points=pts, colors=cols)

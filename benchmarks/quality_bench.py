@@ -10,10 +10,10 @@ Trainers (same images, same split as train_bench.py: every 8th image held out):
   gsplat-default        gsplat 1.5.3 as ``examples/simple_trainer.py default`` runs it (below).
   gsplat-mcmc           gsplat 1.5.3 as ``examples/simple_trainer.py mcmc`` runs it.
   *-aa                  anti-aliased: ours with TrainConfig.antialias (Mip-Splatting's 3D smoothing
-                        and 2D Mip filters, engine/splat/antialias.py; its PLY has the 3D filter
+                        and 2D Mip filters, spirula/engine/splat/antialias.py; its PLY has the 3D filter
                         baked in), gsplat with ``rasterize_mode="antialiased"``; their PLYs are
                         scored in gsplat's antialiased mode (the 2D Mip filter), the others' in classic.
-``--preset NAME`` (ours): the TrainConfig settings of engine/settings.py PRESETS (e.g. fast, issue
+``--preset NAME`` (ours): the TrainConfig settings of spirula/engine/settings.py PRESETS (e.g. fast, issue
 25's time to quality; its steps unless --steps), labelled ``+preset=NAME``. With ``--score-at``, each
 trajectory entry of ours has ``train_s``: the training seconds to that step, the PLY exports of the
 scored steps left out (``train_s`` of the RESULT: the whole run's, likewise; null when concurrent).
@@ -32,7 +32,7 @@ depend on the world's rotation (up to Adam's per-axis moments), except the rando
 cube, which is drawn in gsplat's axes and rotated back. Its PLY is written back in our
 world. Scoring (:func:`score_ply`): gsplat's ``rasterization`` (classic, packed=False,
 the PLY's SH degree, black background), clamped to [0, 1], PSNR and SSIM of
-engine.splat.metrics on the held-out views; the same at 1/2x resolution (each held-out image
+spirula.engine.splat.metrics on the held-out views; the same at 1/2x resolution (each held-out image
 box-filtered to half its size, the intrinsics scaled alike: ``psnr_half``) and at 2x
 (``psnr_double``, against the held-out views prepare_data.py wrote at twice the size with
 ``--hires``, at ``double_scale`` x the training width: less than 2 where the originals are
@@ -129,7 +129,7 @@ def ssim_valid(a, b, w2d):
     fused_ssim(..., padding="valid") returns (its zero-padded map cropped by 5 each side)."""
     import torch.nn.functional as F
 
-    from engine.splat.metrics import SSIM_C1, SSIM_C2
+    from spirula.engine.splat.metrics import SSIM_C1, SSIM_C2
 
     def blur(x):
         return F.conv2d(x, w2d, groups=3)
@@ -155,8 +155,8 @@ def run_gsplat_user(args, cams, images, pts, cols, ply_out: Path) -> dict:
     from scipy.spatial import cKDTree
 
     import gsplat.cuda._backend  # noqa: F401 - builds or loads the CUDA extension untimed
-    from engine.splat.layout import SH_C0
-    from engine.splat.metrics import gaussian_window
+    from spirula.engine.splat.param_layout import SH_C0
+    from spirula.engine.splat.metrics import gaussian_window
 
     base, aa = args.trainer.removesuffix("-aa"), args.trainer.endswith("-aa")
     mcmc = base == "gsplat-mcmc"
@@ -246,7 +246,7 @@ def run_gsplat_user(args, cams, images, pts, cols, ply_out: Path) -> dict:
 def run_ours_quality(args, cams, images, pts, cols, ply_out: Path) -> dict:
     """Our Trainer with strategy adc or mcmc, anti-aliased for ``*-aa`` (train_bench.run_ours:
     warm-up untimed, train() timed, PLY export, our own evaluation as psnr_self)."""
-    from engine.config import TrainConfig, density_settings, override, preset_settings
+    from spirula.engine.config import TrainConfig, density_settings, override, preset_settings
 
     strategy = args.trainer.split("-")[1]
     # strategy, and for mcmc its budget (mcmc_budget) and cap = --cap, as `spirula train` sets them
@@ -259,7 +259,7 @@ def run_ours_quality(args, cams, images, pts, cols, ply_out: Path) -> dict:
     on_eval = None
     args.train_s_at = {}  # step -> training seconds to it (the PLY exports before it left out)
     if args.score_at:
-        from engine.jobs.train import export_ply
+        from spirula.engine.jobs.train import export_ply
 
         cfg.eval_interval = eval_interval(args.score_at)
         args.exports_s = 0.0
@@ -278,7 +278,7 @@ def parse_settings(pairs: list[str]) -> dict:
     """["key=value", ...] -> {key: value} with TrainConfig's field types (bool: 1/0/true/false)."""
     from dataclasses import fields
 
-    from engine.config import TrainConfig
+    from spirula.engine.config import TrainConfig
 
     types = {f.name: type(getattr(TrainConfig(), f.name)) for f in fields(TrainConfig)}
     out = {}
@@ -327,7 +327,7 @@ def render_gsplat(ply_path, antialiased: bool):
     import torch
     from gsplat import rasterization
 
-    from engine.io.ply import read_ply
+    from spirula.engine.io.ply import read_ply
 
     g = read_ply(ply_path)
     dev = "cuda"
@@ -350,11 +350,11 @@ def render_gsplat(ply_path, antialiased: bool):
 def render_ours(ply_path, antialiased: bool):
     """As :func:`render_gsplat`, by our rasterizer (Vulkan; software Vulkan without a GPU):
     antialiased = the anti-aliased projection with a zero 3D filter (the PLY has it baked)."""
-    from engine.device import get_gpu
-    from engine.io.ply import read_ply
-    from engine.splat.camera_table import View, camera_row
-    from engine.splat.layout import pack
-    from engine.splat.render import Rasterizer
+    from spirula.engine.device import get_gpu
+    from spirula.engine.io.ply import read_ply
+    from spirula.engine.splat.camera_table import View, camera_row
+    from spirula.engine.splat.param_layout import pack
+    from spirula.engine.splat.render import Rasterizer
 
     g = read_ply(ply_path)
     gpu = get_gpu("vulkan")
@@ -375,7 +375,7 @@ def right_half_psnrs(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     [0, 1]) as rendered, and after a 3x4 affine colour fitted by least squares on the left
     half (the held-out protocol of appearance models: a held-out image's exposure and white
     balance are unknown to the model, so they are fitted on one half and scored on the other)."""
-    from engine.splat.metrics import psnr
+    from spirula.engine.splat.metrics import psnr
 
     half = a.shape[1] // 2
     x = np.concatenate([a[:, :half].reshape(-1, 3), np.ones((a.shape[0] * half, 1), np.float32)], 1)
@@ -388,8 +388,8 @@ def right_half_psnrs(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 def score_views(render, views) -> dict:
     """{psnr, ssim (means), psnr_right, psnr_right_fitted (means, :func:`right_half_psnrs`),
     views} of ``render`` (clamped to [0, 1]) on [(camera, ground truth)] with
-    engine.splat.metrics; all null without views."""
-    from engine.splat.metrics import psnr, ssim
+    spirula.engine.splat.metrics; all null without views."""
+    from spirula.engine.splat.metrics import psnr, ssim
 
     out = []
     for c, gt in views:
@@ -434,7 +434,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=None, help="training steps (default 7000; the preset's with --preset)")
     ap.add_argument("--preset", default="default",
-                    help="ours: a preset of engine/settings.py PRESETS (e.g. fast: its steps unless --steps, its "
+                    help="ours: a preset of spirula/engine/settings.py PRESETS (e.g. fast: its steps unless --steps, its "
                          "schedule); the trainer name gets '+preset=NAME' unless it is default")
     ap.add_argument("--cap", type=int, default=1_000_000, help="mcmc trainers: the Gaussian count cap")
     ap.add_argument("--protocol", choices=["user", "parity"], default="user")
@@ -453,7 +453,7 @@ def main() -> None:
                                        "(benchmarks/quality_trajectory.py)")
     ap.add_argument("--renders", type=Path, help="write the held-out renders of every scored model here (JPEG)")
     args = ap.parse_args()
-    from engine.config import preset_settings
+    from spirula.engine.config import preset_settings
 
     try:
         preset = preset_settings(args.preset)
@@ -503,7 +503,7 @@ def main() -> None:
     for t in trajectory:  # ours: training seconds to the step (gsplat's loop does not record them)
         t["train_s"] = getattr(args, "train_s_at", {}).get(t["step"])
     if score["num_gaussians"] is None:
-        from engine.io.ply import read_ply
+        from spirula.engine.io.ply import read_ply
 
         score["num_gaussians"] = len(read_ply(args.ply_out))
     name = args.trainer + ("-parity" if args.protocol == "parity" else "") + args.label

@@ -1,6 +1,6 @@
 """The reference for `spirula bench raster`: gsplat 1.5.3 on the same synthetic scene.
 
-Builds the scene with engine.cli.bench.commands.synthetic_scene (same seed, same Gaussians,
+Builds the scene with spirula.engine.cli.bench.commands.synthetic_scene (same seed, same Gaussians,
 same camera), converts it to gsplat's inputs (activated scales and opacities, wxyz
 quaternions, SH coefficients [N, K, 3]) and times, on CUDA with events, the median over
 ``--iters`` iterations after ``--warmup``:
@@ -69,8 +69,8 @@ def main() -> None:
     import torch
     from gsplat import rasterization
 
-    from engine.cli.bench.commands import synthetic_scene
-    from engine.splat.layout import OFF_MEAN, OFF_OPACITY, OFF_QUAT, OFF_SCALE, OFF_SH, sh_coeffs
+    from spirula.engine.cli.bench.commands import synthetic_scene
+    from spirula.engine.splat.param_layout import OFF_MEAN, OFF_OPACITY, OFF_QUAT, OFF_SCALE, OFF_SH, sh_coeffs
 
     sc = synthetic_scene(a.gaussians, a.width, a.height, a.sh_degree, a.seed)
     rows = sc["rows"]

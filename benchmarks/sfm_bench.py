@@ -4,7 +4,7 @@
         --out benchmarks/results/sfm-<date>.json [--only chair,reference,mouse] \
         [--steps 1000 --max-size 240] [--machine cpu-2core]
 
-Runs (each through engine.jobs.pipeline.run_pipeline, so the stage times are the product's):
+Runs (each through spirula.engine.jobs.pipeline.run_pipeline, so the stage times are the product's):
   chair      office_chair.mp4, every stage, training with --steps / --max-size
   reference  office_chair/reference/images as a photo folder, up to undistort; poses
              Sim(3)-aligned by image name to reference/sparse/0 (rotation, centre errors)
@@ -27,9 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.config import DatasetConfig, RunConfig, TrainConfig  # noqa: E402
-from engine.jobs.pipeline import PipelineConfig, run_pipeline  # noqa: E402
-from engine.sfm.align import compare_poses, poses_by_name  # noqa: E402
+from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig  # noqa: E402
+from spirula.engine.jobs.pipeline import PipelineConfig, run_pipeline  # noqa: E402
+from spirula.engine.sfm.align import compare_poses, poses_by_name  # noqa: E402
 
 DATA = Path(os.environ.get("SPIRULA_SHARED_DATA", REPO.parent / "shared" / "data"))
 
@@ -37,7 +37,7 @@ DATA = Path(os.environ.get("SPIRULA_SHARED_DATA", REPO.parent / "shared" / "data
 def commit() -> str:
     try:
         out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "engine"], capture_output=True,
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "spirula"], capture_output=True,
                                text=True).stdout.strip()
         return out.stdout.strip() + ("+uncommitted" if dirty else "")
     except OSError:
@@ -45,7 +45,7 @@ def commit() -> str:
 
 
 def printer(m) -> None:
-    from engine import messages as msg
+    from spirula.engine import messages as msg
 
     if isinstance(m, msg.StageStarted):
         print(f"[{time.strftime('%H:%M:%S')}] {m.stage} ...", flush=True)

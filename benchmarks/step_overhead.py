@@ -56,9 +56,9 @@ def main() -> None:
                     help="the Adam moments' storage of the whole run (TrainConfig.adam_moments)")
     args = ap.parse_args()
 
-    from engine.config import TrainConfig
-    from engine.device import get_gpu
-    from engine.splat.trainer import Trainer
+    from spirula.engine.config import TrainConfig
+    from spirula.engine.device import get_gpu
+    from spirula.engine.splat.trainer import Trainer
 
     cams, images, pts, cols = load_prepared(args.data)
     ds = as_dataset(args.data, cams, images, *parity_points(args.data, cams, images, pts, cols))  # as before: fixed points
@@ -137,7 +137,7 @@ def main() -> None:
     compared += [({"pixels_per_thread": int(k)}, None) for k in filter(None, args.pixels_per_thread.split(","))]
     compared += [({}, {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split("+")})
                  for v in filter(None, args.variants.split(","))]
-    from engine.splat.sort import RadixSort, Scan
+    from spirula.engine.splat.sort import RadixSort, Scan
 
     default_splits, default_sort, default_scan = tr.raster.backward_splits, tr.raster.sort, tr.raster.scan
     default_py = tr.raster.backward_pixels_per_thread
@@ -166,7 +166,7 @@ def tile_stats(tr, views) -> dict:
     """Per 16x16 tile of each training view: the list length and the replayed length (the
     largest last index of its pixels, where the backward starts). Summed over the views;
     the longest tiles bound a kernel that walks each tile's list serially."""
-    from engine.splat.camera_table import View
+    from spirula.engine.splat.camera_table import View
 
     lens, replayed = [], []
     for i in views:
@@ -191,7 +191,7 @@ def tile_stats(tr, views) -> dict:
 def profiled_window(gpu, tr, s0: int, steps: int = 100) -> dict:
     """Per-kernel GPU µs per step over ``steps`` training steps from step ``s0`` (the
     profiler's timestamps)."""
-    from engine import profile
+    from spirula.engine import profile
 
     profile.enable(text=False, at_exit=False)
     for i in range(steps):

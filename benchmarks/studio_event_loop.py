@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="also write the result here")
     args = ap.parse_args(argv)
 
-    from app.headless import Xvfb
+    from spirula.app.headless import Xvfb
 
     if not Xvfb.available():
         print("studio_event_loop: Xvfb is not installed (apt-get install xvfb)", file=sys.stderr)
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     xvfb = Xvfb(1400, 1000).start()
     try:
         os.environ["QT_QPA_PLATFORM"] = "xcb"
-        from app.main import prepare_environment
+        from spirula.app.startup import prepare_environment
 
         prepare_environment()
         from tests.app.conftest import spin

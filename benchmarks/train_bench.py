@@ -46,11 +46,11 @@ def load_prepared(folder: Path):
 
 def parity_points(folder: Path, cams, images, pts, cols, count: int = 100_000):
     """The inputs of the kernel-parity protocol: the SfM points when the folder has them,
-    else Spirula's random init (engine.splat.init.initial_points over all cameras, count
+    else Spirula's random init (spirula.engine.splat.init.initial_points over all cameras, count
     points, generator seed 0), the same for every trainer and seed."""
     if len(pts):
         return pts, cols
-    from engine.splat.init import initial_points
+    from spirula.engine.splat.init import initial_points
 
     return initial_points(as_dataset(folder, cams, images, None, None), count, np.random.default_rng(0))
 
@@ -70,7 +70,7 @@ def write_gsplat_ply(path: Path, params, scale: float = 1.0, origin=None) -> Non
     """gsplat's parameters (means, scales, quats, opacities, sh0 [N,1,3], shN [N,K,3]) as a
     3DGS PLY in our world: x = x_trained / scale + origin, log scales - log(scale) (for a
     run trained in a scaled, shifted copy of our world; rotations are unchanged)."""
-    from engine.io.ply import write_ply
+    from spirula.engine.io.ply import write_ply
 
     p = {k: v.detach().float().cpu().numpy() for k, v in params.items()}
     means = p["means"] / scale + (0.0 if origin is None else np.asarray(origin, np.float64))
@@ -129,7 +129,7 @@ class VramSampler:
 
 def as_dataset(folder: Path, cams, images, pts, cols):
     """Our Dataset of a prepared folder's contents (from :func:`load_prepared`)."""
-    from engine.ingest.dataset import Camera, Dataset
+    from spirula.engine.ingest.dataset import Camera, Dataset
 
     cameras = [Camera(name=c["name"], image_path=Path(c["file"]), width=c["width"], height=c["height"], fx=c["fx"],
                       fy=c["fy"], cx=c["cx"], cy=c["cy"], w2c=np.array(c["w2c"]), image=img)
@@ -144,13 +144,13 @@ def split(n):
 
 def run_ours(args, backend, cams, images, pts, cols, cfg=None, ply_out: Path | None = None, on_eval=None):
     """Our run: warm-up untimed, trainer.train() timed, then the held-out evaluation; with
-    ``ply_out``, the trained model is exported there (engine.jobs.train.export_ply) first.
+    ``ply_out``, the trained model is exported there (spirula.engine.jobs.train.export_ply) first.
     ``cfg`` defaults to the 3DGS defaults at ``args.steps`` / ``args.seed``. ``on_eval(trainer,
     step)``: called every ``cfg.eval_interval`` steps (inside the timed region)."""
-    from engine.config import TrainConfig
-    from engine.device import get_gpu
-    from engine.splat.evaluate import evaluate
-    from engine.splat.trainer import Trainer
+    from spirula.engine.config import TrainConfig
+    from spirula.engine.device import get_gpu
+    from spirula.engine.splat.evaluate import evaluate
+    from spirula.engine.splat.trainer import Trainer
 
     ds = as_dataset(args.data, cams, images, pts, cols)
     train_idx, test_idx = split(len(ds.cameras))
@@ -177,7 +177,7 @@ def run_ours(args, backend, cams, images, pts, cols, cfg=None, ply_out: Path | N
     except Exception as exc:  # noqa: BLE001 - a report, not a requirement
         heaps = [{"error": str(exc)}]
     if ply_out is not None:
-        from engine.jobs.train import export_ply
+        from spirula.engine.jobs.train import export_ply
 
         export_ply(trainer, ply_out)
     m = evaluate(trainer, test_idx)
@@ -198,7 +198,7 @@ def run_gsplat(args, cams, images, pts, cols):
     from gsplat.strategy import DefaultStrategy
     from scipy.spatial import cKDTree
 
-    from engine.splat.metrics import psnr, ssim
+    from spirula.engine.splat.metrics import psnr, ssim
 
     import gsplat.cuda._backend  # noqa: F401 - builds or loads the CUDA extension (~60 s on a fresh machine) untimed
     torch.manual_seed(args.seed)

@@ -1,5 +1,5 @@
 """Issue 52's video bar on a real trained scene: `spirula render`'s decoded frames against our
-renderer's frames of the same cameras (engine/jobs/video.py FrameRenderer, rendered here
+renderer's frames of the same cameras (spirula/engine/jobs/render_video.py FrameRenderer, rendered here
 again, not read from the video), PSNR per frame over the whole image; frame count and
 duration checked against the settings.
 
@@ -33,8 +33,8 @@ def main(argv=None) -> int:
     import av
     import numpy as np
 
-    from engine.device import get_gpu
-    from engine.jobs.video import FrameRenderer, VideoSettings, load_source, plan_cameras, render_video
+    from spirula.engine.device import get_gpu
+    from spirula.engine.jobs.render_video import FrameRenderer, VideoSettings, load_source, plan_cameras, render_video
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("source")

@@ -18,10 +18,10 @@ Protocol (`python -m benchmarks.wide_lens --out DIR`):
   difference is the fisheye and its resampling; ``crop``: today's undistort-and-crop
   (--wide-lens crop).
 * Held out: ``--test`` pinhole views (90 degrees, 128 px) from other positions and
-  directions inside the room; PSNR by engine/splat/evaluate.py.
+  directions inside the room; PSNR by spirula/engine/splat/evaluate.py.
 * Pixels used: the source fisheye pixels (inside the 180-degree circle) whose direction a
   training image holds, for the faces, for today's crop of a fisheye dataset
-  (engine/ingest/undistort.py, sides up to 2x the source's extent) and for COLMAP's
+  (spirula/engine/ingest/undistort.py, sides up to 2x the source's extent) and for COLMAP's
   undistorter (what `spirula run` trains on after SfM); and the training pixels.
 
 Bar (issue 51): faces' held-out PSNR within 0.5 dB of pinhole's, with >= 1.8x the pixels
@@ -106,7 +106,7 @@ def pixels_used(fisheye, dataset) -> dict:
     """Source fisheye pixels (centres inside the 180-degree circle) whose direction one of
     ``dataset``'s cameras holds (the cameras' poses relative to their source image's), and
     the dataset's training pixels per source image."""
-    from engine.ingest.faces import FACE_ROTATIONS
+    from spirula.engine.ingest.faces import FACE_ROTATIONS
 
     v, u = np.mgrid[0:fisheye.height, 0:fisheye.width] + 0.5
     a, b = (u - fisheye.cx) / fisheye.fx, (v - fisheye.cy) / fisheye.fy
@@ -131,7 +131,7 @@ def pixels_used(fisheye, dataset) -> dict:
 
 def colmap_crop(fisheye) -> list:
     """The pinhole camera COLMAP's undistorter gives the fisheye (what `spirula run` trains on
-    today after SfM: engine/sfm/undistort.py, blank_pixels 0), as a one-camera list for
+    today after SfM: spirula/engine/sfm/colmap_undistort.py, blank_pixels 0), as a one-camera list for
     :func:`pixels_used`."""
     from types import SimpleNamespace
 
@@ -148,17 +148,17 @@ def colmap_crop(fisheye) -> list:
 
 
 def train_and_score(gpu, dataset, tests: list, steps: int, seed: int, log) -> dict:
-    from engine.config import TrainConfig
-    from engine.ingest.dataset import Camera, Dataset
-    from engine.splat.evaluate import evaluate
-    from engine.splat.trainer import Trainer
+    from spirula.engine.config import TrainConfig
+    from spirula.engine.ingest.dataset import Camera, Dataset
+    from spirula.engine.splat.evaluate import evaluate
+    from spirula.engine.splat.trainer import Trainer
 
     held = [Camera(f"zz_test_{i:02d}", Path("-"), c.width, c.height, c.fx, c.fy, c.cx, c.cy, c.w2c, img)
             for i, (c, img) in enumerate(tests)]
     ds = Dataset(dataset.root, list(dataset.cameras) + held, dataset.points, dataset.colors)
     train = list(range(len(dataset.cameras)))
     test = list(range(len(dataset.cameras), len(ds.cameras)))
-    # the "software" preset's short-run schedule (engine/settings.py), a smaller budget
+    # the "software" preset's short-run schedule (spirula/engine/settings.py), a smaller budget
     cfg = TrainConfig(steps=steps, seed=seed, checkpoint_every=0, eval_interval=0, densify_from=100,
                       max_gaussians=60_000, mcmc_budget=60_000)
     t0 = time.perf_counter()
@@ -185,9 +185,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-crop", action="store_true", help="skip training on today's crop (the slowest)")
     args = ap.parse_args(argv)
 
-    from engine.device import get_gpu
-    from engine.ingest import load_dataset
-    from engine.ingest.camera_model import CameraModel
+    from spirula.engine.device import get_gpu
+    from spirula.engine.ingest import load_dataset
+    from spirula.engine.ingest.camera_model import CameraModel
 
     log = print
     out = args.out

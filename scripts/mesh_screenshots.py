@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Render a textured mesh (GLB or OBJ from `spirula mesh`, or its
 PLY with colours per vertex) from four views around it to
-PNG, on the CPU (engine/mesh/preview.py):
+PNG, on the CPU (spirula/engine/mesh/preview.py):
 
     .venv/bin/python scripts/mesh_screenshots.py <project>/exports/mesh.glb docs/screenshots/<name>
         [--size 480] [--up 0 0 1] [--elevation 25]
@@ -31,8 +31,8 @@ def main() -> int:
     a = ap.parse_args()
     import trimesh
 
-    from engine.mesh.export import save_png
-    from engine.mesh.preview import orbit_views, render
+    from spirula.engine.mesh.export import save_png
+    from spirula.engine.mesh.preview import orbit_views, render
 
     m = trimesh.load(a.mesh, force="mesh")
     uvs = tex = colours = None
@@ -44,7 +44,7 @@ def main() -> int:
         uvs, tex = np.asarray(m.visual.uv), np.asarray(img.convert("RGB"))
     up = a.up or (0.0, 0.0, 1.0)
     if a.dataset is not None:
-        from engine.ingest.load import read_scene
+        from spirula.engine.ingest.load import read_scene
 
         scene = read_scene(a.dataset)
         up = -np.mean([v.w2c[1, :3] for v in scene.views], axis=0)

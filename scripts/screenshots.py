@@ -54,20 +54,20 @@ def main() -> int:
 
     xvfb = None
     if not args.display:
-        from app.headless import Xvfb
+        from spirula.app.headless import Xvfb
 
         xvfb = Xvfb(width + 40, height + 40).start()
     os.environ.setdefault("QT_QPA_PLATFORM", "xcb")
     from PySide6 import QtCore
 
-    from app.main import create_studio
-    from engine.studio import messages as M
+    from spirula.app.startup import create_studio
+    from spirula.engine.studio import protocol as M
 
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="spirula-shots-")
     for fmt in (QtCore.QSettings.Format.NativeFormat, QtCore.QSettings.Format.IniFormat):
         QtCore.QSettings.setPath(fmt, QtCore.QSettings.Scope.UserScope, scratch)  # a first launch's memory
-    from app import remembered
+    from spirula.app import remembered
 
     remembered.add_recent(args.dataset)  # the empty window's recent projects: the fox opened before
     app, win, session = create_studio(None, dialogs=False, projects=Path(scratch) / "projects", splash=False,
@@ -126,7 +126,7 @@ def main() -> int:
 
     # the empty window: its viewport's drop target and recent projects; then the overlay a drag
     # of the dataset over the viewport shows (what the README's step 1 says)
-    from app.drops import classify_many, describe_many
+    from spirula.app.drops import classify_many, describe_many
 
     if not spin(10, lambda: win.start_page.isVisible()):
         return failed("the empty window's start page is not shown")

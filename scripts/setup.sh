@@ -78,7 +78,7 @@ SPLAT_TRANSFORM_VERSION=2.7.1
 # Khronos's glTF validator (npm gltf-validator), pinned, for the glTF splat tests (tests/io/test_gltf.py)
 GLTF_VALIDATOR_VERSION=2.0.0-dev.3.10
 # PlayCanvas's SuperSplat viewer (npm, MIT), pinned: `spirula export --format html` inlines its bundle
-# (engine/io/html.py VIEWER_VERSION says the same version)
+# (spirula/engine/io/html.py VIEWER_VERSION says the same version)
 SUPERSPLAT_VIEWER_VERSION=1.36.2
 if ! command -v npm >/dev/null && as_root; then
   echo "[setup] installing Node.js and npm for the splat-format interop tests"

@@ -24,7 +24,7 @@ from .patience import PATIENCE
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("SPIRULA_SHARED_DATA", REPO.parent / "shared" / "data"))
-# The CLI picks the `software` preset by itself on a software Vulkan device (engine/cli/options.py
+# The CLI picks the `software` preset by itself on a software Vulkan device (spirula/engine/cli/options.py
 # choose_preset): the tests (and the subprocesses they start) say which settings they train with,
 # whatever the device, so they pin the default preset; tests of that choice unset this.
 os.environ.setdefault("SPIRULA_PRESET", "default")
@@ -100,7 +100,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def gpu():
-    from engine.device import get_gpu
+    from spirula.engine.device import get_gpu
 
     return get_gpu(os.environ.get("SPIRULA_TEST_DEVICE", "vulkan"))
 
@@ -115,7 +115,7 @@ def shared_data() -> Path:
 @pytest.fixture(autouse=True)
 def _log_dataset_warnings_again():
     """Each test sees its datasets' warnings in the log: a process logs each one once
-    (engine/ingest/scene.Scene.warn), and many tests read the same shared dataset."""
-    from engine.ingest import scene
+    (spirula/engine/ingest/scene.Scene.warn), and many tests read the same shared dataset."""
+    from spirula.engine.ingest import scene
 
     scene._LOGGED.clear()

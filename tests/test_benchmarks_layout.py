@@ -85,7 +85,7 @@ def test_viewer_protocol_writes_the_dated_results_folder(tmp_path):
     """The driver end to end on this machine (no .gpu/): the viewer protocol at a tiny size."""
     r = _driver(tmp_path, "viewer", "large", DEVICES="vulkan", LARGE_DATA="no-such-dataset", VIEWER_GAUSSIANS="2000",
                 VIEWER_ARGS="--width 64 --height 48 --frames 2 --warmup 1",
-                SPIRULA=f"{sys.executable} -m engine.cli")
+                SPIRULA=f"{sys.executable} -m spirula.engine.cli")
     assert r.returncode == 0, r.stdout + r.stderr
     (folder,) = tmp_path.iterdir()
     assert re.fullmatch(r"20\d\d-\d\d-\d\d-abc1234", folder.name)

@@ -1,4 +1,4 @@
-"""$SPIRULA_ADAPTER picks one GPU of several (engine/device.py)."""
+"""$SPIRULA_ADAPTER picks one GPU of several (spirula/engine/device.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import slangpy as spy
 
-from engine.device import Gpu
-from engine.errors import DeviceError
+from spirula.engine.device import Gpu
+from spirula.engine.errors import DeviceError
 
 BACKEND = os.environ.get("SPIRULA_TEST_DEVICE", "vulkan")
 KIND = {"vulkan": spy.DeviceType.vulkan, "cuda": spy.DeviceType.cuda}[BACKEND]

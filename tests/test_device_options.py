@@ -1,4 +1,4 @@
-"""The device's host-side options (engine/device.py): slang-rhi's validation layer and the
+"""The device's host-side options (spirula/engine/device.py): slang-rhi's validation layer and the
 persistent shader cache, both chosen by environment variables."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from engine import device as D
+from spirula.engine import device as D
 
 BACKEND = os.environ.get("SPIRULA_TEST_DEVICE", "vulkan")
 
@@ -45,7 +45,7 @@ def test_a_kernel_runs_with_the_shader_cache_on(monkeypatch, tmp_path, rng):
     keys = rng.integers(0, 1 << 20, 5000).astype(np.uint32)
     for _ in range(2):
         gpu = D.Gpu(BACKEND)
-        from engine.splat.sort import RadixSort
+        from spirula.engine.splat.sort import RadixSort
 
         sorter = RadixSort(gpu)
         buf_k = gpu.upload(keys, label="keys")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.device import Gpu, shader_dir
-from engine.errors import DeviceError
+from spirula.engine.device import Gpu, shader_dir
+from spirula.engine.errors import DeviceError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,12 +26,12 @@ def test_layer_contracts_hold(monkeypatch, capsys):
 def test_no_module_loads_the_app_by_name():
     """An ``importlib.import_module("app...")`` would hide an import from the contracts."""
     bad = []
-    for path in (REPO / "engine").rglob("*.py"):
+    for path in (REPO / "spirula" / "engine").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
                     and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__")
                     and node.args and isinstance(node.args[0], ast.Constant)
-                    and str(node.args[0].value).split(".")[0] in ("app", "PySide6")):
+                    and str(node.args[0].value).startswith(("spirula.app", "PySide6"))):
                 bad.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert not bad, bad
 
@@ -65,12 +65,12 @@ def test_wheel_ships_the_shaders(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     want = {f"spirula_shaders/{p.relative_to(shader_dir()).as_posix()}" for p in shader_dir().rglob("*.slang")}
     assert want and want <= set(names), sorted(want - set(names))
-    assert "engine/cli/main.py" in names
+    assert "spirula/engine/cli/main.py" in names
 
 
 def test_shaders_use_precise_only_through_the_macro():
     """Slang copies `precise` verbatim into CUDA source, where nvrtc rejects it (it broke
-    the CUDA backend once): kernels write PRECISE, which engine/device.py empties there."""
+    the CUDA backend once): kernels write PRECISE, which spirula/engine/device.py empties there."""
     import re
 
     bad = []
@@ -103,14 +103,14 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph(package: Path) -> dict[str, set[str]]:
+def import_graph(package: Path, root: Path | None = None) -> dict[str, set[str]]:
     """``{module: modules it imports}`` inside ``package`` (a folder of the repository),
     from every import statement anywhere in a file (a function-level import is an import
     too): absolute and relative, ``from . import x`` importing the submodule ``x`` when
     there is one, and ``import a.b.c`` importing the packages ``a`` and ``a.b`` (their
     ``__init__``) on the way. A module's own enclosing packages are not counted (they are
     always imported before it)."""
-    root = package.parent
+    root = root or package.parent
     files = {_module_name(p, root): p for p in package.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
@@ -184,8 +184,8 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_engine_has_no_import_cycles():
-    cycles = find_cycles(import_graph(REPO / "engine"))
-    assert not cycles, "import cycles in engine/:\n" + "\n".join(" -> ".join(c) for c in cycles)
+    cycles = find_cycles(import_graph(REPO / "spirula" / "engine", REPO))
+    assert not cycles, "import cycles in spirula/engine/:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
 def test_the_cycle_check_sees_relative_package_and_lazy_imports(tmp_path):
@@ -203,7 +203,7 @@ def test_the_cycle_check_sees_relative_package_and_lazy_imports(tmp_path):
 
 def test_no_module_of_engine_or_app_over_600_lines():
     """A module past ~500 lines is more than one thing: split it by concept."""
-    long = [f"{p.relative_to(REPO)}: {n}" for top in ("engine", "app") for p in sorted((REPO / top).rglob("*.py"))
+    long = [f"{p.relative_to(REPO)}: {n}" for top in ("spirula",) for p in sorted((REPO / top).rglob("*.py"))
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600]
     assert not long, long
 

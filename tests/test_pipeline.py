@@ -1,4 +1,4 @@
-"""The staged pipeline (engine.jobs.pipeline): caching by key, --from, atomic outputs and kept
+"""The staged pipeline (spirula.engine.jobs.pipeline): caching by key, --from, atomic outputs and kept
 outputs on failure, run.json, typed messages, clear errors; and a short end-to-end
 `spirula run` on a few seconds of the chair video (CPU SfM, software-Vulkan training, the
 mesh), a cancel in its mesh stage, and `spirula mesh` on the run's project."""
@@ -8,11 +8,11 @@ import os
 
 import numpy as np
 import pytest
-from engine import messages as msg
-from engine.jobs import stages
-from engine.cli.main import main
-from engine.errors import SpirulaError
-from engine.jobs.pipeline import PipelineConfig, PipelineError, detect_input, run_pipeline
+from spirula.engine import messages as msg
+from spirula.engine.jobs import stages
+from spirula.engine.cli.main import main
+from spirula.engine.errors import SpirulaError
+from spirula.engine.jobs.pipeline import PipelineConfig, PipelineError, detect_input, run_pipeline
 from PIL import Image
 
 from tests.ingest.videos import write_video
@@ -164,7 +164,7 @@ def test_interrupted_training_is_kept_but_redone(photo_folder, tmp_path, fake_st
     """A training stopped early keeps its outputs, recorded "partial", and the run stops
     there: no export, no mesh (issue 49; on dfa6aa5 both ran on the partial model). The
     rerun redoes the training and goes on."""
-    from engine.jobs.pipeline import PipelineStopped
+    from spirula.engine.jobs.pipeline import PipelineStopped
 
     calls, fail = fake_stages
     fail["train"] = "stop"
@@ -184,7 +184,7 @@ def test_interrupted_training_is_kept_but_redone(photo_folder, tmp_path, fake_st
 def test_a_stop_asked_during_a_stage_starts_no_later_stage(photo_folder, tmp_path, fake_stages):
     """should_stop turning true while a stage that cannot stop midway runs (its outputs are
     installed): the next stage does not start."""
-    from engine.jobs.pipeline import PipelineStopped
+    from spirula.engine.jobs.pipeline import PipelineStopped
 
     calls, fail = fake_stages
     asked = []
@@ -275,8 +275,8 @@ def test_spirula_run_on_a_few_seconds_of_the_chair_video(shared_data, tmp_path, 
     frames = json.loads((proj / "frames" / "frames.json").read_text())
     assert len(frames["kept"]) == by["select"]["summary"]["kept"] and frames["rejected"]
     assert all({"index", "time", "sharpness", "reason"} <= set(r) for r in frames["rejected"])
-    from engine.io.ply import read_ply
-    from engine.ingest.colmap_format import read_model
+    from spirula.engine.io.ply import read_ply
+    from spirula.engine.ingest.colmap_format import read_model
 
     model = read_model(proj / "sparse" / "0")
     assert {c.model for c in model.cameras.values()} == {"PINHOLE"}
@@ -299,8 +299,8 @@ def test_spirula_run_on_a_few_seconds_of_the_chair_video(shared_data, tmp_path, 
     assert [s["status"] for s in rec["stages"]] == ["cached"] * 7
 
     # a cancel in the mesh stage (other settings) leaves the PLY and the mesh made before as they were
-    from engine.cli.main import build_parser
-    from engine.cli.run import config_from_args
+    from spirula.engine.cli.main import build_parser
+    from spirula.engine.cli.run_command import config_from_args
 
     before = {p.name: p.read_bytes() for p in (proj / "exports").iterdir()}
     cfg = config_from_args(build_parser().parse_args(args[:-6] + ["--mesh-faces", "3000", "--mesh-resolution", "48"]))

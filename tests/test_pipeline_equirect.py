@@ -1,5 +1,5 @@
 """A 360-degree (equirectangular) video through `spirula run` (issue 51): SfM on the frames'
-cube faces as one rig per frame (engine/sfm/equirect.py), the frames' model with one
+cube faces as one rig per frame (spirula/engine/sfm/equirect.py), the frames' model with one
 EQUIRECTANGULAR camera, training on the faces; and the faces' pose check on its own."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from engine.ingest.faces import FACE_NAMES, FACE_ROTATIONS
-from engine.sfm.equirect import frame_poses
+from spirula.engine.ingest.faces import FACE_NAMES, FACE_ROTATIONS
+from spirula.engine.sfm.equirect import frame_poses
 from tests.ingest.synth import random_pose
 
 
@@ -34,8 +34,8 @@ def _room_video(path, frames: int, width: int):
 
 
 def test_spirula_run_on_an_equirectangular_video(tmp_path, capsys):
-    from engine.cli.main import main
-    from engine.ingest.colmap_format import read_model
+    from spirula.engine.cli.main import main
+    from spirula.engine.ingest.colmap_format import read_model
 
     video = _room_video(tmp_path / "room360.mp4", 6, 512)
     proj = tmp_path / "proj"
@@ -82,9 +82,9 @@ def test_frame_poses_recover_the_frame_and_measure_disagreement():
 def test_a_fisheye_sfm_model_is_kept_for_the_faces(tmp_path):
     # `spirula run --camera-model OPENCV_FISHEYE`: the undistort stage keeps the frames and the
     # distorted model, so the training splits them into faces; --wide-lens crop undistorts
-    from engine.ingest import load_dataset
-    from engine.jobs.pipeline import PipelineConfig
-    from engine.jobs.stages import StageContext, stage_undistort
+    from spirula.engine.ingest import load_dataset
+    from spirula.engine.jobs.pipeline import PipelineConfig
+    from spirula.engine.jobs.stages import StageContext, stage_undistort
     from tests.ingest.synth import write_image
 
     rng = np.random.default_rng(13)

@@ -1,4 +1,4 @@
-"""A cancelled SfM keeps its frames and its feature/match database (engine/sfm/cache.py):
+"""A cancelled SfM keeps its frames and its feature/match database (spirula/engine/sfm/cache.py):
 the real pipeline on a few seconds of the chair video, cancelled once matching has
 finished; the rerun reuses the features and matches (its messages and run.json say so,
 and it calls none of pycolmap's extraction or matching functions), and a changed matching
@@ -8,8 +8,8 @@ import json
 
 import pycolmap
 import pytest
-from engine import messages as msg
-from engine.jobs.pipeline import PipelineConfig, run_pipeline
+from spirula.engine import messages as msg
+from spirula.engine.jobs.pipeline import PipelineConfig, run_pipeline
 
 
 def _config() -> PipelineConfig:
@@ -78,7 +78,7 @@ def test_cancel_after_matching_keeps_frames_and_matches_and_the_rerun_reuses_the
     assert "matching (sequential)" in _sfm_details(seen)
 
     # `spirula clean` drops the cache; the finished stages stay, and a rerun needs nothing from it
-    from engine.cli.main import main
+    from spirula.engine.cli.main import main
 
     assert main(["clean", str(proj)]) == 0
     assert not (proj / "cache").exists() and (proj / "sfm" / "sparse" / "0" / "images.bin").is_file()

@@ -1,9 +1,9 @@
-"""engine.studio.polling.wait_polling survives long GPU waits (found by `make package`: a cold software
+"""spirula.engine.studio.polling.wait_polling survives long GPU waits (found by `make package`: a cold software
 Vulkan warm-up longer than ~5 s overflowed the back-off and the studio failed to start)."""
 
 from types import SimpleNamespace
 
-from engine.studio import polling
+from spirula.engine.studio import polling
 
 
 def test_wait_polling_survives_thousands_of_polls(monkeypatch):

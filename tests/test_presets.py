@@ -1,4 +1,4 @@
-"""Training presets (engine/config.py PRESETS, issue 25's time to quality): what `--preset fast`
+"""Training presets (spirula/engine/config.py PRESETS, issue 25's time to quality): what `--preset fast`
 resolves to in `spirula train`, `spirula run`, the studio and the quality protocol, and a
 tiny real run with it on book."""
 
@@ -8,12 +8,12 @@ import argparse
 import json
 
 import pytest
-from engine.cli.main import main
-from engine.config import PRESETS, TrainConfig, preset_settings
-from engine.io.ply import read_ply
-from engine.splat.mcmc import McmcSettings, refine_stop_for
+from spirula.engine.cli.main import main
+from spirula.engine.config import PRESETS, TrainConfig, preset_settings
+from spirula.engine.io.ply import read_ply
+from spirula.engine.splat.mcmc import McmcSettings, refine_stop_for
 
-# the documented settings (engine/config.py PRESETS' comments say why each)
+# the documented settings (spirula/engine/config.py PRESETS' comments say why each)
 FAST = {"steps": 10_000, "mcmc_refine_until": 0.8}
 
 
@@ -34,11 +34,11 @@ def test_presets_resolve_to_the_documented_settings():
 
 def _cli_configs(tmp_path, monkeypatch, flags):
     """(TrainConfig of `spirula train`, of `spirula run`) for ``flags``, nothing trained."""
-    import engine.jobs.train
-    from engine.cli.run import add_parser, config_from_args
+    import spirula.engine.jobs.train
+    from spirula.engine.cli.run_command import add_parser, config_from_args
 
     seen = []
-    monkeypatch.setattr(engine.jobs.train, "run_training",
+    monkeypatch.setattr(spirula.engine.jobs.train, "run_training",
                         lambda data, out, cfg, **kw: seen.append(cfg) or {"stopped_early": False, "step": 0})
     assert main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *flags]) == 0
     sub = argparse.ArgumentParser().add_subparsers(dest="command")
@@ -60,9 +60,9 @@ def test_preset_flag_reaches_train_and_run(tmp_path, monkeypatch):
 
 
 def test_studio_start_training_carries_the_preset_schedule():
-    from engine.studio import messages as M
-    from engine.settings import from_saved
-    from engine.studio.scenes import run_config
+    from spirula.engine.studio import protocol as M
+    from spirula.engine.settings import from_saved
+    from spirula.engine.studio.scenes import run_config
 
     cfg = run_config(M.StartTraining("d", steps=10_000, mcmc_refine_until=0.8), "vulkan")
     assert (cfg.train.steps, cfg.train.mcmc_refine_until) == (10_000, 0.8)
@@ -87,8 +87,8 @@ def test_fast_preset_trains_book_and_writes_a_ply(shared_data, tmp_path):
 
 def test_mcmc_refine_stops_at_the_presets_fraction(gpu, shared_data):
     """The trainer hands MCMC the preset's window: 0.8 x the steps (not gsplat's fixed 25,000)."""
-    from engine.ingest import load_dataset
-    from engine.splat.trainer import Trainer
+    from spirula.engine.ingest import load_dataset
+    from spirula.engine.splat.trainer import Trainer
 
     ds = load_dataset(shared_data / "book", 64)
     for until, stop in ((0.8, 8_000), (0.0, 25_000)):

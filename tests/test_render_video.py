@@ -1,4 +1,4 @@
-"""`spirula render` (engine/jobs/video.py, engine/splat/camera_path.py): frame count and
+"""`spirula render` (spirula/engine/jobs/render_video.py, spirula/engine/splat/camera_path.py): frame count and
 duration exact, decoded frames against our rasterizer's renders of the same cameras
 (PSNR >= 40 dB at the default quality), the camera paths' geometry, cancelling and bad
 settings leaving no file. Software Vulkan at a tiny size."""
@@ -10,9 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from engine.errors import SpirulaError
-from engine.io.ply import write_ply
-from engine.splat import camera_path as cp
+from spirula.engine.errors import SpirulaError
+from spirula.engine.io.ply import write_ply
+from spirula.engine.splat import camera_path as cp
 from tests.io.splat_cases import random_gaussians
 from tests.splat.reference import SH_C0
 
@@ -40,13 +40,13 @@ def _psnr(a, b):
 
 def test_video_frames_duration_and_quality(gpu, tmp_path, monkeypatch, capsys):
     av = pytest.importorskip("av")
-    from engine.cli.main import main
-    from engine.jobs.video import VideoSettings, load_source, plan_cameras
-    from engine.splat.camera_table import View, camera_row
-    from engine.splat.layout import pack
-    from engine.splat.render import Rasterizer
+    from spirula.engine.cli.main import main
+    from spirula.engine.jobs.render_video import VideoSettings, load_source, plan_cameras
+    from spirula.engine.splat.camera_table import View, camera_row
+    from spirula.engine.splat.param_layout import pack
+    from spirula.engine.splat.render import Rasterizer
 
-    monkeypatch.setattr("engine.device.get_gpu", lambda *a, **k: gpu)
+    monkeypatch.setattr("spirula.engine.device.get_gpu", lambda *a, **k: gpu)
     write_ply(tmp_path / "s.ply", _scene())
     out = tmp_path / "out.mp4"
     assert main(["render", str(tmp_path / "s.ply"), "-o", str(out), "--width", str(W), "--height", str(H),
@@ -78,7 +78,7 @@ def test_video_frames_duration_and_quality(gpu, tmp_path, monkeypatch, capsys):
 
 
 def test_cancel_and_bad_settings_leave_no_file(gpu, tmp_path):
-    from engine.jobs.video import VideoSettings, render_video
+    from spirula.engine.jobs.render_video import VideoSettings, render_video
 
     write_ply(tmp_path / "s.ply", _scene(1, 500))
     out = tmp_path / "out.mp4"
@@ -99,7 +99,7 @@ def test_cancel_and_bad_settings_leave_no_file(gpu, tmp_path):
 
 
 def test_cli_refuses_in_one_line(tmp_path, capsys):
-    from engine.cli.main import main
+    from spirula.engine.cli.main import main
 
     write_ply(tmp_path / "s.ply", _scene(2, 50))
     assert main(["render", str(tmp_path / "s.ply"), "-o", str(tmp_path / "o.mp4"), "--seconds", "0.51"]) == 1
@@ -206,7 +206,7 @@ def _project(tmp_path):
 
 
 def test_project_orbit_and_training_path_follow_its_cameras(tmp_path):
-    from engine.jobs.video import VideoSettings, load_source, plan_cameras
+    from spirula.engine.jobs.render_video import VideoSettings, load_source, plan_cameras
 
     src = load_source(_project(tmp_path))
     assert src.c2w is not None and len(src.c2w) == 12
@@ -232,10 +232,10 @@ def test_crop_renders_only_the_box(gpu, tmp_path, monkeypatch):
     """--crop keeps the Gaussians whose centres lie in the box: the frames are our renders of
     that subset (and differ from the whole scene's); a box holding none is refused."""
     av = pytest.importorskip("av")
-    from engine.cli.main import main
-    from engine.jobs.video import FrameRenderer, VideoSettings, crop_source, load_source, plan_cameras
+    from spirula.engine.cli.main import main
+    from spirula.engine.jobs.render_video import FrameRenderer, VideoSettings, crop_source, load_source, plan_cameras
 
-    monkeypatch.setattr("engine.device.get_gpu", lambda *a, **k: gpu)
+    monkeypatch.setattr("spirula.engine.device.get_gpu", lambda *a, **k: gpu)
     g = _scene(6, 1500)
     write_ply(tmp_path / "s.ply", g)
     box = (-1.5, -1.5, -1.5, 0.0, 1.5, 1.5)                           # the x < 0 half
@@ -267,7 +267,7 @@ def _decoded(path):
 def test_saved_edit_applied_when_asked(gpu, tmp_path):
     """apply_edit (the studio's export): the video of a splat file with a saved edit equals
     the video of the kept Gaussians written as a file of their own; without it, the whole."""
-    from engine.jobs.video import VideoSettings, render_video
+    from spirula.engine.jobs.render_video import VideoSettings, render_video
 
     ply = _edited_scene(tmp_path, 3)
     cams = VideoSettings(width=32, height=32, fps=4, seconds=1.0, path="keyframes", keyframes=str(tmp_path / "k.json"))
@@ -285,7 +285,7 @@ def test_saved_edit_applied_when_asked(gpu, tmp_path):
 def test_spirula_render_applies_the_saved_edit_unless_told_not_to(gpu, tmp_path):
     """`spirula render` applies a source's saved studio edit by default, as `spirula export`
     does; --no-edit renders the splats as trained."""
-    from engine.cli.main import main
+    from spirula.engine.cli.main import main
 
     ply = _edited_scene(tmp_path, 4)
     eye = [np.array([0.0, -0.5, -4.0]), np.array([2.0, -0.5, -3.5])]
@@ -303,7 +303,7 @@ def test_spirula_render_applies_the_saved_edit_unless_told_not_to(gpu, tmp_path)
 def _edited_scene(tmp_path, seed: int):
     """a/splat.ply with a saved edit deleting the Gaussians at x >= 0.2, and b/splat.ply
     holding only the kept ones; returns a's path."""
-    from engine.io.splat_edit import SplatEdit, edit_file_for, file_sha256
+    from spirula.engine.io.splat_edit import SplatEdit, edit_file_for, file_sha256
 
     g = _scene(seed, 600)
     for d in ("a", "b"):

@@ -1,4 +1,4 @@
-"""The settings table (engine/settings.py): what is derived from it, and two of issue 48's
+"""The settings table (spirula/engine/settings.py): what is derived from it, and two of issue 48's
 user-visible bugs, both failing on dfa6aa5: Restart of a finished run rebuilt its settings
 from 13 keys (the MCMC budget went from 200,000 to 6,000,000; seed, SH degree, resolution
 levels and the geometry phase's start fell back to their defaults), and the CLI had no preset
@@ -12,14 +12,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.config import TrainConfig
+from spirula.engine.config import TrainConfig
 
 
 def test_the_configs_are_the_tables():
     """DatasetConfig and TrainConfig have one field per setting of their section, with the
     table's default, in the table's order; every setting has a help text and a known group."""
-    from engine import settings as table
-    from engine.config import DatasetConfig
+    from spirula.engine import settings as table
+    from spirula.engine.config import DatasetConfig
 
     for cls, section in ((DatasetConfig, "dataset"), (TrainConfig, "train")):
         assert [(f.name, f.default) for f in fields(cls)] == [(s.name, s.default) for s in table.named(section)]
@@ -30,10 +30,10 @@ def test_the_configs_are_the_tables():
 
 
 def test_every_setting_has_an_option_in_train_run_and_partition():
-    from engine import settings as table
+    from spirula.engine import settings as table
 
-    from engine.cli.main import build_parser
-    from engine.cli.partition import PARTITION_FIXED
+    from spirula.engine.cli.main import build_parser
+    from spirula.engine.cli.partition_command import PARTITION_FIXED
 
     parser = build_parser()
     sub = parser._subparsers._group_actions[0].choices
@@ -49,7 +49,7 @@ def test_every_setting_has_an_option_in_train_run_and_partition():
 def test_max_gaussians_is_a_cap_or_a_budget_in_one_place():
     """--max-gaussians: ADC's cap; MCMC's exact budget (the cap raised to it); both for auto;
     an explicitly set budget stays; a preset's budget does not override the user's count."""
-    from engine import settings as table
+    from spirula.engine import settings as table
 
     d = {s.name: s.default for s in table.SETTINGS}
     assert table.density({**d, "strategy": "adc", "max_gaussians": 5}, {"max_gaussians"})["mcmc_budget"] == 200_000
@@ -64,7 +64,7 @@ def test_max_gaussians_is_a_cap_or_a_budget_in_one_place():
 
 
 def test_a_preset_never_overrides_what_was_set():
-    from engine import settings as table
+    from spirula.engine import settings as table
 
     ds, tr = table.resolve({"steps": 77, "max_size": 0, "appearance": "affine"}, "software", input_kind="video")
     assert (tr["steps"], ds["max_size"], tr["appearance"]) == (77, 0, "affine")
@@ -79,7 +79,7 @@ def test_a_preset_never_overrides_what_was_set():
 
 def _saved_project(tmp_path, train: dict) -> "Path":  # noqa: F821
     """A finished `spirula train` project whose train.json saved ``train`` (over the defaults)."""
-    from engine.config import RunConfig
+    from spirula.engine.config import RunConfig
 
     data = tmp_path / "data"
     data.mkdir()
@@ -92,13 +92,13 @@ def _saved_project(tmp_path, train: dict) -> "Path":  # noqa: F821
 
 
 def test_restart_of_a_finished_run_keeps_every_setting(tmp_path):
-    """Restart (engine/studio/projects.py describe_project, then StartTraining as the window
+    """Restart (spirula/engine/studio/projects.py describe_project, then StartTraining as the window
     sends it) trains with exactly the settings the run saved. On dfa6aa5: the MCMC budget
     became 6,000,000 (the cap), seed / SH degree / resolution levels / geometry start the
     defaults."""
-    from engine.studio import messages as M
-    from engine.studio.projects import describe_project
-    from engine.studio.scenes import run_config
+    from spirula.engine.studio import protocol as M
+    from spirula.engine.studio.projects import describe_project
+    from spirula.engine.studio.scenes import run_config
 
     ran = dict(steps=3_000, seed=7, sh_degree=2, res_levels=3, geometry=True, geometry_from=0.3,
                strategy="auto", mcmc_budget=200_000, max_gaussians=6_000_000, lambda_dssim=0.3)
@@ -117,16 +117,16 @@ def test_restart_of_a_finished_run_keeps_every_setting(tmp_path):
 def cli_runs(monkeypatch):
     """Runs `spirula train` without training: the RunConfigs it would train with, the device
     faked (``set_device(software)``), no preset pinned by the environment."""
-    import engine.device
-    import engine.jobs.train
+    import spirula.engine.device
+    import spirula.engine.jobs.train
 
     monkeypatch.delenv("SPIRULA_PRESET", raising=False)
     seen = []
-    monkeypatch.setattr(engine.jobs.train, "run_training",
+    monkeypatch.setattr(spirula.engine.jobs.train, "run_training",
                         lambda data, out, cfg, **kw: seen.append(cfg) or {"stopped_early": False, "step": 0})
 
     def set_device(software: bool) -> None:
-        monkeypatch.setattr(engine.device, "get_gpu", lambda backend=None: SimpleNamespace(software=software))
+        monkeypatch.setattr(spirula.engine.device, "get_gpu", lambda backend=None: SimpleNamespace(software=software))
 
     return seen, set_device
 
@@ -135,7 +135,7 @@ def test_the_cli_picks_the_software_preset_on_a_software_device(tmp_path, cli_ru
     """`spirula train` on software Vulkan: the software preset (2,000 steps at 240 px, the
     studio's "Software device" one), said in one line; what the user set wins; --preset and a
     GPU keep the default. On dfa6aa5: 30,000 steps at 1600 px, no note."""
-    from engine.cli.main import main
+    from spirula.engine.cli.main import main
 
     seen, set_device = cli_runs
     out = ["-o", str(tmp_path / "out")]
@@ -160,7 +160,7 @@ def test_the_cli_picks_the_software_preset_on_a_software_device(tmp_path, cli_ru
 def test_spirula_run_picks_the_software_preset_too(tmp_path, cli_runs, capsys):
     import argparse
 
-    from engine.cli.run import add_parser, config_from_args
+    from spirula.engine.cli.run_command import add_parser, config_from_args
 
     _, set_device = cli_runs
     set_device(True)
@@ -175,9 +175,9 @@ def test_spirula_run_picks_the_software_preset_too(tmp_path, cli_runs, capsys):
 def test_help_names_a_preset_only_where_it_changes_the_default():
     """--help's "(default X; Y with --preset P)": P named only when Y differs from X (on
     85b3bc0 --mcmc-budget read "default 200,000; 200,000 with --preset software")."""
-    from engine.cli.options import _default_text
-    from engine import settings as table
-    from engine.settings import PRESETS
+    from spirula.engine.cli.options import _default_text
+    from spirula.engine import settings as table
+    from spirula.engine.settings import PRESETS
 
     for s in table.SETTINGS:
         text = _default_text(s, "train")

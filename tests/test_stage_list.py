@@ -1,4 +1,4 @@
-"""The stage list's estimate (engine/studio/stage_list.py) on recorded progress: the 18
+"""The stage list's estimate (spirula/engine/studio/stage_list.py) on recorded progress: the 18
 trainings of benchmarks/results/pipeline-2026-12-06*/ (step, elapsed seconds) replayed
 as StageProgress messages, the profile of the other scenes' traces (leave one scene out),
 the total (elapsed + estimate) against the recorded total once 10 % of the stage is done;
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.messages import StageFinished, StageProgress, StageStarted
-from engine.studio.stage_list import TRAIN_PROFILE, StageClock, StageList, format_seconds, profile_from_traces
+from spirula.engine.messages import StageFinished, StageProgress, StageStarted
+from spirula.engine.studio.stage_list import TRAIN_PROFILE, StageClock, StageList, format_seconds, profile_from_traces
 
 ROOT = Path(__file__).resolve().parents[1]
 

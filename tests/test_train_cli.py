@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
-from engine.cli.main import main
-from engine.io.ply import read_ply
+from spirula.engine.cli.main import main
+from spirula.engine.io.ply import read_ply
 
 
 def test_train_book_improves_heldout_psnr(shared_data, tmp_path, monkeypatch):
@@ -35,8 +35,8 @@ def test_train_book_improves_heldout_psnr(shared_data, tmp_path, monkeypatch):
 
 
 def test_interrupt_still_writes_ply(shared_data, tmp_path):
-    from engine.config import DatasetConfig, RunConfig, TrainConfig
-    from engine.jobs.train import run_training
+    from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+    from spirula.engine.jobs.train import run_training
 
     def interrupt(progress):
         if progress.step >= 25:
@@ -69,11 +69,11 @@ def test_antialias_flag_reaches_the_training_config(tmp_path, monkeypatch):
     """--antialias of `spirula train` and `spirula run` sets TrainConfig.antialias (off without it)."""
     import argparse
 
-    import engine.jobs.train
-    from engine.cli.run import add_parser, config_from_args
+    import spirula.engine.jobs.train
+    from spirula.engine.cli.run_command import add_parser, config_from_args
 
     seen = []
-    monkeypatch.setattr(engine.jobs.train, "run_training",
+    monkeypatch.setattr(spirula.engine.jobs.train, "run_training",
                         lambda data, out, cfg, **kw: seen.append(cfg) or {"stopped_early": False, "step": 0})
     for flags in ([], ["--antialias"]):
         assert main(["train", str(tmp_path), "-o", str(tmp_path / "out"), *flags]) == 0
@@ -89,12 +89,12 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
     TrainConfig's fields (TrainConfig's defaults without them); out-of-range values are refused."""
     import argparse
 
-    import engine.jobs.train
-    from engine.cli.run import add_parser, config_from_args
-    from engine.config import TrainConfig
+    import spirula.engine.jobs.train
+    from spirula.engine.cli.run_command import add_parser, config_from_args
+    from spirula.engine.config import TrainConfig
 
     seen = []
-    monkeypatch.setattr(engine.jobs.train, "run_training",
+    monkeypatch.setattr(spirula.engine.jobs.train, "run_training",
                         lambda data, out, cfg, **kw: seen.append(cfg) or {"stopped_early": False, "step": 0})
     given = ["--geometry", "--geometry-from", "0.5", "--lambda-normal", "0.03", "--lambda-flat", "10",
              "--geometry-alpha-grad", "on", "--lambda-multiview", "0.04", "--lambda-mvrgb", "0.2"]
@@ -150,12 +150,12 @@ def test_geometry_options_reach_the_training_config(tmp_path, monkeypatch, capsy
 def test_an_unexpected_failure_is_one_clear_line(tmp_path, monkeypatch, capsys):
     """A bug inside a command (not a SpirulaError) ends it with exit code 1 and one line that
     names the command and the error; `spirula -v` raises it with its traceback."""
-    import engine.jobs.train
+    import spirula.engine.jobs.train
 
     def broken(*a, **kw):
         raise ValueError("attempt to get argmax of an empty sequence")
 
-    monkeypatch.setattr(engine.jobs.train, "run_training", broken)
+    monkeypatch.setattr(spirula.engine.jobs.train, "run_training", broken)
     assert main(["train", str(tmp_path), "-o", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "error: spirula train failed unexpectedly: ValueError: attempt to get argmax" in err

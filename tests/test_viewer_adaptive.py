@@ -1,4 +1,4 @@
-"""The viewport's moving frames on a slow device (engine/studio/adaptive.py): when a frame's
+"""The viewport's moving frames on a slow device (spirula/engine/studio/adaptive.py): when a frame's
 fixed part (per Gaussian) alone misses the target, the moving view draws fewer Gaussians and
 pixels until its frames fit, and steps back up when they are fast; a still view draws all.
 No GPU: the frame time is a stand-in cost model."""
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.studio.adaptive import MIN_SHARE_STEPS, AdaptiveResolution
+from spirula.engine.studio.adaptive import MIN_SHARE_STEPS, AdaptiveResolution
 
 
 def _adaptive(width=960, height=600):

@@ -1,12 +1,12 @@
-"""The viewport's one-submission frames (engine/studio/viewer.py): a frame sized from the
+"""The viewport's one-submission frames (spirula/engine/studio/viewer.py): a frame sized from the
 last frame's intersection count shows the same pixels as one counted exactly, and a frame
 whose count outgrew that capacity is rendered again before anything shows it."""
 
 import numpy as np
 import pytest
 
-from engine.cli.bench.viewer_fps import ball_scene, orbit_w2c
-from engine.studio.viewer import Viewer, ViewSource
+from spirula.engine.cli.bench.viewer_fps import ball_scene, orbit_w2c
+from spirula.engine.studio.viewer import Viewer, ViewSource
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_capacity_frames_match_exact_frames_and_overflow_renders_again(gpu, scen
 @pytest.fixture(scope="module")
 def opaque_scene(gpu):
     rows = ball_scene(20_000, 1, seed=3)
-    rows[:, 10] = 6.0  # opacity logits (engine/splat/layout.py): a ball whose front hides its back
+    rows[:, 10] = 6.0  # opacity logits (spirula/engine/splat/param_layout.py): a ball whose front hides its back
     return ViewSource(gpu.upload(rows, "test.viewer.opaque"), len(rows), 1, 1)
 
 
@@ -129,7 +129,7 @@ def test_the_early_cull_rule_drops_only_splats_the_full_test_leaves_without_a_ti
     against NumPy maxima). Replayed in NumPy (float64) from the splats' parameters and the frame's cut
     map: it must cover a good share of this ball's hidden splats, and only splats the full test
     (the rasterizer's tile counts) leaves with no tile."""
-    from engine.splat.occlusion import CUT_BLOCK
+    from spirula.engine.splat.occlusion import CUT_BLOCK
 
     rows = ball_scene(100_000, 1, seed=3)  # splats a few tiles wide, as in a trained model's view
     rows[:, 10] = 6.0
@@ -212,7 +212,7 @@ def test_frames_in_flight_show_each_view_exactly_and_a_cut_frame_is_redone_befor
 
 
 def test_frames_in_flight_setting_takes_1_or_2_and_names_anything_else(gpu, monkeypatch):
-    from engine.errors import SpirulaError
+    from spirula.engine.errors import SpirulaError
 
     for text, want in (("1", 1), ("2", 2)):
         monkeypatch.setenv("SPIRULA_VIEWER_FRAMES", text)
@@ -224,7 +224,7 @@ def test_frames_in_flight_setting_takes_1_or_2_and_names_anything_else(gpu, monk
 
 
 def test_a_moving_view_on_a_slow_device_draws_the_first_share_of_the_splats_smaller(gpu, scene):
-    """engine/studio/adaptive.py move_level: a moving frame at level 3 draws the first half of
+    """spirula/engine/studio/adaptive.py move_level: a moving frame at level 3 draws the first half of
     the Gaussians at 1/sqrt(2) of the size, exactly the frame of that half at that scale; a
     still frame (or a screenshot) draws them all at the viewport's size."""
     import dataclasses

@@ -3,7 +3,7 @@ pinhole camera, the nearest exact hit among the scene's analytic solids
 (:mod:`benchmarks.mesh_gt.geometry`), its solid texture, ambient + Lambert shading.
 Nothing here uses the engine's rasterizer or camera code.
 
-Camera conventions (as COLMAP and engine/): OpenCV axes (x right, y down, z forward),
+Camera conventions (as COLMAP and spirula/engine/): OpenCV axes (x right, y down, z forward),
 ``w2c`` [4, 4] float64 world-to-camera, PINHOLE intrinsics fx, fy, cx, cy in pixels with
 pixel centres at +0.5 (pixel (0, 0) covers [0, 1) x [0, 1)). Ray directions have camera
 z = 1, so a hit's ray parameter is its camera depth.

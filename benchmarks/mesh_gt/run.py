@@ -64,7 +64,7 @@ def spirula_command(data: Path, project: Path, size_name: str, scene_name: str, 
                     mesh_args: list[str]) -> list[str]:
     """The `spirula run` command line of one scene (module docstring)."""
     size, scene = SIZES[size_name], get_scene(scene_name)
-    cmd = [sys.executable, "-m", "engine.cli", "run", str(data), "-o", str(project)]
+    cmd = [sys.executable, "-m", "spirula.engine.cli", "run", str(data), "-o", str(project)]
     if size.steps is not None:
         cmd += ["--steps", str(size.steps)]
     if device:

@@ -21,7 +21,7 @@ def tiny_dataset(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def xvfb():
-    from app.headless import Xvfb
+    from spirula.app.headless import Xvfb
 
     if not Xvfb.available():
         pytest.skip("Xvfb is not installed (Debian: apt-get install xvfb)")
@@ -35,7 +35,7 @@ def qapp(xvfb, tmp_path_factory):
     pytest.importorskip("PySide6", reason="PySide6 is not installed (pip install '.[gui]')")
     pytest.importorskip("pyqtgraph", reason="pyqtgraph is not installed (pip install '.[gui]')")
     os.environ["QT_QPA_PLATFORM"] = "xcb"
-    from app.main import check_pyside, prepare_environment
+    from spirula.app.startup import check_pyside, prepare_environment
 
     prepare_environment()
     try:

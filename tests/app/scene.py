@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from engine.pose import invert_rigid, look_at
+from spirula.engine.pose import invert_rigid, look_at
 
 _GL = np.diag([1.0, -1.0, -1.0, 1.0])  # OpenCV <-> OpenGL camera axes
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.studio import messages as M
+from spirula.engine.studio import protocol as M
 
 
 def open_studio(projects, size=(1000, 680)):
     """(app, window) with the engine ready and the viewport attached; the window's
     commands are recorded in ``win.sent``."""
-    from app import remembered
-    from app.main import create_studio
+    from spirula.app import remembered
+    from spirula.app.startup import create_studio
 
     remembered.store().clear()  # each module's window starts as on a first launch
     app, win, session = create_studio(None, dialogs=False, projects=projects, splash=False, size=size)

@@ -1,13 +1,13 @@
-"""Dragging a face of the mesh bounds box (app/bounds_drag.py), without a display: the
+"""Dragging a face of the mesh bounds box (spirula/app/bounds_drag.py), without a display: the
 grabbed handle stays under the cursor along its axis, the other bounds stay, a face
 cannot pass its opposite one, and an axis seen end-on does not move."""
 
 import numpy as np
 import pytest
 
-from app.bounds_drag import FaceDrag, pick_face
-from app.camera import OrbitCamera
-from engine.studio.bounds_box import face_centers
+from spirula.app.bounds_drag import FaceDrag, pick_face
+from spirula.app.camera import OrbitCamera
+from spirula.engine.studio.bounds_box import face_centers
 
 W, H = 640, 480
 BOX = (-1.0, -0.5, -0.8, 1.2, 0.7, 0.9)
@@ -100,8 +100,8 @@ def test_an_oriented_box_face_moves_along_its_own_axis_under_the_cursor(face):
 
 
 def test_a_crop_box_converts_to_a_framed_box_and_back():
-    from engine.io.splat_edit import CropBox
-    from engine.studio.bounds_box import box_corners, box_to_crop, crop_to_box
+    from spirula.engine.io.splat_edit import CropBox
+    from spirula.engine.studio.bounds_box import box_corners, box_to_crop, crop_to_box
 
     frame = _turned()
     crop = CropBox((0.3, -0.2, 0.5), (0.4, 0.7, 0.2), tuple(map(tuple, frame.T)))

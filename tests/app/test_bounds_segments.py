@@ -1,11 +1,11 @@
-"""The bounds box as the viewer draws it (engine/studio/overlays.box_segments): twelve edges on
+"""The bounds box as the viewer draws it (spirula/engine/studio/overlays.box_segments): twelve edges on
 its faces and six face handles, each on its face's centre."""
 
 import numpy as np
 
 
 def test_the_bounds_box_has_twelve_edges_on_its_faces_and_six_face_handles():
-    from engine.studio.overlays import COLOR_BOUNDS, box_segments
+    from spirula.engine.studio.overlays import COLOR_BOUNDS, box_segments
 
     allsegs, cols = box_segments((-1, -2, -3, 1, 2, 3))
     assert allsegs.shape == (30, 6) and len(cols) == 30 and len(set(cols[:12])) == 1 and cols[12] != cols[0]
@@ -26,7 +26,7 @@ def test_the_bounds_box_has_twelve_edges_on_its_faces_and_six_face_handles():
 
 
 def test_the_highlighted_handle_is_larger_and_in_the_hover_colour():
-    from engine.studio.overlays import COLOR_HANDLES, COLOR_HOVER, box_segments
+    from spirula.engine.studio.overlays import COLOR_HANDLES, COLOR_HOVER, box_segments
 
     rng = np.random.default_rng(4)
     lo = rng.normal(size=3)
@@ -51,7 +51,7 @@ def test_the_highlighted_handle_is_larger_and_in_the_hover_colour():
 def test_keyframes_drawn_as_frustums_of_their_fov_and_the_path_as_a_polyline():
     """keyframe_segments: ten segments per keyframe (four rays from its centre, the image
     rectangle, the up mark), the rays' far ends at the fov's half-angle, then the path."""
-    from engine.studio.overlays import COLOR_KEYFRAME, COLOR_PATH, _bgra, keyframe_segments
+    from spirula.engine.studio.overlays import COLOR_KEYFRAME, COLOR_PATH, _bgra, keyframe_segments
 
     c2w = np.eye(4)
     c2w[:3, 3] = (1.0, 2.0, 3.0)                     # looking down +z from (1, 2, 3)
@@ -71,10 +71,10 @@ def test_keyframes_drawn_as_frustums_of_their_fov_and_the_path_as_a_polyline():
 
 
 def test_an_oriented_box_is_drawn_at_its_own_corners():
-    """The mesh stage proposes an oriented box (engine/mesh/bounds.py Bounds: frame, lo, hi);
+    """The mesh stage proposes an oriented box (spirula/engine/mesh/bounds.py Bounds: frame, lo, hi);
     the viewport draws that box, not the world axis-aligned box around it."""
-    from engine.mesh.bounds import Bounds
-    from engine.studio.overlays import box_segments
+    from spirula.engine.mesh.bounds import Bounds
+    from spirula.engine.studio.overlays import box_segments
 
     a = np.radians(30)
     frame = np.array([[np.cos(a), np.sin(a), 0], [-np.sin(a), np.cos(a), 0], [0, 0, 1.0]])

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from app.camera import OrbitCamera, pick
+from spirula.app.camera import OrbitCamera, pick
 
 
 def _check_rigid(m):
@@ -70,7 +70,7 @@ def test_start_view_fits_every_camera(rng):
     of view (checked by the angle from the line of sight, not by the formula it uses)."""
     from PySide6 import QtCore
 
-    from app.viewport import fit_points
+    from spirula.app.viewport_widget import fit_points
 
     center = rng.normal(size=3)
     points = center + rng.normal(scale=3.0, size=(40, 3))

@@ -1,20 +1,20 @@
-"""`spirula` and `spirula gui [path]` open the studio (app.main.main), imported lazily by the
-command's entry point (app/launch.py); the engine's own entry has no window."""
+"""`spirula` and `spirula gui [path]` open the studio (spirula.app.startup.main), imported lazily by the
+command's entry point (spirula/app/launch.py); the engine's own entry has no window."""
 
 from pathlib import Path
 
 import pytest
 
-from app import launch
-from engine.cli import main as cli
+from spirula.app import launch
+from spirula.engine.cli import main as cli
 
 
 @pytest.fixture
 def opened(monkeypatch):
-    import app.main
+    import spirula.app.startup
 
     calls = []
-    monkeypatch.setattr(app.main, "main", lambda path=None, device=None: calls.append((path, device)) or 0)
+    monkeypatch.setattr(spirula.app.startup, "main", lambda path=None, device=None: calls.append((path, device)) or 0)
     monkeypatch.setenv("DISPLAY", ":99")
     return calls
 
@@ -38,6 +38,6 @@ def test_no_display_is_a_clear_error(monkeypatch, capsys):
 
 
 def test_the_engine_entry_has_no_window(opened, capsys):
-    """`python -m engine.cli` (engine only) says where the window is instead of importing the app."""
+    """`python -m spirula.engine.cli` (engine only) says where the window is instead of importing the app."""
     assert cli.main(["gui"]) == 2
     assert "`spirula` command" in capsys.readouterr().err and opened == []

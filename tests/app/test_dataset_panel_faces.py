@@ -1,10 +1,10 @@
-"""The Dataset panel groups a wide image's pinhole faces (engine/ingest/faces.py) by their
+"""The Dataset panel groups a wide image's pinhole faces (spirula/engine/ingest/faces.py) by their
 image: listed under its name, held out and excluded together, as the engine's hold-out does."""
 
 from __future__ import annotations
 
-from engine.ingest.dataset import holdout_by_image
-from engine.studio import messages as M
+from spirula.engine.ingest.dataset import holdout_by_image
+from spirula.engine.studio import protocol as M
 
 
 def _scene(cameras) -> M.SceneLoaded:
@@ -17,7 +17,7 @@ def _cam(name, source="", face=""):
 
 
 def test_faces_are_grouped_and_split_by_image(qapp):
-    from app.dataset_panel import DatasetPanel
+    from spirula.app.dataset_panel import DatasetPanel
 
     faces = ("down", "front", "left", "right", "up")
     cams = [_cam(f"{img}#{f}", img, f) for img in ("a.png", "b.png", "c.png") for f in faces]

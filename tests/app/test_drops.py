@@ -1,6 +1,6 @@
 """What a dropped path means (no Qt)."""
 
-from app.drops import Drop, classify, classify_many, describe_many
+from spirula.app.drops import Drop, classify, classify_many, describe_many
 
 
 def test_dataset_folders(tiny_dataset, tmp_path):
@@ -87,7 +87,7 @@ def test_gltf_opens_as_splats_or_mesh_by_its_content(tmp_path):
     import numpy as np
     import trimesh
 
-    from engine.io.gltf import write_gltf
+    from spirula.engine.io.gltf import write_gltf
     from tests.io.splat_cases import random_gaussians
 
     g = random_gaussians(np.random.default_rng(7), 40, 1)

@@ -1,4 +1,4 @@
-"""The outline of a selection being dragged (engine/studio/editing.py outline_segments):
+"""The outline of a selection being dragged (spirula/engine/studio/editing.py outline_segments):
 world segments that project back onto the dragged screen points (a K matrix reference)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from engine.studio import messages as M
-from engine.studio.editing import outline_segments
+from spirula.engine.studio import protocol as M
+from spirula.engine.studio.editing import outline_segments
 
 
 def test_the_outline_projects_onto_the_dragged_points():

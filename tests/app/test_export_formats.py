@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.export_formats import choices, default_name, human_bytes
-from engine.io import formats
+from spirula.app.export_formats import choices, default_name, human_bytes
+from spirula.engine.io import formats
 from tests.io.splat_cases import random_gaussians
 
 
@@ -30,7 +30,7 @@ def test_choices_list_every_format_with_its_size(tmp_path):
 
 
 def test_panel_chooser_follows_the_scene(qapp):
-    from app.export_panel import ExportPanel
+    from spirula.app.export_panel import ExportPanel
 
     p = ExportPanel()
     p.set_scene_size(100_000, 3)
@@ -46,7 +46,7 @@ def test_panel_chooser_follows_the_scene(qapp):
 
 
 def test_the_mesh_hint_says_to_wait_while_training_and_ready_after(qapp, tmp_path):
-    from app.export_panel import ExportPanel
+    from spirula.app.export_panel import ExportPanel
 
     p = ExportPanel()
     p.set_project(str(tmp_path), training=True)         # training under way, nothing saved yet
@@ -65,7 +65,7 @@ def test_meshing_again_asks_first_and_a_no_sends_nothing(qapp, tmp_path, monkeyp
     """Re-meshing never replaces a mesh without asking (issue 47); the first mesh is not asked for."""
     from PySide6 import QtWidgets
 
-    from app.export_panel import ExportPanel
+    from spirula.app.export_panel import ExportPanel
 
     p = ExportPanel()
     (tmp_path / "splat.ply").write_bytes(b"ply")

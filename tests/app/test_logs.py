@@ -1,11 +1,11 @@
-"""The studio's log (app/logs.py): tracebacks to the log file, one line to the terminal, the
+"""The studio's log (spirula/app/logs.py): tracebacks to the log file, one line to the terminal, the
 last traceback for the error dialog's details."""
 
 import logging
 
 
 def test_tracebacks_go_to_the_file_and_the_terminal_gets_one_line(tmp_path, monkeypatch, capsys):
-    from app import logs
+    from spirula.app import logs
 
     monkeypatch.setenv("SPIRULA_LOG_FILE", str(tmp_path / "studio.log"))
     root = logging.getLogger()
@@ -29,8 +29,8 @@ def test_tracebacks_go_to_the_file_and_the_terminal_gets_one_line(tmp_path, monk
 
 
 def test_the_terminal_gets_each_warning_once_after_the_clis_basic_config(tmp_path, monkeypatch, capsys):
-    """`spirula` (engine/cli/main.py) calls logging.basicConfig before the studio sets up its log."""
-    from app import logs
+    """`spirula` (spirula/engine/cli/main.py) calls logging.basicConfig before the studio sets up its log."""
+    from spirula.app import logs
 
     monkeypatch.setenv("SPIRULA_LOG_FILE", str(tmp_path / "studio.log"))
     root = logging.getLogger()
@@ -40,7 +40,7 @@ def test_the_terminal_gets_each_warning_once_after_the_clis_basic_config(tmp_pat
     root.addHandler(cli)
     try:
         logs.setup("WARNING")
-        logging.getLogger("engine.ingest").warning("17 of 67 frames have no image file")
+        logging.getLogger("spirula.engine.ingest").warning("17 of 67 frames have no image file")
         logging.getLogger("spirula.session").info("viewport: presenting")
     finally:
         _restore_root(root, before, level)

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import checkpoint
-from engine.studio import messages as M
-from engine.jobs.stages import train_checkpoint_path
+from spirula.engine import checkpoint
+from spirula.engine.studio import protocol as M
+from spirula.engine.jobs.stages import train_checkpoint_path
 
 from .studio_helpers import open_and_start
 from ..patience import patient
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(240)
 
 
 def _studio(qapp, path, projects):
-    from app.main import create_studio
+    from spirula.app.startup import create_studio
 
     _, win, _ = create_studio(path, dialogs=True, projects=projects, splash=False, size=(900, 640))
     return win
@@ -93,7 +93,7 @@ def test_a_gui_bug_shows_a_dialog_not_a_crash(qtbot, state, monkeypatch):
 
     from PySide6 import QtCore
 
-    from app.main import install_excepthook
+    from spirula.app.startup import install_excepthook
 
     win = state["win"]
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # restored afterwards

@@ -5,9 +5,9 @@ Train for what cannot be partitioned."""
 import numpy as np
 import pytest
 
-from engine.partition.geometry import read_geometry
-from engine.partition.split import SplitSettings, split_scene
-from engine.studio import messages as M
+from spirula.engine.partition.geometry import read_geometry
+from spirula.engine.partition.split import SplitSettings, split_scene
+from spirula.engine.studio import protocol as M
 from tests.partition.city import make_city, write_city
 
 
@@ -18,7 +18,7 @@ def _scene(path, kind="dataset"):
 
 @pytest.mark.parametrize("kind", ["review", "dataset"])  # opened for review, or training
 def test_panel_previews_the_split_and_follows_the_sliders(qapp, tmp_path, kind):
-    from app.partition_panel import PartitionPanel
+    from spirula.app.partition_panel import PartitionPanel
 
     root = tmp_path / "city"
     write_city(root, make_city(blocks=3, width=32, height=24), points=1500)
@@ -47,11 +47,11 @@ def test_panel_previews_the_split_and_follows_the_sliders(qapp, tmp_path, kind):
 
 
 def test_train_goes_to_the_engine_thread_and_its_messages_drive_the_rows(qapp, tmp_path):
-    """Train sends TrainPartition (the engine thread runs it, engine/studio/partitioning.py);
-    Stop sends Cancel; the job's messages (PartitionMessage's, app/window.py) make a row per
+    """Train sends TrainPartition (the engine thread runs it, spirula/engine/studio/partitioning.py);
+    Stop sends Cancel; the job's messages (PartitionMessage's, spirula/app/window.py) make a row per
     part, and Done ends the run (Train again enabled)."""
-    from app.partition_panel import PartitionPanel
-    from engine.messages import Done, StageProgress, StageStarted
+    from spirula.app.partition_panel import PartitionPanel
+    from spirula.engine.messages import Done, StageProgress, StageStarted
 
     root = tmp_path / "city"
     write_city(root, make_city(blocks=2, width=32, height=24), points=800)

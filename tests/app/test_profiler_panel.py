@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from engine.studio import messages as M
+from spirula.engine.studio import protocol as M
 
 
 def _snapshot(train_ms: dict, viewer_ms: dict, vram_mib: float = 10.0, budget: float | None = 40.0):
@@ -22,8 +22,8 @@ def _snapshot(train_ms: dict, viewer_ms: dict, vram_mib: float = 10.0, budget: f
 
 
 def test_ms_per_step_share_and_scopes(qapp):
-    from app.plots import pg  # noqa: F401 (pyqtgraph's binding first)
-    from app.profiler_panel import ProfilerPanel
+    from spirula.app.plots import pg  # noqa: F401 (pyqtgraph's binding first)
+    from spirula.app.profiler_panel import ProfilerPanel
 
     p = ProfilerPanel()
     p.resize(500, 900)
@@ -54,7 +54,7 @@ def test_ms_per_step_share_and_scopes(qapp):
 
 
 def test_flat_curves_get_a_sensible_range(qapp):
-    from app.plots import fit_y, plot
+    from spirula.app.plots import fit_y, plot
 
     w = plot("Gaussians", "count")
     fit_y(w, [5000, 5000, 5000], include_zero=True)
@@ -66,7 +66,7 @@ def test_flat_curves_get_a_sensible_range(qapp):
 
 
 def test_a_short_plot_keeps_its_value_labels_apart(qapp):
-    from app.plots import LABEL_PX, plot
+    from spirula.app.plots import LABEL_PX, plot
 
     axis = plot("Held-out PSNR", "dB").getAxis("left")
     for lo, hi, px in ((13.6, 16.2, 34), (0.14, 0.29, 35), (0, 14_000, 30), (0, 14_000, 400)):

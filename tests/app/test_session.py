@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.studio import messages as M
-from engine.io.ply import read_ply
-from engine.studio.session import Session
-from engine.studio.viewer import BG_BOTTOM, BG_TOP
+from spirula.engine.studio import protocol as M
+from spirula.engine.io.ply import read_ply
+from spirula.engine.studio.session import Session
+from spirula.engine.studio.viewer import BG_BOTTOM, BG_TOP
 from ..patience import patient
 
 
@@ -97,7 +97,7 @@ def test_train_pause_resume_finish(driver, tiny_dataset, tmp_path):
     assert (train["max_gaussians"], train["adam_moments"]) == (450, "bf16")  # the studio's settings reached the run
     metrics = json.loads((tmp_path / "proj" / "metrics.json").read_text())
     assert metrics["psnr"] is not None and [e["step"] for e in metrics["evaluations"]] == [20, 40]
-    # one writer of metrics.json (engine/jobs/train.py write_results): the keys of `spirula train`'s
+    # one writer of metrics.json (spirula/engine/jobs/train.py write_results): the keys of `spirula train`'s
     assert {"initial_psnr", "normal_consistency", "views", "held_out", "sec_per_1k_steps", "resumed_from_step",
             "antialias"} <= set(metrics) and metrics["initial_psnr"] < metrics["psnr"]
     assert len(metrics["held_out"]) == 2 and (tmp_path / "proj" / "eval").is_dir()
@@ -135,7 +135,7 @@ def test_export_then_view_ply_and_orbit(driver, tmp_path):
     s.send(M.OpenPly(str(out)))
     scene = driver.wait(lambda m: isinstance(m, M.SceneLoaded) and m.kind == "ply", 60, "ply scene")
     assert scene.num_gaussians == len(read_ply(out).means) and not scene.cameras
-    from app.camera import OrbitCamera
+    from spirula.app.camera import OrbitCamera
 
     cam = OrbitCamera(target=scene.center, distance=3 * scene.radius + 1.0, up=(0, 0, 1))
     cam.look_at(np.asarray(scene.center) + np.array([3.0, 0.5, 1.0]), scene.center)
@@ -150,8 +150,8 @@ def test_export_then_view_ply_and_orbit(driver, tmp_path):
 
 def test_export_and_view_every_splat_format(driver, tmp_path):
     """The export panel's formats from the studio's scene, and each file dropped back in
-    opens in the viewport (engine/io/formats.py reads it) with its count and SH degree."""
-    from engine.io import formats
+    opens in the viewport (spirula/engine/io/formats.py reads it) with its count and SH degree."""
+    from spirula.engine.io import formats
 
     s = driver.s
     for fmt in ("spz", "sog", "compressed-ply", "splat"):
@@ -199,7 +199,7 @@ def test_stop_saves_and_errors_name_the_file(driver, tiny_dataset, tmp_path):
 
 
 def test_checkpoints_on_schedule_where_spirula_run_puts_them(driver, tiny_dataset, tmp_path):
-    from engine.jobs.stages import train_checkpoint_path
+    from spirula.engine.jobs.stages import train_checkpoint_path
 
     s, project = driver.s, tmp_path / "p3"
     s.send(M.StartTraining(str(tiny_dataset), project=str(project), steps=30, max_size=48, init_random_points=300,
@@ -230,8 +230,8 @@ def test_stopped_training_continues_from_its_project(driver, tiny_dataset, tmp_p
 
 
 def test_a_training_error_names_the_checkpoint_it_keeps(driver, tiny_dataset, tmp_path, monkeypatch):
-    from engine.splat.trainer import Trainer
-    from engine.jobs.stages import train_checkpoint_path
+    from spirula.engine.splat.trainer import Trainer
+    from spirula.engine.jobs.stages import train_checkpoint_path
 
     s, project = driver.s, tmp_path / "p5"
     s.send(M.OpenProject(str(project)))
@@ -247,14 +247,14 @@ def test_a_training_error_names_the_checkpoint_it_keeps(driver, tiny_dataset, tm
 
 
 def test_a_project_another_process_writes_is_refused_and_the_lock_goes_with_the_run(driver, tiny_dataset, tmp_path):
-    """One writer per project (engine/jobs/lock.py; issue 49): the studio's training takes the
+    """One writer per project (spirula/engine/jobs/lock.py; issue 49): the studio's training takes the
     project's lock, is refused in one line naming the owner while another process holds
     it, and gives it back when the run ends."""
     import subprocess
     import sys
     from pathlib import Path
 
-    from engine.jobs.lock import LOCK_FILE
+    from spirula.engine.jobs.lock import LOCK_FILE
     from tests.robustness.test_project_lock import HOLD
 
     s, project = driver.s, tmp_path / "p6"

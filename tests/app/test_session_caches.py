@@ -1,4 +1,4 @@
-"""The SfM caches from the studio's engine (engine/studio/caches.py), without Qt: the age and
+"""The SfM caches from the studio's engine (spirula/engine/studio/caches.py), without Qt: the age and
 size rules applied to the projects folder when the engine is ready, File > Clear SfM cache
 (ClearSfmCache) from a project's train/ folder, and its refusal when there is none."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from engine.sfm import cache
-from engine.studio import messages as M
-from engine.studio.session import Session
+from spirula.engine.sfm import cache
+from spirula.engine.studio import protocol as M
+from spirula.engine.studio.session import Session
 
 from ..sfm.test_cache_clean import _project
 from .test_session import Driver

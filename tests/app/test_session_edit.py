@@ -1,4 +1,4 @@
-"""The engine thread's splat edit without Qt (engine/studio/editing.py): a finished training
+"""The engine thread's splat edit without Qt (spirula/engine/studio/editing.py): a finished training
 becomes editable, the viewer renders the edited model (a crop leaving no splat shows the
 background alone; undone, the splats are back), and the mesh stage's input and the export
 are the edited splats."""
@@ -10,9 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from engine.io.ply import read_ply
-from engine.studio import messages as M
-from engine.studio.session import Session
+from spirula.engine.io.ply import read_ply
+from spirula.engine.studio import protocol as M
+from spirula.engine.studio.session import Session
 
 from .test_session import Driver, _background
 
@@ -57,9 +57,9 @@ def test_a_finished_training_is_edited_and_the_view_hides_what_is_cut(tiny_datas
         s.send(M.ExportPly(str(out)))
         d.wait(lambda m: isinstance(m, M.Saved) and m.path == str(out), 60, "export")
         assert np.array_equal(read_ply(out, warn=False).means, g.means[keep])
-        # the mesh stage's input (engine/jobs/mesh.py load_project) is the edited splats
-        from engine.jobs.mesh import load_project
-        from engine.mesh.config import MeshConfig
+        # the mesh stage's input (spirula/engine/jobs/mesh.py load_project) is the edited splats
+        from spirula.engine.jobs.mesh import load_project
+        from spirula.engine.mesh.mesh_config import MeshConfig
 
         _, splats, _ = load_project(tmp_path / "proj", MeshConfig(max_size=32))
         assert np.array_equal(splats.means, g.means[keep])

@@ -11,8 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from engine.studio import messages as M
-from engine.studio.session import Session
+from spirula.engine.studio import protocol as M
+from spirula.engine.studio.session import Session
 
 from ..mesh.raycast import checker, cube, look_at, reference
 from .test_session import Driver, _background
@@ -94,8 +94,8 @@ def test_a_broken_mesh_file_is_named(driver, tmp_path):
 def test_the_highlighted_bounds_handle_is_drawn_white(driver, tmp_path):
     """SetBounds.highlight: that face's handle is drawn in COLOR_HOVER (white; nothing else
     on screen is), the others in the handle colour."""
-    from engine.studio.bounds_box import face_centers
-    from engine.studio.overlays import COLOR_HANDLES
+    from spirula.engine.studio.bounds_box import face_centers
+    from spirula.engine.studio.overlays import COLOR_HANDLES
 
     s = driver.s
     s.send(M.OpenMesh(str(_glb(cube(np.random.default_rng(12), checker()), tmp_path / "c.glb"))))
@@ -125,8 +125,8 @@ def test_an_oriented_bounds_box_is_drawn_along_its_own_axes(driver, tmp_path):
     edges are drawn between its own corners, not the world axis-aligned box's around it. Each
     pixel in the box colour lies on a projected edge of the oriented box (an independent
     pinhole projection of its corners)."""
-    from engine.mesh.bounds import Bounds
-    from engine.studio.overlays import COLOR_BOUNDS
+    from spirula.engine.mesh.bounds import Bounds
+    from spirula.engine.studio.overlays import COLOR_BOUNDS
 
     s = driver.s
     s.send(M.OpenMesh(str(_glb(cube(np.random.default_rng(13), checker()), tmp_path / "c.glb"))))

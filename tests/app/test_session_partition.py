@@ -1,8 +1,8 @@
 """Issue 48 item 3: the partition panel's training goes through the engine thread that owns
-the device (M.TrainPartition, engine/studio/partitioning.py), not a thread of its own: the
+the device (M.TrainPartition, spirula/engine/studio/partitioning.py), not a thread of its own: the
 job runs on "spirula-engine" with the device's backend, its messages come back as
 PartitionMessage ending in Done, and a Cancel sent while it runs reaches it out of band.
-Before, the panel started engine/partition/job.py PartitionJob on its own thread, which
+Before, the panel started spirula/engine/partition/job.py PartitionJob on its own thread, which
 trained through the process's device beside the engine thread."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import threading
 
 import pytest
 
-from engine.messages import Done, StageStarted
-from engine.partition.split import SplitSettings
-from engine.studio import messages as M
-from engine.studio.session import Session
+from spirula.engine.messages import Done, StageStarted
+from spirula.engine.partition.split import SplitSettings
+from spirula.engine.studio import protocol as M
+from spirula.engine.studio.session import Session
 
 from ..patience import patient
 from .test_session import Driver
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def test_train_partition_runs_on_the_engine_thread_and_stops_on_cancel(tmp_path, monkeypatch):
-    import engine.partition.job as job
+    import spirula.engine.partition.job as job
 
     seen = []
     started = threading.Event()

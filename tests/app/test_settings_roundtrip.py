@@ -1,4 +1,4 @@
-"""Every setting of the table (engine/settings.py), set to a value other than its default,
+"""Every setting of the table (spirula/engine/settings.py), set to a value other than its default,
 survives each way a setting travels: the command lines of `spirula train`, `run` and
 `partition train`; a project's saved settings and the studio's Restart of it; a studio
 checkpoint's recorded command and Resume from it; the "All options" editor; the Training
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import settings as table
+from spirula.engine import settings as table
 
 
 def _other_value(s: table.Setting):
@@ -49,7 +49,7 @@ def test_the_values_differ_from_the_defaults_and_are_valid():
 
 
 def _argv(skip: tuple = ()) -> list[str]:
-    from engine.cli.options import SWITCHES
+    from spirula.engine.cli.options import SWITCHES
 
     out = []
     for s in table.SETTINGS:
@@ -66,12 +66,12 @@ def _argv(skip: tuple = ()) -> list[str]:
 
 
 def test_every_setting_through_the_command_lines(tmp_path):
-    from engine.cli.main import build_parser
-    from engine.cli.options import train_config_of_args
-    from engine.cli.partition import PARTITION_FIXED
-    from engine.cli.partition import run_config as partition_config
-    from engine.cli.run import config_from_args
-    from engine.config import settings_of
+    from spirula.engine.cli.main import build_parser
+    from spirula.engine.cli.options import train_config_of_args
+    from spirula.engine.cli.partition_command import PARTITION_FIXED
+    from spirula.engine.cli.partition_command import run_config as partition_config
+    from spirula.engine.cli.run_command import config_from_args
+    from spirula.engine.config import settings_of
 
     parser = build_parser()
     args = parser.parse_args(["train", str(tmp_path), "-o", str(tmp_path / "o"), *_argv()])
@@ -83,7 +83,7 @@ def test_every_setting_through_the_command_lines(tmp_path):
 
 
 def _full_config():
-    from engine.config import run_config
+    from spirula.engine.config import run_config
 
     cfg = run_config(VALUES)
     assert {**asdict(cfg.dataset), **asdict(cfg.train)} == VALUES
@@ -91,13 +91,13 @@ def _full_config():
 
 
 def test_every_setting_through_a_saved_project_and_restart(tmp_path):
-    """train.json's "config" (as engine/jobs/train.py writes it), read back by the project
+    """train.json's "config" (as spirula/engine/jobs/train.py writes it), read back by the project
     dialog (describe_project) and restarted as the window sends it."""
-    from engine.config import settings_of
-    from engine.fileio import write_json_atomic
-    from engine.studio import messages as M
-    from engine.studio.projects import describe_project
-    from engine.studio.scenes import run_config
+    from spirula.engine.config import settings_of
+    from spirula.engine.fileio import write_json_atomic
+    from spirula.engine.studio import protocol as M
+    from spirula.engine.studio.projects import describe_project
+    from spirula.engine.studio.scenes import run_config
 
     (tmp_path / "data").mkdir()
     project = tmp_path / "project"
@@ -110,12 +110,12 @@ def test_every_setting_through_a_saved_project_and_restart(tmp_path):
 
 
 def test_every_setting_through_a_studio_checkpoint_and_resume(tmp_path):
-    """The command a studio checkpoint records (engine/studio/scenes.py recorded_command, JSON
-    in the checkpoint), read back for Resume (engine/studio/projects.py command_of_checkpoint)."""
-    from engine.config import settings_of
-    from engine.studio import messages as M
-    from engine.studio.projects import command_of_checkpoint
-    from engine.studio.scenes import recorded_command, run_config
+    """The command a studio checkpoint records (spirula/engine/studio/scenes.py recorded_command, JSON
+    in the checkpoint), read back for Resume (spirula/engine/studio/projects.py command_of_checkpoint)."""
+    from spirula.engine.config import settings_of
+    from spirula.engine.studio import protocol as M
+    from spirula.engine.studio.projects import command_of_checkpoint
+    from spirula.engine.studio.scenes import recorded_command, run_config
 
     cfg = _full_config()
     # what the panel sends: every setting given (a preset's would be overridden by them)
@@ -125,11 +125,11 @@ def test_every_setting_through_a_studio_checkpoint_and_resume(tmp_path):
 
 
 def test_every_setting_through_the_all_options_editor_and_the_panel(qapp):
-    from app.settings_editor import SettingsEditor
-    from app.training_panel import TrainingPanel
-    from engine.config import settings_of
-    from engine.studio import messages as M
-    from engine.studio.scenes import run_config
+    from spirula.app.settings_editor import SettingsEditor
+    from spirula.app.training_panel import TrainingPanel
+    from spirula.engine.config import settings_of
+    from spirula.engine.studio import protocol as M
+    from spirula.engine.studio.scenes import run_config
 
     editor = SettingsEditor(VALUES)
     _check(editor.values(), "the All options editor")
@@ -137,13 +137,13 @@ def test_every_setting_through_the_all_options_editor_and_the_panel(qapp):
     panel = TrainingPanel()
     panel.restore(editor.values())
     _check(settings_of(run_config(M.StartTraining("d", **panel.settings()), "vulkan")), "the Training panel")
-    other = TrainingPanel()                       # remembered (app/remembered.py) and restored
+    other = TrainingPanel()                       # remembered (spirula/app/remembered.py) and restored
     other.restore(json.loads(json.dumps(panel.values())))
     _check(settings_of(run_config(M.StartTraining("d", **other.settings()), "vulkan")), "the remembered panel")
 
 
 def test_a_bad_entry_in_the_editor_names_its_setting(qapp):
-    from app.settings_editor import SettingsEditor
+    from spirula.app.settings_editor import SettingsEditor
 
     editor = SettingsEditor()
     editor.widgets["lr_means"].setText("fast")

@@ -1,4 +1,4 @@
-"""The stage list in the status bar (app/stage_status.py): a recorded training's progress
+"""The stage list in the status bar (spirula/app/stage_status.py): a recorded training's progress
 replayed on a fake clock, the running stage's elapsed time and estimate in its text, every
 stage in its menu; in the studio window it sits in the status bar, seen from every tab."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.studio import messages as M
+from spirula.engine.studio import protocol as M
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +20,7 @@ def _seconds(text: str) -> float:
 
 
 def test_the_status_shows_the_stage_its_time_and_an_estimate_from_a_recorded_trace(qapp):
-    from app.stage_status import StageStatus
+    from spirula.app.stage_status import StageStatus
 
     h = json.loads((ROOT / "benchmarks/results/pipeline-2026-12-06/mouse/train.json").read_text())["history"]
     scale = 60.0                                 # as if on a slower device: 11 s -> 11 min

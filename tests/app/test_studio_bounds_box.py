@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.studio import messages as M
-from engine.studio.bounds_box import face_centers
+from spirula.engine.studio import protocol as M
+from spirula.engine.studio.bounds_box import face_centers
 
 from .conftest import spin
 from .studio_helpers import sent

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.studio import messages as M
+from spirula.engine.studio import protocol as M
 
 from .conftest import spin
 from .studio_helpers import drag_and_drop, last, sent
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.timeout(300)
 
 def _splats(tmp_path, tiny_dataset) -> Path:
     """A small 3DGS PLY (the tiny dataset's first steps)."""
-    from engine.config import DatasetConfig, RunConfig, TrainConfig
-    from engine.jobs.train import run_training
+    from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+    from spirula.engine.jobs.train import run_training
 
     out = tmp_path / "trained"
     cfg = RunConfig(dataset=DatasetConfig(max_size=64), train=TrainConfig(steps=5, init_random_points=300,
@@ -62,7 +62,7 @@ def test_video_photos_and_dataset_dropped_on_the_viewport(studio, tmp_path, tiny
     drag_and_drop(vp.container, [video])
     assert spin(app, 10, lambda: sent(win, M.StartPipeline)), "the video drop started nothing"
     assert sent(win, M.StartPipeline)[-1].source == str(video) and sent(win, M.StartPipeline)[-1].drop_sfm_cache
-    from app import remembered
+    from spirula.app import remembered
 
     assert remembered.store().value("sfm/drop_cache", False, type=bool)
     win.sfm_cache.drop_action.setChecked(False)
@@ -118,7 +118,7 @@ def test_photos_reconstructed_then_reviewed_then_trained_inside_their_project(st
                                                                             monkeypatch):
     """The pipeline up to undistortion (SfM stood in for by a copy of the tiny dataset), then
     the review; Start trains into the project's train/, checkpointing where `spirula run` does."""
-    from engine.jobs import stages
+    from spirula.engine.jobs import stages
 
     from .studio_helpers import write_colmap_copy
 

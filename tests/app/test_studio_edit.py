@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from engine.io import formats
-from engine.io.ply import read_ply, write_ply
-from engine.studio import messages as M
+from spirula.engine.io import formats
+from spirula.engine.io.ply import read_ply, write_ply
+from spirula.engine.studio import protocol as M
 from tests.io.splat_cases import random_gaussians
 
 from .conftest import spin
@@ -163,7 +163,7 @@ def test_crop_select_delete_undo_redo_saved_and_exported(studio, tmp_path):
     assert st.kept == kept.sum() and st.crop != ()
 
     # a brush stroke, then Invert: the kept splats it did not paint
-    from engine.io.splat_edit import select_screen
+    from spirula.engine.io.splat_edit import select_screen
 
     win.edit_tools.brush.trigger()
     assert win.controller.tool == "brush" and not win.edit_tools.box.isChecked()
@@ -217,9 +217,9 @@ def test_dragging_a_face_of_the_crop_box_moves_it_in_the_saved_edit_and_undo_res
     the kept splats those in the new box; Ctrl+Z restores the box before the drag."""
     from PySide6 import QtCore
 
-    from app.bounds_drag import FaceDrag
-    from engine.io.splat_edit import CropBox
-    from engine.studio.bounds_box import crop_to_box, face_centers
+    from spirula.app.bounds_drag import FaceDrag
+    from spirula.engine.io.splat_edit import CropBox
+    from spirula.engine.studio.bounds_box import crop_to_box, face_centers
 
     app, win = studio
     project = tmp_path / "dragged"

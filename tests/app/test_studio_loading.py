@@ -1,7 +1,7 @@
 """Issue 48 item 2: the studio's training loads its data through the training job's loading
-(engine/jobs/train.py load_training_data: the memory preflight, the dataset, the split),
+(spirula/engine/jobs/train.py load_training_data: the memory preflight, the dataset, the split),
 for Start and for Resume, the Dataset panel's held-out and excluded images included; before,
-the studio read the dataset and made the split itself (engine/studio/loading.py, scenes.py)."""
+the studio read the dataset and made the split itself (spirula/engine/studio/loading.py, scenes.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine import checkpoint
-from engine.studio import messages as M
+from spirula.engine import checkpoint
+from spirula.engine.studio import protocol as M
 
 from .scene import write_scene
 
@@ -34,10 +34,10 @@ class _Engine:
 
 
 def test_start_and_resume_load_through_the_training_job(gpu, tmp_path, monkeypatch):
-    import engine.jobs.train as job
-    from engine.ingest import load_dataset
-    from engine.studio.loading import Loads
-    from engine.studio.scenes import TrainingScene
+    import spirula.engine.jobs.train as job
+    from spirula.engine.ingest import load_dataset
+    from spirula.engine.studio.loading import Loads
+    from spirula.engine.studio.scenes import TrainingScene
 
     calls = []
     real = job.load_training_data

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.studio import messages as M
+from spirula.engine.studio import protocol as M
 
 from .conftest import spin
 from .studio_helpers import drag_and_drop, last, sent
@@ -17,8 +17,8 @@ pytestmark = pytest.mark.timeout(400)
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_dataset):
-    from engine.config import DatasetConfig, RunConfig, TrainConfig
-    from engine.jobs.train import run_training
+    from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+    from spirula.engine.jobs.train import run_training
 
     out = tmp_path_factory.mktemp("mesh") / "ring"
     cfg = RunConfig(dataset=DatasetConfig(max_size=64), train=TrainConfig(steps=150, init_random_points=2000,

@@ -13,8 +13,8 @@ import json
 import numpy as np
 import pytest
 
-from engine.settings import STUDIO
-from engine.studio import messages as M
+from spirula.engine.settings import STUDIO
+from spirula.engine.studio import protocol as M
 
 from .conftest import spin
 from .studio_helpers import last, sent
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.timeout(500)
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_dataset):
-    from engine.config import DatasetConfig, RunConfig, TrainConfig
-    from engine.jobs.train import run_training
+    from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+    from spirula.engine.jobs.train import run_training
 
     out = tmp_path_factory.mktemp("confirm") / "ring"
     cfg = RunConfig(dataset=DatasetConfig(max_size=64), train=TrainConfig(steps=150, init_random_points=2000,
@@ -89,8 +89,8 @@ def test_nothing_is_meshed_before_confirm_and_the_edited_box_is_meshed(studio, t
     assert not any(isinstance(m, M.StageProgress) and m.stage == "mesh" and m.detail.startswith("fuse")
                    for m in win.messages)
     # the viewport draws the proposed oriented box: its corners are the proposal's
-    from engine.mesh.bounds import Bounds
-    from engine.studio.bounds_box import box_corners, face_centers
+    from spirula.engine.mesh.bounds import Bounds
+    from spirula.engine.studio.bounds_box import box_corners, face_centers
 
     from .test_studio_bounds_box import _drag
 

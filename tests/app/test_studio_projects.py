@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.jobs.stages import train_checkpoint_path
-from engine.studio import messages as M
+from spirula.engine.jobs.stages import train_checkpoint_path
+from spirula.engine.studio import protocol as M
 
 from .conftest import spin
 from .studio_helpers import last, open_and_start, sent, steps_done
@@ -70,8 +70,8 @@ def test_view_and_restart_a_project(studio):
 
 
 def test_settings_are_remembered(studio):
-    from app import remembered
-    from app.training_panel import TrainingPanel
+    from spirula.app import remembered
+    from spirula.app.training_panel import TrainingPanel
 
     app, win = studio
     kept = remembered.load_values("training/software")

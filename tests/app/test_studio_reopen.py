@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from engine.studio import messages as M
+from spirula.engine.studio import protocol as M
 
 from .conftest import spin
 
@@ -46,10 +46,10 @@ class _Engine:
 def _trained_after_reconstruction(gpu, tiny_dataset, tmp_path):
     """(TrainingScene, project) of the studio's flow after a video's reconstruction (Loads.check
     of the pipeline, review, Start with the Training panel's settings and the review's project,
-    as app/opening.py sends it)."""
-    from app.training_panel import TrainingPanel
-    from engine.studio.loading import Loads
-    from engine.studio.scenes import TrainingScene
+    as spirula/app/opening.py sends it)."""
+    from spirula.app.training_panel import TrainingPanel
+    from spirula.engine.studio.loading import Loads
+    from spirula.engine.studio.scenes import TrainingScene
 
     project = tmp_path / "clip"
     shutil.copytree(tiny_dataset, project)   # what the reconstruction left: a COLMAP dataset ...
@@ -69,7 +69,7 @@ def _trained_after_reconstruction(gpu, tiny_dataset, tmp_path):
         panel.max_size.setValue(48)
         panel.init_points.setValue(300)
         s = panel.settings()
-        s["project"] = str(project / "train")  # the review scene's project (app/opening.py start_training)
+        s["project"] = str(project / "train")  # the review scene's project (spirula/app/opening.py start_training)
         loads.start_training(M.StartTraining(str(project), **s))
         _, fut, cmd = loads.pending
         dataset, split = fut.result(timeout=120)  # through the training job's loading (its split too)
@@ -87,8 +87,8 @@ def test_a_video_reconstruction_trains_with_exposure(qapp, gpu, tiny_dataset, tm
 def test_a_video_reconstruction_resumes_from_its_folder(qapp, gpu, tiny_dataset, tmp_path):
     """Its checkpoint goes where the project's always goes (<project>/checkpoints/), so the
     project reopened from its folder offers Resume, which continues in its train/ folder."""
-    from engine import checkpoint
-    from engine.studio.projects import describe_project, read_project
+    from spirula.engine import checkpoint
+    from spirula.engine.studio.projects import describe_project, read_project
 
     scene, project = _trained_after_reconstruction(gpu, tiny_dataset, tmp_path)
     assert scene.writer.path == project / "checkpoints" / "train.npz"
@@ -107,10 +107,10 @@ def _trained_project(root: Path, dataset: Path) -> Path:
     metrics.json with two evaluations and the held-out names) and exports/mesh.glb."""
     import trimesh
 
-    from engine.config import RunConfig, TrainConfig
-    from engine.io.ply import write_ply
-    from engine.ingest import load_dataset
-    from engine.splat.layout import pack, unpack
+    from spirula.engine.config import RunConfig, TrainConfig
+    from spirula.engine.io.ply import write_ply
+    from spirula.engine.ingest import load_dataset
+    from spirula.engine.splat.param_layout import pack, unpack
 
     rng = np.random.default_rng(48)
     project = root / "made-by-run"
@@ -136,7 +136,7 @@ def _trained_project(root: Path, dataset: Path) -> Path:
 def test_view_of_a_reopened_project_shows_its_mesh_cameras_and_curves(studio, tiny_dataset, tmp_path):
     """View (the project dialog's choice) shows the mesh the dialog names (its splats to switch
     to), the dataset's cameras with the held-out split, the loss curve and the held-out PSNR."""
-    from engine.studio.projects import describe_project
+    from spirula.engine.studio.projects import describe_project
 
     app, win = studio
     project = _trained_project(tmp_path, Path(tiny_dataset))
@@ -155,8 +155,8 @@ def test_view_of_a_reopened_project_shows_its_mesh_cameras_and_curves(studio, ti
 def test_a_checkpoint_where_a_reconstruction_wrote_it_before_is_found_and_moved(qapp, gpu, tiny_dataset, tmp_path):
     """A project reconstructed and stopped by the studio before the fix has its checkpoint in
     train/checkpoints/: reopened, it offers Resume, which moves it to the project's one path."""
-    from engine import checkpoint
-    from engine.studio.projects import describe_project, read_project
+    from spirula.engine import checkpoint
+    from spirula.engine.studio.projects import describe_project, read_project
 
     scene, project = _trained_after_reconstruction(gpu, tiny_dataset, tmp_path)
     old = project / "train" / "checkpoints" / "train.npz"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.studio import messages as M
+from spirula.engine.studio import protocol as M
 
 from .conftest import spin
 from .scene import write_scene

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.studio import messages as M
+from spirula.engine.studio import protocol as M
 
 from .conftest import spin
 from .studio_helpers import drag_and_drop, last, sent
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(300)
 
 # --- without the engine -------------------------------------------------------------------------
 def test_unfinished_reconstruction_of_the_same_input_is_found(tmp_path):
-    from engine.studio.projects import unfinished_reconstruction
+    from spirula.engine.studio.projects import unfinished_reconstruction
 
     video = tmp_path / "clip.mp4"
     video.write_bytes(b"x")
@@ -55,7 +55,7 @@ def test_unfinished_reconstruction_of_the_same_input_is_found(tmp_path):
 
 
 def test_recent_lists_one_entry_per_project(qapp, tmp_path, tiny_dataset):
-    from app import remembered
+    from spirula.app import remembered
 
     remembered.store().clear()
     project = _trained_project(tmp_path, Path(tiny_dataset))   # run.json, train/, exports/mesh.glb
@@ -97,7 +97,7 @@ def test_plots_print_their_last_value_and_have_values_on_their_axes(qapp):
     point print the last value."""
     from PySide6 import QtWidgets
 
-    from app.training_panel import TrainingPanel
+    from spirula.app.training_panel import TrainingPanel
 
     panel = TrainingPanel()
     panel.show()
@@ -155,7 +155,7 @@ def test_the_empty_window_shows_a_drop_target_and_the_recent_projects(studio, tm
     assert drag_and_drop(page, [tiny_dataset], drop=False) == [True, True]  # a drop target: it says what a
     assert win.drops.text == f"Review the dataset {Path(tiny_dataset).name}, then train it"  # drop does
     win.drops.overlay.hide()
-    from app import remembered
+    from spirula.app import remembered
 
     project = _trained_project(tmp_path, Path(tiny_dataset))
     remembered.add_recent(project / "train" / "splat.ply")
@@ -203,7 +203,7 @@ def test_dataset_split_edits_undo_and_redo_from_the_edit_menu(studio, tiny_datas
 
 
 def test_switching_projects_resets_every_panel(studio, tmp_path, tiny_dataset):
-    from app import remembered
+    from spirula.app import remembered
 
     app, win = studio
     # a rejected drop: a .mp4 that is no video fails in its reconstruction
@@ -222,7 +222,7 @@ def test_switching_projects_resets_every_panel(studio, tmp_path, tiny_dataset):
     resets = win.project_state.resets
 
     project = _trained_project(tmp_path, Path(tiny_dataset))
-    from engine.studio.projects import describe_project
+    from spirula.engine.studio.projects import describe_project
 
     win.project_chosen(describe_project(project), "view")
     assert spin(app, 120, lambda: win.scene.kind == "mesh" and win.job_state == "idle"), win.notes[-3:]
@@ -247,7 +247,7 @@ def test_switching_projects_resets_every_panel(studio, tmp_path, tiny_dataset):
 
 def test_a_review_and_its_training_keep_the_panels(studio, tiny_dataset):
     """The mesh box set while reviewing a dataset stays for its training (one piece of work)."""
-    from app import remembered
+    from spirula.app import remembered
 
     app, win = studio
     _review(app, win, tiny_dataset)
@@ -269,7 +269,7 @@ def test_a_cancelled_video_is_reused_when_dropped_again(studio, tmp_path, tiny_d
     not redone (cached), the frames on disk are the same files."""
     from PIL import Image
 
-    from engine.jobs import stages
+    from spirula.engine.jobs import stages
     from tests.ingest.videos import write_video
 
     app, win = studio

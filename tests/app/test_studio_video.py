@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.io.ply import write_ply
-from engine.studio import messages as M
+from spirula.engine.io.ply import write_ply
+from spirula.engine.studio import protocol as M
 from tests.io.splat_cases import random_gaussians
 
 from .conftest import spin
@@ -98,7 +98,7 @@ def test_keyframes_from_two_views_export_a_video(studio, tmp_path):
     progress = [m for m in win.messages if isinstance(m, M.StageProgress) and m.stage == "video"]
     assert progress[-1].done == progress[-1].total == 8
     assert not v.rendering and v.export_btn.isEnabled()
-    from app import remembered
+    from spirula.app import remembered
 
     assert remembered.load_values(f"video/{win.device_kind}") == {"width": 64, "height": 48, "fps": 8, "seconds": 1.0}
     v.remove_keyframe()
@@ -153,8 +153,8 @@ def test_keyframes_save_and_load_with_their_times(studio, tmp_path):
     """Keyframes saved from the panel are the file `spirula render --keyframes` reads (the
     times the video gives them), a file's own times survive loading and reach the render
     command and the engine's keyframe file; a bad file is one line in the status."""
-    from engine.splat.camera_path import read_keyframes
-    from engine.studio.rendering import write_command_keyframes
+    from spirula.engine.splat.camera_path import read_keyframes
+    from spirula.engine.studio.rendering import write_command_keyframes
 
     app, win = studio
     v, cam = win.video, win.controller.camera

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.studio import messages as M
+from spirula.engine.studio import protocol as M
 
 from .conftest import spin
 from .studio_helpers import sent
@@ -29,7 +29,7 @@ SOURCE_SIZE = (160, 120)
 
 
 def _write_splats(path: Path) -> Path:
-    from engine.io.ply import GaussianPly, write_ply
+    from spirula.engine.io.ply import GaussianPly, write_ply
 
     rng = np.random.default_rng(27)
     n = 500

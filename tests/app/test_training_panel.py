@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def test_the_progress_bar_says_no_training_until_a_run_has_its_length(qapp):
-    from app.training_panel import TrainingPanel
+    from spirula.app.training_panel import TrainingPanel
 
     panel = TrainingPanel()
     assert panel.progress.text() == "no training yet"     # not "0 / 1 steps" on a first launch
@@ -17,7 +17,7 @@ def test_the_progress_bar_says_no_training_until_a_run_has_its_length(qapp):
 def test_start_after_a_finished_run_says_it_trains_again(qapp):
     """A finished run leaves Start enabled: it names what it does (a new project) rather than
     reading as the same button that started the finished one."""
-    from app.training_panel import TrainingPanel
+    from spirula.app.training_panel import TrainingPanel
 
     panel = TrainingPanel()
     panel.set_dataset("/data/mouse")
@@ -32,11 +32,11 @@ def test_start_after_a_finished_run_says_it_trains_again(qapp):
 
 
 def test_the_fast_preset_sends_the_engine_presets_schedule(qapp):
-    """The studio's Fast preset is engine/config.py's `fast` (its steps and its MCMC refine window,
+    """The studio's Fast preset is spirula/engine/config.py's `fast` (its steps and its MCMC refine window,
     set there only); the other presets send the default window."""
-    from app.training_panel import TrainingPanel
-    from engine.config import TrainConfig, preset_settings
-    from engine.studio import messages as M
+    from spirula.app.training_panel import TrainingPanel
+    from spirula.engine.config import TrainConfig, preset_settings
+    from spirula.engine.studio import protocol as M
 
     panel = TrainingPanel()
     panel.preset.setCurrentText("Fast (10,000 steps)")
@@ -46,7 +46,7 @@ def test_the_fast_preset_sends_the_engine_presets_schedule(qapp):
     assert s["max_gaussians"] == TrainConfig.mcmc_budget
     assert M.StartTraining("d", **s).mcmc_refine_until == fast["mcmc_refine_until"]
     panel.preset.setCurrentText("Full (3DGS)")
-    from engine.studio.scenes import run_config
+    from spirula.engine.studio.scenes import run_config
 
     assert run_config(M.StartTraining("d", **panel.settings()), "vulkan").train.mcmc_refine_until == \
         TrainConfig.mcmc_refine_until
@@ -55,11 +55,11 @@ def test_the_fast_preset_sends_the_engine_presets_schedule(qapp):
 def test_the_geometry_phase_is_on_for_meshing_and_reaches_the_run(qapp):
     """The panel trains with the geometry phase by default (the studio exports meshes); the
     setting reaches the run's TrainConfig, is remembered, and a saved run's is read back."""
-    from engine.studio import messages as M
-    from engine.settings import from_saved
-    from engine.studio.scenes import run_config
+    from spirula.engine.studio import protocol as M
+    from spirula.engine.settings import from_saved
+    from spirula.engine.studio.scenes import run_config
 
-    from app.training_panel import TrainingPanel
+    from spirula.app.training_panel import TrainingPanel
 
     panel = TrainingPanel()
     s = panel.settings()
@@ -80,8 +80,8 @@ def test_the_panel_shows_the_tables_basic_group(qapp):
     and only those; the rest are in the All options editor."""
     from PySide6 import QtWidgets
 
-    from app.training_panel import TrainingPanel
-    from engine import settings as table
+    from spirula.app.training_panel import TrainingPanel
+    from spirula.engine import settings as table
 
     panel = TrainingPanel()
     assert sorted(panel.ORDER) == sorted(s.name for s in table.basic())

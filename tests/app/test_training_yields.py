@@ -1,4 +1,4 @@
-"""The studio's training yields to a moving camera (engine/studio/training.py yields_to_view):
+"""The studio's training yields to a moving camera (spirula/engine/studio/training.py yields_to_view):
 only while the camera moved within MOVING_HOLD_S, only when one step and one frame would not
 fit in 1/60 s, and never for longer than TRAIN_EVERY_S; SPIRULA_TRAIN_YIELD=0 turns it off. No GPU: the engine is a stand-in, and the clock
 (time.perf_counter, read by both modules) is a stand-in too: a loaded machine pausing the
@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.studio.training import TRAIN_EVERY_S, Training
-from engine.studio.viewport import MOVING_HOLD_S, Viewport
+from spirula.engine.studio.training import TRAIN_EVERY_S, Training
+from spirula.engine.studio.viewport import MOVING_HOLD_S, Viewport
 
 
 @pytest.fixture(autouse=True)
 def _frozen_clock(monkeypatch):
-    """time.perf_counter() stands still at 1000 s (engine/studio/training.py and viewport.py
+    """time.perf_counter() stands still at 1000 s (spirula/engine/studio/training.py and viewport.py
     read it through the time module)."""
     monkeypatch.setattr(time, "perf_counter", lambda: 1000.0)
 
@@ -76,7 +76,7 @@ def test_training_yield_can_be_turned_off(monkeypatch):
 def test_on_a_slow_device_no_step_runs_while_the_camera_moves(monkeypatch):
     """Software Vulkan (issue 50): a 900 ms step and a 60 ms frame exceed INPUT_LATENCY_MS, so
     training waits for the whole drag (not only TRAIN_EVERY_S) and goes on once it stops."""
-    from engine.studio.training import INPUT_LATENCY_MS
+    from spirula.engine.studio.training import INPUT_LATENCY_MS
 
     t = _training(monkeypatch, frame_ms=60.0)
     vp = t.e.viewport

@@ -1,15 +1,15 @@
 """Steering the viewport (issue 50 item 2), on the view controller alone (no engine): F frames
 the subject's box, Shift+F the whole scene, the start view is the first training camera's,
 the wheel zooms towards the point under the cursor and Alt+drag orbits about it. Every
-check is against the pinhole projection of app/camera.py, written out here again."""
+check is against the pinhole projection of spirula/app/camera.py, written out here again."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from engine.studio import messages as M
-from engine.studio.framing import framing, view_boxes
+from spirula.engine.studio import protocol as M
+from spirula.engine.studio.framing import framing, view_boxes
 
 
 def _project(w2c, fov_y_deg, w, h, p):
@@ -34,7 +34,7 @@ def _look_at_c2w(eye, target, up=(0.0, -1.0, 0.0)):
 def view(qapp):
     from PySide6 import QtCore
 
-    from app.viewport import ViewController
+    from spirula.app.viewport_widget import ViewController
 
     sent = []
     c = ViewController(sent.append)

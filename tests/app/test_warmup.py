@@ -1,14 +1,14 @@
-"""The engine thread's warm-up (engine/studio/warmup.py) compiles what a studio training
+"""The engine thread's warm-up (spirula/engine/studio/warmup.py) compiles what a studio training
 uses, so no kernel compiles mid-run: a compile there freezes the view (software Vulkan:
 about 0.5 s when the geometry phase, on in the training panel by default, started)."""
 
 import numpy as np
 
-from engine.config import TrainConfig
-from engine.device import Gpu
-from engine.ingest.dataset import Camera, Dataset
-from engine.splat.trainer import Trainer
-from engine.studio.warmup import warmup
+from spirula.engine.config import TrainConfig
+from spirula.engine.device import Gpu
+from spirula.engine.ingest.dataset import Camera, Dataset
+from spirula.engine.splat.trainer import Trainer
+from spirula.engine.studio.warmup import warmup
 
 
 def test_a_run_into_the_geometry_phase_compiles_nothing_after_the_warmup():

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.studio import messages as M
+from spirula.engine.studio import protocol as M
 
 from .conftest import spin
 from .studio_helpers import measure_event_loop, open_and_start
@@ -25,7 +25,7 @@ GENEROUS_GAP_MS = 3000.0
 
 @pytest.fixture(scope="module")
 def studio(qapp, tmp_path_factory):
-    from app.main import create_studio
+    from spirula.app.startup import create_studio
 
     app, win, session = create_studio(None, dialogs=False, projects=tmp_path_factory.mktemp("projects"),
                                       splash=False, size=(1100, 720))
@@ -223,7 +223,7 @@ def test_offscreen_platform_falls_back_to_readback(tmp_path, tiny_dataset):
     pytest.importorskip("pyqtgraph")
     code = f"""
 import sys
-from app.main import create_studio
+from spirula.app.startup import create_studio
 from tests.app.conftest import spin
 app, win, s = create_studio(None, dialogs=False, projects={str(tmp_path)!r}, splash=False, size=(400, 300))
 ok = spin(app, 60, lambda: win.frames_shown > 0)

@@ -138,7 +138,7 @@ def can_dataset(tmp_path_factory):
 
 
 def test_written_dataset_reads_back_through_our_loader(can_dataset):
-    from engine.ingest import load_dataset
+    from spirula.engine.ingest import load_dataset
 
     root, size, info = can_dataset
     scene = S.get_scene("b")
@@ -179,7 +179,7 @@ def test_written_dataset_reads_back_through_our_loader(can_dataset):
 
 
 def test_sparse_points_are_on_textured_surfaces_seen_by_several_views(can_dataset):
-    from engine.ingest.colmap_format import read_model
+    from spirula.engine.ingest.colmap_format import read_model
 
     root, size, _ = can_dataset
     model = read_model(root / "sparse" / "0")
@@ -325,7 +325,7 @@ def test_spirula_command_and_table(tmp_path):
     from benchmarks.mesh_gt.run import spirula_command, table
 
     ci = spirula_command(tmp_path / "d", tmp_path / "p", "ci", "e", "vulkan", ["--mesh-resolution", "256"])
-    assert ci[1:4] == ["-m", "engine.cli", "run"] and ci[ci.index("--steps") + 1] == "500"
+    assert ci[1:4] == ["-m", "spirula.engine.cli", "run"] and ci[ci.index("--steps") + 1] == "500"
     assert ci[-4:] == ["--mesh-bounds", "scene", "--mesh-resolution", "256"]  # the scene's, then the user's
     gpu = spirula_command(tmp_path / "d", tmp_path / "p", "gpu", "a", None, [])
     assert "--steps" not in gpu and "--device" not in gpu and "--mesh-faces" not in gpu  # its defaults

@@ -5,14 +5,14 @@ texture size), its mesh scored (benchmarks/mesh_gt).
 Bars: object scenes (a-d) F-score at 1% >= 0.90, area outside the object's box <= 2% of
 the mesh, every thin part (legs, slats) in the largest component, the mesh watertight (the
 scorer's trimesh check on the vertex-welded PLY: the repair step closes an object's mesh,
-engine/mesh/clean.py close_holes); the room (e, meshed with ``--mesh-bounds scene``) F-score
+spirula/engine/mesh/clean.py close_holes); the room (e, meshed with ``--mesh-bounds scene``) F-score
 at 1% >= 0.80.
 
 The room (e) meets its bar with issue 47's mesh stage (F@1% 0.886) and guards it; the chair
 (a) meets its bars too (F@1% 0.92-0.95, 0.8-1.35% of its area outside the box; watertight and
 one component since the repair step), but one nondeterministic software-device run is too
 thin a margin for a gate. Since the bounds step measures the support's band and boxes the
-photo-textured points (engine/mesh/bounds.py), the can (b) keeps 0.2% outside its box (5%
+photo-textured points (spirula/engine/mesh/bounds.py), the can (b) keeps 0.2% outside its box (5%
 before) but misses F@1% (0.82-0.87: the far side of a 200-degree orbit, recall 0.5-0.7 there,
 closed flat by the repair); the small object on a large floor (c: 7% outside, 64% before) is a
 blob at 200 px (10 px wide: F@1% 0.16); the object on a textureless table (d: F@1% 0.85-0.88,

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.errors import DatasetError
-from engine.ingest import load_dataset
-from engine.ingest.colmap import find_model, read_colmap
-from engine.ingest.colmap_format import read_model
+from spirula.engine.errors import DatasetError
+from spirula.engine.ingest import load_dataset
+from spirula.engine.ingest.colmap import find_model, read_colmap
+from spirula.engine.ingest.colmap_format import read_model
 
 from .synth import random_pose, write_colmap_text, write_image
 
@@ -51,7 +51,7 @@ def test_read_real_colmap(shared_data, name, n_views, n_points, model, shared):
 
 def test_mouse_reports_unregistered(shared_data, caplog):
     root = _dataset(shared_data, "mouse")
-    with caplog.at_level("WARNING", logger="engine.ingest"):
+    with caplog.at_level("WARNING", logger="spirula.engine.ingest"):
         scene = read_colmap(root)
     unregistered = ["1282F413", "2047F18D", "701EDB9C"]
     notes = [w for w in scene.warnings if "not registered" in w]
@@ -194,7 +194,7 @@ def test_a_dataset_read_again_logs_its_warning_once(shared_data, caplog):
     """The studio reads a dataset for the review, the split and the training: the terminal
     shows its warning once, while every read scene keeps it for the window's own notes."""
     root = _dataset(shared_data, "mouse")
-    with caplog.at_level("WARNING", logger="engine.ingest"):
+    with caplog.at_level("WARNING", logger="spirula.engine.ingest"):
         scenes = [read_colmap(root) for _ in range(3)]
     assert all(sum("not registered" in w for w in s.warnings) == 1 for s in scenes)
     assert sum("not registered" in r.getMessage() for r in caplog.records) == 1
@@ -204,7 +204,7 @@ def test_several_models_pick_most_registered(tmp_path, caplog):
     rng = np.random.default_rng(4)
     _text_scene(tmp_path, rng, sparse="sparse/0", n_images=2)
     _text_scene(tmp_path, rng, sparse="sparse/1", n_images=4)
-    with caplog.at_level("WARNING", logger="engine.ingest"):
+    with caplog.at_level("WARNING", logger="spirula.engine.ingest"):
         ds = load_dataset(tmp_path, max_size=None)
     assert len(ds.cameras) == 4
     note = next(w for w in ds.warnings if "COLMAP models" in w)

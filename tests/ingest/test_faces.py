@@ -1,4 +1,4 @@
-"""Wide lenses split into pinhole faces (engine/ingest/faces.py) against an independent
+"""Wide lenses split into pinhole faces (spirula/engine/ingest/faces.py) against an independent
 float64 NumPy reference of the projections.
 
 The reference (:func:`ref_project`) is written here from COLMAP's model formulas
@@ -21,9 +21,9 @@ import math
 import numpy as np
 import pytest
 
-from engine.errors import DatasetError
-from engine.ingest.camera_model import CameraModel
-from engine.ingest.faces import FACE_NAMES, Equirect, face_side, split_faces
+from spirula.engine.errors import DatasetError
+from spirula.engine.ingest.camera_model import CameraModel
+from spirula.engine.ingest.faces import FACE_NAMES, Equirect, face_side, split_faces
 from tests.ingest.synth import random_pose
 
 
@@ -196,7 +196,7 @@ def test_a_circular_fisheye_keeps_no_black_outside_its_image_circle():
     # frame's corners are black. The model maps them (to directions past 110 degrees), so
     # without the circle the side faces take black pixels; with it none, and the circle's
     # angle is found within the 1.5 % margin
-    from engine.ingest.faces import image_circle_angle
+    from spirula.engine.ingest.faces import image_circle_angle
 
     w, h, radius, lens = 200, 150, 70.0, math.radians(110)
     f = radius / lens

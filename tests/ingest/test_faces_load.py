@@ -1,6 +1,6 @@
 """Wide cameras through the dataset loader: faces as cameras, their sources, the hold-out
-and appearance slots by source image, the readers' refusals (engine/ingest/load.py,
-engine/ingest/colmap.py)."""
+and appearance slots by source image, the readers' refusals (spirula/engine/ingest/load.py,
+spirula/engine/ingest/colmap.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from engine.errors import DatasetError
-from engine.ingest import load_dataset
-from engine.ingest.camera_model import CameraModel
-from engine.ingest.faces import Equirect, split_faces
+from spirula.engine.errors import DatasetError
+from spirula.engine.ingest import load_dataset
+from spirula.engine.ingest.camera_model import CameraModel
+from spirula.engine.ingest.faces import Equirect, split_faces
 from tests.ingest.synth import random_pose, write_colmap_text, write_image
 
 F180 = 80 / (math.pi / 2)  # a 180-degree lens across 160 px
@@ -59,7 +59,7 @@ def test_fisheye_and_equirect_images_become_faces(tmp_path):
     slots, names = ds.appearance_slots()
     assert names == sorted(by_source)
     assert all(names[s] == c.source for s, c in zip(slots, ds.cameras))
-    from engine.ingest.load import undistortion_notes
+    from spirula.engine.ingest.load import undistortion_notes
 
     assert any("split 3 images of EQUIRECTANGULAR 128x64 into 6 pinhole faces" in w
                for w in undistortion_notes(ds.undistortion))
@@ -90,8 +90,8 @@ def test_an_equirect_camera_that_is_not_two_to_one_is_named(tmp_path):
 
 
 def test_the_memory_preflight_counts_the_faces(tmp_path):
-    from engine.config import run_config
-    from engine.preflight import estimate
+    from spirula.engine.config import run_config
+    from spirula.engine.preflight import estimate
 
     rng = np.random.default_rng(8)
     _dataset(tmp_path, [(1, "SIMPLE_RADIAL_FISHEYE", 160, 160, (F180, 80.0, 80.0, 0.0)),
@@ -109,7 +109,7 @@ def test_the_memory_preflight_counts_the_faces(tmp_path):
 def test_the_loader_finds_a_circular_fisheyes_image_circle(tmp_path):
     from PIL import Image
 
-    from engine.ingest.load import undistortion_notes
+    from spirula.engine.ingest.load import undistortion_notes
 
     rng = np.random.default_rng(10)
     f = 70.0 / math.radians(110)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.errors import DatasetError
-from engine.ingest import load_dataset
-from engine.ingest.images import ImageDecodeError, fit_size, image_size, read_image, resize
+from spirula.engine.errors import DatasetError
+from spirula.engine.ingest import load_dataset
+from spirula.engine.ingest.images import ImageDecodeError, fit_size, image_size, read_image, resize
 
 from .synth import random_pose, write_colmap_text, write_image
 

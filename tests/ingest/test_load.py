@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.ingest import load_dataset, read_scene
-from engine.ingest.images import fit_size
-from engine.ingest.undistort import make_undistorter
+from spirula.engine.ingest import load_dataset, read_scene
+from spirula.engine.ingest.images import fit_size
+from spirula.engine.ingest.undistort import make_undistorter
 
 MAX = 320
 EXPECTED = {  # dataset: (cameras, has points, warning fragment or None)

@@ -1,5 +1,5 @@
 """Masks beside the images (COLMAP's and nerfstudio's names) or in the alpha channel, the
-modes, and the one rule for a mask that cannot be used (engine/ingest/masks.py)."""
+modes, and the one rule for a mask that cannot be used (spirula/engine/ingest/masks.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.ingest import load_dataset
-from engine.ingest.masks import MaskReader
+from spirula.engine.ingest import load_dataset
+from spirula.engine.ingest.masks import MaskReader
 from tests.ingest.synth import random_pose, write_colmap_text
 
 W, H = 40, 30

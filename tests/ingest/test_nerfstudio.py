@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.errors import DatasetError
-from engine.ingest import load_dataset, read_scene
-from engine.ingest.nerfstudio import read_transforms
+from spirula.engine.errors import DatasetError
+from spirula.engine.ingest import load_dataset, read_scene
+from spirula.engine.ingest.nerfstudio import read_transforms
 
 from .synth import write_image, write_transforms
 
@@ -25,7 +25,7 @@ def _fox(shared_data: Path) -> Path:
 
 
 def test_fox_frames_and_missing(shared_data, caplog):
-    with caplog.at_level("WARNING", logger="engine.ingest"):
+    with caplog.at_level("WARNING", logger="spirula.engine.ingest"):
         scene = read_transforms(_fox(shared_data))
     assert len(scene.views) == 50
     note = next(w for w in scene.warnings if "no image file" in w)

@@ -1,10 +1,10 @@
-"""Photo-folder import (engine.ingest.photos) on images the test writes: EXIF orientation,
+"""Photo-folder import (spirula.engine.ingest.photos) on images the test writes: EXIF orientation,
 odd pixel modes, mixed sizes, sub-folders, whitespace and non-ASCII names."""
 
 import numpy as np
 import pytest
-from engine.errors import DatasetError
-from engine.ingest.photos import PhotosConfig, import_photos, list_photos
+from spirula.engine.errors import DatasetError
+from spirula.engine.ingest.photos import PhotosConfig, import_photos, list_photos
 from PIL import Image
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.errors import DatasetError
-from engine.ingest.camera_model import CameraModel
-from engine.ingest.undistort import make_undistorter, undistort_image
+from spirula.engine.errors import DatasetError
+from spirula.engine.ingest.camera_model import CameraModel
+from spirula.engine.ingest.undistort import make_undistorter, undistort_image
 
 BACKGROUND = 100.0
 
@@ -135,8 +135,8 @@ def test_real_images_match_pycolmap_resampling(shared_data, name):
     pycolmap = pytest.importorskip("pycolmap")
     from scipy.ndimage import map_coordinates
 
-    from engine.ingest.colmap import read_colmap
-    from engine.ingest.images import read_image
+    from spirula.engine.ingest.colmap import read_colmap
+    from spirula.engine.ingest.images import read_image
 
     root = shared_data / name
     if not root.is_dir():

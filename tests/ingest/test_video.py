@@ -1,10 +1,10 @@
-"""Video decode (engine.ingest.video) on small files the tests write with PyAV: display
+"""Video decode (spirula.engine.ingest.video) on small files the tests write with PyAV: display
 rotation, variable frame rate, 10-bit and HDR, audio ignored, clear errors."""
 
 import numpy as np
 import pytest
-from engine.ingest.color import hdr_to_srgb8, pq_to_nits
-from engine.ingest.video import VideoError, iter_frames, probe
+from spirula.engine.ingest.color import hdr_to_srgb8, pq_to_nits
+from spirula.engine.ingest.video import VideoError, iter_frames, probe
 
 from .videos import textured, write_audio_only, write_video
 

@@ -1,10 +1,10 @@
-"""Frame selection (engine.ingest.frames): sharpness measure, the one sharp frame among
+"""Frame selection (spirula.engine.ingest.frames): sharpness measure, the one sharp frame among
 blurred ones, near-duplicates of a static camera, automatic frame count."""
 
 import numpy as np
-from engine.ingest.frames import (FramesConfig, FrameStats, analyze, auto_target, box_reduce, laplacian_variance,
+from spirula.engine.ingest.frames import (FramesConfig, FrameStats, analyze, auto_target, box_reduce, laplacian_variance,
                                   select, thumbnail, write_frames)
-from engine.ingest.video import iter_frames, probe
+from spirula.engine.ingest.video import iter_frames, probe
 from PIL import Image, ImageFilter
 from scipy import ndimage
 

@@ -1,12 +1,12 @@
 """Random Gaussians for the splat-format tests, and the comparisons they use (written from
-the formats' definitions, not from engine/io's code)."""
+the formats' definitions, not from spirula/engine/io's code)."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.spatial import cKDTree
 
-from engine.io.ply import GaussianPly
+from spirula.engine.io.ply import GaussianPly
 from tests.splat.reference import SH_C0, quat_to_rotmat
 
 M_FOR_DEGREE = {0: 0, 1: 3, 2: 8, 3: 15}

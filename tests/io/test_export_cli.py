@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from engine.cli.main import main
-from engine.io import formats
-from engine.io.ply import write_ply
+from spirula.engine.cli.main import main
+from spirula.engine.io import formats
+from spirula.engine.io.ply import write_ply
 from tests.io.splat_cases import random_gaussians
 
 

@@ -14,8 +14,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from engine.errors import SplatFileError
-from engine.io import formats
+from spirula.engine.errors import SplatFileError
+from spirula.engine.io import formats
 from tests.io.splat_cases import random_gaussians
 
 
@@ -158,15 +158,15 @@ def test_invalid_values_are_refused_on_write_and_nothing_is_written(tmp_path, g,
 
 @pytest.mark.parametrize("fmt", ["spz", "sog", "compressed-ply", "splat"])
 def test_a_failed_write_leaves_no_partial_file(tmp_path, g, fmt, monkeypatch):
-    import engine.fileio
+    import spirula.engine.fileio
 
     def full_disk(fd):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(engine.fileio.os, "fsync", full_disk)
+    monkeypatch.setattr(spirula.engine.fileio.os, "fsync", full_disk)
     fresh, old = tmp_path / f"new{formats.EXTENSIONS[fmt]}", tmp_path / f"old{formats.EXTENSIONS[fmt]}"
     old.write_bytes(b"kept")
-    for p in (fresh, old):  # one line naming the file (engine/fileio.py write_error)
+    for p in (fresh, old):  # one line naming the file (spirula/engine/fileio.py write_error)
         with pytest.raises(OSError, match=f"^cannot write {re.escape(str(p))}: no space left on device$"):
             formats.write_any(p, g, fmt)
     assert not fresh.exists() and old.read_bytes() == b"kept"

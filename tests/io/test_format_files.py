@@ -1,5 +1,5 @@
 """Files built by hand here (struct, gzip, zstandard, Pillow, the spec's bit layouts) and
-read by engine/io: each format's decoding and SPZ's RUB -> RDF conversion are checked
+read by spirula/engine/io: each format's decoding and SPZ's RUB -> RDF conversion are checked
 against values worked out from the specs, independently of the writers."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from engine.io import formats
+from spirula.engine.io import formats
 from tests.splat.reference import SH_C0, quat_to_rotmat, sh_basis
 
 S = math.sqrt(0.5)
@@ -73,7 +73,7 @@ def test_spz_by_hand_in_rdf(tmp_path, version):
 def test_spz_sh_colours_agree_across_the_axis_flip(tmp_path):
     """Our colour along d equals the file's colour (RUB coefficients, decoded by hand) along
     the flipped direction, for every degree-3 basis function."""
-    from engine.io.spz import write_spz
+    from spirula.engine.io.spz import write_spz
 
     from tests.io.splat_cases import random_gaussians
 

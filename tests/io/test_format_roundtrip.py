@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.io import formats
+from spirula.engine.io import formats
 from tests.io.splat_cases import M_FOR_DEGREE, match, random_gaussians, rgb, rotation_error, sigmoid
 
 N = 1500

@@ -1,4 +1,4 @@
-"""glTF KHR_gaussian_splatting (engine/io/gltf.py): our files round-trip, are valid glTF to
+"""glTF KHR_gaussian_splatting (spirula/engine/io/gltf.py): our files round-trip, are valid glTF to
 Khronos's own validator (npm gltf-validator, pinned in .tools/ by scripts/setup.sh), are
 read by an independent glTF reader (trimesh: POSITION and the COLOR_0 fallback), and we read
 the GLB PlayCanvas's splat-transform writes; every malformed header is refused in one line
@@ -6,7 +6,7 @@ naming the file.
 
 The conventions are checked against the extension's text, not against our writer: positions
 in glTF's y-up frame are ours with y and z negated; the colour a direction gets from the SH
-(tests/splat/reference.py's basis, written apart from engine/io) is the same in both frames.
+(tests/splat/reference.py's basis, written apart from spirula/engine/io) is the same in both frames.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.errors import SplatFileError
-from engine.io import formats
-from engine.io.gltf import read_gltf, write_gltf
-from engine.io.ply import write_ply
+from spirula.engine.errors import SplatFileError
+from spirula.engine.io import formats
+from spirula.engine.io.gltf import read_gltf, write_gltf
+from spirula.engine.io.ply import write_ply
 from tests.io.splat_cases import random_gaussians, rgb, sigmoid
 from tests.splat.reference import quat_to_rotmat, sh_basis
 

@@ -18,9 +18,9 @@ import zlib
 import numpy as np
 import pytest
 
-from engine.cli.main import main
-from engine.errors import SplatFileError
-from engine.io import formats
+from spirula.engine.cli.main import main
+from spirula.engine.errors import SplatFileError
+from spirula.engine.io import formats
 from tests.io.splat_cases import random_gaussians
 
 MAGIC = 0x5053474E
@@ -298,8 +298,8 @@ def test_export_refuses_a_lying_file_and_writes_nothing(tmp_path, g, fmt, capsys
 
 def test_ply_whose_count_is_lower_than_its_data_is_refused(tmp_path, g):
     """dfa6aa5 read the first 299 of 300 Gaussians of such a file without a word."""
-    from engine.errors import PlyError
-    from engine.io.ply import read_ply, write_ply
+    from spirula.engine.errors import PlyError
+    from spirula.engine.io.ply import read_ply, write_ply
 
     p = tmp_path / "scene.ply"
     write_ply(p, g)
@@ -324,8 +324,8 @@ def test_ply_whose_count_is_lower_than_its_data_is_refused(tmp_path, g):
 
 def test_ascii_ply_with_a_word_for_a_number_is_named_in_words(tmp_path):
     """dfa6aa5 said "could not convert string to float: b'abc'" (NumPy's words)."""
-    from engine.errors import PlyError
-    from engine.io.ply import read_point_cloud
+    from spirula.engine.errors import PlyError
+    from spirula.engine.io.ply import read_point_cloud
 
     p = tmp_path / "points.ply"
     p.write_text("ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\n"

@@ -1,4 +1,4 @@
-"""`spirula export --format html` (engine/io/html.py): one self-contained page (no other file,
+"""`spirula export --format html` (spirula/engine/io/html.py): one self-contained page (no other file,
 no network) that headless Chromium opens from disk and that shows the scene: a screenshot's
 centre is not the background colour. Skipped, saying why, where Chromium or the viewer
 bundle (scripts/setup.sh installs both) is missing."""
@@ -11,10 +11,10 @@ import time
 import numpy as np
 import pytest
 
-from engine.errors import SplatFileError
-from engine.io import formats
-from engine.io.html import BACKGROUND, viewer_dir, write_html
-from engine.io.ply import write_ply
+from spirula.engine.errors import SplatFileError
+from spirula.engine.io import formats
+from spirula.engine.io.html import BACKGROUND, viewer_dir, write_html
+from spirula.engine.io.ply import write_ply
 from tests.io.headless_chromium import Chromium, find_chromium
 from tests.io.splat_cases import random_gaussians
 
@@ -31,7 +31,7 @@ def _scene(n=3000):
 def test_page_is_self_contained(tmp_path, capsys):
     if viewer_dir() is None:
         pytest.skip("the web viewer (@playcanvas/supersplat-viewer) is not installed: run scripts/setup.sh")
-    from engine.cli.main import main
+    from spirula.engine.cli.main import main
 
     write_ply(tmp_path / "s.ply", _scene(500))
     out = tmp_path / "page" / "scene.html"
@@ -48,7 +48,7 @@ def test_page_is_self_contained(tmp_path, capsys):
 
 
 def test_missing_viewer_refused_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr("engine.io.html.viewer_dir", lambda: None)
+    monkeypatch.setattr("spirula.engine.io.html.viewer_dir", lambda: None)
     with pytest.raises(SplatFileError) as e:
         write_html(tmp_path / "x.html", _scene(10))
     assert str(e.value).startswith(f"{tmp_path / 'x.html'}: HTML file: not written: the web viewer") and \

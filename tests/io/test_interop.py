@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.io import formats
-from engine.io.ply import read_ply, write_ply
+from spirula.engine.io import formats
+from spirula.engine.io.ply import read_ply, write_ply
 from tests.io.splat_cases import M_FOR_DEGREE, match, random_gaussians, rgb, rotation_error, sigmoid
 from ..patience import patient
 

@@ -1,4 +1,4 @@
-"""Tests of engine.io.ply: the standard 3DGS PLY layout, round trips, foreign files, errors.
+"""Tests of spirula.engine.io.ply: the standard 3DGS PLY layout, round trips, foreign files, errors.
 
 Files read in the "independent" tests are built here by hand (a header string plus a NumPy
 structured array or text), not by ``write_ply``, so a layout mistake shared by the writer
@@ -15,9 +15,9 @@ import warnings
 import numpy as np
 import pytest
 
-from engine.errors import PlyError
-from engine.io import ply as plymod
-from engine.io.ply import GaussianPly, PlyWarning, read_ply, write_ply
+from spirula.engine.errors import PlyError
+from spirula.engine.io import ply as plymod
+from spirula.engine.io.ply import GaussianPly, PlyWarning, read_ply, write_ply
 
 M_FOR_DEGREE = {0: 0, 1: 3, 2: 8, 3: 15}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.io import quantize as q
+from spirula.engine.io import quantize as q
 from tests.splat.reference import quat_to_rotmat, sh_basis
 
 

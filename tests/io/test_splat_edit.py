@@ -1,4 +1,4 @@
-"""Splat editing before export (engine/io/splat_edit.py): the crop box and screen-space
+"""Splat editing before export (spirula/engine/io/splat_edit.py): the crop box and screen-space
 selections against independent references, undo / redo of a crop and of a deletion, the
 edit file's round trip and its refusal of a changed PLY, and the edit applied by
 `spirula export` (every format, --crop, --edit, --no-edit) and to the mesh stage's input."""
@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pytest
 
-from engine.cli.main import main
-from engine.io import formats
-from engine.io.ply import read_ply, write_ply
-from engine.io.splat_edit import (CropBox, EditFileError, SplatEdit, apply_saved_edit, edit_file_for, file_sha256,
+from spirula.engine.cli.main import main
+from spirula.engine.io import formats
+from spirula.engine.io.ply import read_ply, write_ply
+from spirula.engine.io.splat_edit import (CropBox, EditFileError, SplatEdit, apply_saved_edit, edit_file_for, file_sha256,
                                   load_edit, select_screen)
 from tests.io.splat_cases import random_gaussians
 
@@ -198,9 +198,9 @@ def test_spirula_export_refuses_a_crop_that_keeps_none_in_one_line(tmp_path, cap
 
 
 def test_mesh_stage_input_is_the_edited_splats(tmp_path, monkeypatch):
-    from engine import ingest
-    from engine.mesh.config import MeshConfig
-    from engine.jobs import mesh
+    from spirula.engine import ingest
+    from spirula.engine.mesh.mesh_config import MeshConfig
+    from spirula.engine.jobs import mesh
 
     p = _project(tmp_path)
     (p / "train.json").write_text(json.dumps({"dataset": str(tmp_path / "data")}))

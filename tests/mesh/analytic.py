@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.splat.camera_table import camera_row
+from spirula.engine.splat.camera_table import camera_row
 from tests.splat.scenes import look_at_w2c
 
 

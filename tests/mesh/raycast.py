@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.studio.mesh_raster import AMBIENT
-from engine.studio.mesh_view import TexturedMesh
+from spirula.engine.studio.mesh_raster import AMBIENT
+from spirula.engine.studio.mesh_view import TexturedMesh
 
 
 def rotation(rng):

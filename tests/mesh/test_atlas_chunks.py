@@ -1,11 +1,11 @@
-"""The UV atlas on spatial cells (engine/mesh/atlas.py): the cells' sizes and compactness,
+"""The UV atlas on spatial cells (spirula/engine/mesh/atlas.py): the cells' sizes and compactness,
 and an unwrap over many cells keeping every face, its order and its vertex positions, with
 uvs inside the texture and no triangle folded to nothing."""
 
 import numpy as np
 import trimesh
 
-from engine.mesh.atlas import spatial_chunks, unwrap
+from spirula.engine.mesh.atlas import spatial_chunks, unwrap
 
 
 def _noisy_sphere(rng):

@@ -1,7 +1,7 @@
 """The texture bake's photos without the training's per-image appearance (issue 21 item 6):
-engine/splat/appearance.remove_appearance against the training's own forward kernel
+spirula/engine/splat/appearance.remove_appearance against the training's own forward kernel
 (shaders/appearance/appearance.slang, itself checked against NumPy in
-tests/splat/test_appearance.py), and engine/jobs/mesh.photos_for_bake on the files that
+tests/splat/test_appearance.py), and spirula/engine/jobs/mesh.photos_for_bake on the files that
 `spirula train --appearance` writes.
 
 The check: a random image x, the GPU's forward y = T(x) quantised to uint8 as a photo is,
@@ -21,9 +21,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from engine.errors import SpirulaError
-from engine.jobs.mesh import photos_for_bake
-from engine.splat.appearance import BILAGRID_SHAPE, Appearance, remove_appearance
+from spirula.engine.errors import SpirulaError
+from spirula.engine.jobs.mesh import photos_for_bake
+from spirula.engine.splat.appearance import BILAGRID_SHAPE, Appearance, remove_appearance
 
 
 def forward_photo(gpu, app, x, index):
@@ -108,7 +108,7 @@ def test_photos_for_bake_reads_the_training_files(gpu, tmp_path, rng):
 
 
 def test_prefetched_photos_come_in_order_and_errors_surface(rng):
-    from engine.mesh.bake import _prefetched
+    from spirula.engine.mesh.bake import _prefetched
 
     order = rng.permutation(37)
     assert list(_prefetched(lambda i: int(order[i]), 37, workers=3)) == order.tolist()

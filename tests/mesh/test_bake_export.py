@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import trimesh
 
-from engine.mesh.atlas import unwrap
-from engine.mesh.bake import BakeOptions, bake
-from engine.mesh.clean import vertex_normals
-from engine.mesh.export import export_meshes
+from spirula.engine.mesh.atlas import unwrap
+from spirula.engine.mesh.bake import BakeOptions, bake
+from spirula.engine.mesh.clean import vertex_normals
+from spirula.engine.mesh.export import export_meshes
 from tests.mesh.analytic import orbit_cameras, table
 from tests.mesh.synthetic import rasterize
 

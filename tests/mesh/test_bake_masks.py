@@ -1,4 +1,4 @@
-"""The texture bake leaves out masked pixels (engine/mesh/bake.py, shaders/mesh/bake.slang):
+"""The texture bake leaves out masked pixels (spirula/engine/mesh/bake.py, shaders/mesh/bake.slang):
 half of the views show a green patch painted over the textured sphere (a distractor the
 depth maps do not have), masked out in those views. With the masks the vertex colours match
 the solid texture as closely as the clean bake's bound (tests/mesh/test_bake_export.py);
@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from engine.mesh.bake import BakeOptions, bake
-from engine.mesh.atlas import unwrap
-from engine.mesh.clean import vertex_normals
+from spirula.engine.mesh.bake import BakeOptions, bake
+from spirula.engine.mesh.atlas import unwrap
+from spirula.engine.mesh.clean import vertex_normals
 from tests.mesh.analytic import table
 from tests.mesh.test_bake_export import Cam, scene, smooth_texture  # noqa: F401 - the fixture
 

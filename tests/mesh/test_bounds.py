@@ -1,18 +1,18 @@
-"""The bounds step (engine/mesh/bounds.py), one test per capture class a rule serves, and the
-floor cut's flat cap (engine/mesh/extract.py cross_section / cap_layer)."""
+"""The bounds step (spirula/engine/mesh/bounds.py), one test per capture class a rule serves, and the
+floor cut's flat cap (spirula/engine/mesh/extract.py cross_section / cap_layer)."""
 
 import numpy as np
 import pytest
 import trimesh
 from scipy.spatial.transform import Rotation
 
-from engine.errors import SpirulaError
-from engine.mesh.bounds import (Bounds, Convergence, camera_up, convergence, image_contrast, object_box, object_voxel,
+from spirula.engine.errors import SpirulaError
+from spirula.engine.mesh.bounds import (Bounds, Convergence, camera_up, convergence, image_contrast, object_box, object_voxel,
                                 photo_textured, resolve_bounds, support_plane)
-from engine.mesh.extract import cross_section, extract_mesh
-from engine.mesh.grid import grid_for_bounds
-from engine.mesh.tsdf import TsdfVolume, fuse_depth_maps
-from engine.pose import look_at
+from spirula.engine.mesh.extract import cross_section, extract_mesh
+from spirula.engine.mesh.grid import grid_for_bounds
+from spirula.engine.mesh.tsdf import TsdfVolume, fuse_depth_maps
+from spirula.engine.pose import look_at
 from tests.mesh.analytic import orbit_cameras, sphere_depth, table
 
 

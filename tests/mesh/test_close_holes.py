@@ -1,4 +1,4 @@
-"""Closing an object's mesh (engine/mesh/clean.py close_holes): cuts closed by flat caps,
+"""Closing an object's mesh (spirula/engine/mesh/clean.py close_holes): cuts closed by flat caps,
 holes closed by triangulations in their plane, pinches removed; judged against analytic
 volumes and areas and against trimesh's and manifold3d's checks of the vertex-welded mesh."""
 
@@ -10,7 +10,7 @@ import pytest
 trimesh = pytest.importorskip("trimesh")
 pytest.importorskip("manifold3d")
 
-from engine.mesh.clean import close_holes, coplanar_groups, boundary_loops, decimate, manifold_check
+from spirula.engine.mesh.clean import close_holes, coplanar_groups, boundary_loops, decimate, manifold_check
 
 
 def _closed_check(v, f):

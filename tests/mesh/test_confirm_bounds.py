@@ -1,12 +1,12 @@
-"""The box the studio's user confirms (engine/studio/meshing.py confirmed_region): the proposal
+"""The box the studio's user confirms (spirula/engine/studio/meshing.py confirmed_region): the proposal
 as it is, unless edited; an edited box is meshed as `--bounds` numbers are."""
 
 import numpy as np
 import pytest
 
-from engine.errors import SpirulaError
-from engine.mesh.bounds import Bounds
-from engine.studio.meshing import confirmed_region
+from spirula.engine.errors import SpirulaError
+from spirula.engine.mesh.bounds import Bounds
+from spirula.engine.studio.meshing import confirmed_region
 
 
 def _proposal():
@@ -63,8 +63,8 @@ def test_an_edited_object_box_keeps_its_frame_floor_cut_and_cap():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A tiny trained project: coloured discs seen by a ring of cameras (tests/app/scene.py)."""
-    from engine.config import DatasetConfig, RunConfig, TrainConfig
-    from engine.jobs.train import run_training
+    from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+    from spirula.engine.jobs.train import run_training
     from tests.app.scene import write_scene
 
     root = tmp_path_factory.mktemp("confirm_job")
@@ -76,7 +76,7 @@ def trained(tmp_path_factory):
 
 
 def test_an_edited_oriented_box_reaches_the_mesh_job_intact(trained):
-    """engine/jobs/mesh.py run_mesh's confirm path: the box the studio confirms (the proposed
+    """spirula/engine/jobs/mesh.py run_mesh's confirm path: the box the studio confirms (the proposed
     object box with its top lowered and a side pushed out, along its own axes) is the box the
     stage fuses, cuts, caps and records: mesh.json has its frame, its faces, the cut at its
     bottom, "edited by the user", and the mesh lies inside it. The tiny scene (plain discs,
@@ -85,12 +85,12 @@ def test_an_edited_oriented_box_reaches_the_mesh_job_intact(trained):
     as the stage would have proposed for a real object."""
     import json
 
-    from engine.mesh.bounds import Bounds
+    from spirula.engine.mesh.bounds import Bounds
 
     import trimesh
 
-    from engine.jobs.mesh import run_mesh
-    from engine.mesh.config import MeshConfig
+    from spirula.engine.jobs.mesh import run_mesh
+    from spirula.engine.mesh.mesh_config import MeshConfig
 
     seen = {}
 

@@ -4,7 +4,7 @@ sphere every view renders stays."""
 
 import numpy as np
 
-from engine.mesh.consistency import choose_neighbours, consistent_depths
+from spirula.engine.mesh.consistency import choose_neighbours, consistent_depths
 from tests.mesh.analytic import orbit_cameras, sphere_depth, table
 
 

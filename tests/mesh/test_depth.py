@@ -4,9 +4,9 @@ the rasterizer."""
 
 import numpy as np
 
-from engine.mesh.depth import DepthRenderer
-from engine.splat.camera_table import View, camera_row
-from engine.splat.render import Rasterizer
+from spirula.engine.mesh.depth import DepthRenderer
+from spirula.engine.splat.camera_table import View, camera_row
+from spirula.engine.splat.render import Rasterizer
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene
 
@@ -101,8 +101,8 @@ def test_plane_depth_of_flat_splats_on_a_plane_is_the_plane(gpu):
     median depth steps from disc to disc; the normal is the plane's, facing the camera."""
     from scipy.spatial.transform import Rotation
 
-    from engine.mesh.depth import plane_depth
-    from engine.splat.layout import pack
+    from spirula.engine.mesh.depth import plane_depth
+    from spirula.engine.splat.param_layout import pack
 
     rng = np.random.default_rng(77)
     width, height = 64, 48

@@ -1,8 +1,8 @@
 """Re-meshing never overwrites a mesh without a new name: the mesh already in a project
-becomes mesh.prev.* (engine/jobs/mesh.py keep_previous), the OBJ still finding its material
+becomes mesh.prev.* (spirula/engine/jobs/mesh.py keep_previous), the OBJ still finding its material
 and the material its texture under their new names."""
 
-from engine.jobs.mesh import keep_previous
+from spirula.engine.jobs.mesh import keep_previous
 
 
 def test_previous_mesh_is_kept_under_prev_names(tmp_path):

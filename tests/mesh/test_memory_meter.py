@@ -1,9 +1,9 @@
-"""Peak memory per mesh step (engine/mesh/memory.py): the GPU bytes the stage accounts and
+"""Peak memory per mesh step (spirula/engine/mesh/memory.py): the GPU bytes the stage accounts and
 the host high-water mark, each recorded for the step that held them."""
 
 import numpy as np
 
-from engine.mesh.memory import MemoryMeter, _status_kb
+from spirula.engine.mesh.memory import MemoryMeter, _status_kb
 
 
 def test_each_step_keeps_its_own_peaks():

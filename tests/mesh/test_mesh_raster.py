@@ -1,4 +1,4 @@
-"""The viewport's triangle rasteriser (shaders/view/mesh.slang, engine/studio/mesh_raster.py)
+"""The viewport's triangle rasteriser (shaders/view/mesh.slang, spirula/engine/studio/mesh_raster.py)
 against an independent NumPy ray caster (tests/mesh/raycast.py). Random poses, a
 checker-textured cube (its back faces hidden behind its front: the depth test) and a quad
 in front of another."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.splat.camera_table import camera_row
-from engine.studio.mesh_raster import MeshGpu, MeshRasterizer
-from engine.studio.mesh_view import TexturedMesh, read_textured_mesh
+from spirula.engine.splat.camera_table import camera_row
+from spirula.engine.studio.mesh_raster import MeshGpu, MeshRasterizer
+from spirula.engine.studio.mesh_view import TexturedMesh, read_textured_mesh
 
 from .raycast import checker, cube, look_at, reference
 
@@ -97,7 +97,7 @@ def test_a_glb_reads_back_with_its_texture_uv_and_faces(tmp_path):
 
 
 def test_a_mesh_without_triangles_is_refused_by_name(tmp_path):
-    from engine.errors import SpirulaError
+    from spirula.engine.errors import SpirulaError
 
     path = tmp_path / "empty.obj"
     path.write_text("v 0 0 0\nv 1 0 0\n")

@@ -23,8 +23,8 @@ diagonal is 0.55 px of a view, and after 300 steps the fused surface's noise alo
 true box as bounds) gave F@0.5% 0.45. Measured on lavapipe (2026-12-04), default bounds:
 - before: Chamfer 0.86%, F@0.5% 0.883, 2.3% of the faces outside, not watertight (no
   support plane: the textureless table holds almost no opaque splats);
-- with the base plane under the subject's lowest splats (engine/mesh/subject.py) and every
-  hole of the subject closed (engine/mesh/repair.close_mesh, also after decimation):
+- with the base plane under the subject's lowest splats (spirula/engine/mesh/subject.py) and every
+  hole of the subject closed (spirula/engine/mesh/repair.close_mesh, also after decimation):
   Chamfer 0.24%, F@0.5% 0.940, 0.1% outside, watertight. At 128 px / 300 steps the same
   code gives Chamfer 0.77%, F@0.5% 0.34, 18.9% outside, watertight.
 """
@@ -35,9 +35,9 @@ import numpy as np
 import pytest
 import trimesh
 
-from engine.cli.main import main
-from engine.config import DatasetConfig, RunConfig, TrainConfig
-from engine.jobs.train import run_training
+from spirula.engine.cli.main import main
+from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+from spirula.engine.jobs.train import run_training
 from tests.mesh import room_scene as R
 from tests.mesh import synthetic as S
 
@@ -94,7 +94,7 @@ def test_object_on_table_meets_the_bars_with_default_bounds(project, capsys):
     assert n["outside_pct"] <= 1.0
     # the floor cut is capped flat, the holes the fusion leaves where fewer than --min-support
     # views saw a cell (4,821 open edges at 160 px / 600 steps before the repair step) are closed
-    # in their planes and the pinches of decimation removed (engine/mesh/clean.py close_holes)
+    # in their planes and the pinches of decimation removed (spirula/engine/mesh/clean.py close_holes)
     assert n["watertight"]
     mesh_json = json.loads((project / "mesh.json").read_text())
     assert mesh_json["watertight"] and mesh_json["repair"]["holes_left"] == 0

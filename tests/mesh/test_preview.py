@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from engine.mesh.preview import look_at, orbit_views, render
+from spirula.engine.mesh.preview import look_at, orbit_views, render
 
 
 def test_nearer_triangle_wins_and_background_stays():

@@ -6,7 +6,7 @@ distance and F-score against the exact torus.
 The issue's bar: Chamfer <= 1% of the bounding-box diagonal and F-score at 0.5% of the
 diagonal >= 0.8. Observed here on lavapipe: Chamfer ~0.3%, F@0.5% ~0.85, F@1% ~0.97
 (with --depth expected instead of the default median depth: F@0.5% ~0.2, see
-engine/mesh/depth.py). The dataset carries a sparse point cloud as COLMAP would triangulate
+spirula/engine/mesh/depth.py). The dataset carries a sparse point cloud as COLMAP would triangulate
 it (8,000 noisy surface samples + 5% outliers, no colours from our renderer), the usual
 3DGS initialisation; training from random points in the box needs far more steps than a
 CI run has.
@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 import trimesh
 
-from engine.cli.main import main
-from engine.config import TrainConfig
-from engine.fileio import write_json_atomic
-from engine.ingest import load_dataset
-from engine.splat.trainer import Trainer
-from engine.jobs.train import export_ply
+from spirula.engine.cli.main import main
+from spirula.engine.config import TrainConfig
+from spirula.engine.fileio import write_json_atomic
+from spirula.engine.ingest import load_dataset
+from spirula.engine.splat.trainer import Trainer
+from spirula.engine.jobs.train import export_ply
 from tests.mesh import synthetic as S
 from tests.mesh.analytic import orbit_cameras
 

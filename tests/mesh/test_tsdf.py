@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import trimesh
 
-from engine import device
-from engine.mesh.extract import extract_mesh
-from engine.mesh.grid import BRICK, grid_for_bounds
-from engine.mesh.tsdf import GridTooLarge, SparseTsdf, fuse_depth_maps
+from spirula.engine import device
+from spirula.engine.mesh.extract import extract_mesh
+from spirula.engine.mesh.grid import BRICK, grid_for_bounds
+from spirula.engine.mesh.tsdf import GridTooLarge, SparseTsdf, fuse_depth_maps
 from tests.mesh.analytic import orbit_cameras, sphere_depth, table
 
 

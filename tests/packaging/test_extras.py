@@ -1,4 +1,4 @@
-"""The libraries of one stage each are extras (pyproject.toml, engine/optional.py): PyAV
+"""The libraries of one stage each are extras (pyproject.toml, spirula/engine/optional.py): PyAV
 (`video`), pycolmap (`sfm`), trimesh / scikit-image / xatlas / fast-simplification (`mesh`).
 Without them every engine module imports and a training runs; a stage that needs one says
 in one line which extra to install; scripts/setup.sh and the packaging recipes install them."""
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import optional
-from engine.optional import EXTRAS, MissingExtraError, need
+from spirula.engine import optional
+from spirula.engine.optional import EXTRAS, MissingExtraError, need
 
 from ..patience import patient
 
@@ -45,7 +45,7 @@ def test_stage_libraries_are_extras_and_setup_installs_them():
         assert not dists & deps, f"{dists & deps} must not be required (extra {extra!r})"
         assert {_name(r) for r in extras[extra]} == dists, (extra, extras[extra])
     assert any("video" in r and "sfm" in r and "mesh" in r for r in extras["all"]), extras["all"]
-    assert {k: v[1] for k, v in EXTRAS.items()} == STAGE_LIBS  # engine/optional.py names the same extras
+    assert {k: v[1] for k, v in EXTRAS.items()} == STAGE_LIBS  # spirula/engine/optional.py names the same extras
     for script in ("scripts/setup.sh", "packaging/linux/setup.sh", "packaging/macos/build_dmg.sh",
                    "packaging/windows/build.ps1"):
         text = (REPO / script).read_text(encoding="utf-8")
@@ -90,13 +90,13 @@ def test_every_engine_module_imports_and_training_runs_without_the_stage_librari
     data = write_scene(tmp_path / "ring", views=6, points=60)
     code = f"""
 import importlib, json, pkgutil
-import engine
-mods = [m.name for m in pkgutil.walk_packages(engine.__path__, "engine.") if not m.name.endswith("__main__")]
+import spirula.engine
+mods = [m.name for m in pkgutil.walk_packages(spirula.engine.__path__, "spirula.engine.") if not m.name.endswith("__main__")]
 for m in mods:
     importlib.import_module(m)
-from engine.config import DatasetConfig, RunConfig, TrainConfig
-from engine.jobs.train import run_training
-from engine.io.ply import read_ply
+from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+from spirula.engine.jobs.train import run_training
+from spirula.engine.io.ply import read_ply
 cfg = RunConfig(device={os.environ.get("SPIRULA_TEST_DEVICE", "vulkan")!r}, dataset=DatasetConfig(eval_every=3),
                 train=TrainConfig(steps=5, sh_degree=0, init_random_points=300, log_interval=5, checkpoint_every=0))
 m = run_training({str(data)!r}, {str(tmp_path / "out")!r}, cfg)
@@ -114,7 +114,7 @@ def test_spirula_run_on_a_video_without_pyav_says_which_extra(tmp_path):
     video.write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(64))
     code = f"""
 import sys
-from engine.cli.main import main
+from spirula.engine.cli.main import main
 sys.exit(main(["run", {str(video)!r}, "-o", {str(tmp_path / "proj")!r}]))
 """
     r = _blocked_python(code, tmp_path, timeout=120)
@@ -132,7 +132,7 @@ def test_selftest_notes_missing_extras_and_still_checks_the_rest(tmp_path):
 import json
 import os
 os.environ["SPIRULA_SAMPLE"] = {str(tmp_path / "nowhere")!r}
-from engine.jobs import selftest
+from spirula.engine.jobs import selftest
 lines = []
 r = selftest.run_selftest(steps=1, out=lines.append)
 modules = next(c for c in r.checks if c.name == "modules")

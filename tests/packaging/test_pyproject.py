@@ -23,7 +23,7 @@ def test_every_source_folder_is_a_listed_package():
     want = {"spirula_shaders"} | {
         "spirula_shaders." + ".".join(d.relative_to(shader_root).parts)
         for d in shader_root.rglob("*") if d.is_dir() and any(d.glob("*.slang"))}
-    for top in ("engine", "app"):
+    for top in ("spirula",):
         want |= {".".join(d.relative_to(REPO).parts) for d in (REPO / top).rglob("*")
                  if d.is_dir() and (d / "__init__.py").is_file()} | {top}
     assert want <= listed, sorted(want - listed)

@@ -1,4 +1,4 @@
-"""`spirula --selftest` (engine/jobs/selftest.py) on a tiny schedule: PASS with every check on the
+"""`spirula --selftest` (spirula/engine/jobs/selftest.py) on a tiny schedule: PASS with every check on the
 embedded sample, and FAIL with the failing check's reason when the device, the sample or the
 training is broken."""
 
@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from engine.cli import main as cli
-from engine.jobs import selftest
-from engine.errors import DeviceError
+from spirula.engine.cli import main as cli
+from spirula.engine.jobs import selftest
+from spirula.engine.errors import DeviceError
 
 BACKEND = os.environ.get("SPIRULA_TEST_DEVICE", "vulkan")
 
@@ -39,12 +39,12 @@ def test_result_reports_device_training_and_export(tmp_path):
 
 
 def test_no_device_fails_with_the_reason(monkeypatch, capsys):
-    import engine.device
+    import spirula.engine.device
 
     def no_device(backend=None):
         raise DeviceError("No GPU device: tried to create a slangpy vulkan device and got: boom. Fix: install a driver.")
 
-    monkeypatch.setattr(engine.device, "get_gpu", no_device)
+    monkeypatch.setattr(spirula.engine.device, "get_gpu", no_device)
     r = selftest.run_selftest(backend=BACKEND, steps=5, out=lambda s: None)
     assert not r.passed and r.reason.startswith("device: No GPU device") and "Fix:" in r.reason
     assert r.verdict.startswith("FAIL: device:") and len(r.checks) == 1

@@ -10,7 +10,7 @@ from tests.app.conftest import spin
 
 @pytest.fixture(scope="module")
 def studio(qapp, tmp_path_factory):
-    from app.main import create_studio
+    from spirula.app.startup import create_studio
 
     app, win, session = create_studio(None, dialogs=False, projects=tmp_path_factory.mktemp("projects"),
                                       splash=False, size=(900, 600))
@@ -36,7 +36,7 @@ def test_help_menu_runs_the_selftest(studio, monkeypatch):
 
 
 def test_a_failure_shows_the_reason(qapp):
-    from app.selftest_dialog import SelftestDialog
+    from spirula.app.selftest_dialog import SelftestDialog
 
     fake = [sys.executable, "-c", "print('[FAIL] device  0.0 s  no Vulkan'); print('FAIL: device: no Vulkan'); "
                                   "raise SystemExit(1)"]
@@ -51,7 +51,7 @@ def test_a_failure_shows_the_reason(qapp):
 
 
 def test_a_command_that_cannot_start_is_a_failure(qapp, tmp_path):
-    from app.selftest_dialog import SelftestDialog
+    from spirula.app.selftest_dialog import SelftestDialog
 
     dlg = SelftestDialog(command=[str(tmp_path / "no-such-spirula"), "--selftest"])
     dlg.start()
@@ -61,8 +61,8 @@ def test_a_command_that_cannot_start_is_a_failure(qapp, tmp_path):
 
 
 def test_command_is_the_bundle_itself_when_frozen(monkeypatch):
-    from app.selftest_dialog import selftest_command
+    from spirula.app.selftest_dialog import selftest_command
 
-    assert selftest_command()[1:] == ["-m", "engine.cli", "--selftest"]
+    assert selftest_command()[1:] == ["-m", "spirula.engine.cli", "--selftest"]
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     assert selftest_command() == [sys.executable, "--selftest"]

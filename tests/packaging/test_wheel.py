@@ -97,8 +97,8 @@ def test_the_wheel_holds_the_sample_the_shaders_and_no_stage_library_as_a_requir
 def test_installed_spirula_selftest_passes_outside_the_checkout(installed, tmp_path):
     vpy = installed / "bin" / "python"
     env = _clean_env(SPIRULA_DEVICE=BACKEND, PATH=f"{installed / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
-    where = subprocess.run([str(vpy), "-c", "import engine, spirula_shaders, spirula_resources as r; "
-                            "print(engine.__file__); print(list(r.__path__)[0])"],
+    where = subprocess.run([str(vpy), "-c", "import spirula.engine, spirula_shaders, spirula_resources as r; "
+                            "print(spirula.engine.__file__); print(list(r.__path__)[0])"],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=patient(60))
     assert where.returncode == 0, where.stderr
     assert all(str(installed) in line and str(REPO) not in line for line in where.stdout.splitlines()), where.stdout

@@ -2,13 +2,13 @@
 tests/partition/test_city_bars.py at CI size and benchmarks/partition_quality.py at full
 size):
 
-* peak VRAM: the VRAM pool's high-water mark (engine/profile/pool.py: every device buffer
+* peak VRAM: the VRAM pool's high-water mark (spirula/engine/profile/pool.py: every device buffer
   the engine allocates, by its accounting, not the driver's: lavapipe has no real VRAM),
   reset before each run, for the whole scene and for each part;
 * held-out PSNR of the merged model and of the unpartitioned one, on the same views (the
   whole scene's every 8th image), at the same steps per Gaussian (each part gets its share
   of the MCMC budget and the steps of its share of the cameras, so a Gaussian is trained
-  as often as in the whole run: engine/partition/run_parts.py part_config);
+  as often as in the whole run: spirula/engine/partition/run_parts.py part_config);
 * seams: with the ray caster's hit points, the held-out pixels whose surface lies within
   ``band`` world units (on the ground plane) of an inner cell border, against the others,
   PSNR from the saved 8-bit renders.
@@ -26,8 +26,8 @@ from PIL import Image
 
 def train_whole(dataset: Path, out: Path, cfg) -> dict:
     """`spirula train`'s job on the whole scene; metrics plus peak_vram_mib and seconds."""
-    from engine.device import get_gpu
-    from engine.jobs.train import run_training
+    from spirula.engine.device import get_gpu
+    from spirula.engine.jobs.train import run_training
 
     gpu = get_gpu(cfg.device)
     gpu.pool.reset_high()
@@ -40,9 +40,9 @@ def train_partitioned(dataset: Path, parts_dir: Path, project: Path, cfg, settin
                       steps_rule: str = "cameras", finetune_steps: int | None = None) -> dict:
     """split -> train (in-process unless ``use_ray``) -> merge; the merged metrics plus
     each part's peak VRAM and the seconds."""
-    from engine.partition.merge import merge_parts
-    from engine.partition.parts import split_dataset
-    from engine.partition.run_parts import train_parts
+    from spirula.engine.partition.merge import merge_parts
+    from spirula.engine.partition.parts import split_dataset
+    from spirula.engine.partition.run_parts import train_parts
 
     t0 = time.perf_counter()
     split_dataset(dataset, parts_dir, settings, on_message=lambda _: None)

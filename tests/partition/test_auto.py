@@ -4,11 +4,11 @@ the testing aid) is trained in parts and merged; one that fits trains as usual."
 import gc
 import json
 
-from engine.cli.main import main
-from engine.device import get_gpu
-from engine.io.ply import read_ply
-from engine.partition import run_parts
-from engine.partition.layout import read_layout
+from spirula.engine.cli.main import main
+from spirula.engine.device import get_gpu
+from spirula.engine.io.ply import read_ply
+from spirula.engine.partition import run_parts
+from spirula.engine.partition.parts_layout import read_layout
 from tests.partition.city import make_city, write_city
 
 ARGS = ["--steps", "200", "--max-size", "32", "--strategy", "mcmc", "--max-gaussians", "12000",

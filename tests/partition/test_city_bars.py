@@ -11,8 +11,8 @@ larger size (benchmarks/results/README.md)."""
 
 import pytest
 
-from engine.config import DatasetConfig, RunConfig, TrainConfig
-from engine.partition.split import SplitSettings
+from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+from spirula.engine.partition.split import SplitSettings
 from tests.partition.bars import seam_psnr, train_partitioned, train_whole
 from tests.partition.city import make_city, write_city
 

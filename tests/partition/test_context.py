@@ -1,4 +1,4 @@
-"""A part's context (engine/partition/split.py step 4): the SfM points outside its region
+"""A part's context (spirula/engine/partition/split.py step 4): the SfM points outside its region
 that enough of its cameras see join its initial points, automatically for an orbit
 capture only. References here are independent: a pinhole projection written per camera
 and per point, and the region test by brute force over the part's box."""
@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.partition.geometry import SceneGeometry, read_geometry, to_ground
-from engine.pose import look_at
-from engine.partition.layout import read_layout
-from engine.partition.parts import split_dataset
-from engine.partition.split import ORBIT_CONTEXT_VIEWS, SplitSettings, context_points, open_box
+from spirula.engine.partition.geometry import SceneGeometry, read_geometry, to_ground
+from spirula.engine.pose import look_at
+from spirula.engine.partition.parts_layout import read_layout
+from spirula.engine.partition.parts import split_dataset
+from spirula.engine.partition.split import ORBIT_CONTEXT_VIEWS, SplitSettings, context_points, open_box
 from tests.partition.city import make_city, write_city
 
 MOUSE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mouse"
@@ -69,7 +69,7 @@ def test_an_orbit_capture_gets_its_context_and_a_street_walk_none(tmp_path):
 
 @pytest.mark.skipif(not MOUSE.is_dir(), reason="needs ../shared/data/mouse")
 def test_a_budget_the_context_cannot_meet_says_so_and_splits_without_it(tmp_path):
-    from engine.partition.split import ContextBudgetError, same_settings, settings_dict, split_scene
+    from spirula.engine.partition.split import ContextBudgetError, same_settings, settings_dict, split_scene
 
     geo = read_geometry(MOUSE)
     auto = SplitSettings(max_gaussians_per_part=150_000, min_cameras=2)
@@ -84,7 +84,7 @@ def test_a_budget_the_context_cannot_meet_says_so_and_splits_without_it(tmp_path
 
 @pytest.mark.skipif(not MOUSE.is_dir(), reason="needs ../shared/data/mouse")
 def test_parts_that_hold_the_whole_orbit_are_called_out(tmp_path):
-    from engine.partition.split import split_scene
+    from spirula.engine.partition.split import split_scene
 
     geo = read_geometry(MOUSE)
     orbit = split_scene(geo, SplitSettings(parts=2, min_cameras=2))

@@ -1,15 +1,15 @@
-"""The studio's partition job (engine/partition/job.py, the panel's Train button): split ->
+"""The studio's partition job (spirula/engine/partition/job.py, the panel's Train button): split ->
 train -> merge on its own thread, messages for a row per part, Done with the merged PLY;
 a second job with the same split keeps the trained parts (they are skipped)."""
 
 import time
 
-from engine.config import DatasetConfig, RunConfig, TrainConfig
-from engine.io.ply import read_ply
-from engine.messages import Done, Error, StageFinished, StageProgress, StageStarted
-from engine.partition import run_parts
-from engine.partition.job import PartitionJob
-from engine.partition.split import SplitSettings
+from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+from spirula.engine.io.ply import read_ply
+from spirula.engine.messages import Done, Error, StageFinished, StageProgress, StageStarted
+from spirula.engine.partition import run_parts
+from spirula.engine.partition.job import PartitionJob
+from spirula.engine.partition.split import SplitSettings
 from tests.partition.city import make_city, write_city
 from ..patience import patient
 

@@ -1,4 +1,4 @@
-"""The merge's joint fine-tune (engine/partition/merge.py finetune): parts that disagree
+"""The merge's joint fine-tune (spirula/engine/partition/merge.py finetune): parts that disagree
 across the cut are made to agree by a few steps over every training camera.
 
 The parts here are made, not trained: a model of the small city trained once on all its
@@ -15,13 +15,13 @@ import json
 import numpy as np
 import pytest
 
-from engine.config import DatasetConfig, RunConfig, TrainConfig
-from engine.io.ply import read_ply, write_ply
-from engine.messages import Warning
-from engine.partition import fits, merge
-from engine.partition.layout import read_layout
-from engine.partition.parts import split_dataset
-from engine.partition.split import SplitSettings
+from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+from spirula.engine.io.ply import read_ply, write_ply
+from spirula.engine.messages import Warning
+from spirula.engine.partition import fits, merge
+from spirula.engine.partition.parts_layout import read_layout
+from spirula.engine.partition.parts import split_dataset
+from spirula.engine.partition.split import SplitSettings
 from tests.partition.city import make_city, write_city
 
 SIZE, POINTS, STEPS = 40, 1500, 400
@@ -29,7 +29,7 @@ SIZE, POINTS, STEPS = 40, 1500, 400
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    from engine.jobs.train import run_training
+    from spirula.engine.jobs.train import run_training
 
     root = tmp_path_factory.mktemp("finetune")
     write_city(root / "city", make_city(blocks=2, width=SIZE, height=SIZE * 3 // 4), points=POINTS)

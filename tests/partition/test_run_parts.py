@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.config import DatasetConfig, RunConfig, TrainConfig
-from engine.io.ply import read_ply
-from engine.jobs.layout import checkpoint_path
-from engine.messages import StageFinished, StageProgress, Warning
-from engine.partition import run_parts
-from engine.partition.layout import read_layout
-from engine.partition.merge import merge_parts
-from engine.partition.parts import split_dataset
-from engine.partition.split import SplitSettings
+from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+from spirula.engine.io.ply import read_ply
+from spirula.engine.jobs.project_layout import checkpoint_path
+from spirula.engine.messages import StageFinished, StageProgress, Warning
+from spirula.engine.partition import run_parts
+from spirula.engine.partition.parts_layout import read_layout
+from spirula.engine.partition.merge import merge_parts
+from spirula.engine.partition.parts import split_dataset
+from spirula.engine.partition.split import SplitSettings
 from tests.partition.city import make_city, write_city
 from ..patience import patient
 
@@ -46,7 +46,7 @@ def parts(tmp_path_factory):
 
 
 def _train_command(parts_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "engine.cli", "partition", "train", str(parts_dir), "--steps", str(STEPS),
+    return [sys.executable, "-m", "spirula.engine.cli", "partition", "train", str(parts_dir), "--steps", str(STEPS),
             "--max-gaussians", str(BUDGET), "--max-size", str(SIZE), "--checkpoint-every", "40"]
 
 

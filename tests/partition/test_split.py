@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.partition.geometry import PartitionError, SceneGeometry, read_geometry, up_axis
-from engine.partition.layout import read_layout
-from engine.partition.parts import split_dataset
-from engine.partition.split import SplitSettings, split_scene
+from spirula.engine.partition.geometry import PartitionError, SceneGeometry, read_geometry, up_axis
+from spirula.engine.partition.parts_layout import read_layout
+from spirula.engine.partition.parts import split_dataset
+from spirula.engine.partition.split import SplitSettings, split_scene
 from tests.partition.city import _look, make_city, write_city
 
 
@@ -155,7 +155,7 @@ def test_cameras_outside_that_look_into_the_cell_join_and_the_others_do_not():
 
 
 def test_a_wall_hides_what_is_behind_it():
-    from engine.partition.geometry import visibility
+    from spirula.engine.partition.geometry import visibility
 
     cam = _look(np.array([0.0, 0.0, 1.0]), 0.0, 0.0)        # looking along +x
     rng = np.random.default_rng(1)
@@ -170,7 +170,7 @@ def test_a_wall_hides_what_is_behind_it():
 
 
 def test_parts_are_datasets_of_their_cameras_without_held_out_views_or_copies(city_root, tmp_path):
-    from engine.ingest import load_dataset
+    from spirula.engine.ingest import load_dataset
 
     root, _ = city_root
     split_dataset(root, tmp_path / "parts", SplitSettings(parts=2, min_cameras=4), on_message=lambda _: None)
@@ -198,7 +198,7 @@ def test_refusals_give_the_reason(city_root, tmp_path):
     with pytest.raises(PartitionError, match="no SfM points"):
         split_scene(geo, SplitSettings(parts=2, min_cameras=2))
     split_dataset(root, tmp_path / "c", SplitSettings(parts=2, min_cameras=4), on_message=lambda _: None)
-    from engine.errors import SpirulaError
+    from spirula.engine.errors import SpirulaError
 
     with pytest.raises(SpirulaError, match="already holds a partition"):
         split_dataset(root, tmp_path / "c", SplitSettings(parts=2, min_cameras=4), on_message=lambda _: None)

@@ -11,8 +11,8 @@ import sys
 
 import numpy as np
 
-from engine.cli.bench.studio_fps import frame_stats, input_latency, orbit_w2c
-from engine.studio.training import FRAME_BUDGET_MS, INPUT_LATENCY_MS, TRAIN_SHARE
+from spirula.engine.cli.bench.studio_fps import frame_stats, input_latency, orbit_w2c
+from spirula.engine.studio.training import FRAME_BUDGET_MS, INPUT_LATENCY_MS, TRAIN_SHARE
 from tests.mesh import synthetic as S
 from tests.mesh.analytic import orbit_cameras
 from ..patience import patient
@@ -31,7 +31,7 @@ def _bench(tmp_path, *extra, env=None) -> tuple[dict, str]:
     S.write_dataset(tmp_path / "data", orbit_cameras(8, 3.2, 48, 53.0), verts, faces,
                     points=S.sfm_like_points(300, rng))
     out = tmp_path / "studio.json"
-    r = subprocess.run([sys.executable, "-m", "engine.cli", "bench", "studio", "--data", str(tmp_path / "data"),
+    r = subprocess.run([sys.executable, "-m", "spirula.engine.cli", "bench", "studio", "--data", str(tmp_path / "data"),
                         "--gaussians", "2000", "--max-size", "48", "--seconds", "1.5",
                         "--still", "0.5", "--width", "64", "--height", "48", "--json", str(out), *extra],
                        capture_output=True, text=True, timeout=patient(240),
@@ -57,7 +57,7 @@ def test_bench_studio_json(tmp_path):
     assert res["input_events"] == res["view_commands"] and res["input_events_unanswered"] < res["input_events"]
     assert 0 < res["input_latency_ms_median"] <= res["input_latency_ms_max"]
     # software Vulkan: a frame alone misses 1/60 s, so the training does not wait for the
-    # camera for its frame rate (engine/studio/training.py) and advances while orbiting, unless
+    # camera for its frame rate (spirula/engine/studio/training.py) and advances while orbiting, unless
     # a step and a frame exceed the input latency bound: then it waits for the camera to stop
     slow = res["step_ms"] + res["render_ms_median"] > INPUT_LATENCY_MS
     if res["render_ms_median"] > TRAIN_SHARE * FRAME_BUDGET_MS and not slow:

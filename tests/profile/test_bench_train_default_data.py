@@ -1,12 +1,12 @@
 """`spirula bench train` without --data trains on the embedded sample (the checkout's or the
 installed package's), not on a path computed from the module's depth (it pointed inside
-engine/ before)."""
+spirula/engine/ before)."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.cli.bench import commands
+from spirula.engine.cli.bench import commands
 
 
 class _Stop(Exception):
@@ -20,7 +20,7 @@ def test_bench_train_defaults_to_the_embedded_sample(monkeypatch):
         seen.append(path)
         raise _Stop
 
-    monkeypatch.setattr("engine.ingest.load_dataset", fake_load)
+    monkeypatch.setattr("spirula.engine.ingest.load_dataset", fake_load)
     with pytest.raises(_Stop):
         commands.bench_train(gpu=None, steps=1)
     assert (seen[0] / "transforms.json").is_file(), seen

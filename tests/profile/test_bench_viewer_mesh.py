@@ -1,5 +1,5 @@
 """`spirula bench viewer` and `spirula bench mesh` at tiny sizes on software Vulkan (seconds):
-the command runs (as a process, `python -m engine.cli`), its JSON has what the GPU-machine
+the command runs (as a process, `python -m spirula.engine.cli`), its JSON has what the GPU-machine
 driver (benchmarks/gpu.sh) collects, and bench mesh leaves the project's own files alone."""
 
 import json
@@ -8,9 +8,9 @@ import sys
 
 import numpy as np
 
-from engine.fileio import write_json_atomic
-from engine.io.ply import write_ply
-from engine.cli.bench.viewer_fps import ball_scene, orbit_w2c
+from spirula.engine.fileio import write_json_atomic
+from spirula.engine.io.ply import write_ply
+from spirula.engine.cli.bench.viewer_fps import ball_scene, orbit_w2c
 from tests.mesh import synthetic as S
 from tests.mesh.analytic import orbit_cameras
 
@@ -19,7 +19,7 @@ MESH_STEPS = {"load", "depth", "consistency", "bounds", "fuse", "extract", "clea
 
 
 def spirula(*argv):
-    return subprocess.run([sys.executable, "-m", "engine.cli", *argv], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "spirula.engine.cli", *argv], capture_output=True, text=True)
 
 
 def test_bench_viewer_json(tmp_path):

@@ -1,11 +1,11 @@
 """The CUDA code Slang generates for the training step's subgroup kernels tracks no active
-mask (engine/cli/bench/codegen.py, docs/cuda-backend.md): a WaveActive* call anywhere in a
+mask (spirula/engine/cli/bench/codegen.py, docs/cuda-backend.md): a WaveActive* call anywhere in a
 kernel makes Slang put a __ballot_sync on each side of every branch of it, which made
 rasterize_backward 3.5x slower on CUDA than on Vulkan. Runs on the CPU (Slang only)."""
 
 import pytest
 
-from engine.cli.bench import codegen
+from spirula.engine.cli.bench import codegen
 
 # every kernel of the step that uses subgroup operations (shaders/common/wave.slang)
 WAVE_KERNELS = [k for k in codegen.HOT_KERNELS if k[1] in

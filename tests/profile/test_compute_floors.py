@@ -1,4 +1,4 @@
-"""Compute floors of the rasterizers (engine/cli/bench/compute_floors.py).
+"""Compute floors of the rasterizers (spirula/engine/cli/bench/compute_floors.py).
 
 The pair count is checked against an independent float64 NumPy re-run of the forward's
 front-to-back compositing over the GPU's own tile lists and projected splats; the FLOP
@@ -14,9 +14,9 @@ import math
 import numpy as np
 import pytest
 
-from engine.cli.bench import compute_floors as cf
-from engine.cli.bench.commands import _raster_counts, bench_raster, synthetic_scene
-from engine.splat.camera_table import TILE, View, camera_row
+from spirula.engine.cli.bench import compute_floors as cf
+from spirula.engine.cli.bench.commands import _raster_counts, bench_raster, synthetic_scene
+from spirula.engine.splat.camera_table import TILE, View, camera_row
 
 SENTINEL = np.uint32(0x7FC0_0DEF)  # a NaN payload the probe never writes
 
@@ -76,7 +76,7 @@ def _lane_set(view) -> np.ndarray:
 
 
 def test_pairs_match_a_numpy_recompositing(gpu):
-    from engine.splat.render import Rasterizer
+    from spirula.engine.splat.render import Rasterizer
 
     # partial edge tiles on both axes; dense enough that some pixels stop at T < 1e-4 (16%)
     deg, n, width, height = 1, 40_000, 100, 70

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import profile
-from engine.profile import driver
-from engine.profile.reporting import _vk_budget_lines, build_report, format_report
+from spirula.engine import profile
+from spirula.engine.profile import driver
+from spirula.engine.profile.reporting import _vk_budget_lines, build_report, format_report
 
 MiB = 2**20
 

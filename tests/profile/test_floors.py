@@ -1,4 +1,4 @@
-"""Memory-traffic floors of `spirula bench raster` (engine/cli/bench/floors.py) on a tiny workload.
+"""Memory-traffic floors of `spirula bench raster` (spirula/engine/cli/bench/floors.py) on a tiny workload.
 
 The byte model is checked against counts made here from the buffers themselves: the bytes
 of the rows and output buffers a kernel touches, and, for the writes, the words a kernel
@@ -14,11 +14,11 @@ import json
 import numpy as np
 import pytest
 
-from engine import profile
-from engine.cli.bench import floor_report, floors
-from engine.cli.bench.commands import bench_raster, synthetic_scene
-from engine.splat.camera_table import View, camera_row
-from engine.splat.layout import OFF_SH, row_stride, sh_coeffs
+from spirula.engine import profile
+from spirula.engine.cli.bench import floor_report, floors
+from spirula.engine.cli.bench.commands import bench_raster, synthetic_scene
+from spirula.engine.splat.camera_table import View, camera_row
+from spirula.engine.splat.param_layout import OFF_SH, row_stride, sh_coeffs
 
 SENTINEL = np.uint32(0x7FC0_0DEF)  # a NaN payload no kernel writes
 
@@ -44,7 +44,7 @@ def test_bandwidth_probe_measures_and_really_copies(gpu):
 
 
 def test_adam_bytes_against_its_buffers(gpu):
-    from engine.splat.model import GaussianModel
+    from spirula.engine.splat.model import GaussianModel
 
     rng = np.random.default_rng(2)
     n, deg = 700, 1
@@ -70,7 +70,7 @@ def test_adam_bytes_against_its_buffers(gpu):
 
 
 def test_project_forward_bytes_against_its_buffers(gpu):
-    from engine.splat.render import Rasterizer
+    from spirula.engine.splat.render import Rasterizer
 
     deg, n, width, height = 3, 2500, 80, 56
     sc = synthetic_scene(n, width, height, deg, seed=4)
@@ -103,7 +103,7 @@ def test_project_forward_bytes_against_its_buffers(gpu):
 
 
 def test_sort_and_scan_calls_match_the_sorter(gpu):
-    from engine.splat.sort import RadixSort, Scan
+    from spirula.engine.splat.sort import RadixSort, Scan
 
     sorter, scan = RadixSort(gpu), Scan(gpu)
     for n in (1, 2, 4096, 4097, 70_000, 2_000_000, 30_000_000):

@@ -1,4 +1,4 @@
-"""Profiler, VRAM pool and phase arena (engine/profile) on a tiny training scene.
+"""Profiler, VRAM pool and phase arena (spirula/engine/profile) on a tiny training scene.
 
 Tolerance of "per-kernel totals add up to GPU execution": the kernels plus the timed
 copies/memsets must not exceed the sum of the command buffers' GPU spans, and must cover
@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 import slangpy as spy
 
-from engine import profile
-from engine.config import TrainConfig
-from engine.messages import ProfilerSnapshot
-from engine.profile import CATEGORIES, PhaseArena
-from engine.splat.trainer import Trainer
+from spirula.engine import profile
+from spirula.engine.config import TrainConfig
+from spirula.engine.messages import ProfilerSnapshot
+from spirula.engine.profile import CATEGORIES, PhaseArena
+from spirula.engine.splat.trainer import Trainer
 from tests.splat.scenes import tiny_dataset
 from ..patience import patient
 
@@ -252,7 +252,7 @@ def test_snapshots_are_typed_messages(gpu, profiling):
 def test_cli_profile_reports_and_json(tmp_path):
     out = tmp_path / "p.json"
     env = dict(os.environ, SPIRULA_PROFILE="1")
-    r = subprocess.run([sys.executable, "-m", "engine.cli", "bench", "raster", "--gaussians", "3000", "--width", "96",
+    r = subprocess.run([sys.executable, "-m", "spirula.engine.cli", "bench", "raster", "--gaussians", "3000", "--width", "96",
                         "--height", "64", "--iters", "2", "--warmup", "1", "--profile-json", str(out)],
                        capture_output=True, text=True, env=env, cwd=REPO, timeout=patient(300))
     assert r.returncode == 0, r.stderr[-3000:]

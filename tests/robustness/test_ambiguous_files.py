@@ -1,7 +1,7 @@
 """Input class: two files on disk that could be the image a dataset names (a.png and
 a.jpg for 'a', case variants, both Unicode spellings, the same name in two folders the
 reader searches). The file named exactly always wins; otherwise the first file by the
-lookup rules of engine/ingest/paths.py is used and a warning names it, the files passed
+lookup rules of spirula/engine/ingest/paths.py is used and a warning names it, the files passed
 over and the rule -- never silently. The pixels loaded are checked to be the file named."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from engine.ingest import load_dataset
+from spirula.engine.ingest import load_dataset
 
 from ..ingest.synth import random_pose
 from .fixtures import colmap_text, save_png, write_files

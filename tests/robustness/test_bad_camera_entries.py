@@ -13,8 +13,8 @@ import struct
 import numpy as np
 import pytest
 
-from engine.errors import DatasetError
-from engine.ingest import load_dataset
+from spirula.engine.errors import DatasetError
+from spirula.engine.ingest import load_dataset
 
 from ..ingest.synth import random_pose
 from .fixtures import colmap_binary, colmap_text, save_png, write_files

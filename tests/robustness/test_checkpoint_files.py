@@ -4,7 +4,7 @@ CheckpointError line naming the file and what is wrong; NaN/Inf values and insan
 generations are kept and the previous one is used, with a warning naming both, when the
 newest is bad; a crash in the middle of a write leaves both generations whole; `spirula
 run --from train` trains afresh. No GPU: the checkpoints are written by hand (the format of
-engine/checkpoint.py's module docstring) from seeded random arrays."""
+spirula/engine/checkpoint.py's module docstring) from seeded random arrays."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import checkpoint
-from engine.config import RunConfig, TrainConfig
-from engine.errors import SpirulaError
-from engine.jobs import stages, train
-from engine.jobs.layout import checkpoint_path
-from engine.jobs.pipeline import run_pipeline
+from spirula.engine import checkpoint
+from spirula.engine.config import RunConfig, TrainConfig
+from spirula.engine.errors import SpirulaError
+from spirula.engine.jobs import stages, train
+from spirula.engine.jobs.project_layout import checkpoint_path
+from spirula.engine.jobs.pipeline import run_pipeline
 
 SH = 1
 D = 11 + 3 * (SH + 1) ** 2
@@ -267,7 +267,7 @@ def test_run_from_train_trains_afresh(tmp_path, monkeypatch):
 
 
 def test_the_studio_describes_a_project_whose_newest_checkpoint_is_damaged(tmp_path):
-    from engine.studio.projects import describe_project
+    from spirula.engine.studio.projects import describe_project
 
     proj = tmp_path / "proj"
     ckpt = stages.train_checkpoint_path(proj)
@@ -281,7 +281,7 @@ def test_the_studio_describes_a_project_whose_newest_checkpoint_is_damaged(tmp_p
     with pytest.raises(checkpoint.CheckpointError) as e:  # a SpirulaError: the window refuses in one line
         describe_project(proj)
     assert str(checkpoint.previous_path(ckpt)) in str(e.value) and "\n" not in str(e.value)
-    from engine.studio.projects import read_project
+    from spirula.engine.studio.projects import read_project
 
     with pytest.raises(checkpoint.CheckpointError) as e:  # Resume: the same line and the next step to take
         read_project(proj)
@@ -304,7 +304,7 @@ def test_cli_resume_past_damaged_and_hostile_checkpoints(tmp_path, capsys):
     newest checkpoint resumes from the previous one with a warning; NaN values or a step
     of 10^9 in both generations are refused in one line naming the file, and the good PLY
     stays as it was."""
-    from engine.cli.main import main
+    from spirula.engine.cli.main import main
 
     from .fixtures import ring_dataset
 
@@ -348,7 +348,7 @@ def test_the_end_of_a_run_checkpoints_when_checkpoint_every_is_past_its_steps(tm
     """`--checkpoint-every 100 --steps 3`: no checkpoint came on the way, the end writes one
     (a finished run continues with more steps from it); --checkpoint-every 0 writes none.
     Before, neither wrote one."""
-    from engine.cli.main import main
+    from spirula.engine.cli.main import main
 
     from .fixtures import ring_dataset
 
@@ -364,7 +364,7 @@ def test_the_end_of_a_run_checkpoints_when_checkpoint_every_is_past_its_steps(tm
 def test_a_max_size_change_at_resume_is_one_warning(tmp_path, capsys):
     """`--resume` with another --max-size: one warning line says so (the image sizes and
     intrinsics change with it); before, a second line said "image sizes / intrinsics" again."""
-    from engine.cli.main import main
+    from spirula.engine.cli.main import main
 
     from .fixtures import ring_dataset
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import threading
 
-from engine import checkpoint
-from engine.jobs.layout import checkpoint_path
+from spirula.engine import checkpoint
+from spirula.engine.jobs.project_layout import checkpoint_path
 
 
 def test_the_checkpoint_line_comes_after_the_file_is_on_disk(shared_data, tmp_path, monkeypatch):
-    from engine.jobs.train import run_training
+    from spirula.engine.jobs.train import run_training
     from tests.robustness.train_small import small_config
 
     said = threading.Event()

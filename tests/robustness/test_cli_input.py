@@ -9,8 +9,8 @@ import argparse
 
 import pytest
 
-from engine.cli.main import build_parser, main
-from engine.errors import CPU_REFUSAL, DeviceError
+from spirula.engine.cli.main import build_parser, main
+from spirula.engine.errors import CPU_REFUSAL, DeviceError
 
 from .fixtures import ring_dataset
 
@@ -62,7 +62,7 @@ def test_device_cpu_is_refused_with_the_reason(argv, tmp_path, capsys, monkeypat
 def test_the_cpu_backend_is_refused_before_any_device(monkeypatch):
     import slangpy
 
-    from engine.device import Gpu
+    from spirula.engine.device import Gpu
 
     def no_device(*a, **k):
         raise AssertionError("a cpu device must not be attempted")

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.errors import DatasetError
-from engine.ingest import load_dataset
-from engine.ingest.camera_model import SUPPORTED_MODELS, CameraModel
-from engine.ingest.undistort import make_undistorter
+from spirula.engine.errors import DatasetError
+from spirula.engine.ingest import load_dataset
+from spirula.engine.ingest.camera_model import SUPPORTED_MODELS, CameraModel
+from spirula.engine.ingest.undistort import make_undistorter
 
 from ..ingest.synth import random_pose
 from .fixtures import (MODEL_PARAMS, blob_centroids, blob_image, colmap_binary, colmap_text, save_png,
@@ -103,7 +103,7 @@ def test_every_model_is_undistorted_exactly(tmp_path, model):
 
 def _loaded_pose(w2c: np.ndarray) -> np.ndarray:
     """The w2c the reader gives for ``w2c`` written as a COLMAP quaternion + translation."""
-    from engine.ingest.colmap_format import ColmapImage
+    from spirula.engine.ingest.colmap_format import ColmapImage
 
     from ..ingest.synth import rotation_to_qvec
 
@@ -159,7 +159,7 @@ def test_text_model_as_other_tools_write_it(tmp_path):
     images = [(1, random_pose(rng), 1, "a b.png", 3), (2, random_pose(rng), 7, "sub dir/c.png", 0),
               (5, random_pose(rng), 1, "d.png", 0), (9, random_pose(rng), 7, "e.png", 2)]
     points, colors = rng.normal(size=(4, 3)), rng.integers(0, 256, (4, 3))
-    from engine.ingest.colmap_format import read_model
+    from spirula.engine.ingest.colmap_format import read_model
 
     clean = read_model(write_files(tmp_path / "clean", colmap_text(cameras, images, points, colors)))
     messy_files = colmap_text(cameras, images, points, colors, messy=True)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import logging
 
-from engine.studio import messages as M
-from engine.errors import DatasetError, DeviceMemoryError
-from engine.studio.engine_thread import EngineThread
-from engine.studio.session import Session
+from spirula.engine.studio import protocol as M
+from spirula.engine.errors import DatasetError, DeviceMemoryError
+from spirula.engine.studio.engine_thread import EngineThread
+from spirula.engine.studio.session import Session
 
 
 def _raised(exc: Exception) -> Exception:
@@ -53,9 +53,9 @@ class _Writer:
 def _advice(monkeypatch, kept) -> str:
     """_Job.out_of_memory's text with ``kept`` as the checkpoint on disk (None: none yet);
     no device needed (the VRAM table is stubbed)."""
-    import engine.profile.reporting as reporting
-    from engine.config import RunConfig
-    from engine.jobs.train import _Job
+    import spirula.engine.profile.reporting as reporting
+    from spirula.engine.config import RunConfig
+    from spirula.engine.jobs.train import _Job
 
     monkeypatch.setattr(reporting, "build_report", lambda *a, **k: {})
     monkeypatch.setattr(reporting, "format_report", lambda r: "title\nrule\nVRAM table")

@@ -18,10 +18,10 @@ import warnings
 import numpy as np
 import pytest
 
-from engine.errors import DatasetError, PlyError
-from engine.ingest.camera_model import SUPPORTED_MODELS, CameraModel
-from engine.ingest.colmap_format import read_model
-from engine.io.ply import read_point_cloud, read_ply
+from spirula.engine.errors import DatasetError, PlyError
+from spirula.engine.ingest.camera_model import SUPPORTED_MODELS, CameraModel
+from spirula.engine.ingest.colmap_format import read_model
+from spirula.engine.io.ply import read_point_cloud, read_ply
 
 from ..ingest.synth import random_pose
 from .fixtures import MODEL_PARAMS, colmap_binary, colmap_text, gaussian_rows, ply_bytes

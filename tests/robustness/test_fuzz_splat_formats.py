@@ -1,5 +1,5 @@
 """Input class: splat files whose header disagrees with their data (issue 49, item 6).
-Fuzz of every splat reader of engine/io (PLY, compressed PLY, SPZ v2, v3 and v4, SOG,
+Fuzz of every splat reader of spirula/engine/io (PLY, compressed PLY, SPZ v2, v3 and v4, SOG,
 .splat, glTF as .glb and .gltf) on mutated files, deterministic (a fixed seed and a fixed number of mutants per
 format; no time budget).
 
@@ -40,8 +40,8 @@ import zlib
 import numpy as np
 import pytest
 
-from engine.errors import SpirulaError
-from engine.io import formats
+from spirula.engine.errors import SpirulaError
+from spirula.engine.io import formats
 from tests.io.splat_cases import random_gaussians
 
 from .test_fuzz_readers import mutate
@@ -348,7 +348,7 @@ MUTATORS = {"ply": mutate_ply, "compressed-ply": mutate_ply, "spz-v2": mutate_sp
 
 def claimed(case: str, data: bytes) -> tuple[int | None, int | None]:
     """(count, SH coefficients per channel) that the mutant's header claims, read here
-    independently of engine/io; None where the test cannot tell (the reader refuses then)."""
+    independently of spirula/engine/io; None where the test cannot tell (the reader refuses then)."""
     if case in ("ply", "compressed-ply"):
         head = data[:data.find(b"end_header")]
         m = re.search(rb"element vertex (\d+)\n", head)

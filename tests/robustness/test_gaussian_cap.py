@@ -7,8 +7,8 @@ from tests.robustness.train_small import small_config
 
 
 def test_training_fills_the_gaussian_cap_and_never_passes_it(shared_data, gpu, rng):
-    from engine.ingest import load_dataset
-    from engine.splat.trainer import Trainer
+    from spirula.engine.ingest import load_dataset
+    from spirula.engine.splat.trainer import Trainer
 
     ds = load_dataset(shared_data / "book", 64)
     cfg = small_config(steps=60, densify_from=10, densify_interval=10, densify_until=60, opacity_reset_interval=0,

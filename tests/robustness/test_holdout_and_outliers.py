@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.cli.main import main
-from engine.ingest import load_dataset
-from engine.ingest.dataset import Camera, Dataset, camera_extent, camera_outliers, holdout_split
-from engine.splat.scene_scale import training_extent
+from spirula.engine.cli.main import main
+from spirula.engine.ingest import load_dataset
+from spirula.engine.ingest.dataset import Camera, Dataset, camera_extent, camera_outliers, holdout_split
+from spirula.engine.splat.scene_scale import training_extent
 
 from .fixtures import look_at_w2c, ring_dataset
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from engine.ingest import load_dataset
-from engine.ingest.images import ImageDecodeError, read_image, to_rgb_float
+from spirula.engine.ingest import load_dataset
+from spirula.engine.ingest.images import ImageDecodeError, read_image, to_rgb_float
 
 from ..ingest.synth import random_pose
 from .fixtures import blob_centroids, blob_image, colmap_text, save_png, world_from_camera_points, write_files
@@ -212,7 +212,7 @@ def test_every_pixel_format_to_rgb(name):
     assert 0.0 <= out.min() and out.max() <= 1.0
     np.testing.assert_allclose(out, expect, rtol=0, atol=tol / 255 + 1e-6)
     # the uint8 pixels the trainer gets are the same values, rounded
-    from engine.ingest.images import to_rgb8
+    from spirula.engine.ingest.images import to_rgb8
 
     np.testing.assert_allclose(to_rgb8(im) / 255.0, expect, rtol=0, atol=(tol + 0.5) / 255 + 1e-6)
 
@@ -231,7 +231,7 @@ def test_no_clipping_of_16_bit_values_above_255(tmp_path):
 def test_sixteen_bit_colour_is_read_exactly(tmp_path):
     """Issue 49: 16-bit colour was cut to its high byte (32768 -> 0.50196). The exact value
     is value / 65535 (read_image_float); the training's 8 bits are that, rounded."""
-    from engine.ingest.images import read_image_float, read_image_meta
+    from spirula.engine.ingest.images import read_image_float, read_image_meta
 
     from .fixtures import save_png16
 
@@ -260,7 +260,7 @@ def test_sixteen_bit_colour_is_read_exactly(tmp_path):
 def test_float_tiff_is_exact_or_refused(tmp_path):
     """32-bit float TIFF, grey or colour: values in [0, 1] exactly; HDR and NaN refused in
     one line naming the file (README, 'Precision kept')."""
-    from engine.ingest.images import UnsupportedImageError, image_size, read_image_float
+    from spirula.engine.ingest.images import UnsupportedImageError, image_size, read_image_float
 
     tifffile = pytest.importorskip("tifffile")
     rng = np.random.default_rng(12)
@@ -307,7 +307,7 @@ def test_truncated_jpeg_is_named_and_the_rest_load(tmp_path):
 
 def test_photo_import_of_a_float_colour_tiff(tmp_path):
     """The photo import (spirula run) takes a float colour TIFF Pillow cannot open, exactly."""
-    from engine.ingest.photos import PhotosConfig, import_photos
+    from spirula.engine.ingest.photos import PhotosConfig, import_photos
 
     tifffile = pytest.importorskip("tifffile")
     src = tmp_path / "photos"

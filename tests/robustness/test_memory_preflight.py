@@ -1,5 +1,5 @@
 """Input class: too many or too large images for the machine. The memory preflight
-(engine/preflight.py) refuses before a single image is decoded or the model allocated,
+(spirula/engine/preflight.py) refuses before a single image is decoded or the model allocated,
 with "needs X, have Y" and the setting to lower; the limits are faked ($SPIRULA_RAM_LIMIT,
 the device's ``vram_limit`` as $SPIRULA_VRAM_LIMIT sets it).
 
@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import engine.jobs.train as train_job
-from engine.config import DatasetConfig, RunConfig, TrainConfig
-from engine.preflight import MemoryPreflightError, check_device, check_host, estimate, preflight
+import spirula.engine.jobs.train as train_job
+from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
+from spirula.engine.preflight import MemoryPreflightError, check_device, check_host, estimate, preflight
 
 from .fixtures import blob_image, colmap_text, save_png, write_files
 
@@ -118,8 +118,8 @@ def test_mcmc_budget_is_refused_and_adc_cap_warned(dataset):
 def test_estimate_is_close_to_what_training_allocates(dataset, gpu):
     """The estimate (without tile intersections) against the pool's high water of a real
     run with the model at a fixed size (no densification) on the software GPU."""
-    from engine.ingest import load_dataset
-    from engine.splat.trainer import Trainer
+    from spirula.engine.ingest import load_dataset
+    from spirula.engine.splat.trainer import Trainer
 
     n = 30_000
     cfg = _cfg(max_size=128, init_random_points=n, densify_from=10_000, sh_degree=2)
@@ -142,7 +142,7 @@ def test_estimate_is_close_to_what_training_allocates(dataset, gpu):
 
 
 def test_spirula_train_says_it_in_one_line(dataset, tmp_path, monkeypatch, capsys):
-    from engine.cli.main import main
+    from spirula.engine.cli.main import main
 
     monkeypatch.setenv("SPIRULA_RAM_LIMIT", "64K")
     assert main(["train", str(dataset), "-o", str(tmp_path / "out"), "--max-size", "64"]) == 1
@@ -153,7 +153,7 @@ def test_spirula_train_says_it_in_one_line(dataset, tmp_path, monkeypatch, capsy
 
 
 def _splats(n: int, seed: int = 0):
-    from engine.io.ply import GaussianPly
+    from spirula.engine.io.ply import GaussianPly
 
     rng = np.random.default_rng(seed)
     return GaussianPly(means=rng.normal(size=(n, 3)).astype(np.float32),
@@ -165,8 +165,8 @@ def _splats(n: int, seed: int = 0):
 
 
 def test_init_splat_count_reads_every_formats_header(tmp_path):
-    from engine.io.formats import write_any
-    from engine.preflight import init_splat_count
+    from spirula.engine.io.formats import write_any
+    from spirula.engine.preflight import init_splat_count
 
     g = _splats(300)
     for name, kw in (("a.ply", {}), ("a.compressed.ply", {}), ("a.spz", {}), ("v2.spz", {"spz_version": 2}),

@@ -1,5 +1,5 @@
 """Issue 48 item 2: one path for a project's checkpoints, whoever made the project
-(engine/jobs/layout.py checkpoint_path). A project made by `spirula train`, by `spirula run`
+(spirula/engine/jobs/project_layout.py checkpoint_path). A project made by `spirula train`, by `spirula run`
 and by the studio each resumes from the studio (describe_project offers Resume, read_project
 and TrainingScene continue it) and from the CLI (`spirula train --resume`, a rerun of
 `spirula run`); a `spirula train` project of before, with <project>/checkpoint.npz, still
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import checkpoint
-from engine.config import DatasetConfig, RunConfig, TrainConfig
+from spirula.engine import checkpoint
+from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -46,11 +46,11 @@ def ring(tmp_path_factory) -> Path:
 def projects(ring, tmp_path_factory, gpu) -> dict:
     """Three projects stopped at a checkpoint: made by `spirula train` (stopped after step 2),
     by `spirula run` (stopped after step 2) and by the studio (its training's step 0)."""
-    from engine.config import settings_of
-    from engine.jobs.pipeline import PipelineConfig, PipelineStopped, run_pipeline
-    from engine.jobs.train import run_training
-    from engine.studio import messages as M
-    from engine.studio.scenes import TrainingScene
+    from spirula.engine.config import settings_of
+    from spirula.engine.jobs.pipeline import PipelineConfig, PipelineStopped, run_pipeline
+    from spirula.engine.jobs.train import run_training
+    from spirula.engine.studio import protocol as M
+    from spirula.engine.studio.scenes import TrainingScene
 
     root = tmp_path_factory.mktemp("projects")
     made = {"train": root / "by-train", "run": root / "by-run", "studio": root / "by-studio"}
@@ -68,7 +68,7 @@ def projects(ring, tmp_path_factory, gpu) -> dict:
 
 
 def _load(ring):
-    from engine.ingest import load_dataset
+    from spirula.engine.ingest import load_dataset
 
     return load_dataset(ring, 48)
 
@@ -78,8 +78,8 @@ STEP = {"train": 2, "run": 2, "studio": 0}
 
 @pytest.mark.parametrize("maker", ["train", "run", "studio"])
 def test_a_project_resumes_from_the_studio_whoever_made_it(projects, gpu, maker):
-    from engine.studio.projects import describe_project, read_project
-    from engine.studio.scenes import TrainingScene
+    from spirula.engine.studio.projects import describe_project, read_project
+    from spirula.engine.studio.scenes import TrainingScene
 
     project = projects[maker]
     one = project / "checkpoints" / "train.npz"
@@ -100,14 +100,14 @@ def test_a_project_resumes_from_the_studio_whoever_made_it(projects, gpu, maker)
 
 @pytest.mark.parametrize("maker", ["train", "studio", "run"])
 def test_a_project_resumes_from_the_cli_whoever_made_it(projects, ring, maker, tmp_path):
-    from engine.jobs.pipeline import PipelineConfig, run_pipeline
-    from engine.jobs.train import run_training
+    from spirula.engine.jobs.pipeline import PipelineConfig, run_pipeline
+    from spirula.engine.jobs.train import run_training
 
     project = tmp_path / maker
     shutil.copytree(projects[maker], project)  # the studio test reads the same projects
     seen: list[str] = []
     if maker == "run":
-        from engine import messages as msg
+        from spirula.engine import messages as msg
 
         events = []
         rec = run_pipeline(ring, project, PipelineConfig(run=_cfg(4), with_mesh=False), emit=events.append)
@@ -125,8 +125,8 @@ def test_a_spirula_train_project_of_before_still_resumes_and_moves_to_the_one_pa
     """<project>/checkpoint.npz (+ checkpoint.prev.npz) of an older `spirula train`: the studio
     offers Resume, and `spirula train --resume` continues it; the next checkpoint and both
     generations are at <project>/checkpoints/ (nothing left under the old names)."""
-    from engine.jobs.train import run_training
-    from engine.studio.projects import describe_project
+    from spirula.engine.jobs.train import run_training
+    from spirula.engine.studio.projects import describe_project
 
     project = tmp_path / "old"
     shutil.copytree(projects["train"], project)
@@ -146,7 +146,7 @@ def test_a_spirula_train_project_of_before_still_resumes_and_moves_to_the_one_pa
 def test_each_commands_help_names_the_one_checkpoint_path(command, capsys):
     """--checkpoint-every's help names the path each command writes (before, `spirula partition
     train --help` named spirula train's <output>/checkpoint.npz and spirula run's folder)."""
-    from engine.cli.main import main
+    from spirula.engine.cli.main import main
 
     with pytest.raises(SystemExit):
         main([*command, "--help"])

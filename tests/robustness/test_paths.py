@@ -1,6 +1,6 @@
 """Input class 7, paths: non-ASCII characters and spaces in every folder and file name a
 reader or writer touches; a read-only output folder refused with a clear error before
-any work starts (the CLI entry points call engine.fileio.check_writable first)."""
+any work starts (the CLI entry points call spirula.engine.fileio.check_writable first)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.errors import OutputError
-from engine.fileio import check_writable
-from engine.ingest import load_dataset
-from engine.ingest.photos import PhotosConfig, import_photos
-from engine.ingest.video import iter_frames, probe
-from engine.io.ply import GaussianPly, read_ply, write_ply
+from spirula.engine.errors import OutputError
+from spirula.engine.fileio import check_writable
+from spirula.engine.ingest import load_dataset
+from spirula.engine.ingest.photos import PhotosConfig, import_photos
+from spirula.engine.ingest.video import iter_frames, probe
+from spirula.engine.io.ply import GaussianPly, read_ply, write_ply
 
 from ..ingest.synth import random_pose
 from ..ingest.videos import textured, write_video
@@ -132,10 +132,10 @@ def test_check_writable_messages(tmp_path, read_only):
 def test_cli_refuses_a_read_only_output_before_any_work(tmp_path, read_only, capsys, monkeypatch, command):
     """`spirula run` / `spirula train` into a read-only folder: exit code 1 and one clear
     line, before the input is even looked at (the input here does not exist at all)."""
-    from engine.cli import main as cli
+    from spirula.engine.cli import main as cli
 
     touched = []
-    import engine.ingest.load as load_mod
+    import spirula.engine.ingest.load as load_mod
 
     monkeypatch.setattr(load_mod, "read_scene", lambda *a, **k: touched.append(a))
     code = cli.main([command, str(tmp_path / "no such input"), "-o", str(read_only / "out")])

@@ -15,8 +15,8 @@ import warnings
 import numpy as np
 import pytest
 
-from engine.errors import PlyError
-from engine.io.ply import PlyWarning, read_ply
+from spirula.engine.errors import PlyError
+from spirula.engine.io.ply import PlyWarning, read_ply
 
 from .fixtures import gaussian_rows, ply_bytes
 
@@ -108,12 +108,12 @@ def test_not_gaussians_is_said_clearly(tmp_path):
                        b"element vertex 1\nproperty uint packed_position\nproperty uint packed_rotation\n"
                        b"property uint packed_scale\nproperty uint packed_color\nend_header\n" + b"\0" * 20)
     missing = "f_dc_0, f_dc_1, f_dc_2, opacity, scale_0, scale_1, scale_2, rot_0, rot_1, rot_2, rot_3"
-    route = "the studio opens it as splats of a default size (engine.io.ply_points.open_splats)"
+    route = "the studio opens it as splats of a default size (spirula.engine.io.ply_points.open_splats)"
     expect = {
         cloud: f"{cloud}: is a point cloud, not 3D Gaussians: missing {missing}; {route}",
         mesh: f"{mesh}: is a mesh, not 3D Gaussians: missing {missing}; {route}",
         packed: f"{packed}: is a compressed splat PLY (PlayCanvas/SuperSplat 'chunk' + packed_* layout), not a "
-                "standard 3DGS PLY: read it with engine.io.formats.read_any (engine/io/compressed_ply.py)",
+                "standard 3DGS PLY: read it with spirula.engine.io.formats.read_any (spirula/engine/io/compressed_ply.py)",
     }
     for path, message in expect.items():
         with pytest.raises(PlyError) as e:

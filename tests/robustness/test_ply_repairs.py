@@ -20,9 +20,9 @@ import warnings
 import numpy as np
 import pytest
 
-from engine.errors import PlyError
-from engine.io.ply import PlyWarning, read_ply, write_ply
-from engine.io.ply_points import open_splats
+from spirula.engine.errors import PlyError
+from spirula.engine.io.ply import PlyWarning, read_ply, write_ply
+from spirula.engine.io.ply_points import open_splats
 
 from .fixtures import gaussian_rows, ply_bytes
 

@@ -1,4 +1,4 @@
-"""One writer per project (engine/jobs/lock.py; issue 49 item 3) and the temporary files of
+"""One writer per project (spirula/engine/jobs/lock.py; issue 49 item 3) and the temporary files of
 killed writes (item 5): a second writer is refused in one line naming the owner; a lock
 left by a dead process is taken over with a note; the leftovers of killed writes go when
 the next job takes the project, and with `spirula clean`."""
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.main import main
+from spirula.engine.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
-HOLD = ("import sys; from engine.jobs.lock import acquire; acquire(sys.argv[1], 'spirula run'); "
+HOLD = ("import sys; from spirula.engine.jobs.lock import acquire; acquire(sys.argv[1], 'spirula run'); "
         "print('locked', flush=True); sys.stdin.read()")
 
 
@@ -34,7 +34,7 @@ def held(tmp_path):
 
 
 def test_a_second_writer_is_refused_in_one_line_naming_the_owner(held):
-    from engine.jobs.lock import ProjectBusyError, acquire
+    from spirula.engine.jobs.lock import ProjectBusyError, acquire
 
     proj, proc = held
     with pytest.raises(ProjectBusyError) as e:
@@ -60,7 +60,7 @@ def test_every_writing_command_is_refused_while_another_writes(held, shared_data
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over_with_a_note(tmp_path):
-    from engine.jobs.lock import LOCK_FILE, acquire, owner
+    from spirula.engine.jobs.lock import LOCK_FILE, acquire, owner
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -78,7 +78,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_with_a_note(tmp_path):
 
 
 def test_the_lock_is_reentrant_in_a_process_and_leaves_no_folder_it_made(tmp_path):
-    from engine.jobs.lock import LOCK_FILE, acquire
+    from spirula.engine.jobs.lock import LOCK_FILE, acquire
 
     proj = tmp_path / "new" / "proj"
     a = acquire(proj, "studio")
@@ -94,7 +94,7 @@ def test_a_killed_writers_temporaries_go_with_the_next_job_and_with_clean(tmp_pa
     """What a SIGKILL mid-write leaves (open_atomic's .NAME.XXXXXXXX.tmp, a stage's
     .staging/) is removed when the next job takes the project, and by `spirula clean`;
     results are untouched."""
-    from engine.jobs.lock import acquire
+    from spirula.engine.jobs.lock import acquire
 
     proj = tmp_path / "proj"
     (proj / "checkpoints").mkdir(parents=True)
@@ -134,8 +134,8 @@ def test_clean_leaves_the_temporaries_of_a_running_writer(held, capsys):
 
 
 def test_spirula_train_takes_the_lock_before_it_writes(tmp_path, monkeypatch):
-    import engine.jobs.train
-    from engine.jobs.lock import owner
+    import spirula.engine.jobs.train
+    from spirula.engine.jobs.lock import owner
 
     seen = {}
     out = tmp_path / "out"
@@ -148,7 +148,7 @@ def test_spirula_train_takes_the_lock_before_it_writes(tmp_path, monkeypatch):
         seen["leftover"] = (out_dir / "checkpoints" / ".train.npz.zz9_k2m1.tmp").exists()
         return {"stopped_early": False}
 
-    monkeypatch.setattr(engine.jobs.train, "run_training", run_training)
+    monkeypatch.setattr(spirula.engine.jobs.train, "run_training", run_training)
     assert main(["train", str(tmp_path), "-o", str(out)]) == 0
     assert seen["owner"]["pid"] == os.getpid() and seen["owner"]["command"] == "spirula train"
     assert seen["leftover"] is False
@@ -158,7 +158,7 @@ def test_spirula_train_takes_the_lock_before_it_writes(tmp_path, monkeypatch):
 def test_the_sweep_touches_only_this_projects_temporaries(tmp_path):
     """Files that are not our writers' temporaries stay, wherever they are; ours deeper than
     any job writes are left too (the sweep does not walk a whole disk when -o is a big folder)."""
-    from engine.fileio import remove_temporaries
+    from spirula.engine.fileio import remove_temporaries
 
     proj = tmp_path / "proj"
     keep = [proj / ".editor.tmp", proj / "notes.tmp", proj / "train" / "a.png.tmp",

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.cli.main import main
-from engine.ingest import load_dataset
-from engine.ingest.photos import PhotosConfig, import_notes, import_photos
+from spirula.engine.cli.main import main
+from spirula.engine.ingest import load_dataset
+from spirula.engine.ingest.photos import PhotosConfig, import_notes, import_photos
 
 from ..ingest.synth import random_pose
 from .fixtures import colmap_text, ring_dataset, save_png, save_png16, write_files
@@ -60,7 +60,7 @@ def test_sixteen_bit_images_are_rounded_to_8_bits_with_a_notice(tmp_path):
     note = next(w for w in ds.warnings if "bits per channel" in w)
     assert note.startswith("2 images have 16 bits per channel; used at 8 bits per channel")
     assert "view_001.png, view_002.png" in note and "view_000.png" not in note
-    # colour and grey: value / 65535 x 255, rounded (engine/ingest/images.py), not Pillow's high byte
+    # colour and grey: value / 65535 x 255, rounded (spirula/engine/ingest/images.py), not Pillow's high byte
     np.testing.assert_array_equal(ds.cameras[1].image, np.rint(deep / 65535.0 * 255.0).astype(np.uint8))
     assert np.any(ds.cameras[1].image != (deep >> 8))
     np.testing.assert_array_equal(ds.cameras[2].image[:, :, 0], np.rint(grey / 65535.0 * 255.0).astype(np.uint8))
@@ -95,7 +95,7 @@ def test_photo_import_counts_exif_orientations(tmp_path):
     a = next(r for r in records if r["source"] == "a.png")
     assert (a["width"], a["height"]) == (20, 30)  # orientation 6 turns it upright
 
-    from engine.cli.run import _short
+    from spirula.engine.cli.run_command import _short
 
     assert "2 turned upright by their EXIF orientation" in _short("import", {
         "photos": 4, "converted": 3, "camera_groups": 2, "exif_oriented": 2, "deep": 1})

@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import checkpoint
-from engine.jobs.layout import checkpoint_path
-from engine.io.ply import read_ply
+from spirula.engine import checkpoint
+from spirula.engine.jobs.project_layout import checkpoint_path
+from spirula.engine.io.ply import read_ply
 from ..patience import patient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,9 +86,9 @@ def test_spirula_run_continues_from_the_training_checkpoint(shared_data, tmp_pat
     """`spirula run`: the train stage checkpoints into <project>/checkpoints/ (outside the
     staging folder a failed stage loses); a rerun continues from there, and the
     checkpoint goes once the stage has finished."""
-    from engine import messages as msg
-    from engine.errors import NonFiniteError
-    from engine.jobs.pipeline import PipelineConfig, run_pipeline
+    from spirula.engine import messages as msg
+    from spirula.engine.errors import NonFiniteError
+    from spirula.engine.jobs.pipeline import PipelineConfig, run_pipeline
     from tests.robustness.train_small import inject_nan_at, small_config
 
     proj = tmp_path / "proj"
@@ -111,7 +111,7 @@ def test_spirula_run_continues_from_the_training_checkpoint(shared_data, tmp_pat
 def test_ctrl_c_stops_after_the_step_and_checkpoints_it(shared_data, tmp_path):
     """`spirula train`: the first SIGINT stops between two steps; that exact state is
     checkpointed and the PLY written; one line says so and the exit code is 130 (issue 49:
-    128 + SIGINT, as for every command; engine/cli/stopping.py)."""
+    128 + SIGINT, as for every command; spirula/engine/cli/stopping.py)."""
     from tests.robustness.test_stop_signals import Command
 
     out = tmp_path / "p"

@@ -1,12 +1,12 @@
-"""Settings added after runs were first saved (engine.config.added_later): a checkpoint or
+"""Settings added after runs were first saved (spirula.engine.config.added_later): a checkpoint or
 a cached stage written before such a setting existed had its default."""
 
 from dataclasses import asdict
 from pathlib import Path
 
-from engine.checkpoint import Checkpoint, compare, resumed_strategy
-from engine.config import RunConfig, TrainConfig, added_later
-from engine.jobs.pipeline import PipelineConfig
+from spirula.engine.checkpoint import Checkpoint, compare, resumed_strategy
+from spirula.engine.config import RunConfig, TrainConfig, added_later
+from spirula.engine.jobs.pipeline import PipelineConfig
 
 
 def _old_run_config() -> dict:
@@ -39,7 +39,7 @@ def test_a_setting_at_its_default_keeps_the_train_stage_key():
 
 
 def test_masks_at_auto_keeps_the_train_stage_key_and_another_mode_changes_it():
-    from engine.config import DatasetConfig
+    from spirula.engine.config import DatasetConfig
 
     old = PipelineConfig().stage_settings("train")
     assert "masks" not in old["dataset"]  # as keyed before the setting existed

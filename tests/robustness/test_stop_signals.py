@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM stop every command in order (issue 49 item 1; engine/cli/stopping.py):
+"""Ctrl-C and SIGTERM stop every command in order (issue 49 item 1; spirula/engine/cli/stopping.py):
 the training stops between two steps and checkpoints that step, the pipeline starts no
 later stage, the command prints one line saying where it stopped and exits 130 (SIGINT) or
 143 (SIGTERM), without a traceback or a C++ stack; the rerun continues from that step.
@@ -20,8 +20,8 @@ import threading
 import time
 from pathlib import Path
 
-from engine import checkpoint
-from engine.jobs.layout import checkpoint_path
+from spirula.engine import checkpoint
+from spirula.engine.jobs.project_layout import checkpoint_path
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 600  # generous: software Vulkan on a shared machine
@@ -34,7 +34,7 @@ class Command:
     def __init__(self, *argv: str, script: str | None = None):
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO))
         env.pop("SPIRULA_PROFILE", None)
-        cmd = [sys.executable, "-c", script, *argv] if script else [sys.executable, "-m", "engine.cli", *argv]
+        cmd = [sys.executable, "-c", script, *argv] if script else [sys.executable, "-m", "spirula.engine.cli", *argv]
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True)
         self.lines: list[str] = []
@@ -155,8 +155,8 @@ def test_spirula_train_stops_in_order_on_sigterm(shared_data, tmp_path):
 FAKE = r"""
 import os, signal, sys, time
 from pathlib import Path
-import engine.jobs.mesh, engine.partition.run_parts
-from engine.cli.main import main
+import spirula.engine.jobs.mesh, spirula.engine.partition.run_parts
+from spirula.engine.cli.main import main
 
 def work(should_stop):
     print("working", flush=True)
@@ -173,8 +173,8 @@ def train_parts(parts, cfg, should_stop=None, **kw):
     work(should_stop)
     return {"parts": {}, "stopped": True}
 
-engine.jobs.mesh.run_mesh = run_mesh
-engine.partition.run_parts.train_parts = train_parts
+spirula.engine.jobs.mesh.run_mesh = run_mesh
+spirula.engine.partition.run_parts.train_parts = train_parts
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -206,7 +206,7 @@ def test_the_stop_request_asks_between_steps_and_interrupts_elsewhere():
     first interrupts; the exit code follows the first signal."""
     import pytest
 
-    from engine.cli.stopping import StopRequest
+    from spirula.engine.cli.stopping import StopRequest
 
     said = []
     stop = StopRequest()
@@ -228,9 +228,9 @@ def test_the_stop_request_asks_between_steps_and_interrupts_elsewhere():
 
 
 def test_spirula_runs_stop_line_names_the_stage_or_the_step():
-    from engine.cli.run import stopped_line
-    from engine.cli.stopping import StopRequest
-    from engine.jobs.pipeline import PipelineStopped
+    from spirula.engine.cli.run_command import stopped_line
+    from spirula.engine.cli.stopping import StopRequest
+    from spirula.engine.jobs.pipeline import PipelineStopped
 
     stop = StopRequest()
     stop.signum = signal.SIGTERM

@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import checkpoint
-from engine.jobs.layout import checkpoint_path
-from engine.cli.main import main
-from engine.device import _parse_bytes
-from engine.errors import DatasetError, DeviceMemoryError, NonFiniteError
-from engine.ingest.dataset import Camera, Dataset
-from engine.io.ply import read_ply
-from engine.splat.init import scene_bounds
-from engine.splat.scene_scale import training_extent
-from engine.jobs.train import export_ply, run_training
+from spirula.engine import checkpoint
+from spirula.engine.jobs.project_layout import checkpoint_path
+from spirula.engine.cli.main import main
+from spirula.engine.device import _parse_bytes
+from spirula.engine.errors import DatasetError, DeviceMemoryError, NonFiniteError
+from spirula.engine.ingest.dataset import Camera, Dataset
+from spirula.engine.io.ply import read_ply
+from spirula.engine.splat.init import scene_bounds
+from spirula.engine.splat.scene_scale import training_extent
+from spirula.engine.jobs.train import export_ply, run_training
 from tests.robustness.train_small import inject_nan_at, small_config
 from tests.splat.scenes import look_at_w2c
 
@@ -56,8 +56,8 @@ def test_nan_seen_at_the_loss_read(shared_data, tmp_path, monkeypatch):
 
 
 def test_ply_export_drops_non_finite_rows(shared_data, tmp_path, gpu):
-    from engine.splat.trainer import Trainer
-    from engine.ingest import load_dataset
+    from spirula.engine.splat.trainer import Trainer
+    from spirula.engine.ingest import load_dataset
 
     ds = load_dataset(shared_data / "book", 64)
     tr = Trainer(gpu, ds, [1, 2, 3], small_config().train)
@@ -184,7 +184,7 @@ def test_non_finite_pose_is_refused():
 
 
 def test_trainer_reports_the_scale_note(gpu):
-    from engine.splat.trainer import Trainer
+    from spirula.engine.splat.trainer import Trainer
 
     ds = Dataset(Path("tripod"), _cams([[1e-5 * i, 0, 0] for i in range(3)], [[0.3 * i, 0, 4] for i in range(3)]),
                  points=_points(), colors=np.full((200, 3), 128, np.uint8))

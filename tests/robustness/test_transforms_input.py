@@ -11,8 +11,8 @@ import unicodedata
 import numpy as np
 import pytest
 
-from engine.errors import DatasetError
-from engine.ingest import load_dataset, read_scene
+from spirula.engine.errors import DatasetError
+from spirula.engine.ingest import load_dataset, read_scene
 
 from .fixtures import ply_bytes, save_png
 

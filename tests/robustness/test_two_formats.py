@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from engine.ingest import load_dataset
+from spirula.engine.ingest import load_dataset
 
 from ..ingest.synth import random_rotation
 from .fixtures import ring_dataset

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.ingest.video import VideoError, iter_frames, probe
+from spirula.engine.ingest.video import VideoError, iter_frames, probe
 
 from ..ingest.videos import write_audio_only, write_video
 

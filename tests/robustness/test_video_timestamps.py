@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.ingest.frame_stats import ThumbFile
-from engine.ingest.frames import FramesConfig, FrameStats, analyze, auto_target, select
-from engine.ingest.video import iter_frames, probe
+from spirula.engine.ingest.frame_stats import ThumbFile
+from spirula.engine.ingest.frames import FramesConfig, FrameStats, analyze, auto_target, select
+from spirula.engine.ingest.video import iter_frames, probe
 
 from ..ingest.videos import textured, write_video
 
@@ -126,7 +126,7 @@ def _vm_kib(field: str) -> int:
 def test_one_hour_of_video_decodes_in_bounded_memory(tmp_path):
     import av
 
-    from engine.jobs.pipeline import PipelineConfig, run_pipeline
+    from spirula.engine.jobs.pipeline import PipelineConfig, run_pipeline
 
     def write(path: Path, n: int) -> Path:
         rng = np.random.default_rng(0)

@@ -12,9 +12,9 @@ import os
 import numpy as np
 import pytest
 
-from engine import checkpoint, fileio
-from engine.cli.main import main
-from engine.errors import SpirulaError
+from spirula.engine import checkpoint, fileio
+from spirula.engine.cli.main import main
+from spirula.engine.errors import SpirulaError
 
 
 def _refuse(code: int, filename=None):
@@ -24,7 +24,7 @@ def _refuse(code: int, filename=None):
 
 
 def test_a_full_disk_while_writing_a_checkpoint_is_one_line_naming_it(tmp_path, monkeypatch):
-    from engine.errors import WriteError
+    from spirula.engine.errors import WriteError
 
     path = tmp_path / "checkpoint.npz"
     path.write_bytes(b"the previous checkpoint")
@@ -38,7 +38,7 @@ def test_a_full_disk_while_writing_a_checkpoint_is_one_line_naming_it(tmp_path, 
 
 
 def test_a_read_only_folder_is_one_line_naming_the_file(tmp_path, monkeypatch):
-    from engine.errors import WriteError
+    from spirula.engine.errors import WriteError
 
     monkeypatch.setattr(fileio.tempfile, "mkstemp", _refuse(errno.EROFS, str(tmp_path)))
     with pytest.raises(WriteError, match=f"cannot write {tmp_path / 'metrics.json'}: read-only file system"):
@@ -46,7 +46,7 @@ def test_a_read_only_folder_is_one_line_naming_the_file(tmp_path, monkeypatch):
 
 
 def test_an_os_error_about_another_file_is_not_taken_for_the_write(tmp_path):
-    from engine.errors import WriteError
+    from spirula.engine.errors import WriteError
 
     with pytest.raises(OSError) as e:
         with fileio.open_atomic(tmp_path / "out.txt", "w") as f:
@@ -76,12 +76,12 @@ def test_a_failed_checkpoint_write_is_a_warning_naming_the_file(tmp_path, monkey
      "error: cannot write /p/out/splat.ply: read-only file system"),
 ])
 def test_the_command_line_says_what_the_os_refused_not_a_bug(tmp_path, monkeypatch, capsys, error, line):
-    import engine.jobs.train
+    import spirula.engine.jobs.train
 
     def run_training(*a, **kw):
         raise error
 
-    monkeypatch.setattr(engine.jobs.train, "run_training", run_training)
+    monkeypatch.setattr(spirula.engine.jobs.train, "run_training", run_training)
     assert main(["train", str(tmp_path), "-o", str(tmp_path / "out")]) == 1
     err = [t for t in capsys.readouterr().err.splitlines() if t.strip() and "step/s" not in t]  # the progress bar aside
     assert len(err) == 1 and err[0].startswith(line), err
@@ -89,12 +89,12 @@ def test_the_command_line_says_what_the_os_refused_not_a_bug(tmp_path, monkeypat
 
 
 def test_a_real_bug_is_still_called_one(tmp_path, monkeypatch, capsys):
-    import engine.jobs.train
+    import spirula.engine.jobs.train
 
     def run_training(*a, **kw):
         raise OSError(errno.EBADF, "Bad file descriptor")  # not the disk's refusal: ours
 
-    monkeypatch.setattr(engine.jobs.train, "run_training", run_training)
+    monkeypatch.setattr(spirula.engine.jobs.train, "run_training", run_training)
     assert main(["train", str(tmp_path), "-o", str(tmp_path / "out")]) == 1
     assert "failed unexpectedly: OSError" in capsys.readouterr().err
 
@@ -104,9 +104,9 @@ def test_a_pipeline_stage_on_a_full_disk_names_the_stage_and_the_file(tmp_path, 
     WriteError naming the stage; run.json records the same line."""
     from PIL import Image
 
-    from engine.errors import WriteError
-    from engine.jobs import stages
-    from engine.jobs.pipeline import PipelineConfig, run_pipeline
+    from spirula.engine.errors import WriteError
+    from spirula.engine.jobs import stages
+    from spirula.engine.jobs.pipeline import PipelineConfig, run_pipeline
 
     src = tmp_path / "photos"
     src.mkdir()

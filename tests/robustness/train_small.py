@@ -3,7 +3,7 @@ hundred steps, for the robustness tests to start as a subprocess (and kill):
 
     python -m tests.robustness.train_small DATASET OUT [--resume] [--steps N] [--checkpoint-every K]
 
-It is `spirula train` (engine.jobs.train.run_training) with another TrainConfig.
+It is `spirula train` (spirula.engine.jobs.train.run_training) with another TrainConfig.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.config import DatasetConfig, RunConfig, TrainConfig
+from spirula.engine.config import DatasetConfig, RunConfig, TrainConfig
 
 
 def small_config(steps: int = 160, checkpoint_every: int = 80, max_size: int = 64, **train) -> RunConfig:
@@ -31,7 +31,7 @@ def inject_nan_at(monkeypatch, step_index: int) -> None:
     (opacity's among them) are NaN before the backward accumulates into them, so every
     visible Gaussian's opacity-logit gradient is NaN when the fused projection backward +
     Adam (which guards them) reads it."""
-    from engine.splat.render import SCREEN_GRAD_STRIDE, Rasterizer
+    from spirula.engine.splat.render import SCREEN_GRAD_STRIDE, Rasterizer
 
     original = Rasterizer._record_backward
     keep = []
@@ -48,7 +48,7 @@ def inject_nan_at(monkeypatch, step_index: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.jobs.train import run_training
+    from spirula.engine.jobs.train import run_training
 
     p = argparse.ArgumentParser()
     p.add_argument("dataset", type=Path)

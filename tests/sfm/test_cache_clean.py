@@ -1,4 +1,4 @@
-"""Cleaning the SfM cache (engine/sfm/cache.py): clear() removes exactly <project>/cache/sfm
+"""Cleaning the SfM cache (spirula/engine/sfm/cache.py): clear() removes exactly <project>/cache/sfm
 and says how many bytes; prune() removes caches unused for the age limit, then the least
 recently used while the total is over the cap, never one in use or kept; the CLI's
 `spirula clean` and `--prune`; the studio's ClearSfmCache and its rules at start."""
@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from engine.sfm import cache
+from spirula.engine.sfm import cache
 
 DAY = 86400.0
 
@@ -87,7 +87,7 @@ def test_opening_a_cache_marks_it_used(tmp_path, rng):
 
 
 def test_the_clean_command(tmp_path, capsys, rng):
-    from engine.cli.main import main
+    from spirula.engine.cli.main import main
 
     now = time.time()
     a = _project(tmp_path, "a", 2048, 0, now, rng)

@@ -1,10 +1,10 @@
-"""Pair planning (engine.sfm.pairs / matching.plan_pairs) and pose comparison (align)."""
+"""Pair planning (spirula.engine.sfm.pairs / matching.plan_pairs) and pose comparison (align)."""
 
 import numpy as np
-from engine.sfm.align import compare_poses
-from engine.sfm.config import SfmConfig
-from engine.sfm.matching import choose_matching, plan_pairs
-from engine.sfm.pairs import exhaustive_pairs, loop_pairs, sequential_pairs
+from spirula.engine.sfm.align import compare_poses
+from spirula.engine.sfm.sfm_config import SfmConfig
+from spirula.engine.sfm.matching import choose_matching, plan_pairs
+from spirula.engine.sfm.pairs import exhaustive_pairs, loop_pairs, sequential_pairs
 from scipy.spatial.transform import Rotation
 
 

@@ -1,11 +1,11 @@
-"""The SfM database kept between runs (engine/sfm/cache.py), on 14 chair frames at 320 px:
+"""The SfM database kept between runs (spirula/engine/sfm/cache.py), on 14 chair frames at 320 px:
 a run cancelled during feature extraction or during matching continues where it stopped
 (only the missing images are extracted, only the missing pairs matched), a finished one
 is reused, and a changed feature setting starts again from nothing."""
 
 import pycolmap
 import pytest
-from engine.sfm import SfmConfig, run_sfm
+from spirula.engine.sfm import SfmConfig, run_sfm
 from PIL import Image
 
 N = 14

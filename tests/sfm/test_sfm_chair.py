@@ -1,12 +1,12 @@
-"""SfM (engine.sfm) on a small subset of the office-chair frames at low resolution: the
+"""SfM (spirula.engine.sfm) on a small subset of the office-chair frames at low resolution: the
 frames register, the poses agree with the independent reference model after a Sim(3)
 alignment, and the undistorted model is a dataset our reader (and pycolmap) opens."""
 
 import numpy as np
 import pytest
-from engine.ingest import load_dataset
-from engine.sfm import SfmConfig, SfmError, run_sfm, undistort
-from engine.sfm.align import compare_poses, poses_by_name
+from spirula.engine.ingest import load_dataset
+from spirula.engine.sfm import SfmConfig, SfmError, run_sfm, undistort
+from spirula.engine.sfm.align import compare_poses, poses_by_name
 from PIL import Image
 
 N_FRAMES = 14
@@ -29,7 +29,7 @@ def chair_subset(shared_data, tmp_path_factory):
 
 
 # incremental, seed 3, one thread: stopped at 5 of 14 images before registration was
-# retried with fewer inliers (engine/sfm/mapping.py); CI once stopped at 3 with the defaults
+# retried with fewer inliers (spirula/engine/sfm/mapping.py); CI once stopped at 3 with the defaults
 @pytest.mark.parametrize("mapper,seed,threads", [("global", 0, -1), ("incremental", 0, -1), ("incremental", 3, 1)])
 def test_chair_subset_registers_and_matches_reference(chair_subset, tmp_path, mapper, seed, threads):
     frames, names, size, reference = chair_subset

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.ingest.dataset import Camera, Dataset
-from engine.pose import look_at
-from engine.splat.layout import pack, sh_coeffs
+from spirula.engine.ingest.dataset import Camera, Dataset
+from spirula.engine.pose import look_at
+from spirula.engine.splat.param_layout import pack, sh_coeffs
 
 
 def look_at_w2c(eye, target, up=(0.0, -1.0, 0.0)):
     """[4,4] world-to-camera, OpenCV axes (z forward, y down); ``up`` is the world direction
-    of the image's y axis (down in the image), hence the sign for engine.pose.look_at."""
+    of the image's y axis (down in the image), hence the sign for spirula.engine.pose.look_at."""
     return look_at(eye, target, -np.asarray(up, np.float64))
 
 
@@ -88,7 +88,7 @@ def geometry_map_reader(gpu, raster, cams, ds):
     """view_map(params, n, i): view i's geometry map [H, W, 4] and final transmittance [H, W]
     (float64) rendered alone by ``raster`` (the geometry phase's forward), for comparing a
     training step's loss with NumPy on separate renders."""
-    from engine.splat.camera_table import View
+    from spirula.engine.splat.camera_table import View
 
     def view_map(params, n, i):
         c = ds.cameras[i]

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from engine.splat.layout import row_stride
-from engine.splat.model import GaussianModel
+from spirula.engine.splat.param_layout import row_stride
+from spirula.engine.splat.model import GaussianModel
 from tests.splat.scenes import random_scene
 
 

@@ -5,11 +5,11 @@ backward against finite differences, the PLY bake, and a short real run on book.
 import numpy as np
 import pytest
 
-from engine.splat.antialias import SmoothingFilter, bake_smoothing_filter
-from engine.splat.camera_table import View, camera_row
-from engine.splat.layout import OFF_OPACITY, OFF_SCALE, row_stride
-from engine.splat.model import GaussianModel
-from engine.splat.render import pack_screen_grads
+from spirula.engine.splat.antialias import SmoothingFilter, bake_smoothing_filter
+from spirula.engine.splat.camera_table import View, camera_row
+from spirula.engine.splat.param_layout import OFF_OPACITY, OFF_SCALE, row_stride
+from spirula.engine.splat.model import GaussianModel
+from spirula.engine.splat.render import pack_screen_grads
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene
 
@@ -205,15 +205,15 @@ def test_short_antialiased_run_on_book_trains_and_exports_what_it_trained(gpu, s
     """A short real run with --antialias (200 steps at 96 px): the loss falls and held-out PSNR rises; the filter
     is positive and follows the refines (the model grows); the exported PLY (3D filter baked
     in) rendered with a zero 3D filter is the trainer's own anti-aliased render."""
-    from engine.config import TrainConfig
-    from engine.ingest import load_dataset
-    from engine.io.ply import read_ply
-    from engine.splat.evaluate import evaluate
-    from engine.splat.layout import pack
-    from engine.splat.camera_table import View
-    from engine.splat.render import Rasterizer
-    from engine.splat.trainer import Trainer
-    from engine.jobs.train import export_ply
+    from spirula.engine.config import TrainConfig
+    from spirula.engine.ingest import load_dataset
+    from spirula.engine.io.ply import read_ply
+    from spirula.engine.splat.evaluate import evaluate
+    from spirula.engine.splat.param_layout import pack
+    from spirula.engine.splat.camera_table import View
+    from spirula.engine.splat.render import Rasterizer
+    from spirula.engine.splat.trainer import Trainer
+    from spirula.engine.jobs.train import export_ply
 
     ds = load_dataset(shared_data / "book", 96)
     train, test = ds.split(8)
@@ -230,8 +230,8 @@ def test_short_antialiased_run_on_book_trains_and_exports_what_it_trained(gpu, s
     f = t.filter.read()
     assert np.all(f > 0) and np.isfinite(f).all()
     # a checkpoint keeps the filter in force (it is recomputed only on schedule)
-    from engine import checkpoint
-    from engine.config import RunConfig
+    from spirula.engine import checkpoint
+    from spirula.engine.config import RunConfig
 
     checkpoint.save(tmp_path / "c.npz", t, RunConfig(train=cfg), checkpoint.dataset_identity(ds, train))
     t2 = Trainer(gpu, ds, train, cfg)

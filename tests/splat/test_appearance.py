@@ -1,4 +1,4 @@
-"""Per-image appearance (engine/splat/appearance.py, shaders/appearance/appearance.slang)
+"""Per-image appearance (spirula/engine/splat/appearance.py, shaders/appearance/appearance.slang)
 against an independent float64 NumPy reference.
 
 Reference: the affine transform out = (I + D[:, :3]) x + D[:, 3] written with einsum; the
@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 from scipy.ndimage import map_coordinates
 
-from engine.splat.appearance import BILAGRID_SHAPE, FORMS, Appearance, AppearanceSettings, read_appearance
+from spirula.engine.splat.appearance import BILAGRID_SHAPE, FORMS, Appearance, AppearanceSettings, read_appearance
 
 LW = np.array([0.299, 0.587, 0.114])
 
@@ -344,8 +344,8 @@ def test_recentre_keeps_every_trained_view_and_moves_the_mean_into_the_colours(g
     any colour x of the model, T_i'(c'(x)) == T_i(c(x)) (affine: exactly), the new
     transforms' mean over the trained images is the identity, untrained images stay
     identity, and the SH colour map is checked against reference.sh_basis (float64)."""
-    from engine.splat.layout import pack, unpack
-    from engine.splat.model import GaussianModel
+    from spirula.engine.splat.param_layout import pack, unpack
+    from spirula.engine.splat.model import GaussianModel
     from tests.splat.reference import sh_basis
 
     app, params = make(gpu, "affine", 4, rng, 0.2)

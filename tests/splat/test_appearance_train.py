@@ -1,4 +1,4 @@
-"""Per-image appearance inside training (engine/splat/trainer.py, engine/splat/appearance.py):
+"""Per-image appearance inside training (spirula/engine/splat/trainer.py, spirula/engine/splat/appearance.py):
 what a step records with it off and on, checkpoints, the settings' flow, and a short real
 run on `book` with a synthetic exposure change on half of the training images."""
 
@@ -10,11 +10,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from engine import checkpoint
-from engine.config import RunConfig, TrainConfig, added_later
-from engine.device import Kernel
-from engine.splat.appearance import default_settings
-from engine.splat.trainer import Trainer
+from spirula.engine import checkpoint
+from spirula.engine.config import RunConfig, TrainConfig, added_later
+from spirula.engine.device import Kernel
+from spirula.engine.splat.appearance import default_settings
+from spirula.engine.splat.trainer import Trainer
 from tests.splat.scenes import tiny_dataset
 
 
@@ -102,7 +102,7 @@ def test_checkpoint_keeps_the_appearance(gpu, tmp_path):
 
 
 def test_settings_flow():
-    from engine.config import default_appearance
+    from spirula.engine.config import default_appearance
 
     assert TrainConfig().appearance == "off" and added_later("train")["appearance"] == "off"
     assert default_appearance("video") == "exposure" and default_appearance("photos") == "off"
@@ -115,7 +115,7 @@ def test_settings_flow():
 
 
 def test_run_defaults_to_exposure_on_video_only(tmp_path):
-    from engine.cli.run import add_parser, config_from_args
+    from spirula.engine.cli.run_command import add_parser, config_from_args
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers(dest="command"))
@@ -147,7 +147,7 @@ def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data, mode, r
     and the ratio of their means is near 0.7 (affine: measured 0.65-0.67 over 6 seeds; the
     scene takes up a little of the change itself; exposure, whose Adam eps of 0.03 slows
     the gains in this 200-step run: 0.825-0.829 over 3 seeds)."""
-    from engine.ingest import load_dataset
+    from spirula.engine.ingest import load_dataset
 
     ds = load_dataset(shared_data / "book", 96)
     train, _ = ds.split(8)
@@ -172,8 +172,8 @@ def test_short_run_on_book_learns_the_applied_exposure(gpu, shared_data, mode, r
 def test_spirula_train_writes_the_transforms_beside_the_ply(shared_data, tmp_path, monkeypatch):
     import json
 
-    from engine.cli.main import main
-    from engine.splat import appearance
+    from spirula.engine.cli.main import main
+    from spirula.engine.splat import appearance
 
     real = appearance.default_settings
     monkeypatch.setattr(appearance, "default_settings", lambda mode: dataclasses.replace(real(mode), start=10))

@@ -6,12 +6,12 @@ differences), on fresh random scenes, moments and screen-space gradients."""
 import numpy as np
 import pytest
 
-from engine.splat.camera_table import camera_row
-from engine.splat.layout import row_stride
-from engine.splat.model import GaussianModel
-from engine import device
-from engine.device import dispatch_grid
-from engine.splat.render import BWD_WG, pack_screen_grads
+from spirula.engine.splat.camera_table import camera_row
+from spirula.engine.splat.param_layout import row_stride
+from spirula.engine.splat.model import GaussianModel
+from spirula.engine import device
+from spirula.engine.device import dispatch_grid
+from spirula.engine.splat.render import BWD_WG, pack_screen_grads
 from tests.splat.scenes import random_camera, random_scene
 
 LRS = dict(means=1e-3, scales=5e-3, quats=1e-3, opacities=5e-2, sh0=2.5e-3, shN=0.0)  # shN frozen

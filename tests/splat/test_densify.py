@@ -6,9 +6,9 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from engine.profile.pool import SPLAT, VramPool
-from engine.splat.layout import OFF_OPACITY, OFF_SCALE, row_stride
-from engine.splat.model import GaussianModel
+from spirula.engine.profile.pool import SPLAT, VramPool
+from spirula.engine.splat.param_layout import OFF_OPACITY, OFF_SCALE, row_stride
+from spirula.engine.splat.model import GaussianModel
 from tests.splat.scenes import random_scene
 
 KEEP, CLONE, SPLIT = 1, 2, 3
@@ -282,12 +282,12 @@ def test_densify_in_place_matches_reference(gpu, bf16, grow, rng):
 
 
 def test_adc_strategy_hooks_follow_the_config_schedule():
-    """engine/splat/adc.py on a fake model: when it densifies, with which prune scale, when
+    """spirula/engine/splat/adc.py on a fake model: when it densifies, with which prune scale, when
     the opacities are reset, and that the statistic stops with the densification."""
     from types import SimpleNamespace
 
-    from engine.config import TrainConfig
-    from engine.splat.adc import NO_SCALE_PRUNE, AdcDensifier
+    from spirula.engine.config import TrainConfig
+    from spirula.engine.splat.adc import NO_SCALE_PRUNE, AdcDensifier
 
     calls = []
     model = SimpleNamespace(densify=lambda *a, **k: calls.append(("densify", a, k)) or (10, 12),

@@ -7,8 +7,8 @@ compositing) against the NumPy compositor that gives every splat its whole recta
 import numpy as np
 import pytest
 
-from engine.splat.camera_table import View, camera_row
-from engine.splat.render import Rasterizer
+from spirula.engine.splat.camera_table import View, camera_row
+from spirula.engine.splat.render import Rasterizer
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene, random_screen_splats
 

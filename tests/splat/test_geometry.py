@@ -1,4 +1,4 @@
-"""The geometry phase's kernels (engine/splat/geometry.py) against NumPy float64 references
+"""The geometry phase's kernels (spirula/engine/splat/geometry_phase.py) against NumPy float64 references
 and central finite differences, on fresh random inputs: the surfels the projection writes and
 their backward, the composited geometry map and the rasterizer's backward through it, the
 depth-normal consistency loss and its gradient."""
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import slangpy as spy
 
-from engine.splat.camera_table import View, camera_row
-from engine.splat.geometry import DepthNormalLoss
-from engine.splat.layout import row_stride
-from engine.splat.render import SCREEN_GRAD_STRIDE, Rasterizer, pack_screen_grads, split_screen_grads
-from engine.splat.trainer import pack_rgba8
+from spirula.engine.splat.camera_table import View, camera_row
+from spirula.engine.splat.geometry_phase import DepthNormalLoss
+from spirula.engine.splat.param_layout import row_stride
+from spirula.engine.splat.render import SCREEN_GRAD_STRIDE, Rasterizer, pack_screen_grads, split_screen_grads
+from spirula.engine.splat.trainer import pack_rgba8
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene
 from tests.splat.test_raster import _intersections, _splats

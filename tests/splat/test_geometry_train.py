@@ -1,4 +1,4 @@
-"""The geometry phase in training (engine/splat/geometry.py) on a scene with known geometry:
+"""The geometry phase in training (spirula/engine/splat/geometry_phase.py) on a scene with known geometry:
 a solid-textured torus rendered by the independent NumPy z-buffer rasteriser of
 tests/mesh/synthetic.py, 12 views at 48 px (every 4th of 16 held out), 250 steps from
 SfM-like points, geometry off and on with the same seed. With it on (its loss through the
@@ -10,10 +10,10 @@ must fall while the phase runs."""
 import numpy as np
 import pytest
 
-from engine.config import TrainConfig
-from engine.ingest import load_dataset
-from engine.splat.evaluate import evaluate
-from engine.splat.trainer import Trainer
+from spirula.engine.config import TrainConfig
+from spirula.engine.ingest import load_dataset
+from spirula.engine.splat.evaluate import evaluate
+from spirula.engine.splat.trainer import Trainer
 from tests.mesh import synthetic as S
 from tests.mesh.analytic import orbit_cameras
 

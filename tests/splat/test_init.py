@@ -1,4 +1,4 @@
-"""Random initialisation without SfM points (engine/splat/init.py) on a synthetic room: a
+"""Random initialisation without SfM points (spirula/engine/splat/init.py) on a synthetic room: a
 subject at the origin, cameras orbiting it, walls far behind it. Every pixel's ray,
 subject or wall, must start with splats along it, and few points may be wasted where no
 camera looks."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.spatial import cKDTree
 
-from engine.ingest.dataset import Camera, Dataset
-from engine.splat.init import initial_points
+from spirula.engine.ingest.dataset import Camera, Dataset
+from spirula.engine.splat.init import initial_points
 from tests.splat.scenes import look_at_w2c
 
 ROOM = 25.0   # walls at +-ROOM (x, z), floor and ceiling at +-ROOM/2 (y): past gsplat's cube (9.9)
@@ -117,8 +117,8 @@ def test_unknown_init_mode_is_refused():
 def test_initial_scale_is_the_rms_distance_to_the_three_nearest_neighbours(rng):
     """3DGS's distCUDA2 / gsplat's knn init: sqrt of the mean squared distance to the 3
     nearest other points, checked by brute force (all pairwise distances, float64)."""
-    from engine.splat.init import gaussians_from_points
-    from engine.splat.layout import unpack
+    from spirula.engine.splat.init import gaussians_from_points
+    from spirula.engine.splat.param_layout import unpack
 
     pts = rng.normal(size=(300, 3)) * rng.uniform(0.1, 3.0, 3)
     cols = rng.integers(0, 256, (300, 3), dtype=np.uint8)
@@ -134,8 +134,8 @@ def test_initial_scale_is_the_rms_distance_to_the_three_nearest_neighbours(rng):
 def test_init_from_a_ply_notes_the_unknown_properties_it_drops(tmp_path):
     """`spirula train --init` (issue 49): a PLY's own properties are kept by `spirula export`
     but the training has no place for them; one note names them and the file."""
-    from engine.io.ply import GaussianPly, write_ply
-    from engine.splat.init import gaussians_from_file
+    from spirula.engine.io.ply import GaussianPly, write_ply
+    from spirula.engine.splat.init import gaussians_from_file
 
     rng = np.random.default_rng(3)
     n = 40

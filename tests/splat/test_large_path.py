@@ -1,4 +1,4 @@
-"""The rasterizer's large path (engine/splat/render.py): with a per-pass intersection limit
+"""The rasterizer's large path (spirula/engine/splat/render.py): with a per-pass intersection limit
 far below the scene's count, the image is rendered in bands of tile rows, and image,
 final_T, last_index and every gradient must equal the single pass's; the 64-bit count
 against NumPy; a tile row over the limit is refused; training in capacity mode on bands."""
@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.config import TrainConfig
-from engine.errors import IntersectionLimitError
-from engine.splat.camera_table import View, camera_row
-from engine.splat.intersections import MAX_INTERSECTIONS_ENV, split_bands
-from engine.splat.render import Rasterizer
-from engine.splat.trainer import Trainer
+from spirula.engine.config import TrainConfig
+from spirula.engine.errors import IntersectionLimitError
+from spirula.engine.splat.camera_table import View, camera_row
+from spirula.engine.splat.intersections import MAX_INTERSECTIONS_ENV, split_bands
+from spirula.engine.splat.render import Rasterizer
+from spirula.engine.splat.trainer import Trainer
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene, tiny_dataset
 
@@ -181,8 +181,8 @@ def test_capacity_over_the_limit_counts_first(gpu):
 
 
 def test_default_limit_follows_the_device(gpu, monkeypatch):
-    import engine.splat.intersections as intersections
-    from engine.profile.driver import device_limits
+    import spirula.engine.splat.intersections as intersections
+    from spirula.engine.profile.driver import device_limits
 
     real = device_limits(gpu.device)
     if "error" not in real:  # the driver was asked: a storage-buffer range and device memory
@@ -307,7 +307,7 @@ def test_gaussians_over_the_dispatch_limit_are_refused(gpu, monkeypatch):
     """More Gaussians than one per-Gaussian dispatch covers (16,776,960 where a driver allows
     only 65,535 workgroups): a clear error before any work, from the trainer's cap and from
     a render."""
-    from engine.errors import DeviceError
+    from spirula.engine.errors import DeviceError
 
     scene = _scene(gpu, 940, n=1500)
     monkeypatch.setattr(gpu, "max_items_1d", 1000)

@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 from scipy.signal import convolve2d
 
-from engine.device import get_gpu
-from engine.splat import metrics
-from engine.splat.loss import PhotometricLoss
+from spirula.engine.device import get_gpu
+from spirula.engine.splat import metrics
+from spirula.engine.splat.loss import PhotometricLoss
 
 # ---- independent float64 reference -----------------------------------------------------
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.splat.loss import PhotometricLoss
+from spirula.engine.splat.loss import PhotometricLoss
 from tests.splat.test_loss import (assert_grad_close, gpu, make_pair, ref_loss, ref_ssim_map,  # noqa: F401
                                    run_gpu, sample_entries)
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.ingest.dataset import Camera
-from engine.splat.camera_table import View, camera_table
-from engine.splat.render import Rasterizer
+from spirula.engine.ingest.dataset import Camera
+from spirula.engine.splat.camera_table import View, camera_table
+from spirula.engine.splat.render import Rasterizer
 from tests.splat.scenes import random_camera, random_scene
 
 W, H = 83, 57  # 6 x 4 tiles, the last column and row partial

@@ -1,4 +1,4 @@
-"""Masks in training (engine/splat/masks.py, engine/splat/trainer.py): the targets each mode
+"""Masks in training (spirula/engine/splat/mask_targets.py, spirula/engine/splat/trainer.py): the targets each mode
 uploads, the kept-pixel PSNR, and training steps on a tiny scene: an image masked out
 entirely changes nothing and rasterises no tile, a half-masked one trains; the mode's
 setting and its flow."""
@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.config import TrainConfig, added_later
-from engine.settings import BY_NAME, MASK_MODES
-from engine.splat.masks import kept_psnr, mask_overlay, target_image, training_rgba
-from engine.splat.trainer import Trainer
+from spirula.engine.config import TrainConfig, added_later
+from spirula.engine.settings import BY_NAME, MASK_MODES
+from spirula.engine.splat.mask_targets import kept_psnr, mask_overlay, target_image, training_rgba
+from spirula.engine.splat.trainer import Trainer
 from tests.splat.scenes import tiny_dataset
 
 
@@ -119,10 +119,10 @@ def test_the_setting():
 
 
 def test_the_review_shows_masks(gpu):
-    """The studio's review (engine/studio/review.py): a masked camera's image, seen through
+    """The studio's review (spirula/engine/studio/review.py): a masked camera's image, seen through
     it, has its masked-out pixels darkened and tinted (the kept ones as they are), and the
     notes say which masks are in force."""
-    from engine.studio.review import ReviewScene
+    from spirula.engine.studio.review import ReviewScene
 
     ds = tiny_dataset(seed=5, n_cams=3)
     cam = ds.cameras[1]
@@ -141,7 +141,7 @@ def test_the_review_shows_masks(gpu):
 
 
 def test_coarse_levels_downscale_the_mask_with_the_image(gpu):
-    from engine.splat.res_schedule import level_image
+    from spirula.engine.splat.res_schedule import level_image
 
     ds = tiny_dataset(seed=6, n_cams=2)
     h, w = ds.cameras[0].image.shape[:2]

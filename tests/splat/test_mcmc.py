@@ -1,4 +1,4 @@
-"""MCMC densification (shaders/densify/mcmc.slang, engine/splat/mcmc.py) against NumPy
+"""MCMC densification (shaders/densify/mcmc.slang, spirula/engine/splat/mcmc.py) against NumPy
 float64 references of the paper's formulas (Kheradmand et al. 2024, eqs. 9 and 10), on
 fresh random Gaussians: the split opacity and scale, the copies written to the targets,
 sampling in proportion to opacity, the position noise, the budget over a real run."""
@@ -8,14 +8,14 @@ from math import comb, sqrt
 import numpy as np
 import pytest
 
-from engine.config import TrainConfig
-from engine.ingest import load_dataset
-from engine.splat.adc import AdcDensifier
-from engine.splat.evaluate import evaluate
-from engine.splat.layout import OFF_OPACITY, OFF_QUAT, OFF_SCALE, row_stride
-from engine.splat.mcmc import McmcDensifier, McmcSettings
-from engine.splat.model import GaussianModel
-from engine.splat.trainer import Trainer
+from spirula.engine.config import TrainConfig
+from spirula.engine.ingest import load_dataset
+from spirula.engine.splat.adc import AdcDensifier
+from spirula.engine.splat.evaluate import evaluate
+from spirula.engine.splat.param_layout import OFF_OPACITY, OFF_QUAT, OFF_SCALE, row_stride
+from spirula.engine.splat.mcmc import McmcDensifier, McmcSettings
+from spirula.engine.splat.model import GaussianModel
+from spirula.engine.splat.trainer import Trainer
 from tests.splat.scenes import random_scene
 
 MIN_OPACITY = 0.005
@@ -200,7 +200,7 @@ def test_short_run_on_book_improves_and_mcmc_holds_its_budget(gpu, shared_data, 
 
 def test_density_settings_budget_and_cap():
     """--max-gaussians is ADC's cap and MCMC's exact budget; each has its own default."""
-    from engine.config import density_settings
+    from spirula.engine.config import density_settings
 
     assert density_settings("adc", None) == {"strategy": "adc", "max_gaussians": TrainConfig.max_gaussians}
     assert density_settings("adc", 5000)["max_gaussians"] == 5000
@@ -214,7 +214,7 @@ def test_auto_strategy_is_mcmc_unless_the_run_is_short():
     """"auto" (the default) is MCMC from SfM points and random points alike, ADC for runs too
     short for MCMC's small start (500 steps on SfM points, 7,000 from random points); its Gaussian number is MCMC's budget and ADC's cap alike
     when given, each strategy's own default when not."""
-    from engine.config import density_settings, resolve_strategy
+    from spirula.engine.config import density_settings, resolve_strategy
 
     assert TrainConfig.strategy == "auto"
     assert resolve_strategy("auto", has_points=True) == "mcmc"
@@ -295,7 +295,7 @@ def test_trainer_mcmc_unit_scales_with_the_world(gpu, shared_data, rng):
 
 def test_noise_lr_follows_the_start():
     """0 picks by the start (gsplat's 5e5 on SfM points, 1e7 from random points); a value wins."""
-    from engine.splat.mcmc import noise_lr_for
+    from spirula.engine.splat.mcmc import noise_lr_for
 
     assert noise_lr_for(0.0, True) == 5e5 and noise_lr_for(0.0, False) == 1e7
     assert noise_lr_for(3e6, True) == noise_lr_for(3e6, False) == 3e6
@@ -303,7 +303,7 @@ def test_noise_lr_follows_the_start():
 
 def test_mcmc_means_lr_end_follows_the_start():
     """0 picks by the start (1.6e-5 on SfM points, 5e-5 from random points); a value wins."""
-    from engine.splat.mcmc import lr_means_final_for
+    from spirula.engine.splat.mcmc import lr_means_final_for
 
     assert lr_means_final_for(0.0, True) == 1.6e-5 and lr_means_final_for(0.0, False) == 5e-5
     assert lr_means_final_for(2e-6, True) == lr_means_final_for(2e-6, False) == 2e-6

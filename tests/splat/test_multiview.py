@@ -1,4 +1,4 @@
-"""The multi-view geometric consistency loss (engine/splat/geometry.py MultiViewLoss,
+"""The multi-view geometric consistency loss (spirula/engine/splat/geometry_phase.py MultiViewLoss,
 shaders/loss/multiview.slang) against a NumPy float64 reference and central finite
 differences, on two synthetic geometry maps of a known plane seen from two cameras; and the
 neighbour choice from the poses."""
@@ -6,9 +6,9 @@ neighbour choice from the poses."""
 import numpy as np
 import pytest
 
-from engine.ingest.dataset import Camera
-from engine.splat.camera_table import camera_row
-from engine.splat.geometry import MV_LOSS_WORD, MultiViewLoss, Neighbours, neighbour_views
+from spirula.engine.ingest.dataset import Camera
+from spirula.engine.splat.camera_table import camera_row
+from spirula.engine.splat.geometry_phase import MV_LOSS_WORD, MultiViewLoss, Neighbours, neighbour_views
 from tests.splat.scenes import camera_of, geometry_map_reader, look_at_w2c
 
 
@@ -245,9 +245,9 @@ def test_training_steps_loss_matches_separate_renders_of_both_views(gpu):
     NumPy loss of the reference and neighbour views rendered separately from the parameters the
     step started from. And Trainer.multiview_consistency (the evaluation's share of agreeing
     pixels) against the NumPy share on separate renders."""
-    from engine.config import TrainConfig
-    from engine.splat.render import Rasterizer
-    from engine.splat.trainer import Trainer
+    from spirula.engine.config import TrainConfig
+    from spirula.engine.splat.render import Rasterizer
+    from spirula.engine.splat.trainer import Trainer
     from tests.splat.scenes import tiny_dataset
 
     ds = tiny_dataset(seed=47, n_cams=16, w=48, h=40, n_points=1500)

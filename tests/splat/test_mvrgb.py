@@ -1,4 +1,4 @@
-"""The multi-view photometric consistency loss (engine/splat/geometry.py
+"""The multi-view photometric consistency loss (spirula/engine/splat/geometry_phase.py
 PhotometricMultiViewLoss, shaders/loss/mvrgb.slang) against a NumPy float64 reference and
 central finite differences, on a textured plane seen by two cameras: the reference view's
 geometry map of that plane warps its training image's patches onto the neighbour's training
@@ -6,9 +6,9 @@ image (NCC ~ 1); a plane moved or tilted in the map does worse."""
 
 import numpy as np
 
-from engine.splat.camera_table import camera_row
-from engine.splat.geometry import MVRGB_LOSS_WORD, PhotometricMultiViewLoss
-from engine.splat.trainer import pack_rgba8
+from spirula.engine.splat.camera_table import camera_row
+from spirula.engine.splat.geometry_phase import MVRGB_LOSS_WORD, PhotometricMultiViewLoss
+from spirula.engine.splat.trainer import pack_rgba8
 from tests.splat.scenes import camera_of, geometry_map_reader, look_at_w2c
 from tests.splat.test_multiview import plane_map, rays
 
@@ -207,9 +207,9 @@ def test_training_steps_mvrgb_loss_matches_numpy_on_separate_renders(gpu):
     neighbour render is recorded): each step's loss equals the NumPy loss of the reference
     view rendered separately from the parameters the step started from, against the paired
     neighbour's training image, on the step's shifted grid of patches."""
-    from engine.config import TrainConfig
-    from engine.splat.render import Rasterizer
-    from engine.splat.trainer import Trainer
+    from spirula.engine.config import TrainConfig
+    from spirula.engine.splat.render import Rasterizer
+    from spirula.engine.splat.trainer import Trainer
     from tests.splat.scenes import tiny_dataset
 
     ds = tiny_dataset(seed=48, n_cams=16, w=48, h=40, n_points=1500)

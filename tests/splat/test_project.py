@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine.splat.camera_table import View, camera_row
+from spirula.engine.splat.camera_table import View, camera_row
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene
 

@@ -7,9 +7,9 @@ gradients and must return dL/d(packed parameters)."""
 import numpy as np
 import pytest
 
-from engine.splat.camera_table import camera_row
-from engine.splat.layout import row_stride
-from engine.splat.render import pack_screen_grads
+from spirula.engine.splat.camera_table import camera_row
+from spirula.engine.splat.param_layout import row_stride
+from spirula.engine.splat.render import pack_screen_grads
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene
 

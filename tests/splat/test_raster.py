@@ -5,8 +5,8 @@ built here in NumPy, so these tests do not depend on the GPU sort."""
 import numpy as np
 import pytest
 
-from engine.splat.camera_table import View
-from engine.splat.render import SCREEN_GRAD_STRIDE, split_screen_grads
+from spirula.engine.splat.camera_table import View
+from spirula.engine.splat.render import SCREEN_GRAD_STRIDE, split_screen_grads
 from tests.splat import reference as ref
 from tests.splat.scenes import random_camera, random_scene, random_screen_splats
 
@@ -174,8 +174,8 @@ def test_tile_ranges_over_a_2d_grid(gpu, m, max_groups, monkeypatch, rng):
     """tile_ranges, one thread per intersection, against NumPy's searchsorted: over a grid
     forced to rows of 3 workgroups, and over a real list of more than 65,535 x 256
     intersections (the 1D limit of Intel and lavapipe)."""
-    from engine import device
-    from engine.device import dispatch_grid
+    from spirula.engine import device
+    from spirula.engine.device import dispatch_grid
 
     if max_groups:
         monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", max_groups)
@@ -198,8 +198,8 @@ def test_tile_ranges_over_a_2d_grid(gpu, m, max_groups, monkeypatch, rng):
 
 
 def test_clear_screen_grads_zeroes_exactly_n_rows_over_a_2d_grid(gpu, monkeypatch, rng):
-    from engine import device
-    from engine.device import dispatch_grid
+    from spirula.engine import device
+    from spirula.engine.device import dispatch_grid
 
     monkeypatch.setattr(device, "MAX_DISPATCH_GROUPS", 3)
     n = int(rng.integers(200, 400))

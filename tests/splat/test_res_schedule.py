@@ -1,4 +1,4 @@
-"""Coarse-to-fine training resolution (engine/splat/res_schedule.py, Trainer._enter_level):
+"""Coarse-to-fine training resolution (spirula/engine/splat/res_schedule.py, Trainer._enter_level):
 the schedule's levels, the scaled intrinsics against a NumPy projection, a low-level render
 against the box-filtered full-size render, and a short run that passes every level."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.config import TrainConfig
-from engine.splat.camera_table import View
-from engine.splat.res_schedule import ResolutionSchedule, level_camera_table, level_size
-from engine.splat.trainer import Trainer
+from spirula.engine.config import TrainConfig
+from spirula.engine.splat.camera_table import View
+from spirula.engine.splat.res_schedule import ResolutionSchedule, level_camera_table, level_size
+from spirula.engine.splat.trainer import Trainer
 from tests.splat.scenes import tiny_dataset
 
 

@@ -1,13 +1,13 @@
-"""engine/splat/schedule.py: the one step schedule, on a fake trainer (no GPU): what is due
+"""spirula/engine/splat/schedule.py: the one step schedule, on a fake trainer (no GPU): what is due
 after which step, the wait before an evaluation or a checkpoint, the stop, and that a run
 driven in slices (the studio) makes the same calls in the same order as one run at once
 (`spirula train`)."""
 
 from types import SimpleNamespace
 
-from engine.config import TrainConfig
-from engine.splat.schedule import TrainingRun, step_plan
-from engine.splat.trainer import TrainState
+from spirula.engine.config import TrainConfig
+from spirula.engine.splat.schedule import TrainingRun, step_plan
+from spirula.engine.splat.trainer import TrainState
 
 
 class FakeTrainer:

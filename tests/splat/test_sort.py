@@ -1,7 +1,7 @@
-"""GPU exclusive scan and stable radix sort (engine/splat/sort.py) against NumPy.
+"""GPU exclusive scan and stable radix sort (spirula/engine/splat/sort.py) against NumPy.
 
 Fresh random inputs per test (seeded for reproducibility of failures, never zeros).
-Runs on whatever device engine.device.get_gpu() gives ($SPIRULA_DEVICE, default vulkan).
+Runs on whatever device spirula.engine.device.get_gpu() gives ($SPIRULA_DEVICE, default vulkan).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.device import get_gpu
-from engine.splat.sort import RadixSort, Scan, read_total
+from spirula.engine.device import get_gpu
+from spirula.engine.splat.sort import RadixSort, Scan, read_total
 
 SENTINEL = 0xA5A5A5A5
 
@@ -45,7 +45,7 @@ def _excl(a: np.ndarray) -> tuple[np.ndarray, int]:
 
 def _run_scan(gpu, scan, a, in_place=False, with_total=True, total64=False):
     """(dst [n + 3] uint32, total): total[0] (saturating word), or with total64 the 64-bit
-    total as a Python int (engine.splat.sort.read_total)."""
+    total as a Python int (spirula.engine.splat.sort.read_total)."""
     n = a.size
     src = gpu.upload(np.concatenate([a, np.full(3, SENTINEL, np.uint32)]))
     dst = src if in_place else gpu.upload(np.full(n + 3, SENTINEL, np.uint32))

@@ -1,4 +1,4 @@
-"""The lean training step (engine/splat/step_pipeline.py, Rasterizer capacity mode):
+"""The lean training step (spirula/engine/splat/step_pipeline.py, Rasterizer capacity mode):
 renders sized by a capacity match the exactly counted ones, and a step whose intersections
 outgrow its capacity changes nothing and is trained again."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.config import TrainConfig
-from engine.splat.camera_table import View
-from engine.splat.trainer import Trainer
+from spirula.engine.config import TrainConfig
+from spirula.engine.splat.camera_table import View
+from spirula.engine.splat.trainer import Trainer
 from tests.splat.scenes import tiny_dataset
 
 
@@ -94,7 +94,7 @@ def test_training_matches_with_any_number_of_steps_in_flight(gpu, depth):
 
 
 def test_released_trainer_leaves_no_buffer_alive(gpu):
-    """Kernels cache their call sites' last arguments (engine.device.Kernel.record); a
+    """Kernels cache their call sites' last arguments (spirula.engine.device.Kernel.record); a
     released trainer's buffers must still be freed when it goes (VRAM pool back to where
     it was, by reference counts)."""
     import gc

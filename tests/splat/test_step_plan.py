@@ -1,4 +1,4 @@
-"""Issue 48 item 2: one place turns --steps into the schedule (engine/splat/schedule.py
+"""Issue 48 item 2: one place turns --steps into the schedule (spirula/engine/splat/schedule.py
 step_plan). Every step number a run derives from its length scales with --steps from
 there (the lr decay's end, MCMC's refine stop, the geometry phase's start, the per-image
 appearance's window, the coarse-to-fine levels, the evaluation and checkpoint cadence and
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import TrainConfig
-from engine.splat.schedule import StepPlan, TrainingRun, step_plan
+from spirula.engine.config import TrainConfig
+from spirula.engine.splat.schedule import StepPlan, TrainingRun, step_plan
 
-ENGINE_SPLAT = Path(__file__).resolve().parents[2] / "engine" / "splat"
+ENGINE_SPLAT = Path(__file__).resolve().parents[2] / "spirula" / "engine" / "splat"
 
 
 def _cfg(steps: int, **kw) -> TrainConfig:
@@ -49,7 +49,7 @@ def test_settings_given_in_steps_or_off_stay_as_given():
 
 
 def test_no_splat_module_but_the_schedule_reads_the_runs_length():
-    """The one place: no module of engine/splat but schedule.py turns cfg.steps into numbers."""
+    """The one place: no module of spirula/engine/splat but schedule.py turns cfg.steps into numbers."""
     readers = sorted(f.name for f in ENGINE_SPLAT.glob("*.py")
                      if re.search(r"\bcfg\.steps\b", re.sub(r'"""[\s\S]*?"""|#.*', "", f.read_text(encoding="utf-8"))))
     assert readers == ["schedule.py"], readers
@@ -59,8 +59,8 @@ def test_the_trainer_and_the_run_take_every_number_from_the_plan(gpu, monkeypatc
     """A plan with numbers of its own (none of them what the settings would give) is what
     the Trainer's density control, geometry phase, appearance, lr decay, resolution
     schedule and TrainingRun's cadence and end use."""
-    import engine.splat.trainer as trainer_module
-    from engine.splat.trainer import Trainer
+    import spirula.engine.splat.trainer as trainer_module
+    from spirula.engine.splat.trainer import Trainer
     from tests.splat.scenes import tiny_dataset
 
     cfg = _cfg(1_000, strategy="mcmc", appearance="exposure", lambda_multiview=0.0, lambda_mvrgb=0.0)

@@ -1,7 +1,7 @@
-"""engine/splat/step_rate.py: steps per second between progress reports, on a fake clock."""
+"""spirula/engine/splat/step_rate.py: steps per second between progress reports, on a fake clock."""
 
-from engine.splat import step_rate
-from engine.splat.step_rate import StepRate
+from spirula.engine.splat import step_rate
+from spirula.engine.splat.step_rate import StepRate
 
 
 def test_rate_between_reports_and_after_a_reset(monkeypatch):

@@ -1,7 +1,0 @@
-"""``python -m engine.cli``: the `spirula` command."""
-
-import sys
-
-from .main import main
-
-sys.exit(main())
