@@ -248,3 +248,25 @@ def test_spirula_runs_stop_line_names_the_stage_or_the_step():
     assert stopped_line(stop, PipelineStopped("train", {"step": 70, "checkpoint": None})) == (
         "stopped at step 70 of the training (SIGTERM); no checkpoint was written (--checkpoint-every 0, or the write "
         f"failed: see above); {again} (the training starts over)")
+
+
+def test_the_signals_are_taken_back_from_a_native_library():
+    """A library that sets its own SIGTERM handler in C after ours (pycolmap's glog dumps a
+    stack and ends the process: `spirula run` after its SfM stage) does not keep it: the next
+    step's should_stop() takes the signal back, and SIGTERM becomes a stop request."""
+    import ctypes
+    import os
+    import signal
+
+    from spirula.engine.cli.stopping import handle_signals
+
+    libc = ctypes.CDLL(None)
+    with handle_signals() as stop:
+        with stop.between_steps():
+            libc.signal(signal.SIGTERM, ctypes.c_void_p(1))  # SIG_IGN, set behind Python's back
+            assert not stop()                                 # a step boundary: ours again
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(100):                              # the handler runs between bytecodes
+                if stop():
+                    break
+            assert stop() and stop.signum == signal.SIGTERM and stop.exit_code == 143

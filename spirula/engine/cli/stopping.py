@@ -35,6 +35,11 @@ class StopRequest:
         self._old: dict[int, object] = {}
 
     def __call__(self) -> bool:
+        if self._old and threading.current_thread() is threading.main_thread():
+            # take the signals back: a native library imported since (pycolmap's glog sets a
+            # SIGTERM handler that dumps a stack and ends the process) may have replaced ours
+            for s in SIGNALS:
+                signal.signal(s, self._handler)
         return self.signum is not None
 
     @property
