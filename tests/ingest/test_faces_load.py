@@ -123,3 +123,31 @@ def test_the_loader_finds_a_circular_fisheyes_image_circle(tmp_path):
     ds = load_dataset(tmp_path, 0, face_size=48)
     assert all(c.image.max(2).min() >= 12 for c in ds.cameras)   # no black pixel in any face
     assert any("a circular image: the lens footprint ends at 108" in n for n in undistortion_notes(ds.undistortion))
+
+
+def test_a_wide_images_mask_is_split_into_its_faces(tmp_path):
+    """A masks/ folder beside fisheye images: each face's mask is the split of the image's
+    mask, resampled as its image (a fresh user's 360 capture kept no mask before)."""
+    from PIL import Image
+
+    from spirula.engine.ingest.images import resize
+
+    rng = np.random.default_rng(11)
+    _dataset(tmp_path, [(1, "SIMPLE_RADIAL_FISHEYE", 160, 160, (F180, 80.0, 80.0, 0.0))],
+             [(f"f{i}.png", 1, 160, 160) for i in range(2)], rng)
+    (tmp_path / "masks").mkdir()
+    mask = np.full((160, 160), 255, np.uint8)
+    mask[:, :60] = 0   # the left part of every image is masked out
+    for i in range(2):
+        Image.fromarray(mask).save(tmp_path / "masks" / f"f{i}.png.png")
+    ds = load_dataset(tmp_path, 32, face_size=48, masks="ignore")
+    assert ds.masks == "ignore" and ds.cameras and all(c.mask is not None for c in ds.cameras)
+    faces = {f.name: f for f in split_faces(CameraModel("SIMPLE_RADIAL_FISHEYE", 160, 160, F180, F180, 80, 80, (0.0,)),
+                                            48)}
+    for c in ds.cameras:
+        want = resize(faces[c.face](mask[..., None])[..., 0], c.width, c.height)
+        np.testing.assert_array_equal(c.mask, want)
+        assert c.mask.shape == c.image.shape[:2]
+    left = next(c for c in ds.cameras if c.face == "left")
+    right = next(c for c in ds.cameras if c.face == "right")
+    assert left.mask.mean() < 60 and right.mask.mean() > 250   # the masked side lands in the left face

@@ -97,7 +97,7 @@ def load_dataset(
     equirectangular) becomes its pinhole cube faces, each a camera named 'image#face';
     "crop": undistorted to one pinhole image cropped to its largest valid rectangle (an
     equirectangular camera's images are then skipped). face_size: faces.py's N (0: per face).
-    Faces carry no mask (a mask of a wide image is not split yet): they train unmasked.
+    A wide image's mask is split into its faces like the image.
     Returns cameras sorted by name; reader and loader notes are in ``Dataset.warnings``.
     """
     if wide_lens not in WIDE_LENS_MODES:
@@ -115,7 +115,7 @@ def load_dataset(
     def load_one(view: ViewSpec) -> Camera | list[Camera] | ImageDecodeError | tuple[str, str]:
         try:
             if is_wide(view.camera) and wide_lens == "faces":
-                cam = _load_faces(view, maps, max_size, notes, lock, split, face_size)
+                cam = _load_faces(view, maps, max_size, notes, lock, split, face_size, masker)
             elif isinstance(view.camera, Equirect):
                 raise _UnusableCamera(f"camera {view.camera.describe()}: a 360-degree panorama has no single pinhole "
                                       "image (--wide-lens crop); use --wide-lens faces")
@@ -214,11 +214,17 @@ def _load_camera(
 
 
 def _load_faces(view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list], lock: threading.Lock,
-                split: dict, face_size: int) -> list[Camera]:
+                split: dict, face_size: int, masker: MaskReader | None = None) -> list[Camera]:
     """Read and match one view of a wide camera, then its pinhole faces (spirula/engine/ingest/faces.py),
-    each downscaled to ``max_size``: one Camera per face, named face_name(view.name, face)."""
+    each downscaled to ``max_size``: one Camera per face, named face_name(view.name, face); the
+    view's mask, if any, is resampled into each face like its image."""
     stored, orientation, bits = read_image_meta(view.image_path)
     image, cam, how = match_camera(stored, orientation, view.camera, view.image_path)
+    mask = masker.read(view, stored.shape[:2]) if masker is not None else None
+    if mask is not None and how["exif"] == "applied":
+        mask = apply_orientation(mask[..., None], orientation)[..., 0]
+    if mask is not None and mask.shape != image.shape[:2]:
+        mask = None  # matched to the camera by a rescale: the reader's size rule already named it
     with lock:
         if bits > 8:
             notes["deep"].append((view.name, bits))
@@ -241,7 +247,8 @@ def _load_faces(view: ViewSpec, maps: _MapCache, max_size: int | None, notes: di
         sx, sy = out_w / pin.width, out_h / pin.height
         out.append(Camera(name=face_name(view.name, face.name), image_path=view.image_path, width=out_w, height=out_h,
                           fx=pin.fx * sx, fy=pin.fy * sy, cx=pin.cx * sx, cy=pin.cy * sy, w2c=face.w2c(view.w2c),
-                          image=resize(face(image), out_w, out_h), source=view.name, face=face.name))
+                          image=resize(face(image), out_w, out_h), source=view.name, face=face.name,
+                          mask=None if mask is None else resize(face(mask[..., None])[..., 0], out_w, out_h)))
     return out
 
 
