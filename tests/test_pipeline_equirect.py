@@ -114,3 +114,21 @@ def test_a_fisheye_sfm_model_is_kept_for_the_faces(tmp_path):
     cfg = PipelineConfig()
     cfg.run.dataset.wide_lens = "crop"
     assert cfg.stage_settings("undistort") == {"wide_lens": "crop"} and PipelineConfig().stage_settings("undistort") == {}
+
+
+def test_crop_mode_refuses_a_360_video_before_sfm(tmp_path, capsys):
+    """--wide-lens crop cannot train a 360-degree capture: `spirula run` says so at the SfM
+    stage, in one line naming the video, before any feature is extracted (it failed only at
+    the training before)."""
+    from spirula.engine.cli.main import main
+
+    video = _room_video(tmp_path / "room360.mp4", 3, 256)
+    proj = tmp_path / "proj"
+    code = main(["run", str(video), "-o", str(proj), "--frames", "3", "--frame-size", "256", "--steps", "20",
+                 "--max-size", "64", "--no-mesh", "--wide-lens", "crop"])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "room360.mp4" in err and "--wide-lens faces" in err and "360-degree" in err, err
+    assert not (proj / "cache" / "sfm").exists() or not any((proj / "cache" / "sfm").rglob("*.db")), \
+        "features were extracted"
+    assert not (proj / "sparse").exists()

@@ -207,6 +207,12 @@ def stage_sfm(ctx: StageContext) -> dict:
         ctx.progress(done, total, what)
 
     if equirect_frames(meta):
+        if ctx.cfg.run.dataset.wide_lens == "crop":  # refused before SfM, not after it at the training
+            from ..errors import SpirulaError
+
+            w, h = next(iter(meta["sizes"].values()))
+            raise SpirulaError(f"{ctx.source}: its {w}x{h} frames (2:1) are a 360-degree capture, which has no single "
+                               "pinhole image to crop (--wide-lens crop): use --wide-lens faces (the default)")
         summary = _sfm_equirect(ctx, frames, meta, out, report)
     else:
         summary = run_sfm(frames, meta["frames"], meta["groups"], {k: tuple(v) for k, v in meta["sizes"].items()},
