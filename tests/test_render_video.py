@@ -108,6 +108,35 @@ def test_cli_refuses_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "o.mp4").exists()
 
 
+def test_cli_says_when_keyframes_would_be_ignored_or_missed(tmp_path, capsys):
+    """A keyframe file with another --path is refused (it was ignored without a word); a
+    keyframe past the video's end is named with the --seconds that reaches it; a bad
+    keyframe is counted from 1."""
+    from spirula.engine.cli.main import main
+
+    write_ply(tmp_path / "s.ply", _scene(2, 50))
+    a, b = np.eye(4), np.eye(4)
+    b[:3, 3] = [0.5, 0.0, 0.0]
+    keys = tmp_path / "k.json"
+    keys.write_text(json.dumps([{"c2w": a.tolist(), "fov": 40, "time": 0.0},
+                                {"c2w": b.tolist(), "fov": 40, "time": 5.0}]))
+    out = tmp_path / "o.mp4"
+    assert main(["render", str(tmp_path / "s.ply"), "-o", str(out), "--keyframes", str(keys), "--path", "orbit"]) == 1
+    err = capsys.readouterr().err
+    assert "--keyframes" in err and "--path orbit" in err and not out.exists()
+    with pytest.raises(SpirulaError, match="keyframe 2's c2w"):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps([{"c2w": a.tolist(), "fov": 40}, {"c2w": (2 * a).tolist(), "fov": 40}]))
+        cp.read_keyframes(bad)
+    # past the end: warned before any frame renders (then the render is refused for its size here)
+    main(["render", str(tmp_path / "s.ply"), "-o", str(out), "--keyframes", str(keys), "--seconds", "0.51"])
+    err = capsys.readouterr().err
+    assert "error: --seconds 0.51" in err   # bad settings first: no warning needed
+    main(["render", str(tmp_path / "missing.ply"), "-o", str(out), "--keyframes", str(keys), "--seconds", "1"])
+    err = capsys.readouterr().err
+    assert "1 keyframe of" in err and "--seconds 5.03333" in err, err
+
+
 # ------------------------------------------------------------------ camera paths (NumPy)
 
 def _ring(rng, k, centre, radius, height, noise=0.0):

@@ -9,6 +9,7 @@ this branch cleanly when this command was written."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .options import add_device_option, int_at_least
@@ -59,11 +60,26 @@ def cmd_render(args: argparse.Namespace) -> int:
     from ..jobs.render_video import VideoSettings, render_video
     from . import stopping
 
+    from ..errors import SpirulaError
+
     path = args.path or ("keyframes" if args.keyframes else VideoSettings.path)
+    if args.keyframes and path != "keyframes":  # the file would be ignored without a word
+        raise SpirulaError(f"--keyframes {args.keyframes} is given with --path {path}: drop --path (or say "
+                           "--path keyframes) to follow the keyframes")
     s = VideoSettings(width=args.width, height=args.height, fps=args.fps, seconds=args.seconds, crf=args.crf,
                       path=path, keyframes=str(args.keyframes or ""), chroma=args.chroma,
                       crop=tuple(args.crop) if args.crop else ())
     n = s.frames()                                   # bad settings fail before the GPU starts
+    if path == "keyframes" and args.keyframes:
+        from ..splat.camera_path import read_keyframes
+
+        times = read_keyframes(args.keyframes)[2]
+        end = (n - 1) / s.fps
+        if times is not None and times[-1] > end + 1e-9:
+            late = int((times > end + 1e-9).sum())
+            print(f"warning: {late} keyframe{'s' if late > 1 else ''} of {args.keyframes} lie past the video's "
+                  f"last frame ({end:g} s; the last keyframe is at {times[-1]:g} s): --seconds "
+                  f"{times[-1] + 1 / s.fps:g} reaches it", file=sys.stderr)
     check_writable(args.output.parent if args.output.parent != Path("") else Path("."))
     stop = stopping.current()
     bar = tqdm(total=n, unit="frame", dynamic_ncols=True)

@@ -31,7 +31,7 @@ image are square pixels about the centre: ``fy = fx = (H / 2) / tan(fov / 2)``,
   first and after the last the nearest keyframe holds.
 
 Errors: :class:`spirula.engine.errors.SpirulaError` in one line naming the keyframe file for a file
-that is not JSON, no keyframes, a c2w that is not a finite 4 x 4 (or 3 x 4) rigid
+that is not JSON, no keyframes, a c2w (keyframes counted from 1) that is not a finite 4 x 4 (or 3 x 4) rigid
 transform with a rotation (orthonormal to 1e-3, determinant +1), a field of view outside
 (0, 180) degrees, or times that do not increase.
 """
@@ -274,7 +274,7 @@ def read_keyframes(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
     mats, fovs, times = [], [], []
     for i, k in enumerate(keys):
         if not isinstance(k, dict):
-            raise bad(f"keyframe {i} is not an object")
+            raise bad(f"keyframe {i + 1} (of {len(keys)}) is not an object")
         try:
             m = np.asarray(k.get("c2w"), np.float64)
         except (TypeError, ValueError):
@@ -282,13 +282,13 @@ def read_keyframes(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
         if m.shape == (3, 4):
             m = np.vstack([m, [0.0, 0.0, 0.0, 1.0]])
         if m.shape != (4, 4) or not np.all(np.isfinite(m)):
-            raise bad(f"keyframe {i}'s c2w is not a 4 x 4 (or 3 x 4) matrix of finite numbers")
+            raise bad(f"keyframe {i + 1}'s c2w is not a 4 x 4 (or 3 x 4) matrix of finite numbers")
         r = m[:3, :3]
         if np.abs(r @ r.T - np.eye(3)).max() > 1e-3 or np.linalg.det(r) < 0 or np.abs(m[3] - [0, 0, 0, 1]).max() > 1e-9:
-            raise bad(f"keyframe {i}'s c2w is not a rigid transform (its 3 x 3 part must be a rotation)")
+            raise bad(f"keyframe {i + 1}'s c2w is not a rigid transform (its 3 x 3 part must be a rotation)")
         fov = k.get("fov")
         if not isinstance(fov, (int, float)) or isinstance(fov, bool) or not 0.0 < fov < 180.0:
-            raise bad(f"keyframe {i}'s fov is {json.dumps(fov)}, not a vertical field of view in (0, 180) degrees")
+            raise bad(f"keyframe {i + 1}'s fov is {json.dumps(fov)}, not a vertical field of view in (0, 180) degrees")
         mats.append(m)
         fovs.append(float(fov))
         times.append(k.get("time"))
