@@ -277,7 +277,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("checkpoint_every", T, int, 2000, "checkpoint the training every K steps and at its end (0 = only when "
        "stopped) into the project's checkpoints/train.npz (a partition part's: <part>/train/checkpoints/); "
        "spirula train --resume, a rerun of spirula run or partition train, or the studio's Resume continues "
-       "from it", low=0, metavar="K", retrains=False,
+       "from it (spirula run removes it once its training finishes)", low=0, metavar="K", retrains=False,
        resume="neutral"),
 )
 del D, T

@@ -153,3 +153,19 @@ def test_each_commands_help_names_the_one_checkpoint_path(command, capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "checkpoints/train.npz" in text and "spirula train into <output>/checkpoint.npz" not in text, text
     assert "partition part's: <part>/train/checkpoints/" in text
+
+
+def test_a_finished_run_trained_again_says_it_trains_afresh(ring, tmp_path):
+    """A `spirula run` whose training finished keeps no checkpoint: rerun with more steps, it
+    trains afresh and says so (it did without a word)."""
+    from spirula.engine.jobs.pipeline import PipelineConfig, run_pipeline
+
+    from spirula.engine.jobs.project_layout import checkpoint_path
+
+    proj = tmp_path / "p"
+    run_pipeline(ring, proj, PipelineConfig(run=_cfg(2), with_mesh=False))
+    assert not checkpoint.exists(checkpoint_path(proj))
+    seen: list = []
+    run_pipeline(ring, proj, PipelineConfig(run=_cfg(3), with_mesh=False), emit=seen.append)
+    texts = [str(getattr(m, "detail", "")) + str(getattr(m, "text", "")) for m in seen]
+    assert any("training afresh" in t and "keeps no checkpoint" in t for t in texts), seen

@@ -390,6 +390,12 @@ def stage_train(ctx: StageContext) -> dict:
         aside = checkpoint.set_aside(ckpt)
         if aside is not None:
             on_message(f"note: training afresh (--from); the earlier training's checkpoint is set aside as {aside}")
+    else:
+        from .. import checkpoint
+
+        if (ctx.project / "train" / "train.json").is_file() and not checkpoint.exists(ckpt):
+            on_message("note: training afresh: the training settings changed since the finished training in "
+                       f"{ctx.project / 'train'}, and a finished training keeps no checkpoint to continue from")
     # a stop (Ctrl-C, SIGTERM, Cancel) ends it between two steps, checkpointed: the pipeline then stops
     m = run_training(dataset_path(ctx), ctx.staging / "train", cfg, on_progress=on_progress, on_message=on_message,
                      should_stop=ctx.should_stop, resume="never" if ctx.fresh else "auto", checkpoint_path=ckpt,
