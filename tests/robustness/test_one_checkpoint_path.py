@@ -169,3 +169,19 @@ def test_a_finished_run_trained_again_says_it_trains_afresh(ring, tmp_path):
     run_pipeline(ring, proj, PipelineConfig(run=_cfg(3), with_mesh=False), emit=seen.append)
     texts = [str(getattr(m, "detail", "")) + str(getattr(m, "text", "")) for m in seen]
     assert any("training afresh" in t and "keeps no checkpoint" in t for t in texts), seen
+
+
+def test_a_finished_spirula_train_names_its_checkpoint_in_metrics(ring, tmp_path):
+    """metrics.json of a finished `spirula train` names the checkpoint it keeps and its step
+    (both were null unless the run was stopped)."""
+    import json
+
+    from spirula.engine.jobs.project_layout import checkpoint_path
+    from spirula.engine.jobs.train import run_training
+
+    out = tmp_path / "t"
+    m = run_training(ring, out, _cfg(3), on_message=lambda _: None)
+    saved = json.loads((out / "metrics.json").read_text())
+    assert checkpoint.exists(checkpoint_path(out))
+    assert m["checkpoint_step"] == saved["checkpoint_step"] == 3
+    assert Path(saved["checkpoint"]) == checkpoint_path(out)

@@ -484,12 +484,14 @@ class _Job:
             # stopped between two steps, or the end (even of a run shorter than --checkpoint-every):
             # keep exactly this state (a finished run's to continue with more steps)
             on_checkpoint(state.step)
-        if state.stopped_early:
-            self.flush(on_message)  # on disk before the run says where it stopped
+        kept = state.stopped_early or keep_checkpoint
+        if kept:
+            self.flush(on_message)  # on disk before the run says where it stopped (or metrics.json names it)
         t_train = time.perf_counter() - t1
-        # a stopped run: the checkpoint on disk to continue from (None: none was written)
-        stopped = {"checkpoint": str(self.writer.saved_path) if state.stopped_early and self.writer.saved_step is not None
-                   else None, "checkpoint_step": self.writer.saved_step if state.stopped_early else None}
+        # the checkpoint on disk to continue from (None: none was written, or a finished `spirula run`
+        # training, which removes it)
+        stopped = {"checkpoint": str(self.writer.saved_path) if kept and self.writer.saved_step is not None
+                   else None, "checkpoint_step": self.writer.saved_step if kept else None}
         count, final, metrics = job.finish(out_dir, job.seconds_before + t_train, t_train,
                                            {"dataset": str(dataset_path), "device": gpu.adapter,
                                             "load_seconds": t_load}, on_message=on_message, extra=stopped)
