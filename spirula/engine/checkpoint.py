@@ -465,7 +465,8 @@ def compare(ckpt: Checkpoint, config, dataset_id: dict, device: str = "") -> tup
             changed[size] += " (the image sizes and intrinsics with it)"
     steps = cur.get("train", {}).get("steps")
     if isinstance(steps, int) and ckpt.step > steps:
-        blocking.append(f"it is at step {ckpt.step}, past this run's {steps} steps")
+        blocking.append(f"it is at step {ckpt.step}, past this run's {steps} steps (--steps {ckpt.step} or more "
+                        "continues it)")
     if ckpt.device and device and ckpt.device != device:
         changed.append(f"device {ckpt.device!r} -> {device!r}")
     return blocking, changed
