@@ -154,3 +154,30 @@ def test_coarse_levels_downscale_the_mask_with_the_image(gpu):
     np.testing.assert_array_equal(lvl[..., :3], level_image(ds.cameras[0].image, 1))
     assert (_unpack(t._training_rgba(1, 1))[..., 3] == 255).all()  # no mask: every pixel kept
     t.release()
+
+
+def test_cutout_evaluation_saves_the_target_it_scored(tmp_path):
+    """With cut-out masks, a held-out view's eval/<name>.gt.png is the background-filled
+    target its PSNR was scored against (it was the raw photo), and the PSNR is that target's."""
+    from types import SimpleNamespace
+
+    from PIL import Image
+
+    from spirula.engine.splat.evaluate import evaluate
+    from spirula.engine.splat.metrics import psnr
+
+    rng = np.random.default_rng(17)
+    image = rng.integers(40, 255, (12, 16, 3), dtype=np.uint8)
+    mask = np.full((12, 16), 255, np.uint8)
+    mask[:, :5] = 0
+    cam = SimpleNamespace(name="v.png", image=image, mask=mask)
+    render = rng.uniform(0, 1, (12, 16, 3)).astype(np.float32)
+    trainer = SimpleNamespace(recentre_appearance=lambda: None, render=lambda i: render, masks="cutout",
+                              cfg=SimpleNamespace(background=(0.2, 0.4, 0.6)),
+                              dataset=SimpleNamespace(cameras=[cam], masks_source="folder"))
+    out = evaluate(trainer, [0], tmp_path)
+    saved = np.asarray(Image.open(tmp_path / "v.gt.png"))
+    want = image.copy()
+    want[:, :5] = np.round(np.array([0.2, 0.4, 0.6]) * 255).astype(np.uint8)   # the filled background
+    assert np.abs(saved.astype(int) - want.astype(int)).max() <= 1
+    assert out["views"][0]["psnr"] == pytest.approx(psnr(render, saved.astype(np.float32) / 255.0), abs=1e-4)

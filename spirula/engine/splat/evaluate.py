@@ -32,7 +32,8 @@ from .metrics import psnr, ssim
 
 def evaluate(trainer, test_idx: list[int], out_dir: Path | None = None) -> dict:
     """{'psnr': mean dB, 'ssim': mean, 'views': [{name, psnr, ssim}]} over ``test_idx``.
-    With ``out_dir``, writes ``<name>.render.png`` and ``<name>.gt.png`` there."""
+    With ``out_dir``, writes ``<name>.render.png`` and ``<name>.gt.png`` (the target it was scored
+    against: with cut-out masks, the image with its masked pixels filled) there."""
     trainer.recentre_appearance()
     views = []
     masks = getattr(trainer, "masks", "off")
@@ -51,7 +52,7 @@ def evaluate(trainer, test_idx: list[int], out_dir: Path | None = None) -> dict:
             out_dir.mkdir(parents=True, exist_ok=True)
             stem = Path(cam.name).stem
             _save_png(out_dir / f"{stem}.render.png", (img * 255.0 + 0.5).astype(np.uint8))
-            _save_png(out_dir / f"{stem}.gt.png", cam.image)
+            _save_png(out_dir / f"{stem}.gt.png", gt8)  # what the view was scored against (cutout: filled)
     if not views:
         return {"psnr": None, "ssim": None, "views": []}
     out = {"psnr": float(np.mean([v["psnr"] for v in views])),
