@@ -167,11 +167,9 @@ def load_dataset(
     )
 
 
-def _load_camera(
-    view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list], lock: threading.Lock,
-    pinhole: dict[CameraModel, dict], masker: MaskReader | None = None,
-) -> Camera:
-    """Read, match, undistort, crop and downscale one view (see the module docstring)."""
+def _read_view(view: ViewSpec, notes: dict[str, list], lock: threading.Lock, masker: MaskReader | None):
+    """(image [H, W, 3] uint8 as the camera sees it, the matched camera, its mask [H, W] uint8
+    or None) of one view; its orientation, bit depth and rescale go to ``notes``."""
     stored, orientation, bits = read_image_meta(view.image_path)
     image, cam, how = match_camera(stored, orientation, view.camera, view.image_path)
     mask = masker.read(view, stored.shape[:2]) if masker is not None else None
@@ -186,6 +184,15 @@ def _load_camera(
             notes["exif_ignored"].append(view.name)
         if how["scale"] is not None:
             notes["resized"].append((view.name, how["scale"]))
+    return image, cam, mask
+
+
+def _load_camera(
+    view: ViewSpec, maps: _MapCache, max_size: int | None, notes: dict[str, list], lock: threading.Lock,
+    pinhole: dict[CameraModel, dict], masker: MaskReader | None = None,
+) -> Camera:
+    """Read, match, undistort, crop and downscale one view (see the module docstring)."""
+    image, cam, mask = _read_view(view, notes, lock, masker)
     undistorter = maps.get(view.camera, cam, view.image_path)
     image = undistorter(image)
     pin = undistorter.dst
@@ -218,22 +225,9 @@ def _load_faces(view: ViewSpec, maps: _MapCache, max_size: int | None, notes: di
     """Read and match one view of a wide camera, then its pinhole faces (spirula/engine/ingest/faces.py),
     each downscaled to ``max_size``: one Camera per face, named face_name(view.name, face); the
     view's mask, if any, is resampled into each face like its image."""
-    stored, orientation, bits = read_image_meta(view.image_path)
-    image, cam, how = match_camera(stored, orientation, view.camera, view.image_path)
-    mask = masker.read(view, stored.shape[:2]) if masker is not None else None
-    if mask is not None and how["exif"] == "applied":
-        mask = apply_orientation(mask[..., None], orientation)[..., 0]
+    image, cam, mask = _read_view(view, notes, lock, masker)
     if mask is not None and mask.shape != image.shape[:2]:
         mask = None  # matched to the camera by a rescale: the reader's size rule already named it
-    with lock:
-        if bits > 8:
-            notes["deep"].append((view.name, bits))
-        if how["exif"] == "applied":
-            notes["exif_applied"].append(view.name)
-        elif how["exif"] == "ignored":
-            notes["exif_ignored"].append(view.name)
-        if how["scale"] is not None:
-            notes["resized"].append((view.name, how["scale"]))
     # a circular fisheye's image circle is found in the first image of its camera that is read
     faces: list[Face] = maps.get(view.camera, cam, view.image_path,
                                  lambda c: split_faces(c, face_size, max_angle=image_circle_angle(c, image)))
