@@ -204,7 +204,7 @@ def test_mesh_stage_input_is_the_edited_splats(tmp_path, monkeypatch):
 
     p = _project(tmp_path)
     (p / "train.json").write_text(json.dumps({"dataset": str(tmp_path / "data")}))
-    monkeypatch.setattr(ingest, "load_dataset", lambda path, max_size: "dataset")
+    monkeypatch.setattr(ingest, "load_dataset", lambda path, max_size, **kw: "dataset")
     g = read_ply(p / "splat.ply", warn=False)
     e = SplatEdit(g.means, sha256=file_sha256(p / "splat.ply"))
     e.set_crop(CropBox.from_bounds((-0.5, -2, -2), (0.5, 2, 2)))

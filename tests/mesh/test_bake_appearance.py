@@ -87,8 +87,8 @@ def test_photos_for_bake_reads_the_training_files(gpu, tmp_path, rng):
     app.save(tmp_path, names, trained=[0, 1])
     photos = [(rng.uniform(0.1, 0.9, (20, 30, 3)) * 255).astype(np.uint8) for _ in names]
     # the bake's cameras in another order than the training's, plus one the training never saw
-    cams = [SimpleNamespace(name=n, image=photos[k]) for k, n in ((1, "b.jpg"), (0, "a.jpg"), (2, "c.jpg"))]
-    cams.append(SimpleNamespace(name="new.jpg", image=photos[0]))
+    cams = [SimpleNamespace(name=n, image_name=n, image=photos[k]) for k, n in ((1, "b.jpg"), (0, "a.jpg"), (2, "c.jpg"))]
+    cams.append(SimpleNamespace(name="new.jpg", image_name="new.jpg", image=photos[0]))
     image_of, report = photos_for_bake(tmp_path, cams)
     assert report == {"mode": "affine", "images_adjusted": 2, "images": 4}
     # as appearance.json holds them (7 decimals): the trained float32 ones would put a pixel
