@@ -21,8 +21,9 @@ from ..patience import patient
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE_LIBS = {"av": "video", "pycolmap": "sfm", "trimesh": "mesh", "skimage": "mesh", "xatlas": "mesh",
-              "fast_simplification": "mesh"}
-DISTS = {"video": {"av"}, "sfm": {"pycolmap"}, "mesh": {"trimesh", "scikit-image", "xatlas", "fast-simplification"}}
+              "fast_simplification": "mesh", "manifold3d": "mesh"}
+DISTS = {"video": {"av"}, "sfm": {"pycolmap"},
+         "mesh": {"trimesh", "scikit-image", "xatlas", "fast-simplification", "manifold3d"}}
 
 # Run in a fresh interpreter with the stage libraries made unimportable (None in sys.modules:
 # `import av` raises ModuleNotFoundError, as when it is not installed).

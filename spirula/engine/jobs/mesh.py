@@ -340,11 +340,15 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     else:                          # a scene: every real surface stays; only specks go
         verts, faces, removed = remove_small_components(verts, faces, 0.0)
     rep.step("decimate")
-    verts, faces = decimate(verts, faces, cfg.faces)
+    # a mesh to close keeps 5% of the face budget for the repair's fills (--mesh-faces is a ceiling)
+    verts, faces = decimate(verts, faces, int(cfg.faces * 0.95) if closed and cfg.faces > 0 else cfg.faces)
     rep.step("repair")
     repair = None
     if closed:   # decimation may pinch thin parts; where the views saw too little, or the box cuts, is open
         verts, faces, repair = close_holes(verts, faces)
+        if 0 < cfg.faces < len(faces):   # the fills took more than the reserve: once more from less
+            verts, faces = decimate(verts, faces, int(cfg.faces * 0.85))
+            verts, faces, repair = close_holes(verts, faces)
         # the slivers a repair closes off on their own go as floaters do (closed: the rest stays closed)
         verts, faces, repair["components_removed"] = remove_small_components(verts, faces, cfg.min_component)
         repair["manifold3d"] = manifold_check(verts, faces)

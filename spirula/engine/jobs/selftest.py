@@ -50,7 +50,7 @@ RESOURCE_PACKAGE = "spirula_resources"  # resources/ in the wheel (pyproject.tom
 REQUIRED_MODULES = (("numpy", "everything"), ("scipy", "everything"), ("PIL", "images"))
 STAGE_MODULES = REQUIRED_MODULES + (("av", "video import"), ("pycolmap", "SfM"), ("trimesh", "mesh export"),
                                     ("skimage", "mesh surface"), ("xatlas", "mesh UV atlas"),
-                                    ("fast_simplification", "mesh decimation"))
+                                    ("fast_simplification", "mesh decimation"), ("manifold3d", "mesh repair"))
 GUI_MODULES = ("PySide6", "pyqtgraph")   # found, not imported: the engine stays Qt-free
 
 
