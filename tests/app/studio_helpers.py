@@ -139,3 +139,28 @@ def measure_event_loop(app, win, seconds: float = 6.0, orbit_every_ms: int = 50)
     return {"ticks": len(ticks), "gap_median_ms": float(np.median(gaps)), "gap_p99_ms": float(np.percentile(gaps, 99)),
             "gap_max_ms": float(gaps.max()), "steps": [step0, steps_done(win)],
             "frames": [frames0, win.viewer_stats.frames if win.viewer_stats else frames0]}
+
+
+class FakeEngine:
+    """What the engine thread's Loads needs of it, without one: the device, the projects
+    folder, no training under way, the messages emitted kept; set_scene does nothing and a
+    failure is raised (engine/studio/loading.py)."""
+
+    def __init__(self, gpu, projects):
+        from types import SimpleNamespace
+
+        self.gpu, self.s = gpu, SimpleNamespace(projects=projects)
+        self.training = SimpleNamespace(unfinished=lambda: None)
+        self.messages: list = []
+
+    def emit(self, m) -> None:
+        self.messages.append(m)
+
+    def state(self, *a) -> None:
+        pass
+
+    def set_scene(self, scene) -> None:
+        pass
+
+    def fail(self, exc, *a, **kw) -> None:
+        raise exc

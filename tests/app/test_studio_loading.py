@@ -6,7 +6,6 @@ the studio read the dataset and made the split itself (spirula/engine/studio/loa
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -14,23 +13,9 @@ from spirula.engine import checkpoint
 from spirula.engine.studio import protocol as M
 
 from .scene import write_scene
+from .studio_helpers import FakeEngine
 
 pytestmark = pytest.mark.timeout(300)
-
-
-class _Engine:
-    """What Loads needs of the engine thread, without one."""
-
-    def __init__(self, gpu, projects: Path):
-        self.gpu, self.s = gpu, SimpleNamespace(projects=projects)
-        self.training = SimpleNamespace(unfinished=lambda: None)
-        self.messages: list = []
-
-    def emit(self, m) -> None:
-        self.messages.append(m)
-
-    def state(self, *a) -> None:
-        pass
 
 
 def test_start_and_resume_load_through_the_training_job(gpu, tmp_path, monkeypatch):
@@ -50,7 +35,7 @@ def test_start_and_resume_load_through_the_training_job(gpu, tmp_path, monkeypat
     ring = write_scene(tmp_path / "ring")
     names = [c.name for c in load_dataset(ring, 48).cameras]
     project = tmp_path / "p"
-    loads = Loads(_Engine(gpu, tmp_path / "projects"))
+    loads = Loads(FakeEngine(gpu, tmp_path / "projects"))
     loads.start()
     try:
         loads.start_training(M.StartTraining(str(ring), project=str(project), steps=4, max_size=48,

@@ -10,7 +10,6 @@ import json
 import shutil
 from concurrent.futures import Future
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,29 +17,9 @@ import pytest
 from spirula.engine.studio import protocol as M
 
 from .conftest import spin
+from .studio_helpers import FakeEngine
 
 pytestmark = pytest.mark.timeout(300)
-
-
-class _Engine:
-    """What Loads needs of the engine thread, without one (the commands it would run recorded)."""
-
-    def __init__(self, gpu, projects: Path):
-        self.gpu, self.s = gpu, SimpleNamespace(projects=projects)
-        self.training = SimpleNamespace(unfinished=lambda: None)
-        self.messages: list = []
-
-    def emit(self, m) -> None:
-        self.messages.append(m)
-
-    def state(self, *a) -> None:
-        pass
-
-    def set_scene(self, scene) -> None:
-        pass
-
-    def fail(self, exc, *a, **kw) -> None:
-        raise exc
 
 
 def _trained_after_reconstruction(gpu, tiny_dataset, tmp_path):
@@ -54,7 +33,7 @@ def _trained_after_reconstruction(gpu, tiny_dataset, tmp_path):
     project = tmp_path / "clip"
     shutil.copytree(tiny_dataset, project)   # what the reconstruction left: a COLMAP dataset ...
     (project / "run.json").write_text("{}")  # ... in a `spirula run` project
-    engine = _Engine(gpu, tmp_path / "projects")
+    engine = FakeEngine(gpu, tmp_path / "projects")
     loads = Loads(engine)
     loads.start()
     try:
