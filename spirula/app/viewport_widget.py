@@ -1,6 +1,7 @@
 """The viewport widget: a native window the engine presents into through a Vulkan swapchain
-(slangpy surface on the window's handle), or, when that is impossible, a widget showing the
-frames the engine read back. Input (orbit, pan, zoom, WASD fly, click a frustum) becomes
+(slangpy surface on the window's handle), or, when that is impossible or the device is slow, a
+widget showing the frames the engine read back, reprojected at once for a moved camera
+(spirula/app/image_view.py). Input (orbit, pan, zoom, WASD fly, click a frustum) becomes
 ``SetView`` commands: the wheel zooms towards the point under the cursor (the nearest of the
 scene's sampled points there, else the cursor ray at the target's depth); a left drag orbits
 about the target (the subject's centre after F) or, with Alt or ``orbit_pivot`` "cursor",
