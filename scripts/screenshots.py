@@ -15,7 +15,8 @@ fox sample, as a user goes through them:
                           Export panel's list of what was saved (a PLY export and the mesh's files)
 
 Runs on a private Xvfb display unless --display is given, so the picture is the real window
-with its Vulkan-presented viewport (software Vulkan works).
+with its viewport as a user sees it (software Vulkan works: there the window shows the frames
+the engine read back, spirula/app/image_view.py).
 
     .venv/bin/python scripts/screenshots.py [--steps 600] [--at 250] [--out docs/screenshots]
                                             [--until bounds]   (the screens before training only)

@@ -1,6 +1,7 @@
 """The viewport widget: a native window the engine presents into through a Vulkan swapchain
-(slangpy surface on the window's handle), or, when that is impossible, a widget showing the
-frames the engine read back. Input (orbit, pan, zoom, WASD fly, click a frustum) becomes
+(slangpy surface on the window's handle), or, when that is impossible or the device is slow, a
+widget showing the frames the engine read back, reprojected at once for a moved camera
+(spirula/app/image_view.py). Input (orbit, pan, zoom, WASD fly, click a frustum) becomes
 ``SetView`` commands: the wheel zooms towards the point under the cursor (the nearest of the
 scene's sampled points there, else the cursor ray at the target's depth); a left drag orbits
 about the target (the subject's centre after F) or, with Alt or ``orbit_pivot`` "cursor",
@@ -30,6 +31,7 @@ from spirula.engine.studio import protocol as M
 from spirula.engine.studio.bounds_box import box_to_crop, crop_to_box
 
 from .bounds_drag import FaceDrag, pick_face
+from .image_view import ImageView, InputMixin
 from .camera import OrbitCamera, pick, point_under
 
 log = logging.getLogger("spirula.app.viewport_widget")
@@ -44,7 +46,7 @@ FLY_KEYS = {
 class ViewController(QtCore.QObject):
     """Camera state of the viewport and the input that moves it."""
 
-    view_changed = QtCore.Signal()
+    view_changed = QtCore.Signal()           # the camera moved (at once; its SetView goes on the next tick)
     camera_picked = QtCore.Signal(int)
     bounds_dragged = QtCore.Signal(tuple)    # the mesh box while a face handle is dragged
     hover_changed = QtCore.Signal(int)       # active_face or crop_face changed (-1: none)
@@ -250,6 +252,12 @@ class ViewController(QtCore.QObject):
     def _changed(self) -> None:
         self.look_through = None
         self._dirty = True  # sent on the next tick: a burst of mouse moves is one SetView
+        self.view_changed.emit()  # the readback surface shows the move at once (spirula/app/image_view.py)
+
+    def pivot(self) -> np.ndarray:
+        """The world point the view turns about: the point under the cursor a drag turns
+        about, else the target."""
+        return self._pivot if self._pivot is not None else self.camera.target
 
     def _tick(self) -> None:
         now = time.perf_counter()
@@ -410,41 +418,7 @@ class ViewController(QtCore.QObject):
         self._keys.clear()
 
 
-class _InputMixin:
-    controller: ViewController
-
-    def mousePressEvent(self, ev):  # noqa: N802 (Qt names)
-        self.controller.mouse_press(ev)
-
-    def mouseMoveEvent(self, ev):  # noqa: N802
-        self.controller.mouse_move(ev)
-
-    def mouseReleaseEvent(self, ev):  # noqa: N802
-        self.controller.mouse_release(ev)
-
-    def wheelEvent(self, ev):  # noqa: N802
-        self.controller.wheel(ev)
-
-    def keyPressEvent(self, ev):  # noqa: N802
-        if not self.controller.key_press(ev):
-            super().keyPressEvent(ev)
-
-    def keyReleaseEvent(self, ev):  # noqa: N802
-        if not self.controller.key_release(ev):
-            super().keyReleaseEvent(ev)
-
-    def focusOutEvent(self, ev):  # noqa: N802
-        self.controller.release_keys()
-        super().focusOutEvent(ev)
-
-    def event(self, ev):
-        # Leave reaches QWindow.event but not a QWindow subclass's leaveEvent (PySide6 6.x)
-        if ev.type() == QtCore.QEvent.Type.Leave:
-            self.controller.leave()
-        return super().event(ev)
-
-
-class RenderWindow(_InputMixin, QtGui.QWindow):
+class RenderWindow(InputMixin, QtGui.QWindow):
     """The native window the engine's swapchain presents into."""
 
     resized = QtCore.Signal()
@@ -461,31 +435,6 @@ class RenderWindow(_InputMixin, QtGui.QWindow):
     def exposeEvent(self, ev):  # noqa: N802
         if self.isExposed():
             self.exposed.emit()
-
-
-class ImageView(_InputMixin, QtWidgets.QWidget):
-    """Readback fallback: paints the newest frame the engine read back."""
-
-    def __init__(self, controller: ViewController, parent=None):
-        super().__init__(parent)
-        self.controller = controller
-        self.image: QtGui.QImage | None = None
-        self.setFocusPolicy(QtCore.Qt.FocusPolicy.StrongFocus)
-        self.setMouseTracking(True)  # moves without a button: the bounds handles' hover
-        self.setAttribute(QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent)
-
-    def set_frame(self, frame: M.PreviewFrame) -> None:
-        img = QtGui.QImage(frame.data, frame.width, frame.height, 4 * frame.width, QtGui.QImage.Format.Format_RGB32)
-        self.image = img.copy()  # own the pixels (the bytes object may go)
-        self.image.setDevicePixelRatio(self.devicePixelRatioF())
-        self.update()
-
-    def paintEvent(self, ev):  # noqa: N802
-        p = QtGui.QPainter(self)
-        p.fillRect(self.rect(), QtGui.QColor(20, 21, 25))
-        if self.image is not None:
-            p.drawImage(QtCore.QPoint(0, 0), self.image)
-        p.end()
 
 
 class Viewport(QtWidgets.QWidget):

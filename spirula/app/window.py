@@ -9,7 +9,6 @@ CheckpointSaved (spirula/app/closing.py); opening a project folder whose trainin
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -23,6 +22,7 @@ from .dataset_panel import DatasetPanel
 from .drop_overlay import DropHandler, route_drags
 from .partition_panel import PartitionPanel
 from .export_panel import ExportPanel
+from .image_view import readback_reason
 from .video_panel import VideoPanel
 from . import remembered
 from .opening import Opening
@@ -350,11 +350,13 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
     # --- viewport ------------------------------------------------------------------------------
     def attach_viewport(self) -> None:
         """Present into the viewport's native window when the platform allows it (call
-        after show()); else the engine's frames are read back into a QImage."""
+        after show()), except on a slow device (spirula/app/image_view.py readback_reason);
+        else the engine's frames are read back into a QImage."""
         w, h = self.viewport.physical_size()
         self.session.send(M.ResizeViewport(w, h))
-        if os.environ.get("SPIRULA_VIEWER", "").lower() == "readback":
-            self._readback("SPIRULA_VIEWER=readback")
+        reason = readback_reason(self.ready.software)
+        if reason:
+            self._readback(reason)
             return
         platform, handle = self.viewport.native_handle()
         if platform is None:

@@ -46,6 +46,7 @@ class Driver:
         while time.perf_counter() < t_end:
             f = self.s.preview.take()
             if f is not None and f.tag == self.tag:
+                self.last_preview = f
                 return np.frombuffer(f.data, np.uint8).reshape(f.height, f.width, 4)[..., 2::-1]
             time.sleep(0.005)
         raise AssertionError("no frame")
@@ -113,6 +114,7 @@ def test_views_ground_truth_error_and_screenshot(driver, tiny_dataset, tmp_path)
     splats = driver.frame()
     s.send(M.SetViewMode("gt"))
     gt = driver.frame()
+    assert driver.last_preview.w2c == () == driver.last_preview.intrinsics  # no free camera to reproject
     s.send(M.SetViewMode("error"))
     err = driver.frame()
     assert not np.array_equal(splats, gt) and not np.array_equal(gt, err)
@@ -144,6 +146,11 @@ def test_export_then_view_ply_and_orbit(driver, tmp_path):
     cam.orbit(150, 0)
     s.send(M.SetView(tuple(cam.w2c().reshape(-1)), 50.0, None))
     b = driver.frame()
+    # the frame carries the camera it shows, for the window's reprojection (spirula/app/view_warp.py)
+    from spirula.app.view_warp import free_intrinsics
+
+    np.testing.assert_array_equal(driver.last_preview.w2c, cam.w2c().reshape(-1))
+    np.testing.assert_allclose(driver.last_preview.intrinsics, free_intrinsics(50.0, 96, 72), rtol=1e-12)
     assert np.abs(a.astype(int) - _background(72)[:, None, :]).max() > 30
     assert np.abs(a.astype(int) - b.astype(int)).mean() > 0.5  # the view moved
 

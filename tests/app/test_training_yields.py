@@ -90,3 +90,35 @@ def test_on_a_slow_device_no_step_runs_while_the_camera_moves(monkeypatch):
     t.step_ms = 900.0
     vp.moved_at = time.perf_counter() - 1.1 * MOVING_HOLD_S
     assert not t.yields_to_view()  # the camera stopped: training resumes
+
+
+def test_a_step_longer_than_a_slice_makes_the_slice_one_step(monkeypatch):
+    """Steps are recorded ahead of the GPU, so a slice's clock cannot bound them: on a slow
+    device (a step longer than the slice's budget) a slice records one step, so a camera move
+    waits for one step, not for all those recorded behind it. The frozen clock never ends a
+    slice; the stand-in run records steps until pause() says to yield (at most 10)."""
+    import queue
+
+    t = _training(monkeypatch, frame_ms=60.0)
+    e = t.e
+    e.s = SimpleNamespace(commands=queue.Queue())
+    e.viewport.view_frame_due = lambda: False
+    state = SimpleNamespace(step=5)
+
+    def advance(pause):
+        for _ in range(10):
+            state.step += 1
+            if pause():
+                return
+
+    run = SimpleNamespace(advance=advance, settle=lambda: None, finished=False)
+    t.scene = SimpleNamespace(trainer=SimpleNamespace(state=state), run=run, t_train=0.0)
+    assert t.steps_in_slice(0.1) is None  # no step timed yet: as the clock allows
+    t.step_ms = 2000.0  # software Vulkan's step at 150k Gaussians
+    assert t.steps_in_slice(0.1) == 1
+    t.slice(0.1)
+    assert state.step == 6
+    t.step_ms = 13.0  # a GPU's: the slice's clock bounds it, as before
+    assert t.steps_in_slice(0.1) is None
+    t.slice(0.1)
+    assert state.step == 16

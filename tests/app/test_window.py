@@ -18,6 +18,18 @@ from .conftest import spin
 from .studio_helpers import measure_event_loop, open_and_start
 from ..patience import patient
 
+
+@pytest.fixture(scope="module", autouse=True)
+def _swapchain():
+    """These tests are about the native window's Vulkan swapchain, which a slow device
+    (software Vulkan) does not present into unless told (spirula/app/image_view.py
+    readback_reason); autouse: set before the module's studio opens."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SPIRULA_VIEWER", "swapchain")
+    yield
+    mp.undo()
+
+
 REPO = Path(__file__).resolve().parents[2]
 # the event loop never stalls this long, even on a loaded 2-core machine (a functional bound)
 GENEROUS_GAP_MS = 3000.0

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+BG_TOP = (0.16, 0.17, 0.20)     # the viewport's background gradient, RGB in 0..1, at the top ...
+BG_BOTTOM = (0.05, 0.05, 0.06)  # ... and at the bottom (the window's reprojected frames share it)
 COLOR_TRAIN = (255, 170, 60)
 COLOR_TEST = (90, 200, 255)
 COLOR_SELECTED = (255, 255, 255)

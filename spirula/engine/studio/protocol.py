@@ -88,12 +88,18 @@ class ViewerStats:
 @dataclass(frozen=True)
 class PreviewFrame:
     """A viewport image read back from the GPU (readback mode, screenshots): width x height
-    uint32 pixels, bytes B, G, R, A (QImage.Format_RGB32). Sent through the latest-value slot."""
+    uint32 pixels, bytes B, G, R, A (QImage.Format_RGB32). Sent through the latest-value slot.
+    ``w2c`` (16 floats row-major, OpenCV axes) and ``intrinsics`` (fx, fy, cx, cy in pixels of
+    this image) are the free camera the splats were rendered from, so the window can reproject
+    the image for a camera that moved on since (spirula/app/view_warp.py); both () when the frame
+    is not a free-camera splat view (a dataset camera's ground truth or error image)."""
     frame: int
     width: int
     height: int
     data: bytes
     tag: int = 0               # the RequestFrame this answers (0: an ordinary frame)
+    w2c: tuple = ()
+    intrinsics: tuple = ()
 
 
 @dataclass(frozen=True)

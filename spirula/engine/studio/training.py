@@ -73,6 +73,18 @@ class Training:
         room = TRAIN_SHARE * FRAME_BUDGET_MS - self.e.viewport.viewer.last_frame_ms
         return max(1, int(room // max(self.step_ms, 1e-3)))
 
+    def steps_in_slice(self, budget_s: float) -> int | None:
+        """The most steps a slice of ``budget_s`` seconds may record (None: as its clock
+        allows). Steps are recorded ahead of the GPU, so the slice's clock does not see them
+        run: beside a moving camera the frame bounds them (:meth:`steps_beside_frame`), and a
+        step longer than the whole budget (a slow device: software Vulkan's 2 s) makes it one,
+        so the first camera move of a drag waits for the step under way, not for every step
+        recorded behind it."""
+        most = self.steps_beside_frame()
+        if most is None and self.step_ms is not None and self.step_ms > 1000.0 * budget_s:
+            return 1
+        return most
+
     def _camera_first(self) -> bool:
         """The moving camera's frames come before training: the setting is on, a step has been
         timed, the camera moves, and a frame alone fits in its budget (software Vulkan's frames
@@ -184,7 +196,7 @@ class Training:
         t_end = time.perf_counter() + budget_s
         sc.t_slice = time.perf_counter()
         before = sc.trainer.state.step
-        most = self.steps_beside_frame()
+        most = self.steps_in_slice(budget_s)
 
         def pause() -> bool:
             return (time.perf_counter() >= t_end or e.viewport.view_frame_due() or not e.s.commands.empty()

@@ -30,13 +30,12 @@ from ..splat.camera_table import CAM_FLOATS, View, camera_row
 from ..splat.occlusion import Occlusion
 from ..splat.render import Rasterizer
 from .adaptive import AdaptiveResolution
+from .overlays import BG_BOTTOM, BG_TOP
 from .polling import wait_polling
 from .surface import SwapchainPresenter
 
 MODES = ("splats", "gt", "error")
 _MODE_ID = {"splats": 0, "gt": 1, "error": 2}
-BG_TOP = (0.16, 0.17, 0.20)
-BG_BOTTOM = (0.05, 0.05, 0.06)
 
 
 @dataclass
@@ -122,6 +121,7 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
         self.rasters: dict[int, Rasterizer] = {}
         self.mesh_raster = None   # spirula/engine/studio/mesh_raster.MeshRasterizer, made for the first mesh
         self.state = ViewState()
+        self.last_camera: tuple = ((), ())  # (w2c 16 floats, (fx, fy, cx, cy)) of the last frame's splats
         self.init_surface()
         self.segments: tuple[np.ndarray, np.ndarray] | None = None
         self._seg_bufs: tuple[spy.Buffer, spy.Buffer, int] | None = None
@@ -172,15 +172,22 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
     def view_row(self, src: ViewSource | None, w: int, h: int) -> np.ndarray:
         """Camera row of the viewport at ``w`` x ``h`` pixels: the free camera (w2c, fov), or
         a dataset camera's pose and intrinsics with its image fitted (letterboxed) inside."""
+        w2c, fx, fy, cx, cy = self.view_camera(src, w, h)
+        return camera_row(w2c, fx, fy, cx, cy, w, h)
+
+    def view_camera(self, src: ViewSource | None, w: int, h: int) -> tuple:
+        """(w2c [4, 4], fx, fy, cx, cy) of the viewport at ``w`` x ``h`` pixels (focal lengths
+        and principal point in those pixels): the free camera (fov_y, centred), or a dataset
+        camera's own, its image fitted (letterboxed) inside."""
         st = self.state
         ci = st.camera
         if src is not None and ci is not None and 0 <= ci < len(src.cameras):
             c = src.cameras[ci]
             s = min(w / c.width, h / c.height)
             ox, oy = (w - c.width * s) / 2, (h - c.height * s) / 2
-            return camera_row(c.w2c, c.fx * s, c.fy * s, c.cx * s + ox, c.cy * s + oy, w, h)
+            return c.w2c, c.fx * s, c.fy * s, c.cx * s + ox, c.cy * s + oy
         f = 0.5 * h / math.tan(math.radians(st.fov_y_deg) / 2)
-        return camera_row(st.w2c, f, f, w / 2, h / 2, w, h)
+        return st.w2c, f, f, w / 2, h / 2
 
     # --- a frame ----------------------------------------------------------------------------
     def render(self, src: ViewSource | None, readback: bool = False, full_res: bool = False,
@@ -262,6 +269,13 @@ class Viewer(AdaptiveResolution, SwapchainPresenter):
         pixels = None
         if not steady and (readback or (self.surface is None and self.readback_when_headless)):
             pixels = gpu.read(self.bufs.get("out0", 4 * w * h), np.uint32, count=w * h).reshape(h, w)
+        # the camera of this frame's splats (the window reprojects a read-back frame with it)
+        if f.mode == "splats" and f.has_render:
+            w2c, fx, fy, cx, cy = self.view_camera(src, w, h)
+            self.last_camera = (tuple(float(x) for x in np.asarray(w2c, np.float64).reshape(-1)),
+                                (float(fx), float(fy), float(cx), float(cy)))
+        else:
+            self.last_camera = ((), ())
         self.frames += 1
         self.last_frame_ms = 1000.0 * (time.perf_counter() - t0)
         self.last_render_size = (f.rw, f.rh)

@@ -272,8 +272,9 @@ class Viewport:
         if pixels is not None and (readback or not v.presenting):
             tag = self.readback_tag if readback else 0
             # an unread answer to a tagged request is not overwritten by an ordinary frame
+            w2c, intrinsics = v.last_camera
             self.e.s.preview.put_unless(M.PreviewFrame(v.frames, pixels.shape[1], pixels.shape[0], pixels.tobytes(),
-                                                       tag),
+                                                       tag, w2c, intrinsics),
                                         lambda old: old.tag != 0 and tag == 0)
             if readback:
                 self.readback_requests, self.readback_tag = 0, 0

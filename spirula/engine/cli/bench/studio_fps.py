@@ -315,16 +315,9 @@ def input_latency(sent: list[tuple[bytes, float]], shown: list[tuple[bytes, floa
     the next 16 ms tick: 8 ms on average) and the compositor's present on top. ``_first``: the
     first event's (the drag starts while a training step runs: it waits for that step, which
     cannot be cut); ``_steady``: the events sent after the first one was answered."""
-    index = {v: i for i, (v, _) in enumerate(sent)}
     n = len(sent)
-    first = np.full(n + 1, np.inf)   # per event index: the earliest present of a frame of that view
-    for v, t in shown:
-        i = index.get(v)
-        if i is not None:
-            first[i] = min(first[i], t)
-    answer = np.minimum.accumulate(first[::-1])[::-1][:n]   # the earliest present of that view or a later one
+    lat, answer = latencies(sent, shown)
     t_sent = np.array([t for _, t in sent])
-    lat = (answer - t_sent) * 1e3
     ok = np.isfinite(lat)
     q = lambda p, m=ok: float(np.percentile(lat[m], p)) if m.any() else None  # noqa: E731
     steady = ok & (t_sent > answer[0]) if n and np.isfinite(answer[0]) else np.zeros(n, bool)
@@ -334,6 +327,21 @@ def input_latency(sent: list[tuple[bytes, float]], shown: list[tuple[bytes, floa
             "input_latency_ms_first": float(lat[0]) if n and ok[0] else None,
             "input_latency_ms_steady_median": q(50, steady), "input_latency_ms_steady_p90": q(90, steady),
             "input_latency_ms_steady_max": float(lat[steady].max()) if steady.any() else None}
+
+
+def latencies(sent: list[tuple[bytes, float]], shown: list[tuple[bytes, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """([n] ms, [n] s) per input event of ``sent`` ((view, s), in order): the wait until the
+    first of ``shown`` ((view, s)) that shows its view or a later one, and that time (inf
+    for none)."""
+    index = {v: i for i, (v, _) in enumerate(sent)}
+    n = len(sent)
+    first = np.full(n + 1, np.inf)   # per event index: the earliest present of a frame of that view
+    for v, t in shown:
+        i = index.get(v)
+        if i is not None:
+            first[i] = min(first[i], t)
+    answer = np.minimum.accumulate(first[::-1])[::-1][:n]   # the earliest present of that view or a later one
+    return (answer - np.array([t for _, t in sent], np.float64).reshape(-1)) * 1e3, answer
 
 
 def loop_stats(rec: _Record, ts0: float, ts1: float, to1: float) -> dict:
