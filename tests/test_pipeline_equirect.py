@@ -206,3 +206,52 @@ def test_projection_is_an_option_of_spirula_run_only(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "--projection" not in capsys.readouterr().out
+
+
+def test_the_360_notes_name_a_frame_sfm_dropped_and_the_faces_as_trained(tmp_path, monkeypatch):
+    """The notes a fresh user reads (issue 51): a selected frame SfM did not register is
+    named (a warning and the stage's summary line), and the training's faces are given at
+    the size they train at, faces of one size together, on one line."""
+    from PIL import Image
+
+    import spirula.engine.sfm.equirect as eq
+    from spirula.engine import messages as msg
+    from spirula.engine.cli.run_command import _short
+    from spirula.engine.ingest.load import undistortion_notes
+    from spirula.engine.jobs.pipeline import PipelineConfig
+    from spirula.engine.jobs.stages import StageContext, stage_undistort
+
+    proj = tmp_path / "proj"
+    (proj / "frames").mkdir(parents=True)
+    names = [f"frame_{i:03d}.jpg" for i in range(3)]
+    for n in names:
+        Image.new("RGB", (128, 64)).save(proj / "frames" / n)
+    (proj / "frames" / "frames.json").write_text(json.dumps({"kind": "video", "frames": names}))
+    (proj / "sfm" / "sparse" / "0").mkdir(parents=True)
+    (proj / "sfm" / "summary.json").write_text(json.dumps({"equirect": {"frame_size": [128, 64], "face_size": 41}}))
+
+    def fake_model(model_dir, out_dir, frame_size):  # SfM registered the first and the last frame
+        out_dir.mkdir(parents=True)
+        (out_dir / "images.txt").write_text("".join(f"{k + 1} 1 0 0 0 0 0 0 1 {n}\n\n"
+                                                    for k, n in enumerate([names[0], names[2]])))
+        return {"frames": 2, "faces_registered": 12, "points": 0, "max_face_disagreement_deg": 0.0, "warnings": []}
+
+    monkeypatch.setattr(eq, "write_equirect_model", fake_model)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    seen = []
+    ctx = StageContext("undistort", "video", tmp_path / "clip.mp4", proj, staging, PipelineConfig(), seen.append,
+                       lambda: False)
+    summary = stage_undistort(ctx)
+    warns = [m.text for m in seen if isinstance(m, msg.Warning)]
+    assert len(warns) == 1 and "1 of 3 frames not registered" in warns[0] and "frame_001.jpg" in warns[0], warns
+    assert summary["frames_dropped"] == ["frame_001.jpg"] and sorted(p.name for p in (staging / "images").iterdir()) \
+        == [names[0], names[2]]
+    line = _short("undistort", summary)
+    assert line.startswith("2 of 3 360-degree frames registered (12 cube faces), not frame_001.jpg"), line
+    faces = [{"face": f, "width": w, "height": w, "trained": [min(w, 64)] * 2}
+             for f, w in (("front", 60), ("right", 60), ("back", 60), ("left", 60), ("up", 71), ("down", 71))]
+    notes = undistortion_notes([{"camera": "EQUIRECTANGULAR 256x128", "images": 4, "max_size": 64, "faces": faces}])
+    assert notes == ["training on 4 images of EQUIRECTANGULAR 256x128 as 6 pinhole faces each: front, right, back, "
+                     "left 60x60 px; up, down 64x64 px (from 71x71) (90-degree cube faces cropped to the lens "
+                     "footprint, scaled to --max-size 64)"]

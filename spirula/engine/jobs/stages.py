@@ -306,12 +306,22 @@ def _equirect_dataset(ctx: StageContext, info: dict) -> dict:
         ctx.warn(w)
     images = ctx.staging / "images"
     images.mkdir(parents=True)
+    kept = []
     for line in (ctx.staging / "sparse" / "0" / "images.txt").read_text().splitlines():
         parts = line.split()
         if len(parts) == 10 and not line.startswith("#"):
             shutil.copyfile(ctx.project / "frames" / parts[9], images / parts[9])
+            kept.append(parts[9])
+    selected = _read_json(ctx.project / "frames" / "frames.json")["frames"]
+    dropped = sorted(set(selected) - set(kept))
+    if dropped:  # named: a user looking for a frame finds why it is not trained
+        from ..ingest.scene import name_list
+
+        ctx.warn(f"{ctx.source}: {len(dropped)} of {len(selected)} frames not registered by SfM (their cube faces "
+                 f"matched too little), left out of the training: {name_list(dropped, limit=10)}")
     ctx.progress(1, 1, "360-degree frames")
-    return summary | {"equirect": True, "images": summary["frames"]}
+    return summary | {"equirect": True, "images": summary["frames"], "frames_selected": len(selected),
+                      "frames_dropped": dropped}
 
 
 def _wide_model(model_dir: Path) -> bool:
