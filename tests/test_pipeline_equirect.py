@@ -47,6 +47,7 @@ def test_spirula_run_on_an_equirectangular_video(tmp_path, capsys):
     rec = json.loads((proj / "run.json").read_text())
     by = {s["name"]: s for s in rec["stages"]}
     kept = by["select"]["summary"]["kept"]
+    assert f"dataset: {6 * kept} face images of {kept} wide images" in seen.out + seen.err
     sfm = by["sfm"]["summary"]
     # every selected frame registers, with all six of its faces (one rig frame each)
     assert sfm["equirect"]["frames"] == kept and sfm["images"] == 6 * kept
