@@ -3,9 +3,13 @@
 Scene (rendered by the independent ray caster of benchmarks/mesh_gt, not our rasterizer):
 a toy (a textured block with a ball on it) on a tiled floor in a textured room, a full orbit
 of cameras at two heights. In half of the views a distractor -- a magenta ball of radius 5 cm,
-textured, someone's thing that was put down and moved -- stands on the floor beside the toy:
-in the first quarter of the views (the first half of the low ring) at one place, in the third
-quarter (the first half of the high ring) at another; the other views do not have it. Like a
+textured, someone's thing that was put down and taken away -- stands on the floor beside the
+toy. ``--layout half`` (the default since 2026-12-08): in the first half of the views (the
+low ring) at one place, so that place is seen with it in half of the views and without it in
+the other half; ``--layout quarters`` (the 2026-12-07 run): in the first quarter of the views
+(the first half of the low ring) at one place, in the third quarter (the first half of the
+high ring) at another, so each place has it in a quarter of the views only and an unmasked
+training mostly outvotes it. Like a
 real transient it stands still long enough for SfM to triangulate it: the SfM-like points are
 drawn from every view, the ball's included. Its masks (``masks/<name>.png``: 0 on the pixels
 whose centre ray hits it, dilated by DILATE px for the anti-aliased edge; 255 elsewhere; every
@@ -17,7 +21,9 @@ by `spirula train` at the same settings, ``--masks ignore`` and ``--masks off``,
 view held out (views 0, 6, 12, ...: some show the distractor, some do not), then meshed by
 `spirula mesh`. Scores, from the held-out renders (<out>/eval/*.render.png) and the meshes:
 
-* ``psnr_kept``: held-out PSNR over the kept (unmasked) pixels against the images;
+* ``psnr_kept``: held-out PSNR over the kept (unmasked) pixels against the images (and
+  ``psnr_kept_without`` / ``psnr_kept_with``: over the held-out views without / with the
+  distractor: a ghost of it shows in the former);
 * ``psnr_distractor_region``: over the masked-out pixels, against the same view rendered
   WITHOUT the distractor (what is behind it): high when the render shows the scene there;
 * ``magenta``: share of the masked-out pixels whose render is distractor-coloured, and
@@ -25,10 +31,12 @@ view held out (views 0, 6, 12, ...: some show the distractor, some do not), then
 * ``mesh_in_distractor``: mesh vertices inside any of the distractor's balls (grown by
   25%), and ``mesh_magenta`` vertices coloured like it.
 
-Usage (CI size: 200 x 150 px, 32 views, 500 steps; a few minutes per run on software Vulkan):
+Usage (CI size: 200 x 150 px, 32 views; 1500 steps take about 7 minutes per run on software
+Vulkan with 2 cores; each seed trains both modes; the mesh only for the first seed unless
+``--mesh-all``):
 
-    PYTHONPATH=. .venv/bin/python -m benchmarks.masks_distractor --out DIR [--steps 500] [--no-mesh]
-        [--size ci|gpu] [--device vulkan|cuda]
+    PYTHONPATH=. .venv/bin/python -m benchmarks.masks_distractor --out DIR [--steps 1500] [--no-mesh]
+        [--seeds 0,1,2] [--layout half|quarters] [--size ci|gpu] [--device vulkan|cuda]
 """
 
 from __future__ import annotations
@@ -68,14 +76,20 @@ def scene() -> Scene:
                  lambda size, rng: _ring_cameras(size, (0.0, 0.0, 0.07), 0.6, (0.25, 0.5), 50.0))
 
 
-def distractor_place(i: int, views: int) -> int | None:
+LAYOUTS = ("half", "quarters")
+
+
+def distractor_place(i: int, views: int, layout: str = "half") -> int | None:
     """Which of DIST_PLACES the distractor stands at in view i of ``views`` (None: absent):
-    the first and the third quarter of the views."""
+    "half": the first place in the first half of the views; "quarters": the first place in
+    the first quarter, the second in the third quarter."""
+    if layout == "half":
+        return 0 if 2 * i < views else None
     q = 4 * i // views
     return {0: 0, 2: 1}.get(q)
 
 
-def generate(out: Path, size_name="ci", seed: int = 0, log=print) -> dict:
+def generate(out: Path, size_name="ci", seed: int = 0, log=print, layout: str = "half") -> dict:
     """Write the dataset into ``out`` (module docstring) and ``clean/`` (the distractor views
     rendered without it) beside it; returns its description. ``size_name``: a name of
     benchmarks/mesh_gt's SIZES or a Size (the CI test's smaller one)."""
@@ -98,7 +112,7 @@ def generate(out: Path, size_name="ci", seed: int = 0, log=print) -> dict:
         clean8 = (np.clip(img, 0, 1) * 255 + 0.5).astype(np.uint8)
         mask = np.full((cam.height, cam.width), 255, np.uint8)
         shown = clean8
-        k = distractor_place(i, len(cams))
+        k = distractor_place(i, len(cams), layout)
         if k is not None:
             centres[names[i]] = np.asarray(balls[k].centre, float)
             img_d, depth, which_d = render(shapes + [balls[k]], textures + [MAGENTA], cam, size.supersample)
@@ -115,7 +129,7 @@ def generate(out: Path, size_name="ci", seed: int = 0, log=print) -> dict:
     # SfM-like points from every view as shot: the ball, still for a stretch, gets some too
     pts, cols = sparse_points(sc_all, cams, images, depths, whiches, size.points, rng)
     write_colmap(out, cams, names, pts, cols)
-    info = {"size": size.name, "views": len(cams), "distractor_views": len(centres), "points": int(len(pts)),
+    info = {"size": size.name, "layout": layout, "views": len(cams), "distractor_views": len(centres), "points": int(len(pts)),
             "distractor_centres": {k: v.tolist() for k, v in centres.items()}, "radius": DIST_R,
             "generate_s": time.perf_counter() - t}
     (out / "distractor.json").write_text(json.dumps(info, indent=1) + "\n")
@@ -140,7 +154,7 @@ def is_magenta(rgb: np.ndarray) -> np.ndarray:
 def score_renders(data: Path, train_out: Path) -> dict:
     """Held-out scores of one training (module docstring)."""
     held = json.loads((train_out / "metrics.json").read_text())["held_out"]
-    kept, region, magenta, ghost, views = [], [], [], [], []
+    kept, region, magenta, ghost, views, by_presence = [], [], [], [], [], {True: [], False: []}
     for name in held:
         stem = Path(name).stem
         ren = np.asarray(Image.open(train_out / "eval" / f"{stem}.render.png").convert("RGB"))
@@ -156,8 +170,12 @@ def score_renders(data: Path, train_out: Path) -> dict:
             region.append(v["psnr_distractor_region"])
             magenta.append(v["magenta"])
         kept.append(v["psnr_kept"])
+        by_presence[bool(out.any())].append(v["psnr_kept"])
         views.append(v)
-    return {"psnr_kept": float(np.mean(kept)), "ghost": float(np.mean(ghost)), "psnr_distractor_region": float(np.mean(region)) if region else None,
+    return {"psnr_kept": float(np.mean(kept)),
+            "psnr_kept_without": float(np.mean(by_presence[False])) if by_presence[False] else None,
+            "psnr_kept_with": float(np.mean(by_presence[True])) if by_presence[True] else None,
+            "ghost": float(np.mean(ghost)), "psnr_distractor_region": float(np.mean(region)) if region else None,
             "magenta": float(np.mean(magenta)) if magenta else None, "views": views}
 
 
@@ -169,45 +187,56 @@ def score_mesh(data: Path, mesh_path: Path) -> dict:
     v = np.asarray(mesh.vertices)
     centres = np.array(list(info["distractor_centres"].values()))
     d = np.linalg.norm(v[:, None, :] - centres[None], axis=2).min(1)
-    inside = int((d < 1.25 * info["radius"]).sum())
+    # above the floor: the grown ball reaches below the floor it stands on, whose mesh is no ghost
+    inside = int(((d < 1.25 * info["radius"]) & (v[:, 2] > 0.2 * info["radius"])).sum())
     colours = getattr(mesh.visual, "vertex_colors", None)
     mag = int(is_magenta(np.asarray(colours)[:, :3]).sum()) if colours is not None and len(colours) == len(v) else None
     return {"vertices": int(len(v)), "mesh_in_distractor": inside, "mesh_magenta": mag}
 
 
 def train(data: Path, out: Path, masks: str, steps: int, device: str | None, mesh: bool, log=print,
-          extra=()) -> dict:
+          extra=(), seed: int = 0) -> dict:
     """`spirula train` (and with ``mesh`` `spirula mesh`) of the dataset in one masks mode,
     scored (module docstring); ``extra``: more `spirula train` options."""
     cmd = [sys.executable, "-m", "spirula.engine.cli", "train", str(data), "-o", str(out), "--steps", str(steps),
-           "--masks", masks, "--max-size", "0", "--eval-every", "6", "--seed", "0", "--checkpoint-every", "0",
+           "--masks", masks, "--max-size", "0", "--eval-every", "6", "--seed", str(seed), "--checkpoint-every", "0",
            *extra]
     if device:
         cmd += ["--device", device]
     t = time.perf_counter()
     with open(out.parent / f"{out.name}.log", "w") as fh:
         rc = subprocess.run(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT).returncode
-    res = {"masks": masks, "returncode": rc, "train_s": time.perf_counter() - t}
-    log(f"[{masks}] train exited {rc} after {res['train_s']:.0f} s")
+    res = {"masks": masks, "seed": seed, "returncode": rc, "train_s": time.perf_counter() - t}
+    log(f"[{masks} seed {seed}] train exited {rc} after {res['train_s']:.0f} s")
     if rc != 0:
         return res
     metrics = json.loads((out / "metrics.json").read_text())
     res.update(psnr_full=metrics["psnr"], masks_in_force=metrics.get("masks"), num_gaussians=metrics["num_gaussians"])
     res.update(score_renders(data, out))
     if mesh:
-        t = time.perf_counter()
-        cmd = [sys.executable, "-m", "spirula.engine.cli", "mesh", str(out), "--faces", "50000", "--texture-size", "512"]
-        if device:
-            cmd += ["--device", device]
-        with open(out.parent / f"{out.name}.mesh.log", "w") as fh:
-            rc = subprocess.run(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT).returncode
-        res["mesh_s"] = time.perf_counter() - t
-        ply = out / "exports" / "mesh.ply"
-        if rc == 0 and ply.is_file():
-            res.update(score_mesh(data, ply))
-        else:
-            res["mesh_error"] = f"spirula mesh exited {rc}"
-        log(f"[{masks}] mesh exited {rc} after {res['mesh_s']:.0f} s")
+        res.update(mesh_and_score(data, out, device, log=log))
+    return res
+
+
+def mesh_and_score(data: Path, out: Path, device: str | None, bounds=None, log=print) -> dict:
+    """`spirula mesh` of the trained project ``out`` (``bounds``: six numbers for --bounds, else
+    auto: the toy's box, which leaves the ball out), scored by :func:`score_mesh`."""
+    t = time.perf_counter()
+    cmd = [sys.executable, "-m", "spirula.engine.cli", "mesh", str(out), "--faces", "50000", "--texture-size", "512"]
+    if bounds:
+        cmd += ["--bounds", *[str(b) for b in bounds]]
+    if device:
+        cmd += ["--device", device]
+    tag = "" if not bounds else ".box"
+    with open(out.parent / f"{out.name}{tag}.mesh.log", "w") as fh:
+        rc = subprocess.run(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT).returncode
+    res = {"mesh_s": time.perf_counter() - t}
+    ply = out / "exports" / "mesh.ply"
+    if rc == 0 and ply.is_file():
+        res.update(score_mesh(data, ply))
+    else:
+        res["mesh_error"] = f"spirula mesh exited {rc}"
+    log(f"[{out.name}] mesh{' in ' + ' '.join(map(str, bounds)) if bounds else ''} exited {rc} after {res['mesh_s']:.0f} s")
     return res
 
 
@@ -215,21 +244,57 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--size", default="ci", choices=tuple(SIZES))
-    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--device", default=None)
     ap.add_argument("--no-mesh", action="store_true")
+    ap.add_argument("--mesh-all", action="store_true", help="mesh every seed's runs (default: the first seed's)")
     ap.add_argument("--modes", default="ignore,off")
+    ap.add_argument("--seeds", default="0", help="training seeds, comma-separated (the scene is the same)")
+    ap.add_argument("--layout", default="half", choices=LAYOUTS)
+    ap.add_argument("--remesh", nargs=6, type=float, metavar="B", default=None,
+                    help="mesh the trained train_* folders of --out again in this box (XMIN YMIN ZMIN XMAX YMAX ZMAX, "
+                         "one holding the ball; auto bounds keep only the toy) and add the scores to results.json")
     a = ap.parse_args(argv)
     data = a.out / "data"
+    if a.remesh:
+        results = json.loads((a.out / "results.json").read_text())
+        for r in results["runs"]:
+            name = f"train_{r['masks']}" + ("" if (a.out / f"train_{r['masks']}").is_dir() else f"_s{r['seed']}")
+            if r.get("returncode") == 0 and (a.out / name).is_dir() and (r["seed"] == results["runs"][0]["seed"]
+                                                                          or a.mesh_all):
+                r["mesh_box"] = {"bounds": a.remesh, **mesh_and_score(data, a.out / name, a.device, a.remesh)}
+                print(json.dumps({"masks": r["masks"], "seed": r["seed"], **r["mesh_box"]}), flush=True)
+        (a.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+        return 0
     if not (data / "distractor.json").is_file():
-        generate(data, a.size)
-    results = {"size": a.size, "steps": a.steps, "runs": []}
-    for mode in a.modes.split(","):
-        r = train(data, a.out / f"train_{mode}", mode, a.steps, a.device, not a.no_mesh)
-        results["runs"].append(r)
-        print(json.dumps({k: v for k, v in r.items() if k != "views"}))
-    (a.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+        generate(data, a.size, layout=a.layout)
+    results = {"size": a.size, "steps": a.steps, "layout": a.layout, "runs": []}
+    seeds = [int(x) for x in a.seeds.split(",")]
+    for k, seed in enumerate(seeds):
+        for mode in a.modes.split(","):
+            name = f"train_{mode}" if len(seeds) == 1 else f"train_{mode}_s{seed}"
+            r = train(data, a.out / name, mode, a.steps, a.device, not a.no_mesh and (k == 0 or a.mesh_all),
+                      seed=seed)
+            results["runs"].append(r)
+            print(json.dumps({k: v for k, v in r.items() if k != "views"}), flush=True)
+            results["means"] = means(results["runs"])
+            (a.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     return 0
+
+
+def means(runs: list[dict]) -> dict:
+    """Per masks mode: the seeds' mean and spread (max - min) of each score."""
+    out = {}
+    for mode in dict.fromkeys(r["masks"] for r in runs):
+        rs = [r for r in runs if r["masks"] == mode and r.get("returncode") == 0]
+        row = {"seeds": [r["seed"] for r in rs]}
+        for key in ("psnr_kept", "psnr_kept_without", "psnr_kept_with", "psnr_distractor_region", "magenta", "ghost",
+                    "psnr_full", "mesh_in_distractor", "mesh_magenta"):
+            vals = [r[key] for r in rs if r.get(key) is not None]
+            if vals:
+                row[key] = {"mean": float(np.mean(vals)), "spread": float(np.max(vals) - np.min(vals)), "n": len(vals)}
+        out[mode] = row
+    return out
 
 
 if __name__ == "__main__":

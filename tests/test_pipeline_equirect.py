@@ -47,6 +47,7 @@ def test_spirula_run_on_an_equirectangular_video(tmp_path, capsys):
     rec = json.loads((proj / "run.json").read_text())
     by = {s["name"]: s for s in rec["stages"]}
     kept = by["select"]["summary"]["kept"]
+    assert f"dataset: {6 * kept} face images of {kept} wide images" in seen.out + seen.err
     sfm = by["sfm"]["summary"]
     # every selected frame registers, with all six of its faces (one rig frame each)
     assert sfm["equirect"]["frames"] == kept and sfm["images"] == 6 * kept
@@ -132,3 +133,126 @@ def test_crop_mode_refuses_a_360_video_before_sfm(tmp_path, capsys):
     assert not (proj / "cache" / "sfm").exists() or not any((proj / "cache" / "sfm").rglob("*.db")), \
         "features were extracted"
     assert not (proj / "sparse").exists()
+
+
+def _sfm_stage(tmp_path, size, projection, monkeypatch):
+    """The SfM stage on 3 frames of ``size`` with --projection ``projection``, pycolmap's run
+    replaced by a stand-in recording what it was given: (the run's arguments, the notes)."""
+    from PIL import Image
+
+    import spirula.engine.sfm as sfm
+    from spirula.engine import messages as msg
+    from spirula.engine.jobs.pipeline import PipelineConfig
+    from spirula.engine.jobs.stages import StageContext, stage_sfm
+
+    rng = np.random.default_rng(51)
+    proj = tmp_path / f"proj_{projection}_{size[0]}"
+    (proj / "frames").mkdir(parents=True)
+    names = [f"frame_{i:03d}.jpg" for i in range(3)]
+    for n in names:
+        Image.fromarray(rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)).save(proj / "frames" / n)
+    (proj / "frames" / "frames.json").write_text(json.dumps(
+        {"kind": "video", "frames": names, "groups": {"1": names}, "sizes": {"1": list(size)}}))
+    calls = []
+
+    def fake_run_sfm(image_dir, names, groups, sizes, kind, out, cfg, **kw):
+        calls.append({"names": list(names), "camera_model": cfg.camera_model, "rig": kw.get("rig") is not None})
+        return {"registered": len(names), "images": len(names)}
+
+    monkeypatch.setattr(sfm, "run_sfm", fake_run_sfm)
+    cfg = PipelineConfig()
+    cfg.run.dataset.projection = projection
+    staging = proj / "staging"
+    staging.mkdir()
+    seen = []
+    ctx = StageContext("sfm", "video", tmp_path / "clip.mp4", proj, staging, cfg, seen.append, lambda: False)
+    stage_sfm(ctx)
+    notes = [m.detail for m in seen if isinstance(m, msg.StageProgress) and m.detail.startswith("note: ")]
+    return calls, notes
+
+
+def test_projection_decides_whether_2to1_frames_are_360(tmp_path, monkeypatch):
+    """--projection (issue 51): auto takes 2:1 frames for 360 and says so, naming the option
+    that turns it off; perspective runs the ordinary SfM on the frames themselves; equirect
+    refuses frames that are not 2:1 before any SfM. Only a set value enters the SfM stage's key."""
+    from spirula.engine.errors import SpirulaError
+    from spirula.engine.jobs.pipeline import PipelineConfig
+
+    calls, notes = _sfm_stage(tmp_path, (128, 64), "auto", monkeypatch)
+    assert len(calls) == 1 and calls[0]["rig"] and len(calls[0]["names"]) == 18   # 3 frames x 6 faces
+    assert calls[0]["camera_model"] == "PINHOLE" and calls[0]["names"][0].startswith("front/")
+    assert len(notes) == 1 and "360-degree" in notes[0] and "--projection perspective" in notes[0], notes
+    calls, notes = _sfm_stage(tmp_path, (128, 64), "perspective", monkeypatch)
+    assert calls == [{"names": [f"frame_{i:03d}.jpg" for i in range(3)], "camera_model": "auto", "rig": False}]
+    assert not any("360" in n for n in notes)
+    calls, notes = _sfm_stage(tmp_path, (128, 64), "equirect", monkeypatch)
+    assert calls[0]["rig"] and "--projection perspective" not in notes[0]
+    calls, _ = _sfm_stage(tmp_path, (96, 64), "auto", monkeypatch)   # not 2:1: perspective
+    assert not calls[0]["rig"]
+    with pytest.raises(SpirulaError, match=r"clip\.mp4.*--projection equirect needs .*not 96x64"):
+        _sfm_stage(tmp_path, (96, 64), "equirect", monkeypatch)
+    cfg = PipelineConfig()
+    assert "projection" not in cfg.stage_settings("sfm") and "projection" not in cfg.stage_settings("train")["dataset"]
+    cfg.run.dataset.projection = "perspective"
+    assert cfg.stage_settings("sfm")["projection"] == "perspective"
+
+
+def test_projection_is_an_option_of_spirula_run_only(capsys):
+    """A dataset's cameras say their projection: `spirula train` has no --projection."""
+    from spirula.engine.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "--projection {auto,equirect,perspective}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "--projection" not in capsys.readouterr().out
+
+
+def test_the_360_notes_name_a_frame_sfm_dropped_and_the_faces_as_trained(tmp_path, monkeypatch):
+    """The notes a fresh user reads (issue 51): a selected frame SfM did not register is
+    named (a warning and the stage's summary line), and the training's faces are given at
+    the size they train at, faces of one size together, on one line."""
+    from PIL import Image
+
+    import spirula.engine.sfm.equirect as eq
+    from spirula.engine import messages as msg
+    from spirula.engine.cli.run_command import _short
+    from spirula.engine.ingest.load import undistortion_notes
+    from spirula.engine.jobs.pipeline import PipelineConfig
+    from spirula.engine.jobs.stages import StageContext, stage_undistort
+
+    proj = tmp_path / "proj"
+    (proj / "frames").mkdir(parents=True)
+    names = [f"frame_{i:03d}.jpg" for i in range(3)]
+    for n in names:
+        Image.new("RGB", (128, 64)).save(proj / "frames" / n)
+    (proj / "frames" / "frames.json").write_text(json.dumps({"kind": "video", "frames": names}))
+    (proj / "sfm" / "sparse" / "0").mkdir(parents=True)
+    (proj / "sfm" / "summary.json").write_text(json.dumps({"equirect": {"frame_size": [128, 64], "face_size": 41}}))
+
+    def fake_model(model_dir, out_dir, frame_size):  # SfM registered the first and the last frame
+        out_dir.mkdir(parents=True)
+        (out_dir / "images.txt").write_text("".join(f"{k + 1} 1 0 0 0 0 0 0 1 {n}\n\n"
+                                                    for k, n in enumerate([names[0], names[2]])))
+        return {"frames": 2, "faces_registered": 12, "points": 0, "max_face_disagreement_deg": 0.0, "warnings": []}
+
+    monkeypatch.setattr(eq, "write_equirect_model", fake_model)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    seen = []
+    ctx = StageContext("undistort", "video", tmp_path / "clip.mp4", proj, staging, PipelineConfig(), seen.append,
+                       lambda: False)
+    summary = stage_undistort(ctx)
+    warns = [m.text for m in seen if isinstance(m, msg.Warning)]
+    assert len(warns) == 1 and "1 of 3 frames not registered" in warns[0] and "frame_001.jpg" in warns[0], warns
+    assert summary["frames_dropped"] == ["frame_001.jpg"] and sorted(p.name for p in (staging / "images").iterdir()) \
+        == [names[0], names[2]]
+    line = _short("undistort", summary)
+    assert line.startswith("2 of 3 360-degree frames registered (12 cube faces), not frame_001.jpg"), line
+    faces = [{"face": f, "width": w, "height": w, "trained": [min(w, 64)] * 2}
+             for f, w in (("front", 60), ("right", 60), ("back", 60), ("left", 60), ("up", 71), ("down", 71))]
+    notes = undistortion_notes([{"camera": "EQUIRECTANGULAR 256x128", "images": 4, "max_size": 64, "faces": faces}])
+    assert notes == ["training on 4 images of EQUIRECTANGULAR 256x128 as 6 pinhole faces each: front, right, back, "
+                     "left 60x60 px; up, down 64x64 px (from 71x71) (90-degree cube faces cropped to the lens "
+                     "footprint, scaled to --max-size 64)"]

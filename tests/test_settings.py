@@ -38,7 +38,9 @@ def test_every_setting_has_an_option_in_train_run_and_partition():
     parser = build_parser()
     sub = parser._subparsers._group_actions[0].choices
     part = sub["partition"]._subparsers._group_actions[0].choices["train"]
-    for name, p, skip in (("train", sub["train"], ()), ("run", sub["run"], ()), ("partition", part, PARTITION_FIXED)):
+    recon = table.RECONSTRUCTION_ONLY  # `spirula run`'s alone
+    for name, p, skip in (("train", sub["train"], recon), ("run", sub["run"], ()),
+                          ("partition", part, (*PARTITION_FIXED, *recon))):
         flags = {f for a in p._actions for f in a.option_strings}
         missing = [s.option for s in table.SETTINGS if s.name not in skip and s.option not in flags]
         assert not missing, (name, missing)

@@ -12,7 +12,10 @@ actions:
   uses KHR_gaussian_splatting).
 - "mesh": a textured mesh to view (MESH_FORMATS; the mesh stage's GLB, say): a .glb without
   the splat extension.
-- "video", "photos": reconstructed (frames, SfM, undistortion), then reviewed.
+- "video", "photos": reconstructed (frames, SfM, undistortion), then reviewed. A video whose
+  frames are 2:1 is a 360-degree capture to the reconstruction (the ``projection`` setting's
+  auto, spirula/engine/jobs/stages.py equirect_frames): its Drop says so (``kind`` "360",
+  read from the container's header), and so does the overlay.
 - "unsupported": with a reason that says what would work instead.
 
 A new input kind is one branch of :func:`classify` and one line of ACTIONS; a new splat
@@ -22,6 +25,7 @@ format is one entry of spirula/engine/io/formats.py (SPLAT_SUFFIXES), which read
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from spirula.engine.io.formats import SPLAT_SUFFIXES
@@ -48,15 +52,22 @@ ACTIONS = {
     "photos": "Reconstruct the photos of {name} (SfM), then review them",
 }
 
+# a "video" drop whose frames are 2:1 (Drop.kind "360")
+VIDEO_360 = ("Reconstruct the 360-degree video {name} (2:1 frames: SfM and training on their cube faces; "
+             "All options > Projection says otherwise), then review it")
+
 
 @dataclass(frozen=True)
 class Drop:
     action: str
     path: Path
     reason: str = ""
+    kind: str = ""     # "360": a video of 2:1 frames (module docstring)
 
     def describe(self) -> str:
         """What dropping this does (or why it cannot be opened)."""
+        if self.action == "video" and self.kind == "360":
+            return VIDEO_360.format(name=self.path.name)
         if self.action in ACTIONS:
             return ACTIONS[self.action].format(name=self.path.name)
         return f"Cannot open: {self.reason}"
@@ -94,6 +105,31 @@ def _count_images(folder: Path, limit: int = 3) -> int:
     return n
 
 
+def video_is_360(path: Path) -> bool:
+    """True when the video's frames are 2:1 (a 360-degree equirectangular capture, as the
+    reconstruction takes it by default): the container's header only, nothing decoded;
+    False for a file PyAV cannot open (the reconstruction then names the problem)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return _video_is_360(str(path), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=32)
+def _video_is_360(path: str, size: int, mtime: int) -> bool:  # a drag asks on every move: once per file version
+    from spirula.engine.sfm.equirect import is_equirect_size
+
+    try:
+        import av
+
+        with av.open(path) as container:
+            stream = container.streams.video[0]
+            return is_equirect_size(int(stream.codec_context.width), int(stream.codec_context.height))
+    except Exception:  # noqa: BLE001 - not a video PyAV reads: the drop still tries it, and says why
+        return False
+
+
 def classify(path: str | Path) -> Drop:
     p = Path(path)
     if not p.exists():
@@ -122,7 +158,7 @@ def classify(path: str | Path) -> Drop:
     if p.name == "transforms.json":
         return Drop("dataset", p.parent)
     if ext in VIDEO_EXTS:
-        return Drop("video", p)
+        return Drop("video", p, kind="360" if video_is_360(p) else "")
     if ext in IMAGE_EXTS:
         return Drop("unsupported", p, f"{p.name} is a single photo: drop the folder that holds the photos instead")
     return Drop("unsupported", p, f"{p.name}: '{ext or 'no extension'}' files are not supported; Spirula opens {SUPPORTED}")

@@ -64,20 +64,32 @@ class Opening:
             self.note(f"Opening the mesh {d.path.name}…")
         elif d.action in ("video", "photos"):
             project, self.next_project = str(getattr(self, "next_project", None) or ""), None
-            self.reconstruct(d.path, project)
+            self.reconstruct(d.path, project, d.kind)
         else:
             self.refuse(d.reason)
         return drops
 
-    def reconstruct(self, source: Path, project: str = "") -> None:
+    def reconstruct(self, source: Path, project: str = "", kind: str = "") -> None:
         """A video or photo folder to frames, SfM and undistortion, then its review; into
         ``project`` ("" : the engine's choice, the unfinished project of the same input when
-        there is one: spirula/engine/studio/projects.py unfinished_reconstruction)."""
+        there is one: spirula/engine/studio/projects.py unfinished_reconstruction). The
+        dataset settings the panel holds (the All options editor's projection, wide lens,
+        masks ...) go with it: the reconstruction reads them. ``kind`` "360": the drop's
+        2:1 video (spirula/app/drops.py), said in the note unless the projection says otherwise."""
+        from spirula.engine import settings as table
+
         what = "video" if source.is_file() else "photo folder"
-        self.session.send(M.StartPipeline(str(source), project=project, max_size=self.training.max_size.value(),
-                                          eval_every=self.dataset.every.value(),
-                                          drop_sfm_cache=self.sfm_cache.drop_after_run))
-        self.note(f"Reconstructing the {what} {source.name} (frames, SfM, undistortion); then review it and Start")
+        held = self.training.settings()
+        dataset = {s.name: held[s.name] for s in table.named("dataset") if held.get(s.name) is not None}
+        dataset.update(max_size=self.training.max_size.value(), eval_every=self.dataset.every.value())
+        self.session.send(M.StartPipeline(str(source), project=project, drop_sfm_cache=self.sfm_cache.drop_after_run,
+                                          **dataset))
+        if kind == "360" and dataset.get("projection", "auto") != "perspective":
+            what = "360-degree video"
+            how = "frames, SfM on their cube faces, undistortion; All options > Projection: perspective if it is not 360"
+        else:
+            how = "frames, SfM, undistortion"
+        self.note(f"Reconstructing the {what} {source.name} ({how}); then review it and Start")
 
     def busy(self) -> str:
         """What the engine is doing that another input would disturb ('' when nothing)."""

@@ -418,6 +418,8 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
                                    f"{Path(msg.project) / 'exports'}", True)
             self.statusBar().showMessage(f"Mesh: {dict(msg.files).get('glb', '')}", 0)
         elif isinstance(msg, M.StageProgress):
+            if msg.detail.startswith("note: "):  # a stage's note (a 360 capture, a changed K): kept, as the CLI prints it
+                self.note(msg.detail[len("note: "):])
             if msg.stage != "train":  # reconstruction stages (training has TrainMetrics)
                 total = f"/{msg.total}" if msg.total else ""
                 self.training.status.setText(f"{msg.stage}: {msg.done}{total} {msg.detail}".strip())

@@ -35,6 +35,10 @@ RANDOM_INITS = ("views", "box")       # spirula/engine/splat/init.py
 APPEARANCES = ("off", "exposure", "affine", "bilagrid")  # spirula/engine/splat/appearance.py
 MASK_MODES = ("auto", "cutout", "ignore", "off")  # spirula/engine/ingest/masks.py
 WIDE_LENS_MODES = ("faces", "crop")   # spirula/engine/ingest/faces.py, spirula/engine/ingest/load.py
+PROJECTIONS = ("auto", "equirect", "perspective")  # spirula/engine/jobs/stages.py equirect_frames
+# settings only a reconstruction reads (a video or photo folder before SfM): not options of
+# `spirula train` / `partition train`, whose dataset's cameras say it themselves
+RECONSTRUCTION_ONLY = ("projection",)
 MCMC_MIN_STEPS = 500                  # "auto" picks MCMC from this many steps on SfM points (resolve_strategy)
 MCMC_MIN_STEPS_RANDOM = 7_000         # ... and from this many from random points
 MIN_IMAGE_SIDE = 8                    # max_size: 0 keeps the stored size, else at least this many px
@@ -167,6 +171,11 @@ SETTINGS: tuple[Setting, ...] = (
        "into up to 6 pinhole cube faces cropped to the lens footprint (sharing the image's appearance); 'crop' "
        "undistorts to one pinhole image cropped to its largest valid rectangle (360-degree images refused)",
        choices=WIDE_LENS_MODES),
+    _s("projection", D, str, "auto", "what a video's frames (or a photo folder's images) are before SfM: auto "
+       "takes 2:1 frames for a 360-degree equirectangular capture (SfM and training on their cube faces) and any "
+       "other size for a perspective one; equirect insists on 360 (2:1 frames needed); perspective takes 2:1 "
+       "frames as an ordinary wide camera (a cropped panorama, a cinema aspect). A dataset's cameras say it "
+       "themselves", choices=PROJECTIONS, stages=("sfm", "undistort") + TRAIN_STAGES),
     _s("face_size", D, int, 0, "side of a wide image's cube face in px before its crop and the downscale; 0 = per "
        "face, matching the source's resolution", low=16, zero="per face", metavar="PX"),
     _s("eval_every", D, int, 8, "hold out every k-th image by sorted name for evaluation, 0 = none; when that "
@@ -417,7 +426,9 @@ def added_later(section: str) -> dict:
         # The wide-lens split (issue 51): runs saved before it undistorted a fisheye to one crop,
         # but a pinhole dataset (nearly all of them) trains the same either way, so they count
         # as the default and keep their cached stages
-        return {"masks": "auto", "wide_lens": BY_NAME["wide_lens"].default, "face_size": BY_NAME["face_size"].default}
+        # projection (issue 51): runs saved before it took every 2:1 video for 360, which "auto" does
+        return {"masks": "auto", "wide_lens": BY_NAME["wide_lens"].default, "face_size": BY_NAME["face_size"].default,
+                "projection": "auto"}
     if section != "train":
         return {}
     # init_random is not here: runs saved before it started from another random init

@@ -102,3 +102,19 @@ def test_gltf_opens_as_splats_or_mesh_by_its_content(tmp_path):
     assert d.action == "unsupported" and "without KHR_gaussian_splatting" in d.reason
     (tmp_path / "broken.glb").write_bytes(b"glTF\x02\x00\x00\x00" + b"\xff" * 30)
     assert classify(tmp_path / "broken.glb").action == "mesh"   # opening it names the problem
+
+
+def test_a_2to1_video_is_a_360_drop(tmp_path):
+    """A video of 2:1 frames is taken as 360 by the reconstruction: its drop says so (header
+    only); another aspect, or a file PyAV cannot open, is an ordinary video drop."""
+    import numpy as np
+
+    from tests.ingest.videos import write_video
+
+    pano = write_video(tmp_path / "pano.mp4", [np.full((64, 128, 3), 80 + 40 * i, np.uint8) for i in range(2)])
+    flat = write_video(tmp_path / "flat.mp4", [np.full((96, 128, 3), 80 + 40 * i, np.uint8) for i in range(2)])
+    (tmp_path / "broken.mp4").write_bytes(b"not a video")
+    assert classify(pano) == Drop("video", pano, kind="360")
+    assert classify(pano).describe().startswith("Reconstruct the 360-degree video pano.mp4")
+    assert classify(flat) == Drop("video", flat) and classify(tmp_path / "broken.mp4").kind == ""
+    assert describe_many(classify_many([pano])).startswith("Reconstruct the 360-degree video")

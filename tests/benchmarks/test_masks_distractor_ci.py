@@ -8,7 +8,10 @@ without it) and the kept pixels score no worse than without masks. The bar's "be
 without masks" is not a gate: at this size (and at the benchmark's CI size, BENCHMARKS.md)
 the run without masks does not learn the distractor either (a transient seen by a quarter of
 the views is averaged away in 300-500 steps), so the two score within a few hundredths of a
-dB. The mesh half of the bar is measured by the benchmark, not here (minutes more)."""
+dB; the scene keeps that ``quarters`` layout. With the benchmark's default ``half`` layout (the
+ball at one place in half of the views) and 1500 steps the run without masks does learn it
+(benchmarks/results/masks-2026-12-08-lavapipe/: ~15 minutes a pair, too long for a test).
+The mesh half of the bar is measured by the benchmark, not here (minutes more)."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ SMALL = Size("ci-test", 120, 90, 16, 1, 3000, 300)
 
 def test_masked_distractor_is_gone_and_the_kept_pixels_score_higher(tmp_path):
     data = tmp_path / "data"
-    generate(data, SMALL, log=lambda *_: None)
+    generate(data, SMALL, log=lambda *_: None, layout="quarters")  # as measured (module docstring)
     runs = {m: train(data, tmp_path / f"train_{m}", m, SMALL.steps, "vulkan", False, log=lambda *_: None)
             for m in ("ignore", "off")}
     for m, r in runs.items():

@@ -61,7 +61,7 @@ def test_fisheye_and_equirect_images_become_faces(tmp_path):
     assert all(names[s] == c.source for s, c in zip(slots, ds.cameras))
     from spirula.engine.ingest.load import undistortion_notes
 
-    assert any("split 3 images of EQUIRECTANGULAR 128x64 into 6 pinhole faces" in w
+    assert any("training on 3 images of EQUIRECTANGULAR 128x64 as 6 pinhole faces each" in w
                for w in undistortion_notes(ds.undistortion))
     entry = next(u for u in ds.undistortion if u["camera"].startswith("SIMPLE_RADIAL_FISHEYE"))
     assert entry["images"] == 3 and [f["face"] for f in entry["faces"]] == ["front", "right", "left", "up", "down"]

@@ -139,7 +139,8 @@ def test_per_frame_intrinsics_override(tmp_path):
 @pytest.mark.parametrize(
     "extra, match",
     [
-        ({"camera_model": "EQUIRECTANGULAR"}, "camera model EQUIRECTANGULAR is not supported"),
+        ({"camera_model": "EQUIRECTANGULAR"}, "an equirectangular image must be 2:1, not 8x8"),
+        ({"camera_model": "FISHEYE624"}, "camera model FISHEYE624 is not supported"),
         ({"k4": 0.01}, "k4"),
         ({"fl_x": None}, "no focal length"),
     ],
@@ -172,3 +173,95 @@ def test_unreadable_image_without_size_is_skipped(tmp_path):
     ds = load_dataset(tmp_path, max_size=None)
     assert [c.name for c in ds.cameras] == ["a.png"] and (ds.cameras[0].width, ds.cameras[0].height) == (8, 6)
     assert any("b.png" in w and "skipped" in w for w in ds.warnings)
+
+
+def _nerfstudio_equirect_pixel(c2w_gl: np.ndarray, point: np.ndarray, w: int, h: int) -> tuple[float, float]:
+    """Where nerfstudio's EQUIRECTANGULAR camera (its generate_rays: fx = fy = h, cx = w / 2,
+    cy = h / 2; c0 = (x - cx) / fx, c1 = -(y - cy) / fy, theta = -pi c0, phi = pi (0.5 - c1),
+    d = (-sin theta sin phi, cos phi, -cos theta sin phi) in OpenGL camera axes) sees a world
+    point: that formula inverted, written here independently of the reader."""
+    d = c2w_gl[:3, :3].T @ (point - c2w_gl[:3, 3])
+    d = d / np.linalg.norm(d)
+    phi = math.acos(d[1])
+    theta = math.atan2(-d[0], -d[2])
+    c0, c1 = -theta / math.pi, 0.5 - phi / math.pi
+    return w / 2 + c0 * h, h / 2 - c1 * h
+
+
+def test_equirectangular_frames_follow_nerfstudios_convention(tmp_path):
+    """camera_model EQUIRECTANGULAR: a 2:1 panorama read as the full sphere and split into
+    faces; a world point drawn where nerfstudio's camera sees it lands, through the face
+    that sees it, on the same spot of that face's image."""
+    from PIL import Image
+
+    from spirula.engine.ingest.faces import Equirect
+
+    rng = np.random.default_rng(51)
+    w, h = 256, 128
+    c2w = np.eye(4)
+    c2w[:3, :3] = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    if np.linalg.det(c2w[:3, :3]) < 0:
+        c2w[:3, 0] *= -1
+    c2w[:3, 3] = rng.normal(size=3)
+    points = [c2w[:3, 3] + rng.normal(size=3) * 2 for _ in range(4)]
+    img = np.full((h, w, 3), 60, np.uint8)
+    yy, xx = np.mgrid[0:h, 0:w] + 0.5
+    for p in points:
+        u, v = _nerfstudio_equirect_pixel(c2w, p, w, h)
+        img[np.hypot(np.minimum(np.abs(xx - u), w - np.abs(xx - u)), yy - v) < 2.5] = (250, 20, 20)
+    (tmp_path / "images").mkdir()
+    Image.fromarray(img).save(tmp_path / "images" / "pano.png")
+    write_transforms(tmp_path / "transforms.json", {
+        "camera_model": "EQUIRECTANGULAR", "w": w, "h": h, "fl_x": h, "fl_y": h, "cx": w / 2, "cy": h / 2,
+        "frames": [{"file_path": "images/pano.png", "transform_matrix": c2w.tolist()}]})
+    assert read_scene(tmp_path).views[0].camera == Equirect(w, h)
+    ds = load_dataset(tmp_path, max_size=None, face_size=64)
+    assert sorted(c.face for c in ds.cameras) == sorted(["front", "right", "back", "left", "up", "down"])
+    for p in points:
+        seen = 0
+        for cam in ds.cameras:
+            pc = cam.w2c[:3, :3] @ p + cam.w2c[:3, 3]
+            if pc[2] <= 0:
+                continue
+            x, y = cam.fx * pc[0] / pc[2] + cam.cx, cam.fy * pc[1] / pc[2] + cam.cy
+            if 2 <= x < cam.width - 2 and 2 <= y < cam.height - 2:
+                seen += 1
+                r, g, _ = cam.image[int(y), int(x)].astype(int)
+                assert r > 150 and g < 100, (cam.name, x, y, cam.image[int(y), int(x)])
+        assert seen >= 1
+
+
+def test_mask_path_per_frame(tmp_path):
+    """nerfstudio's per-frame mask_path is that image's mask (white = keep, made binary);
+    a listed file that does not exist, one of another size, and a frame without one (no
+    masks folder either) are each named in a warning and used unmasked."""
+    from PIL import Image
+
+    rng = np.random.default_rng(52)
+    w, h = 24, 16
+    frames = []
+    for name in ("a", "b", "c", "d"):
+        write_image(tmp_path / "images" / f"{name}.png", w, h, rng)
+        frames.append({"file_path": f"images/{name}.png", "transform_matrix": np.eye(4).tolist()})
+    grey = rng.integers(0, 256, (h, w), dtype=np.uint8)
+    (tmp_path / "segm").mkdir()
+    Image.fromarray(grey).save(tmp_path / "segm" / "a_mask.png")
+    Image.fromarray(np.zeros((8, 12), np.uint8)).save(tmp_path / "segm" / "d_mask.png")
+    frames[0]["mask_path"] = "segm/a_mask.png"
+    frames[1]["mask_path"] = "segm/b_mask.png"   # does not exist
+    frames[3]["mask_path"] = "segm/d_mask.png"   # another size; c: none listed
+    write_transforms(tmp_path / "transforms.json", {"fl_x": 20.0, "w": w, "h": h, "frames": frames})
+    ds = load_dataset(tmp_path, max_size=None)
+    by = {c.name: c for c in ds.cameras}
+    assert ds.masks == "ignore"   # auto: mask files mean "leave these pixels out"
+    np.testing.assert_array_equal(by["a.png"].mask, np.where(grey >= 128, 255, 0))
+    assert all(c.mask is None for n, c in by.items() if not n.endswith("a.png"))
+    listed = [x for x in ds.warnings if "mask_path" in x and "not exist" in x]
+    assert len(listed) == 1 and "b_mask.png" in listed[0] and "every pixel kept" in listed[0], ds.warnings
+    none = [x for x in ds.warnings if "no mask" in x]
+    assert len(none) == 1 and "c.png" in none[0] and "no masks folder" in none[0], ds.warnings
+    size = [x for x in ds.warnings if "differ" in x and "size" in x]
+    assert len(size) == 1 and "d_mask.png" in size[0] and "12x8" in size[0]
+    assert "1 of 4 images masked" in ds.masks_note and "mask_path" in ds.masks_note
+    off = load_dataset(tmp_path, max_size=None, masks="off")
+    assert all(c.mask is None for c in off.cameras) and not any("mask" in x for x in off.warnings)

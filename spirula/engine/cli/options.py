@@ -158,8 +158,8 @@ def add_settings_options(p, command: str, basic_group=None, exclude: tuple = ())
                         "given beside it win. Default: software on a software Vulkan device (no GPU), else default")
     adv = p.add_argument_group("advanced training settings", "(spirula/engine/settings.py; the studio's All options)")
     for s in table.SETTINGS:
-        if s.name in exclude:
-            continue
+        if s.name in exclude or (s.name in table.RECONSTRUCTION_ONLY and command != "run"):
+            continue  # a dataset's cameras say what a reconstruction-only setting would
         into = g if s.group == "basic" else adv
         text = (s.help + _default_text(s, command)).replace("%", "%%")
         if s.name in SWITCHES:

@@ -164,8 +164,11 @@ def _short(stage: str, s: dict) -> str:
         return (f"{s.get('registered')}/{s.get('images')} registered ({s.get('mapper')}), {s.get('points')} points, "
                 f"reproj {s.get('mean_reprojection_error_px', 0):.2f} px")
     if stage == "undistort" and s.get("equirect"):  # a 360-degree capture (spirula/engine/sfm/equirect.py)
-        return (f"{s.get('frames')} 360-degree frames (their cube faces: {s.get('faces_registered')} registered), "
-                f"faces' pose spread {s.get('max_face_disagreement_deg', 0):.2f} deg")
+        dropped = s.get("frames_dropped") or []
+        of = f" of {s['frames_selected']}" if "frames_selected" in s else ""
+        return (f"{s.get('frames')}{of} 360-degree frames registered ({s.get('faces_registered')} cube faces)"
+                + (f", not {', '.join(dropped[:3])}{' ...' if len(dropped) > 3 else ''}" if dropped else "")
+                + f"; faces' pose spread {s.get('max_face_disagreement_deg', 0):.2f} deg")
     if stage == "undistort" and s.get("wide"):  # fisheye: kept for the faces (spirula/engine/jobs/stages.py)
         return f"{s.get('images')} wide-lens images kept distorted (the training splits them into pinhole faces)"
     if stage == "undistort":

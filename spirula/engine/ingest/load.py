@@ -161,7 +161,7 @@ def load_dataset(
             c.mask = None
     return Dataset(
         root=scene.root, cameras=cameras, points=scene.points, colors=scene.colors, warnings=list(scene.warnings),
-        undistortion=[pinhole[k] for k in sorted(pinhole, key=lambda c: pinhole[c]["camera"])] + face_entries(split),
+        undistortion=[pinhole[k] for k in sorted(pinhole, key=lambda c: pinhole[c]["camera"])] + face_entries(split, max_size),
         masks=mode, masks_source=masker.source if mode != "off" else "",
         masks_note=masker.summary(sum(c.mask is not None for c in cameras), len(cameras)),
     )
@@ -246,12 +246,15 @@ def _load_faces(view: ViewSpec, maps: _MapCache, max_size: int | None, notes: di
     return out
 
 
-def face_entries(split: dict) -> list[dict]:
+def face_entries(split: dict, max_size: int | None = None) -> list[dict]:
     """Dataset.undistortion's entries of the wide cameras split into faces: {"camera": its
     describe(), "faces": [{"face", "model": "PINHOLE", "width", "height", "fx", "fy", "cx",
-    "cy"}] (native, before the training size), "images": how many}, sorted by camera."""
-    out = [{"camera": e["camera"], "images": e["images"],
-            "faces": [{"face": f.name} | _k(f.camera) for f in e["faces"]]}
+    "cy"} (native, before the training size) | {"trained": [w, h]} (after ``max_size``)],
+    "images": how many}, sorted by camera."""
+    out = [{"camera": e["camera"], "images": e["images"], "max_size": max_size or 0,
+            "faces": [{"face": f.name} | _k(f.camera) | {"trained": list(fit_size(f.camera.width, f.camera.height,
+                                                                                  max_size))}
+                      for f in e["faces"]]}
            | ({"image_circle_deg": round(math.degrees(e["faces"][0].max_angle), 2)}
               if e["faces"][0].max_angle is not None else {}) for e in split.values()]
     return sorted(out, key=lambda e: e["camera"])
@@ -268,18 +271,34 @@ def undistortion_notes(undistortion: list[dict]) -> list[str]:
     out = []
     for u in undistortion:
         if "faces" in u:  # a wide camera split into faces (spirula/engine/ingest/faces.py)
-            sizes = ", ".join(f"{f['face']} {f['width']}x{f['height']}" for f in u["faces"])
-            if "image_circle_deg" in u:
-                sizes += f"; a circular image: the lens footprint ends at {u['image_circle_deg']:g} degrees"
-            out.append(f"split {u['images']} image{'s' if u['images'] > 1 else ''} of {u['camera']} into "
-                       f"{len(u['faces'])} pinhole faces ({sizes}; 90-degree faces cropped to the lens footprint, "
-                       "then scaled to the training size)")
+            out.append(_faces_note(u))
             continue
         k = u["pinhole"]
         out.append(f"undistorted {u['images']} image{'s' if u['images'] > 1 else ''} of {u['camera']} to PINHOLE "
                    f"{k['width']}x{k['height']} fx={k['fx']:.6g} fy={k['fy']:.6g} cx={k['cx']:.6g} cy={k['cy']:.6g} "
                    "(cropped to valid pixels; then scaled to the training size)")
     return out
+
+
+def _faces_note(u: dict) -> str:
+    """One line for a wide camera split into faces: the faces' sizes as trained (faces of one
+    size named together), and how they came to be (the native size when --max-size scaled them)."""
+    groups: dict[tuple, list[str]] = {}
+    for f in u["faces"]:
+        trained = tuple(f.get("trained", (f["width"], f["height"])))
+        groups.setdefault((trained, (f["width"], f["height"])), []).append(f["face"])
+    parts = []
+    for (trained, native), names in groups.items():
+        scaled = f" (from {native[0]}x{native[1]})" if tuple(native) != trained else ""
+        parts.append(f"{', '.join(names)} {trained[0]}x{trained[1]} px{scaled}")
+    circle = (f"; a circular image: the lens footprint ends at {u['image_circle_deg']:g} degrees"
+              if "image_circle_deg" in u else "")
+    scaled = any(tuple(f.get("trained", (f["width"], f["height"]))) != (f["width"], f["height"]) for f in u["faces"])
+    how = "90-degree cube faces cropped to the lens footprint" + (f", scaled to --max-size {u['max_size']}"
+                                                                   if scaled else "")
+    n = u["images"]
+    return (f"training on {n} image{'s' if n > 1 else ''} of {u['camera']} as {len(u['faces'])} pinhole faces "
+            f"each: {'; '.join(parts)} ({how}{circle})")
 
 
 def match_camera(stored, orientation: int, camera: CameraModel, path: Path):

@@ -9,6 +9,10 @@ Where a mask comes from (one source per dataset):
   that order. Grey (colour masks: the mean of their channels) >= 128 keeps a pixel (white =
   keep), anything darker masks it out: a mask file is a decision per pixel, so it is made
   binary when read (a JPEG-compressed mask's near-black noise stays out).
+* **a mask file listed per image** (nerfstudio's ``mask_path``, :attr:`ViewSpec.mask_path
+  <spirula.engine.ingest.scene.ViewSpec>`): that file, read as a masks folder's file; images
+  the dataset lists none for look in the masks folder as above. A listed file that is
+  missing falls under the rule below like a folder's.
 * else **the images' alpha channel** (RGBA, LA, a palette or grey/RGB image with a
   transparency key, premultiplied RGBa/La): alpha is coverage, kept as it is (a weight in
   [0, 1]); the colour stays composited over black as :mod:`spirula.engine.ingest.images` reads it.
@@ -134,15 +138,20 @@ class MaskReader:
         self.missing: list[str] = []
         self.mismatch: list[tuple[str, str, tuple, tuple]] = []   # (image, mask, mask wxh, image wxh)
         self.bad: list[tuple[str, str]] = []
+        self.missing_listed: list[tuple[str, str]] = []   # (image, its listed mask file that does not exist)
         self.alpha_seen = 0
         self.folders: set[Path] = set()
         self.source = ""
+        self.listed = 0   # views whose dataset lists their mask file (mask_path)
         if mode != "off":
             for v in views:
+                if getattr(v, "mask_path", None) is not None:
+                    self.listed += 1
+                    continue
                 found = mask_folders(Path(v.image_path), v.name)
                 if found:
                     self.folders.add(found[0][0])
-            self.source = "folder" if self.folders else "alpha"
+            self.source = "folder" if self.folders or self.listed else "alpha"
         if self.source == "folder" and mode == "auto":
             self.mode = "ignore"
 
@@ -161,11 +170,16 @@ class MaskReader:
             return None
         if self.source != "folder":
             return None
-        cands = [c for f, rel in mask_folders(Path(view.image_path), view.name) for c in mask_candidates(f, rel)]
+        listed = getattr(view, "mask_path", None)
+        cands = [Path(listed)] if listed is not None else \
+            [c for f, rel in mask_folders(Path(view.image_path), view.name) for c in mask_candidates(f, rel)]
         path = next((c for c in cands if c.is_file()), None)
         if path is None:
             with self._lock:
-                self.missing.append(view.name)
+                if listed is not None:
+                    self.missing_listed.append((view.name, str(listed)))
+                else:
+                    self.missing.append(view.name)
             return None
         try:
             m = read_mask_file(path)
@@ -196,9 +210,16 @@ class MaskReader:
         out = []
         where = ", ".join(sorted(str(f) for f in self.folders))
         if self.missing:
-            out.append(f"{len(self.missing)} image{'s have' if len(self.missing) > 1 else ' has'} no mask in {where} "
-                       f"(looked for <name>.png and <name without extension>.png); used unmasked, every pixel "
-                       f"kept: {name_list(self.missing)}")
+            looked = (f"in {where} (looked for <name>.png and <name without extension>.png)" if where else
+                      "(the dataset lists no mask_path for it and there is no masks folder)")
+            out.append(f"{len(self.missing)} image{'s have' if len(self.missing) > 1 else ' has'} no mask {looked}; "
+                       f"used unmasked, every pixel kept: {name_list(self.missing)}")
+        if self.missing_listed:
+            n = len(self.missing_listed)
+            name, mpath = min(self.missing_listed)
+            out.append(f"{n} mask file{'s' if n > 1 else ''} listed by the dataset (mask_path) do{'es' if n == 1 else ''} "
+                       f"not exist (e.g. {mpath} for {name}); used unmasked, every pixel kept: "
+                       f"{name_list([v for v, _ in self.missing_listed])}")
         if self.mismatch:
             _, mpath, (mw, mh), (iw, ih) = min(self.mismatch)
             out.append(f"{len(self.mismatch)} mask{'s differ' if len(self.mismatch) > 1 else ' differs'} in size "
@@ -219,6 +240,7 @@ class MaskReader:
         mode = self.resolved()
         if mode == "off":
             return None
-        src = f"the masks in {', '.join(sorted(str(f) for f in self.folders))}" if self.source == "folder" \
-            else "the images' alpha channel"
+        froms = (["the mask files the dataset lists (mask_path)"] if self.listed else []) + \
+            ([f"the masks in {', '.join(sorted(str(f) for f in self.folders))}"] if self.folders else [])
+        src = " and ".join(froms) if self.source == "folder" else "the images' alpha channel"
         return f"masks: {used} of {total} images masked from {src}, used as {mode}"

@@ -20,7 +20,13 @@ Camera models (``camera_model``, or instant-ngp's ``is_fisheye``), distortion ke
   model has) is refused.
 * ``OPENCV_FISHEYE`` / ``FISHEYE`` / ``is_fisheye``: k1..k4 -> COLMAP ``OPENCV_FISHEYE``;
   p1, p2 != 0 are refused.
-* Anything else (``EQUIRECTANGULAR``, ``FISHEYE624``, ...) is refused by name.
+* ``EQUIRECTANGULAR``: a 360-degree panorama (2:1; another aspect is refused), split into
+  pinhole faces by the loader (spirula/engine/ingest/faces.py). nerfstudio's convention for it
+  is the full sphere (fx = fy = h, cx = w / 2, cy = h / 2; in its OpenGL camera axes the image
+  centre looks down -z, the top row up +y, x grows to the right), which after the axis flip
+  below is exactly :class:`~spirula.engine.ingest.faces.Equirect`'s mapping; the focal length,
+  principal point and distortion keys are therefore not read.
+* Anything else (``FISHEYE624``, ``OMNIDIRECTIONALSTEREO_L``, ...) is refused by name.
 
 ``transform_matrix`` is camera-to-world in OpenGL/NeRF axes (x right, y up, z backward);
 it is converted to an OpenCV world-to-camera by flipping the camera y and z axes.
@@ -39,6 +45,11 @@ others, and the rule. Frames whose image is missing are
 skipped with a warning naming them; so are frames whose pose or intrinsics cannot be
 used (a NaN, a scaled or mirrored rotation, an unsupported model): the warning names
 the file, the frame and the reason; only when no frame is left is the dataset refused.
+
+Masks: a frame's ``mask_path`` (nerfstudio's; relative to the json's folder or absolute,
+looked up as ``ply_file_path`` is) is that image's mask, with the masks folder's rules
+(spirula/engine/ingest/masks.py: white = keep, a missing or differently sized one named in a
+warning and the image used unmasked); frames without one fall back to a ``masks/`` folder.
 
 Images are used as stored (EXIF orientation not applied), as nerfstudio and
 instant-ngp load them; see :mod:`spirula.engine.ingest.load`.
@@ -95,7 +106,7 @@ def read_transforms(root: Path) -> SceneSpec:
         raise DatasetError(f"{root}: no {TRANSFORMS} (nor {', '.join(SPLIT_FILES)})")
     base = files[0].parent
     scene = SceneSpec(root=base, views=[])
-    found: list[tuple[Path, dict, dict, np.ndarray, str]] = []
+    found: list[tuple[Path, dict, dict, np.ndarray, str, Path]] = []
     seen: set[Path] = set()
     missing: list[str] = []
     guessed: list[str] = []
@@ -135,7 +146,7 @@ def read_transforms(root: Path) -> SceneSpec:
             if image_path in seen:
                 continue
             seen.add(image_path)
-            found.append((image_path, frame, meta, w2c, f"{path} ({image_path.name})"))
+            found.append((image_path, frame, meta, w2c, f"{path} ({image_path.name})", path))
 
     listing = " and ".join(str(p) for p in files)
     if missing:
@@ -154,7 +165,7 @@ def read_transforms(root: Path) -> SceneSpec:
                            + expected_and_found(missing, on_disk, "the folder"))
 
     common = Path(os.path.commonpath([str(p.parent) for p, *_ in found]))
-    for image_path, frame, meta, w2c, where in found:
+    for image_path, frame, meta, w2c, where, json_path in found:
         try:
             camera = _intrinsics(meta, frame, image_path, where)
         except ImageDecodeError as e:  # size needed from an image that cannot be read
@@ -163,7 +174,8 @@ def read_transforms(root: Path) -> SceneSpec:
         except DatasetError as e:  # this frame's intrinsics (the frame's keys, or shared ones)
             bad.append(str(e))
             continue
-        scene.views.append(ViewSpec(image_path.relative_to(common).as_posix(), image_path, camera, w2c))
+        scene.views.append(ViewSpec(image_path.relative_to(common).as_posix(), image_path, camera, w2c,
+                                    _mask_path(frame, image_path, where, json_path.parent, scene)))
     if bad and scene.views:
         more = f"; ... and {len(bad) - 5} more" if len(bad) > 5 else ""
         scene.warn(f"{len(bad)} of {n_frames} frames in {listing} cannot be used, skipped: {'; '.join(bad[:5])}{more}")
@@ -174,6 +186,21 @@ def read_transforms(root: Path) -> SceneSpec:
     if ply:
         _read_points(scene, base, str(ply))
     return scene
+
+
+def _mask_path(frame: dict, image_path: Path, where: str, base: Path, scene: SceneSpec) -> Path | None:
+    """The frame's ``mask_path`` as a path (None without one): found as written or by the
+    path rules (spirula/engine/ingest/paths.py, no extension added), else as written under the
+    json's folder (the mask reader names it missing)."""
+    value = frame.get("mask_path")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        scene.warn(f"{where}: mask_path is not a file name ({value!r}); the mask folder's rules apply to "
+                   f"{image_path.name}")
+        return None
+    hit = Finder(base, extensions=()).find(value)
+    return hit.path if hit is not None else base / value.replace("\\", "/")
 
 
 def _no_frame_left(bad: list[str], listing: str) -> DatasetError:
@@ -282,6 +309,12 @@ def _intrinsics(meta: dict, frame: dict, image_path: Path, where: str) -> Camera
     if w is None or h is None:
         w, h = image_size(image_path, apply_exif=False)
     w, h = int(round(w)), int(round(h))
+    if name.upper() == "EQUIRECTANGULAR":  # the full sphere (module docstring): only the size is read
+        from .faces import Equirect
+
+        eq = Equirect(w, h)
+        eq.check(where)
+        return eq
     fx = _focal(levels, "fl_x", "camera_angle_x", w, where)
     fy = _focal(levels, "fl_y", "camera_angle_y", h, where)
     cx, cy = _lookup(levels, "cx", where), _lookup(levels, "cy", where)
@@ -315,6 +348,6 @@ def _intrinsics(meta: dict, frame: dict, image_path: Path, where: str) -> Camera
         camera = CameraModel("OPENCV_FISHEYE", w, h, fx, fy, cx, cy, (k1, k2, k3, k4))
     else:
         raise DatasetError(f"{where}: camera model {name} is not supported "
-                           f"(supported: {', '.join(_PERSPECTIVE + _FISHEYE)})")
+                           f"(supported: {', '.join(_PERSPECTIVE + _FISHEYE)}, EQUIRECTANGULAR)")
     camera.check(where)
     return camera

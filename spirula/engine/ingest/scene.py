@@ -27,12 +27,16 @@ class ViewSpec:
     image_path: absolute path of the file (exists when the reader returns it).
     camera: intrinsics for the image as stored on disk (possibly distorted).
     w2c: [4, 4] float64 world-to-camera, OpenCV axes (x right, y down, z forward).
+    mask_path: the image's own mask file when the dataset lists one (nerfstudio's per-frame
+    ``mask_path``; it need not exist: a missing one is named by spirula/engine/ingest/masks.py), else
+    None (the masks folder's rules apply).
     """
 
     name: str
     image_path: Path
     camera: CameraModel
     w2c: np.ndarray
+    mask_path: Path | None = None
 
 
 @dataclass

@@ -86,8 +86,10 @@ class PipelineConfig:
             return f
         if stage == "import":
             return asdict(self.photos)
-        if stage == "sfm":
-            return {k: v for k, v in asdict(self.sfm).items() if k != "num_threads"}
+        if stage == "sfm":  # --projection only when set (the runs made before it keep their key)
+            key = {k: v for k, v in asdict(self.sfm).items() if k != "num_threads"}
+            projection = self.run.dataset.projection
+            return key if projection == "auto" else {**key, "projection": projection}
         if stage == "undistort":  # a wide lens is kept for its faces unless --wide-lens crop (the default
             # leaves the key of the runs made before as it was)
             wide = self.run.dataset.wide_lens

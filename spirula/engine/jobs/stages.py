@@ -206,7 +206,7 @@ def stage_sfm(ctx: StageContext) -> dict:
     def report(what: str, done: int, total: int | None) -> None:
         ctx.progress(done, total, what)
 
-    if equirect_frames(meta):
+    if equirect_frames(meta, ctx.cfg.run.dataset.projection, ctx.source):
         if ctx.cfg.run.dataset.wide_lens == "crop":  # refused before SfM, not after it at the training
             from ..errors import SpirulaError
 
@@ -222,13 +222,22 @@ def stage_sfm(ctx: StageContext) -> dict:
     return summary
 
 
-def equirect_frames(meta: dict) -> bool:
-    """True when every frame of frames.json is 2:1: a 360-degree equirectangular capture
-    (spirula/engine/sfm/equirect.py), reconstructed from its cube faces."""
+def equirect_frames(meta: dict, projection: str = "auto", source="") -> bool:
+    """True when the frames of frames.json are a 360-degree equirectangular capture
+    (spirula/engine/sfm/equirect.py), reconstructed from its cube faces: by ``projection``
+    (the dataset setting): "auto" when every frame is 2:1 (one size), "equirect" always
+    (SpirulaError naming ``source`` unless they are), "perspective" never."""
     from ..sfm.equirect import is_equirect_size
 
     sizes = list(meta.get("sizes", {}).values())
-    return bool(sizes) and all(is_equirect_size(*s) for s in sizes) and len({tuple(s) for s in sizes}) == 1
+    is_360 = bool(sizes) and all(is_equirect_size(*s) for s in sizes) and len({tuple(s) for s in sizes}) == 1
+    if projection == "equirect" and not is_360:
+        from ..errors import SpirulaError
+
+        got = ", ".join(sorted({f"{w}x{h}" for w, h in sizes})) or "no frames"
+        raise SpirulaError(f"{source}: --projection equirect needs frames of one 2:1 size (a 360-degree "
+                           f"equirectangular capture), not {got}; use --projection auto or perspective")
+    return is_360 and projection != "perspective"
 
 
 def _sfm_equirect(ctx: StageContext, frames: Path, meta: dict, out: Path, report) -> dict:
@@ -241,8 +250,10 @@ def _sfm_equirect(ctx: StageContext, frames: Path, meta: dict, out: Path, report
 
     w, h = next(iter(meta["sizes"].values()))
     n = sfm_face_size(w, ctx.cfg.sfm.max_image_size)
-    ctx.progress(0, len(meta["frames"]), f"note: {w}x{h} frames (2:1) taken as 360-degree equirectangular: "
-                                         f"SfM on their 6 cube faces of {n} px, one rig per frame")
+    why = "" if ctx.cfg.run.dataset.projection == "equirect" else " (2:1; --projection perspective if they are not)"
+    ctx.progress(0, len(meta["frames"]), f"note: {w}x{h} frames taken as 360-degree equirectangular{why}: SfM on "
+                                         f"each frame's 6 cube faces of {n}x{n} px as one rig (the training splits "
+                                         "the frames into faces of its own size)")
     lay = split_frames(frames, meta["frames"], out / "faces", n, lambda d, t: report("cube faces", d, t),
                        ctx.should_stop)
     # the six faces of a frame are neighbours in capture order: sequential matching spans as many frames
@@ -295,12 +306,22 @@ def _equirect_dataset(ctx: StageContext, info: dict) -> dict:
         ctx.warn(w)
     images = ctx.staging / "images"
     images.mkdir(parents=True)
+    kept = []
     for line in (ctx.staging / "sparse" / "0" / "images.txt").read_text().splitlines():
         parts = line.split()
         if len(parts) == 10 and not line.startswith("#"):
             shutil.copyfile(ctx.project / "frames" / parts[9], images / parts[9])
+            kept.append(parts[9])
+    selected = _read_json(ctx.project / "frames" / "frames.json")["frames"]
+    dropped = sorted(set(selected) - set(kept))
+    if dropped:  # named: a user looking for a frame finds why it is not trained
+        from ..ingest.scene import name_list
+
+        ctx.warn(f"{ctx.source}: {len(dropped)} of {len(selected)} frames not registered by SfM (their cube faces "
+                 f"matched too little), left out of the training: {name_list(dropped, limit=10)}")
     ctx.progress(1, 1, "360-degree frames")
-    return summary | {"equirect": True, "images": summary["frames"]}
+    return summary | {"equirect": True, "images": summary["frames"], "frames_selected": len(selected),
+                      "frames_dropped": dropped}
 
 
 def _wide_model(model_dir: Path) -> bool:

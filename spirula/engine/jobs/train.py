@@ -331,7 +331,10 @@ def _run_training(dataset_path: Path, out_dir: Path, cfg: RunConfig, on_progress
         on_message(f"note: {dataset.masks_note}")
     for note in undistortion_notes(dataset.undistortion):
         on_message(f"note: {note}")
-    on_message(f"dataset: {len(dataset.cameras)} images ({len(train_idx)} train, {len(test_idx)} held out), "
+    sources = len({c.source or c.name for c in dataset.cameras})  # a wide image's faces: one source
+    what = f"{len(dataset.cameras)} images" if sources == len(dataset.cameras) else \
+        f"{len(dataset.cameras)} face images of {sources} wide images"
+    on_message(f"dataset: {what} ({len(train_idx)} train, {len(test_idx)} held out), "
                f"{0 if dataset.points is None else len(dataset.points)} SfM points")
     t_load = time.perf_counter() - t0
     ckpt = _load_checkpoint(ckpt_path, resume, on_message)
