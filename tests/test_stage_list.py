@@ -91,3 +91,50 @@ def test_a_new_job_starts_a_new_list():
     sl.on_message(StageStarted("sfm", None), 10.0)                        # a video's, after it
     rows = sl.rows(11.0)
     assert rows[0][:2] == ("SfM", "running") and all(r[1] == "waiting" for r in rows[1:])
+
+
+def _constant_rate_training(sl, steps=1000, step_s=0.25, startup_s=2.0):
+    """A training at a constant step time (a software device's: the cost is the pixels), with
+    its start-up message at step 0; the stage list's predicted totals past 10 % against the
+    true one."""
+    sl.on_message(StageStarted("train", None), 0.0)
+    sl.on_message(StageProgress("train", 0, steps, "device: llvmpipe"), startup_s)
+    errs = []
+    for done in range(25, steps, 25):
+        t = startup_s + done * step_s
+        sl.on_message(StageProgress("train", done, steps), t)
+        if done >= steps // 10:
+            errs.append((t + sl.clocks["train"].remaining(t) - (startup_s + steps * step_s)) / (startup_s + steps * step_s))
+    return np.array(errs)
+
+
+def test_a_software_device_trains_at_a_constant_rate():
+    gpu = _constant_rate_training(StageList())
+    sw = _constant_rate_training(StageList(software=True))
+    assert np.abs(sw).max() < 1e-9                   # the rate itself: exact
+    assert gpu.max() > 0.25                          # the GPU's slowdown profile over-predicts it
+    sl = StageList()
+    sl.set_software(True)                            # the device known after the list was made
+    assert sl.clocks["train"].profile is None
+    sl.reset()                                       # a new job keeps the device's profile
+    assert sl.clocks["train"].profile is None
+    sl.set_software(False)
+    assert sl.clocks["train"].profile == TRAIN_PROFILE
+
+
+def test_the_recorded_software_training():
+    """office_chair's training on software Vulkan (benchmarks/stage_estimates.py's trace):
+    every estimate past 10 % within 25 % with the device's constant rate, not with the GPU's
+    profile."""
+    events = json.loads((ROOT / "benchmarks/results/stage-estimates-2026-12-08-lavapipe/trace.json").read_text())
+    msgs = [(t, {"StageStarted": StageStarted, "StageProgress": StageProgress, "StageFinished": StageFinished}[k](**d))
+            for t, k, d in events["events"] if d["stage"] == "train"]
+    t_start, t_end = msgs[0][0], msgs[-1][0]
+    for software, expect_within in ((True, True), (False, False)):
+        sl, errs = StageList(software=software), []
+        for t, m in msgs:
+            sl.on_message(m, t)
+            if isinstance(m, StageProgress) and m.total and 0.1 <= m.done / m.total < 1.0:
+                errs.append((t - t_start + sl.clocks["train"].remaining(t) - (t_end - t_start)) / (t_end - t_start))
+        assert len(errs) >= 30
+        assert (np.abs(errs).max() <= 0.25) == expect_within, (software, np.abs(errs).max())
