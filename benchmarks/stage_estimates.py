@@ -4,7 +4,8 @@ time.monotonic() stamp), save the trace, then replay it through
 spirula/engine/studio/stage_list.py StageList and report, per stage, the share of the
 estimates taken past 10 % done that are within 25 % of the stage's actual remaining time...
 measured as the predicted total (elapsed since the stage started + estimate left) against
-the stage's actual duration, the worst such error, and the same for a constant-rate estimate.
+the stage's actual duration, the worst such error; the training also with the GPU's profile (TRAIN_PROFILE) against the
+software device's constant rate (stage_list.train_profile).
 
     python benchmarks/stage_estimates.py record OUT_DIR -- <spirula run arguments>
     python benchmarks/stage_estimates.py report TRACE.json [...]
@@ -58,11 +59,11 @@ def _messages(events):
     return [(t, kinds[k](**d)) for t, k, d in events]
 
 
-def replay(events, profiles: dict | None = None) -> dict:
+def replay(events, software: bool) -> dict:
     """Per stage with progress: {"seconds": actual duration (StageStarted to StageFinished on
     the trace's clock), "errors": relative errors (elapsed + estimate left - actual) / actual
-    at every StageProgress at or past 10 % done and before the last unit}. ``profiles``
-    overrides stage_list's profiles ({stage: profile or None}; None = constant rate)."""
+    at every StageProgress at or past 10 % done and before the last unit}, from a
+    StageList(software=software) (the training's profile: stage_list.train_profile)."""
     import numpy as np
 
     from spirula.engine.studio.stage_list import StageList
@@ -70,14 +71,9 @@ def replay(events, profiles: dict | None = None) -> dict:
     msgs = _messages(events)
     started = {m.stage: t for t, m in msgs if type(m).__name__ == "StageStarted"}
     ended = {m.stage: t for t, m in msgs if type(m).__name__ == "StageFinished"}
-    sl = StageList()
+    sl = StageList(software=software)
     out: dict = {}
     for t, m in msgs:
-        if profiles is not None and type(m).__name__ == "StageStarted" and m.stage in sl.clocks:
-            sl.on_message(m, t)
-            if m.stage in profiles:
-                sl.clocks[m.stage].profile = profiles[m.stage]
-            continue
         sl.on_message(m, t)
         if type(m).__name__ != "StageProgress" or m.stage not in sl.clocks or m.stage not in ended:
             continue
@@ -95,17 +91,18 @@ def replay(events, profiles: dict | None = None) -> dict:
 
 def report(paths: list[Path]) -> str:
     """A markdown table per trace: per stage, its duration, the share of the estimates past 10 %
-    within 25 % and the worst error, with stage_list's profiles and with a constant rate."""
+    within 25 % and the worst error, as the studio estimates on a software device (the training at a
+    constant rate) and with the GPU's training profile (the other stages: the same constant rate)."""
     import numpy as np
 
     lines = []
     for path in paths:
         events = json.loads(Path(path).read_text())["events"]
-        prof = replay(events)
-        flat = replay(events, profiles={s: None for s in ("train",)})
+        prof = replay(events, software=True)
+        flat = replay(events, software=False)
         lines += [f"{path}:", "",
                   "| stage | seconds | progress reports | estimates past 10 % | within 25 % | worst error "
-                  "| constant rate: within 25 % | constant rate: worst |",
+                  "| GPU train profile: within 25 % | GPU train profile: worst |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for stage, rec in prof.items():
             e, f = rec["errors"], flat[stage]["errors"]
