@@ -138,3 +138,21 @@ def test_the_recorded_software_training():
                 errs.append((t - t_start + sl.clocks["train"].remaining(t) - (t_end - t_start)) / (t_end - t_start))
         assert len(errs) >= 30
         assert (np.abs(errs).max() <= 0.25) == expect_within, (software, np.abs(errs).max())
+
+
+def test_a_stage_of_phases_is_measured_per_phase():
+    """SfM's phases count their own units (features over 30 images, matching over 265 pairs,
+    mapping over 30 images again): each phase's rate from its own reports, not across them."""
+    c = StageClock("sfm")
+    c.start(0.0, None)
+    for i in range(3, 28, 3):                       # features: 1 s an image
+        c.progress(float(i), i, 30)
+    assert c.remaining(27.0) == pytest.approx(3.0)
+    c.progress(31.0, 50, 265)                       # matching: another total
+    assert c.remaining(31.0) is None                # its rate not measured yet
+    c.progress(33.0, 100, 265)                      # 50 pairs in 2 s: 165 left = 6.6 s
+    assert c.remaining(33.0) == pytest.approx(6.6)
+    c.progress(40.0, 265, 265)
+    c.progress(41.0, 10, 265)                       # begun again (a mapper's restart): falls back
+    c.progress(42.0, 20, 265)
+    assert c.remaining(42.0) == pytest.approx(24.5)
