@@ -91,3 +91,68 @@ def test_a_new_job_starts_a_new_list():
     sl.on_message(StageStarted("sfm", None), 10.0)                        # a video's, after it
     rows = sl.rows(11.0)
     assert rows[0][:2] == ("SfM", "running") and all(r[1] == "waiting" for r in rows[1:])
+
+
+def _constant_rate_training(sl, steps=1000, step_s=0.25, startup_s=2.0):
+    """A training at a constant step time (a software device's: the cost is the pixels), with
+    its start-up message at step 0; the stage list's predicted totals past 10 % against the
+    true one."""
+    sl.on_message(StageStarted("train", None), 0.0)
+    sl.on_message(StageProgress("train", 0, steps, "device: llvmpipe"), startup_s)
+    errs = []
+    for done in range(25, steps, 25):
+        t = startup_s + done * step_s
+        sl.on_message(StageProgress("train", done, steps), t)
+        if done >= steps // 10:
+            errs.append((t + sl.clocks["train"].remaining(t) - (startup_s + steps * step_s)) / (startup_s + steps * step_s))
+    return np.array(errs)
+
+
+def test_a_software_device_trains_at_a_constant_rate():
+    gpu = _constant_rate_training(StageList())
+    sw = _constant_rate_training(StageList(software=True))
+    assert np.abs(sw).max() < 1e-9                   # the rate itself: exact
+    assert gpu.max() > 0.25                          # the GPU's slowdown profile over-predicts it
+    sl = StageList()
+    sl.set_software(True)                            # the device known after the list was made
+    assert sl.clocks["train"].profile is None
+    sl.reset()                                       # a new job keeps the device's profile
+    assert sl.clocks["train"].profile is None
+    sl.set_software(False)
+    assert sl.clocks["train"].profile == TRAIN_PROFILE
+
+
+def test_the_recorded_software_training():
+    """office_chair's training on software Vulkan (benchmarks/stage_estimates.py's trace):
+    every estimate past 10 % within 25 % with the device's constant rate, not with the GPU's
+    profile."""
+    events = json.loads((ROOT / "benchmarks/results/stage-estimates-2026-12-08-lavapipe/trace.json").read_text())
+    msgs = [(t, {"StageStarted": StageStarted, "StageProgress": StageProgress, "StageFinished": StageFinished}[k](**d))
+            for t, k, d in events["events"] if d["stage"] == "train"]
+    t_start, t_end = msgs[0][0], msgs[-1][0]
+    for software, expect_within in ((True, True), (False, False)):
+        sl, errs = StageList(software=software), []
+        for t, m in msgs:
+            sl.on_message(m, t)
+            if isinstance(m, StageProgress) and m.total and 0.1 <= m.done / m.total < 1.0:
+                errs.append((t - t_start + sl.clocks["train"].remaining(t) - (t_end - t_start)) / (t_end - t_start))
+        assert len(errs) >= 30
+        assert (np.abs(errs).max() <= 0.25) == expect_within, (software, np.abs(errs).max())
+
+
+def test_a_stage_of_phases_is_measured_per_phase():
+    """SfM's phases count their own units (features over 30 images, matching over 265 pairs,
+    mapping over 30 images again): each phase's rate from its own reports, not across them."""
+    c = StageClock("sfm")
+    c.start(0.0, None)
+    for i in range(3, 28, 3):                       # features: 1 s an image
+        c.progress(float(i), i, 30)
+    assert c.remaining(27.0) == pytest.approx(3.0)
+    c.progress(31.0, 50, 265)                       # matching: another total
+    assert c.remaining(31.0) is None                # its rate not measured yet
+    c.progress(33.0, 100, 265)                      # 50 pairs in 2 s: 165 left = 6.6 s
+    assert c.remaining(33.0) == pytest.approx(6.6)
+    c.progress(40.0, 265, 265)
+    c.progress(41.0, 10, 265)                       # begun again (a mapper's restart): falls back
+    c.progress(42.0, 20, 265)
+    assert c.remaining(42.0) == pytest.approx(24.5)

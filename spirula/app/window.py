@@ -146,6 +146,7 @@ class StudioWindow(Closing, Opening, QtWidgets.QMainWindow):
         from .stage_status import StageStatus
 
         self.stage_status = StageStatus(self)  # the job's stages, elapsed and time left, on every tab
+        self.stage_status.stages.set_software(self.device_kind == "software")  # the training's profile
         sb = self.statusBar()
         sb.addPermanentWidget(self.stage_status)
         sb.addPermanentWidget(self.status_job)
