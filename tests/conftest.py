@@ -54,6 +54,13 @@ def seed_of(nodeid: str, base: int | None = None) -> int:
     return zlib.crc32(f"{base}/{nodeid}".encode())
 
 
+def pytest_configure(config):
+    """A drawn base (``random``) goes into the environment as its number: pytest-xdist's
+    workers (scripts/test.sh), started after this, inherit it and draw with the same base."""
+    if os.environ.get(SEED_ENV, "").strip() == "random":
+        os.environ[SEED_ENV] = str(_base_seed())
+
+
 def pytest_report_header(config):
     return f"random draws: base seed {_base_seed()} (${SEED_ENV}; each test's seed hashes it with the test's id)"
 

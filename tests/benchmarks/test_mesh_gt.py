@@ -202,8 +202,19 @@ def _cube_mesh():
     return m
 
 
-def test_score_of_the_ground_truth_itself_is_perfect():
-    r = SC.score_mesh(_cube_mesh(), _gt(CUBE))
+@pytest.fixture(scope="module")
+def cube_gt():
+    return _gt(CUBE)
+
+
+@pytest.fixture(scope="module")
+def cube_score(cube_gt):
+    """The scores of the cube's own surface (~10 CPU-s: two tests read them)."""
+    return SC.score_mesh(_cube_mesh(), cube_gt)
+
+
+def test_score_of_the_ground_truth_itself_is_perfect(cube_score):
+    r = cube_score
     assert r["fscore@0.5%"] == 1.0 and r["fscore@1%"] == 1.0
     assert r["outside_area_pct"] == 0.0 and r["components"] == 1 and r["watertight"]
     assert r["chamfer"] < 0.2 * r["tau"]["0.5%"]  # the sampling's bias only (about 0.13)
@@ -226,7 +237,7 @@ def test_offset_sphere_scores_its_distance(offset):
     assert r["fscore@0.5%"] == (1.0 if offset < 1 else 0.0)
 
 
-def test_floor_slab_reports_its_outside_area():
+def test_floor_slab_reports_its_outside_area(cube_gt):
     """The cube plus a 1 m square floor slab under it: the area outside the box grown by 1%
     of its diagonal is known; the slab inside the box is accurate (floor and contact)."""
     # a grid of 2 cm cells, as a mesher's faces are small (the scorer samples densely only
@@ -238,7 +249,7 @@ def test_floor_slab_reports_its_outside_area():
     a, b, c, d = (i * 51 + j).ravel(), ((i + 1) * 51 + j).ravel(), ((i + 1) * 51 + j + 1).ravel(), (i * 51 + j + 1).ravel()
     slab = trimesh.Trimesh(verts, np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)]))
     mesh = trimesh.util.concatenate([_cube_mesh(), slab])
-    gt = _gt(CUBE)
+    gt = cube_gt
     r = SC.score_mesh(mesh, gt)
     g = 0.01 * gt.diagonal
     expected = 100 * (1.0 - (0.2 + 2 * g) ** 2) / (0.24 + 1.0)
@@ -321,7 +332,7 @@ def test_score_command_prints_the_scores(can_dataset, tmp_path, capsys):
     assert err.startswith(f"{tmp_path / 'bad.ply'}: cannot be scored") and len(err.strip().splitlines()) == 1
 
 
-def test_spirula_command_and_table(tmp_path):
+def test_spirula_command_and_table(tmp_path, cube_score):
     from benchmarks.mesh_gt.run import spirula_command, table
 
     ci = spirula_command(tmp_path / "d", tmp_path / "p", "ci", "e", "vulkan", ["--mesh-resolution", "256"])
@@ -329,7 +340,7 @@ def test_spirula_command_and_table(tmp_path):
     assert ci[-4:] == ["--mesh-bounds", "scene", "--mesh-resolution", "256"]  # the scene's, then the user's
     gpu = spirula_command(tmp_path / "d", tmp_path / "p", "gpu", "a", None, [])
     assert "--steps" not in gpu and "--device" not in gpu and "--mesh-faces" not in gpu  # its defaults
-    score = dict(SC.score_mesh(_cube_mesh(), _gt(CUBE)), thin_in_largest=None)
+    score = dict(cube_score, thin_in_largest=None)
     text = table([{"scene": "a", "score": score, "seconds": 12.0}, {"scene": "b", "error": "spirula run exited 1"}])
     lines = text.splitlines()
     assert lines[0].split()[:3] == ["scene", "F@0.5%", "F@1%"]
