@@ -29,14 +29,15 @@ def photos_of(cams, depths) -> list[np.ndarray]:
 
 def reference_photo(cams, depths, photos, neighbours, tol_rel, tol):
     """(agree, contradict, ambiguous) per view [H, W]: float64 NumPy version of the kernel's
-    photometric test (depth as reference_counts, colour over the 3 x 3 pixels); ambiguous
-    also marks a colour within 1e-4 of its interval's edge."""
+    photometric test (depth as reference_counts; colour: the two 3 x 3 ranges overlap within
+    the tolerances); ambiguous also marks an overlap within 1e-4 of its edge."""
     _, amb_depth = reference_counts(cams, depths, neighbours, tol_rel)
     agree, contra, ambiguous = [], [], []
     for i, ((w2c, fx, fy, cx, cy, w, h), d) in enumerate(zip(cams, depths)):
         o, rays = pixel_rays(w2c, fx, fy, cx, cy, w, h)
         X = o + d[..., None].astype(np.float64) * rays
         has = d > 0.01
+        yy, xx = np.mgrid[0:h, 0:w]
         ag, co = np.zeros((h, w), int), np.zeros((h, w), int)
         amb = amb_depth[i].copy()
         for j in neighbours[i]:
@@ -53,11 +54,13 @@ def reference_photo(cams, depths, photos, neighbours, tol_rel, tol):
             taps = np.stack([photos[j][np.clip(iy + dy, 0, hh - 1), np.clip(ix + dx, 0, ww - 1)]
                              for dy in (-1, 0, 1) for dx in (-1, 0, 1)])
             lo, hi = taps.min(0) - tol[i] - tol[j], taps.max(0) + tol[i] + tol[j]
-            col = photos[i]
-            ok = ((col >= lo) & (col <= hi)).all(-1)
+            own = np.stack([photos[i][np.clip(yy + dy, 0, h - 1), np.clip(xx + dx, 0, w - 1)]
+                            for dy in (-1, 0, 1) for dx in (-1, 0, 1)])
+            lo_i, hi_i = own.min(0), own.max(0)
+            ok = ((hi_i >= lo) & (lo_i <= hi)).all(-1)   # the two ranges overlap within the tolerances
             ag += has & sees & ok
             co += has & sees & ~ok
-            amb |= has & sees & (np.minimum(np.abs(col - lo), np.abs(col - hi)) < 1e-4).any(-1)
+            amb |= has & sees & (np.minimum(np.abs(hi_i - lo), np.abs(lo_i - hi)) < 1e-4).any(-1)
         agree.append(ag)
         contra.append(co)
         ambiguous.append(amb)
@@ -68,9 +71,9 @@ def test_photometric_kernel_matches_numpy(gpu):
     rng = np.random.default_rng(21)
     cams, depths = scene(rng, count=16, size=40)
     photos = photos_of(cams, depths)
-    for p in photos:   # colours no other view sees: random patches
-        m = rng.random(p.shape[:2]) < 0.12
-        p[m] = rng.random((m.sum(), 3)).astype(np.float32)
+    for p in photos:   # colours no other view sees: patches of a random colour
+        for y, x in rng.integers(4, 30, (5, 2)):
+            p[y:y + 6, x:x + 6] = rng.random(3).astype(np.float32)
     nb = choose_neighbours(np.stack([c[0] for c in cams]), np.array([c[1:] for c in cams], float), depths, count=5)
     tol = rng.uniform(0.005, 0.02, len(cams)).astype(np.float32)
     kept, counts = consistent_depths(gpu, gpu.upload(table(cams)), depths, nb, tol_rel=0.01, min_agree=2,

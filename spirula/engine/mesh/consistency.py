@@ -22,7 +22,8 @@ the geometric test alone, spirula/engine/mesh/bounds.py, which handles texture i
 
 1. *Photometric* (``photos`` in :func:`consistent_depths`): the neighbours whose depth agrees
    see the point; a surface point has one colour in all of them (within twice each photo's
-   noise, over the 3 x 3 pixels the reprojection may fall in). A plain table's splats grow
+   noise, the 3 x 3 pixels around the pixel and around its reprojection: the reprojection's
+   uncertainty and the pixels' different footprints on a slanted surface). A plain table's splats grow
    into sheets against an object, shaped so each view's photo is explained: seen from the
    front they carry the object's colour, from the side the table's; the neighbour that sees
    the table's colour where the view sees the object's contradicts the depth, which goes.
