@@ -4,7 +4,9 @@ Steps (each reported as progress, each one's seconds in mesh.json):
 load the splats (<project>/splat.ply of `spirula train`, <project>/train/splat.ply of
 `spirula run`) and the dataset named in the train.json beside them; depth: render every
 camera's depth on the GPU (the median depth by default, spirula/engine/mesh/depth.py);
-consistency: keep the depths enough neighbouring views agree with (spirula/engine/mesh/consistency.py);
+consistency: keep the depths enough neighbouring views agree with (spirula/engine/mesh/consistency.py),
+and of those, for the fusion, the ones the photos measure (one colour in every view that sees them;
+an object: on textured pixels);
 bounds: the region to mesh, one explicit step (spirula/engine/mesh/bounds.py: an object box where the
 cameras converge, with the floor it stands on, or the scene); fuse the kept depths into a
 sparse TSDF on the GPU, in the box's frame (its third axis up); extract: marching cubes,
@@ -202,7 +204,7 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     from ..mesh.bounds import consistent_points, image_contrast, object_voxel, photo_textured, resolve_bounds
     from ..mesh.clean import (close_holes, compact, decimate, face_components, is_watertight, manifold_check,
                               remove_small_components, vertex_normals)
-    from ..mesh.consistency import choose_neighbours, consistent_depths
+    from ..mesh.consistency import choose_neighbours, consistent_depths, measured_depths
     from ..mesh.depth import DepthRenderer
     from ..mesh.export import export_meshes
     from ..mesh.extract import extract_mesh
@@ -265,6 +267,21 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
                         "neighbouring views (a short or failed training?): fusing every depth unfiltered")
         emit(WarningMessage(warnings[-1]))
         kept = depths
+    # what the fusion takes: the depths the photos measure (photometric and texture tests,
+    # spirula/engine/mesh/consistency.py), from the photos the bake uses (appearance removed)
+    image_of, appearance = photos_for_bake(trained_folder(project), dataset.cameras, cfg.remove_appearance)
+    photo_of = image_of or (lambda i: dataset.cameras[i].image)   # noqa: E731
+    measured, textured_px = kept, None
+    if kept is not depths:
+        measured, textured_px = measured_depths(gpu, cams, depths, neighbours,
+                                                (photo_of(i) for i in range(len(depths))),
+                                                cfg.consistency_tol, cfg.consistency_views)
+        n_measured = sum(int((m > 0).sum()) for m in measured)
+        if n_measured < max(64, MIN_CONSISTENT_SHARE * rendered):
+            warnings.append(f"only {n_measured:,} of {consistent:,} consistent depth pixels are measured by the "
+                            "photos (textured, one colour in every view): fusing the consistent ones")
+            emit(WarningMessage(warnings[-1]))
+            measured, textured_px = kept, None
     if not plane:   # the normals of the bounds step from the depth maps
         normals = [depth_normals(k, intrinsics[i])[::NORMAL_STRIDE, ::NORMAL_STRIDE].astype(np.float16)
                    for i, k in enumerate(kept)]
@@ -299,19 +316,23 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     spec = grid_for_bounds(lo, hi, voxel=spec.voxel, trunc=trunc)
 
     rep.step("fuse")
+    if region.mode == "object" and textured_px is not None:   # an object: the plain pixels' depths go
+        measured = [np.where(t, m, 0.0).astype(np.float32) for t, m in zip(textured_px, measured)]
+    del textured_px
+    n_measured = sum(int((m > 0).sum()) for m in measured)
     # fused in the box's frame (x_frame = frame @ x_world): the cut is a layer of the grid
     to_frame = np.eye(4)
     to_frame[:3, :3] = region.frame.T
     frame_cams = gpu.upload(np.stack([camera_row(w @ to_frame, *k) for w, k in zip(w2c, intrinsics)]),
                             "mesh.frame_cameras")
-    vol = fuse_depth_maps(gpu, spec, frame_cams, sizes, lambda i: (kept[i], alphas[i]), cfg.max_voxels,
+    vol = fuse_depth_maps(gpu, spec, frame_cams, sizes, lambda i: (measured[i], alphas[i]), cfg.max_voxels,
                           on_progress=lambda phase, d, n: rep.sub(d, n, f"{phase} "),
                           trunc_voxels=cfg.trunc_voxels if region.mode == "object" else None,
                           alpha_min=cfg.alpha_min, alpha_empty=cfg.alpha_empty,
                           carve_weight=1.0 if cfg.carve else 0.0)
     meter.gpu("tsdf", vol.tsdf.nbytes * 3 + vol.table.nbytes)
     spec = vol.spec
-    del kept
+    del kept, measured
 
     rep.step("extract")
     origin = np.asarray(spec.origin)
@@ -371,7 +392,6 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     size = int(cfg.texture_size)
     meter.gpu("bake", 20 * size * size + 64 * len(uv.vertices) + 16 * len(faces))
     opts = BakeOptions(alpha_min=cfg.alpha_min, tol_abs=cfg.vis_tol_voxels * spec.voxel, power=cfg.bake_power)
-    image_of, appearance = photos_for_bake(trained_folder(project), dataset.cameras, cfg.remove_appearance)
     baked = bake(gpu, cams, dataset.cameras, lambda i: (depths[i], alphas[i]), uv, normals_v, size, opts,
                  on_progress=lambda d, n: rep.sub(d, n, "view "), image_of=image_of)
     meter.gpu("bake", 0)
@@ -389,7 +409,8 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
                  "dims": spec.dims, "cap_layer": cap_layer, "clear_to": clear_to},
         "bounds": {**region.to_json(), "cut_height": cut},
         "depth": depth_kind, "consistency": {"depth_pixels": rendered, "consistent_pixels": consistent,
-                        "kept_share": consistent / max(rendered, 1), "points": int(len(pts))},
+                        "kept_share": consistent / max(rendered, 1), "points": int(len(pts)),
+                        "measured_pixels": n_measured},
         "warnings": warnings,
         "views": len(dataset.cameras), "gaussians": len(rows), "faces_marching_cubes": raw_faces,
         "components_removed": removed, "components": components, "watertight": watertight,

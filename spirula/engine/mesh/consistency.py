@@ -15,6 +15,30 @@ weighted down when its viewing direction on those points differs by less than
 ``min_angle_deg`` from the view's: two frames a step apart see the same floater, a view from
 elsewhere does not.
 
+*What the photos measure* (serves an object on a plain support, and any capture with plain
+regions: walls, tables, floors): a rendered depth is a measurement only where the photos hold
+it. Two tests, for the depths the fusion takes (:func:`measured_depths`; the bounds step keeps
+the geometric test alone, spirula/engine/mesh/bounds.py, which handles texture its own way):
+
+1. *Photometric* (``photos`` in :func:`consistent_depths`): the neighbours whose depth agrees
+   see the point; a surface point has one colour in all of them (within twice each photo's
+   noise, the 3 x 3 pixels around the pixel and around its reprojection: the reprojection's
+   uncertainty and the pixels' different footprints on a slanted surface). A plain table's splats grow
+   into sheets against an object, shaped so each view's photo is explained: seen from the
+   front they carry the object's colour, from the side the table's; the neighbour that sees
+   the table's colour where the view sees the object's contradicts the depth, which goes.
+   Measured (mesh_gt d, a toy on a plain table, CI size): the sheets' depths are 1-2 cm in
+   front of the toy's corners where the true surface's depth is within 0.5%.
+2. *Texture* (:func:`textured_pixels`; an object's fusion only): a pixel inside a plain patch
+   of its photo (a ``size`` x ``size`` window whose contrast is under twice the photo's noise,
+   spirula/engine/mesh/bounds.py image_contrast) measures no depth: its depth is not fused.
+   Around an object a plain surface is its support (cut away) or sheets grown from it; in a
+   scene (``--bounds scene``: a room) it is a wall, meshed where the splats put it (measured,
+   mesh_gt e: dropping the plain walls' depths lost 0.01 of F-score at 1%).
+   Every window holding the pixel counts, not only the centred one: the table's pixels just
+   outside an object's silhouette have a centred window that straddles the edge, while a window
+   shifted away from the object is plain (the edge's texture belongs to the object).
+
 Conventions: depth maps [H, W] float32 camera z (OpenCV axes, world units), 0 where there
 is none; cameras as w2c [V, 4, 4] float64 and intrinsics [V, 6] (fx, fy, cx, cy, W, H).
 """
@@ -23,7 +47,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from scipy import ndimage
+
 from ..device import Gpu
+from .bounds import image_contrast
 
 
 def _sample_points(w2c: np.ndarray, intr: np.ndarray, depth: np.ndarray, grid: int) -> np.ndarray:
@@ -90,12 +117,15 @@ def choose_neighbours(w2c: np.ndarray, intrinsics: np.ndarray, depths, count: in
 
 
 def consistent_depths(gpu: Gpu, cams, depths, neighbours: np.ndarray, tol_rel: float = 0.01,
-                      min_agree: int = 2) -> tuple[list[np.ndarray], list[np.ndarray]]:
+                      min_agree: int = 2, photos=None, photo_tol=None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(kept, counts): per view, the depth map [H, W] float32 with the depths fewer than
     ``min_agree`` neighbours agree with set to 0, and the [H, W] uint32 count of agreeing
     neighbours. ``cams``: the uploaded camera table whose rows 0..V-1 are the views;
     ``depths``: V depth maps [H, W] float32 (0 = none); ``neighbours`` [V, K] int32 of
-    :func:`choose_neighbours`. All views run on the GPU in one submission."""
+    :func:`choose_neighbours`. ``photos``: V photos [H, W, 3] (uint8, or float in 0..1) with
+    ``photo_tol`` [V] their colour tolerances (0..1; twice their noise): the photometric test
+    (module docstring; a neighbour agrees when it sees the point and its colour, and a depth
+    any neighbour contradicts goes). All views run on the GPU in one submission."""
     shapes = [np.asarray(d).shape for d in depths]
     sizes = np.array([h * w for h, w in shapes], np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint32)
@@ -106,15 +136,54 @@ def consistent_depths(gpu: Gpu, cams, depths, neighbours: np.ndarray, tol_rel: f
     d_in = gpu.upload(flat, "consistency.depths")
     d_off = gpu.upload(offsets, "consistency.offsets")
     d_nb = gpu.upload(nb.reshape(-1) if nb.size else np.full(1, -1, np.int32), "consistency.neighbours")
+    use_photos = photos is not None
+    if use_photos:
+        scale = lambda im: np.float32(1.0 / 255.0) if np.asarray(im).dtype == np.uint8 else np.float32(1.0)   # noqa: E731
+        flat_p = np.concatenate([(np.asarray(im)[..., :3].astype(np.float32) * scale(im)).reshape(-1) for im in photos])
+        tol = np.asarray(photo_tol, np.float32).reshape(-1)
+        if flat_p.size != 3 * total or tol.size != len(shapes):
+            raise ValueError("consistent_depths: one photo [H, W, 3] and one tolerance per depth map, of its size")
+    else:
+        flat_p, tol = np.zeros(3, np.float32), np.zeros(1, np.float32)
+    d_ph = gpu.upload(flat_p, "consistency.photos")
+    d_tol = gpu.upload(tol, "consistency.photo_tol")
     d_out = gpu.zeros(4 * max(total, 1), "consistency.kept")
     d_cnt = gpu.zeros(4 * max(total, 1), "consistency.counts")
     enc = gpu.encoder()
     for v, (h, w) in enumerate(shapes):
         k.dispatch(thread_count=[w, h, 1], command_encoder=enc, cams=cams, depths=d_in, offsets=d_off,
-                   neighbours=d_nb, out_depth=d_out, out_count=d_cnt, view=v, max_neighbours=int(nb.shape[1]),
-                   tol_rel=float(tol_rel), min_agree=int(min_agree))
+                   neighbours=d_nb, photos=d_ph, photo_tol=d_tol, out_depth=d_out, out_count=d_cnt, view=v,
+                   max_neighbours=int(nb.shape[1]), tol_rel=float(tol_rel), min_agree=int(min_agree),
+                   use_photos=int(use_photos))
     gpu.submit(enc)
     kept = gpu.read(d_out, np.float32, total)
     counts = gpu.read(d_cnt, np.uint32, total)
     split = lambda a: [a[o:o + s].reshape(shp) for o, s, shp in zip(offsets.astype(np.int64), sizes, shapes)]
     return split(kept), split(counts)
+
+
+def textured_pixels(image: np.ndarray, size: int = 5) -> np.ndarray:
+    """[H, W] bool: the pixels of a photo [H, W, 3] uint8 (or [H, W] grey in 0..1) that no
+    plain ``size`` x ``size`` window holds (module docstring, test 2): a window is plain when
+    its grey level's standard deviation is at most twice the photo's noise (at least one grey
+    level; :func:`~spirula.engine.mesh.bounds.image_contrast`). Its complement is the plain
+    windows' union (a dilation of their centres by the window)."""
+    return _textured(*image_contrast(image, size), size)
+
+
+def _textured(contrast: np.ndarray, threshold: float, size: int) -> np.ndarray:
+    return ~ndimage.binary_dilation(contrast <= threshold, np.ones((size, size), bool))
+
+
+def measured_depths(gpu: Gpu, cams, depths, neighbours: np.ndarray, photos, tol_rel: float = 0.01,
+                    min_agree: int = 2, size: int = 5) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(depths, textured): the depth maps [H, W] float32 that pass the geometric and the
+    photometric test (:func:`consistent_depths` with ``photos``, V photos [H, W, 3] uint8; 0
+    elsewhere), and each photo's textured pixels [H, W] bool (:func:`textured_pixels`). An
+    object's fusion takes the depths on textured pixels only; a scene's takes them all (module
+    docstring: its plain walls are real surfaces, meshed where the splats put them)."""
+    photos = list(photos)
+    contrast = [image_contrast(im, size) for im in photos]
+    kept, _ = consistent_depths(gpu, cams, depths, neighbours, tol_rel, min_agree, photos=photos,
+                                photo_tol=[t for _, t in contrast])
+    return kept, [_textured(c, t, size) for c, t in contrast]
