@@ -46,9 +46,10 @@ def spatial_chunks(verts: np.ndarray, faces: np.ndarray, chunk_faces: int) -> np
     if chunk_faces <= 0 or n <= chunk_faces:
         return labels
     cen = verts[faces].mean(axis=1)
+    order = np.arange(n)   # the faces grouped by cell (the previous level's sort keeps them so)
     for _ in range(int(np.ceil(np.log2(n / chunk_faces)))):
-        _, labels = np.unique(labels, return_inverse=True)  # dense labels (a cell of 1 face leaves an empty one)
-        order = np.argsort(labels, kind="stable")
+        present = np.bincount(labels) > 0
+        labels = (np.cumsum(present) - 1)[labels]   # dense labels (a cell of 1 face leaves an empty one)
         counts = np.bincount(labels)
         start = np.concatenate([[0], np.cumsum(counts)[:-1]])
         sorted_c = cen[order]

@@ -155,11 +155,13 @@ def _resolve_points(acc: np.ndarray, pts: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _resolve_texture(acc: np.ndarray, face_of: np.ndarray, uv: UvMesh, vcol: np.ndarray):
-    """([S, S, 3] uint8 texture, [S, S] bool seen)."""
+    """([S, S, 3] uint8 texture, [S, S] bool seen). Colours are quantized where they are
+    made (weighted means, vertex-colour blends); the texels outside every chart copy the
+    quantized colour of their nearest chart texel (one byte gather, not a float one)."""
     size = face_of.shape[0]
     seen = acc[..., 3] > 0
-    col = np.zeros((size, size, 3))
-    col[seen] = acc[seen, :3] / acc[seen, 3:4]
+    out = np.zeros((size, size, 3), np.uint8)
+    out[seen] = quantize_u8((acc[seen, :3] / acc[seen, 3:4]).astype(np.float64))
     hole = (face_of >= 0) & ~seen
     if hole.any():
         ys, xs = np.nonzero(hole)
@@ -174,9 +176,9 @@ def _resolve_texture(acc: np.ndarray, face_of: np.ndarray, uv: UvMesh, vcol: np.
         b = np.clip(np.stack([1 - l1 - l2, l1, l2], 1), 0, None)
         b /= np.maximum(b.sum(1, keepdims=True), 1e-12)
         vc = vcol[uv.vmapping].astype(np.float64) / 255.0
-        col[ys, xs] = (b[:, :, None] * vc[f]).sum(1)
+        out[ys, xs] = quantize_u8((b[:, :, None] * vc[f]).sum(1))
     filled = face_of >= 0
     if filled.any() and not filled.all():
         idx = ndimage.distance_transform_edt(~filled, return_distances=False, return_indices=True)
-        col = col[idx[0], idx[1]]
-    return quantize_u8(col), seen
+        out = out[idx[0], idx[1]]
+    return out, seen

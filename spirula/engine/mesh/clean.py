@@ -43,9 +43,7 @@ def is_watertight(faces: np.ndarray) -> bool:
     no faces."""
     if len(faces) == 0:
         return False
-    e = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), axis=1)
-    _, counts = np.unique(e, axis=0, return_counts=True)
-    return bool((counts == 2).all())
+    return bool((_edge_counts(faces)[1] == 2).all())
 
 
 def compact(verts: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -260,7 +258,9 @@ def split_nonmanifold(verts: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray,
     if len(faces) == 0:
         return verts, faces, 0
     new_verts, new_faces, _ = _split(verts, faces)
-    return new_verts, new_faces, int(len(new_verts) - len(np.unique(faces)))
+    used = np.zeros(int(faces.max()) + 1, bool)
+    used[faces.reshape(-1)] = True
+    return new_verts, new_faces, int(len(new_verts) - np.count_nonzero(used))
 
 
 def _split(verts: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -270,7 +270,7 @@ def _split(verts: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray
     e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
     ec = np.concatenate([corner[:, [0, 1]], corner[:, [1, 2]], corner[:, [2, 0]]])
     key = _edge_keys(e)
-    order = np.argsort(key, kind="stable")
+    order = np.argsort(key)   # which half-edge of a pair comes first does not matter
     ks = key[order]
     start = np.ones(len(ks), bool)
     start[1:] = ks[1:] != ks[:-1]
@@ -286,12 +286,12 @@ def _split(verts: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray
     rows, cols = np.concatenate([a0, b0]), np.concatenate([a1, b1])
     n = 3 * f_count
     graph = coo_matrix((np.ones(len(rows), np.int8), (rows, cols)), shape=(n, n))
-    _, fan = connected_components(graph, directed=False)
+    count, fan = connected_components(graph, directed=False)      # fan labels 0..count-1, all used
     vert_of_corner = faces.T.reshape(-1)                             # corner id -> vertex (slot-major)
-    fan_ids, first_corner = np.unique(fan, return_index=True)
+    first_corner = np.full(count, n, np.int64)
+    np.minimum.at(first_corner, fan, np.arange(n))                   # each fan's lowest corner
     fan_vertex = vert_of_corner[first_corner]
-    remap = np.searchsorted(fan_ids, fan)
-    return verts[fan_vertex], remap[corner].astype(np.int64), fan_vertex
+    return verts[fan_vertex], fan[corner].astype(np.int64), fan_vertex
 
 
 def _fans(faces: np.ndarray, num_vertices: int) -> np.ndarray:
