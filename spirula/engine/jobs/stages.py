@@ -354,7 +354,6 @@ def _copy_masks(ctx: StageContext, names: list[str]) -> None:
     for name in names:
         src = ctx.project / "frames" / ".masks" / f"{name}.png"
         if src.is_file():
-            (ctx.staging / "masks" / src.name).parent.mkdir(parents=True, exist_ok=True)
             dst = ctx.staging / "masks" / f"{name}.png"
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)
