@@ -483,7 +483,7 @@ def stage_mesh(ctx: StageContext) -> dict:
     from before becomes mesh.prev.* (spirula.engine.jobs.mesh.keep_previous) once the new one is made."""
     from dataclasses import replace
 
-    from .mesh import keep_previous, run_mesh
+    from .mesh import keep_previous, kept_note, run_mesh
 
     def forward(m) -> None:  # the pipeline announces the stage's start and end itself
         if not isinstance(m, msg.StageStarted | msg.StageFinished):
@@ -492,7 +492,9 @@ def stage_mesh(ctx: StageContext) -> dict:
     cfg = replace(ctx.cfg.mesh, device=ctx.cfg.run.device)
     report = run_mesh(ctx.project, cfg, emit=forward, should_stop=ctx.should_stop, out=ctx.staging,
                       final=ctx.project)
-    keep_previous(ctx.project)   # the stage's outputs replace the project's next
+    note = kept_note(ctx.project, keep_previous(ctx.project))   # the stage's outputs replace the project's next
+    if note:
+        ctx.progress(1, 1, f"note: {note}")
     b = report["bounds"]
     return {"faces": report["faces"], "vertices": report["vertices"], "texture_size": report["texture_size"],
             "components": report["components"], "watertight": report["watertight"],
