@@ -82,6 +82,8 @@ def stage_decode(ctx: StageContext) -> dict:
     from ..ingest.video import iter_frames, probe
 
     info = probe(ctx.source)
+    # --projection equirect on a video whose header is not 2:1: refused before decoding it all
+    equirect_frames({"sizes": {"video": [info.width, info.height]}}, ctx.cfg.run.dataset.projection, ctx.source)
     for w in info.warnings:
         ctx.warn(w)
     if info.bit_depth > 8 or info.hdr:
