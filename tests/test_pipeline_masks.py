@@ -100,3 +100,35 @@ def test_undistorted_masks_match_the_masks_undistorted_as_images(tmp_path):
         assert got.shape == ref.shape
         assert (got != ref).mean() < 0.003, (got != ref).mean()  # a plain resize of the mask: ~0.01
         assert ref.mean() > 0.1 and (~ref).mean() > 0.1
+
+
+def test_the_masks_reach_the_training_dataset_through_the_undistort_stage(tmp_path, monkeypatch):
+    """import (real) -> SfM (a fake writing a distorted model of the frames) -> undistort (real):
+    the project's masks/ beside images/, read by the training's dataset loader as masks."""
+    pycolmap = pytest.importorskip("pycolmap")
+    from spirula.engine.ingest import load_dataset
+
+    masks = _capture(tmp_path / "cap", np.random.default_rng(7))
+    rng = np.random.default_rng(8)
+
+    def fake_sfm(ctx):
+        rec = pycolmap.Reconstruction()
+        rec.add_camera_with_trivial_rig(pycolmap.Camera(camera_id=1, model="SIMPLE_RADIAL", width=W, height=H,
+                                                        params=[30.0, W / 2, H / 2, -0.05]))
+        for i, name in enumerate(sorted(masks)):
+            rec.add_image_with_trivial_frame(pycolmap.Image(name=name, camera_id=1, image_id=i + 1),
+                                             pycolmap.Rigid3d(pycolmap.Rotation3d(), rng.normal(size=3)))
+        for p in rng.normal(size=(5, 3)) + [0, 0, 5]:
+            rec.add_point3D(p, pycolmap.Track(), np.array([128, 128, 128], np.uint8))
+        (ctx.staging / "sfm" / "sparse" / "0").mkdir(parents=True)
+        rec.write(ctx.staging / "sfm" / "sparse" / "0")
+        return {}
+
+    monkeypatch.setitem(stages.STAGE_FUNCTIONS, "sfm", fake_sfm)
+    proj = tmp_path / "proj"
+    rec = run_pipeline(tmp_path / "cap", proj, PipelineConfig(), until_stage="undistort")
+    assert rec["stages"][-1]["summary"]["masks"] == 3
+    assert sorted(p.name for p in (proj / "masks").iterdir()) == [f"{n}.png" for n in sorted(masks)]
+    ds = load_dataset(proj, max_size=0, masks="ignore")
+    assert ds.masks == "ignore" and all(c.mask is not None for c in ds.cameras)
+    assert "3 of 3 images masked" in ds.masks_note
