@@ -256,3 +256,21 @@ def test_the_360_notes_name_a_frame_sfm_dropped_and_the_faces_as_trained(tmp_pat
     assert notes == ["training on 4 images of EQUIRECTANGULAR 256x128 as 6 pinhole faces each: front, right, back, "
                      "left 60x60 px; up, down 64x64 px (from 71x71) (90-degree cube faces cropped to the lens "
                      "footprint, scaled to --max-size 64)"]
+
+
+def test_projection_equirect_on_a_video_not_2to1_is_refused_before_decoding(tmp_path):
+    """The video's header already shows its size: refused in the decode stage, before any frame
+    is decoded or selected (it used to come at SfM, after both)."""
+    from spirula.engine.errors import SpirulaError
+    from spirula.engine.jobs.pipeline import PipelineConfig, run_pipeline
+    from tests.ingest.videos import write_video
+
+    rng = np.random.default_rng(6)
+    video = write_video(tmp_path / "flat.mp4", [rng.integers(0, 255, (48, 64, 3), dtype=np.uint8) for _ in range(4)])
+    cfg = PipelineConfig()
+    cfg.run.dataset.projection = "equirect"
+    with pytest.raises(SpirulaError, match=r"flat\.mp4.*--projection equirect needs frames of one 2:1 size.*64x48"):
+        run_pipeline(video, tmp_path / "proj", cfg)
+    rec = json.loads((tmp_path / "proj" / "run.json").read_text())
+    assert rec["error"]["stage"] == "decode" and [s["status"] for s in rec["stages"]] == ["failed"]
+    assert not (tmp_path / "proj" / "decode").exists() and not (tmp_path / "proj" / "frames").exists()

@@ -60,6 +60,7 @@ def test_masks_folder_names_modes_and_the_rule_for_unusable_masks(tmp_path):
     off = load_dataset(tmp_path, max_size=0, masks="off")
     assert off.masks == "off" and all(c.mask is None for c in off.cameras)
     assert not any("mask" in w for w in off.warnings)
+    assert off.masks_note == f"masks in {tmp_path / 'masks'} not used (--masks off)"  # said once, not silent
     with pytest.raises(ValueError, match="masks must be one of"):
         MaskReader("transparent", [])
 

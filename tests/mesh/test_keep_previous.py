@@ -2,7 +2,7 @@
 becomes mesh.prev.* (spirula/engine/jobs/mesh.py keep_previous), the OBJ still finding its material
 and the material its texture under their new names."""
 
-from spirula.engine.jobs.mesh import keep_previous
+from spirula.engine.jobs.mesh import keep_previous, kept_note
 
 
 def test_previous_mesh_is_kept_under_prev_names(tmp_path):
@@ -23,3 +23,6 @@ def test_previous_mesh_is_kept_under_prev_names(tmp_path):
     assert "map_Kd mesh.prev.png" in (ex / "mesh.prev.mtl").read_text()
     assert (ex / "mesh.prev.glb").read_bytes() == b"glb1" and (ex / "splat.ply").read_bytes() == b"splats"
     assert keep_previous(tmp_path / "nothing") == []
+    assert kept_note(tmp_path, moved) == ("the mesh from before is kept as exports/mesh.prev.glb, exports/mesh.prev.mtl, "
+                                          "exports/mesh.prev.obj, exports/mesh.prev.png, mesh.prev.json")
+    assert kept_note(tmp_path, []) is None

@@ -75,7 +75,8 @@ class Dataset:
     "cy"}, pixels), "images": how many}; empty when every camera is a pinhole.
     masks: the masks' mode in force, "ignore", "cutout" or "off" (spirula/engine/ingest/masks.py);
     masks_source: where they came from, "folder" or "alpha" ("" when off; with "alpha" the
-    images are composited over black, i.e. premultiplied); masks_note: one line saying so.
+    images are composited over black, i.e. premultiplied); masks_note: one line saying so
+    (with --masks off: the masks folder left unread).
     "cy"}, pixels), "images": how many}; for a wide camera split into faces (spirula/engine/ingest/
     faces.py) {"camera", "faces": [{"face", and the same intrinsics keys}], "images"}; empty
     when every camera is a pinhole.

@@ -143,6 +143,12 @@ class MaskReader:
         self.folders: set[Path] = set()
         self.source = ""
         self.listed = 0   # views whose dataset lists their mask file (mask_path)
+        self.unused: set[Path] = set()   # mode "off": the masks folders there are, not read
+        if mode == "off":
+            for parent in {Path(v.image_path).parent: v for v in views}.values():  # one look per folder
+                found = mask_folders(Path(parent.image_path), parent.name)
+                if found:
+                    self.unused.add(found[0][0])
         if mode != "off":
             for v in views:
                 if getattr(v, "mask_path", None) is not None:
@@ -236,10 +242,12 @@ class MaskReader:
         return out
 
     def summary(self, used: int, total: int) -> str | None:
-        """One line saying which masks are in force (None when masks are off)."""
+        """One line saying which masks are in force (None when masks are off, unless
+        ``--masks off`` leaves a masks folder unread: then one line saying so)."""
         mode = self.resolved()
         if mode == "off":
-            return None
+            return (f"masks in {', '.join(sorted(str(f) for f in self.unused))} not used (--masks off)"
+                    if self.unused else None)
         froms = (["the mask files the dataset lists (mask_path)"] if self.listed else []) + \
             ([f"the masks in {', '.join(sorted(str(f) for f in self.folders))}"] if self.folders else [])
         src = " and ".join(froms) if self.source == "folder" else "the images' alpha channel"

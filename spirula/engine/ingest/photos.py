@@ -14,6 +14,14 @@ Each photo is written into the frames folder:
 :func:`import_notes` says in one line each how many photos were turned upright by their
 EXIF orientation and how many were rounded from 16 to 8 bits per channel.
 
+**The photos and their masks** (one rule, :func:`photo_root` and :func:`masks_folder`): a
+folder holding an ``images/`` sub-folder of photos takes its photos from ``images/`` only;
+its masks (white = keep, spirula/engine/ingest/masks.py) are in the folder beside the photos'
+folder -- ``masks_<k>/`` for ``images_<k>/``, else ``masks/`` -- so running on ``FOLDER`` or
+on ``FOLDER/images`` finds ``FOLDER/masks`` alike. :func:`import_masks` writes each photo's
+mask as ``frames/.masks/<frame name>.png`` (the frame's size), for the dataset stages to carry
+beside the training images.
+
 Names: the path relative to the source folder with whitespace replaced by ``_``
 (matching pair lists are space separated) and the suffix ``.jpg`` for converted files;
 a clash gets ``_2``, ``_3``, ... . Non-ASCII names are kept (UTF-8).
@@ -73,6 +81,63 @@ def is_photo_folder(folder: Path) -> bool:
     return Path(folder).is_dir() and bool(list_photos(Path(folder)))
 
 
+def photo_root(folder: Path) -> Path:
+    """The folder the photos of ``folder`` are read from: its ``images/`` sub-folder when that
+    holds photos (a capture laid out as images/ + masks/), else ``folder`` itself."""
+    folder = Path(folder)
+    return folder / "images" if is_photo_folder(folder / "images") else folder
+
+
+def masks_folder(folder: Path) -> Path | None:
+    """The masks folder of the photos of ``folder`` (module docstring): beside
+    :func:`photo_root`, ``masks_<k>`` for ``images_<k>`` first, then ``masks``; None when
+    there is none."""
+    root = photo_root(folder)
+    names = ([root.name.replace("images", "masks")] if "images" in root.name else []) + ["masks"]
+    for n in dict.fromkeys(names):
+        m = root.parent / n
+        if m != root and m.is_dir():
+            return m
+    return None
+
+
+def import_masks(folder: Path, records: list[dict], out_dir: Path) -> dict:
+    """Write the mask of each imported photo (``records`` of :func:`import_photos`) as
+    ``out_dir/<name>.png``: [H, W] 8-bit, 255 = keep, 0 = masked out, the written frame's
+    size (a mask of the photo's aspect is scaled, nearest). Returns {folder (str or None),
+    masked (frame names with a mask), missing (without one), unusable (a mask of another
+    aspect or one that cannot be decoded: "<mask path> (why)")}."""
+    from PIL import Image
+
+    from .masks import mask_candidates, read_mask_file
+
+    src = masks_folder(folder)
+    out = {"folder": str(src) if src else None, "masked": [], "missing": [], "unusable": []}
+    if src is None:
+        return out
+    for r in records:
+        path = next((p for p in mask_candidates(src, r["source"]) if p.is_file()), None)
+        if path is None:
+            out["missing"].append(r["name"])
+            continue
+        try:
+            m = read_mask_file(path)
+        except (OSError, ValueError) as e:
+            out["unusable"].append(f"{path} (cannot be decoded: {e})")
+            continue
+        (h, w), (fw, fh) = m.shape, (r["width"], r["height"])
+        if (w, h) != (fw, fh):
+            if abs(w * fh - h * fw) > max(w, h):  # another aspect: not this photo's mask
+                out["unusable"].append(f"{path} ({w}x{h}, its photo {fw}x{fh})")
+                continue
+            m = np.asarray(Image.fromarray(m).resize((fw, fh), Image.NEAREST))
+        dst = out_dir / f"{r['name']}.png"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(m).save(dst)
+        out["masked"].append(r["name"])
+    return out
+
+
 def safe_name(rel: str) -> str:
     """Relative posix path with whitespace runs replaced by '_'."""
     return re.sub(r"\s+", "_", rel)
@@ -81,7 +146,9 @@ def safe_name(rel: str) -> str:
 def import_photos(folder: Path, out_dir: Path, cfg: PhotosConfig,
                   progress: Callable[[int, int], None] | None = None,
                   on_warning: Callable[[str], None] | None = None) -> list[dict]:
-    """Write the photos of ``folder`` into ``out_dir`` (see the module docstring).
+    """Write the photos of ``folder`` (of its ``images/`` sub-folder when it has one:
+    :func:`photo_root`) into ``out_dir`` (see the module docstring); ``source`` of a record
+    is relative to that folder.
 
     Returns one record per written frame, in name order: {name, source, group, width,
     height, converted}. ``group`` = "<sub-folder>|<width>x<height>". Unreadable files are
@@ -89,7 +156,7 @@ def import_photos(folder: Path, out_dir: Path, cfg: PhotosConfig,
     """
     from PIL import Image
 
-    folder = Path(folder)
+    folder = photo_root(folder)
     files = list_photos(folder)
     if not files:
         heic = [p for p in folder.rglob("*") if p.suffix.lower() in HEIF_EXTENSIONS]

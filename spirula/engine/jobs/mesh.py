@@ -82,6 +82,15 @@ def keep_previous(folder: Path) -> list[Path]:
     return moved
 
 
+def kept_note(folder: Path, moved: list[Path]) -> str | None:
+    """One line saying where :func:`keep_previous` put the mesh from before (None when it
+    moved nothing): the files relative to ``folder``."""
+    if not moved:
+        return None
+    rel = sorted(p.relative_to(folder).as_posix() for p in moved)
+    return f"the mesh from before is kept as {', '.join(rel)}"
+
+
 class _Reporter:
     def __init__(self, emit: Emit, meter: MemoryMeter, should_stop=None):
         self.emit, self.meter = emit, meter
@@ -399,7 +408,9 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     rep.step("export")
     rep.should_stop = lambda: False  # the files go together, or not at all
     if keep_previous_mesh:
-        keep_previous(out)
+        note = kept_note(out, keep_previous(out))
+        if note:
+            rep.emit(StageProgress("mesh", STEPS.index("export"), len(STEPS), f"note: {note}"))
     paths = export_meshes(out / "exports", uv, baked.texture, verts, faces, baked.vertex_colors,
                           formats=cfg.formats)
     rep.end()

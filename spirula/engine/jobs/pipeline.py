@@ -51,11 +51,11 @@ from ..settings import BY_NAME
 from ..errors import DatasetError, SpirulaError
 from ..fileio import is_refused_write, write_error, write_json_atomic
 from ..ingest.frames import FramesConfig
-from ..ingest.photos import PhotosConfig, is_photo_folder
+from ..ingest.photos import PhotosConfig, is_photo_folder, masks_folder
 from ..mesh.mesh_config import MeshConfig
 from ..sfm.sfm_config import SfmConfig
 from .project_layout import RUN_FILE
-from .stages import STAGE_FUNCTIONS, STAGE_OUTPUTS, StageContext
+from .stages import OPTIONAL_OUTPUTS, STAGE_FUNCTIONS, STAGE_OUTPUTS, StageContext
 
 PIPELINE_VERSION = 1
 STAGES = {
@@ -202,6 +202,10 @@ def _install(staging: Path, project: Path, outputs: list[str]) -> None:
     trash.mkdir(exist_ok=True)
     for pattern in outputs:
         found = _expand(staging, pattern)
+        if not found and pattern in OPTIONAL_OUTPUTS:  # not written this time: the old one goes
+            if (project / pattern).exists():
+                os.replace(project / pattern, trash / f"{pattern}.{os.getpid()}.{time.monotonic_ns()}")
+            continue
         if not found:
             raise RuntimeError(f"stage output {pattern} missing from {staging}")
         for rel in found:
@@ -253,6 +257,10 @@ def run_pipeline(source: Path, project: Path, cfg: PipelineConfig | None = None,
               "config": asdict(cfg), "versions": _versions(), "stages": [], "error": None,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     upstream = fingerprint(source)
+    if kind == "photos":  # their masks may lie beside the folder run on (spirula/engine/ingest/photos.py)
+        masks = masks_folder(source)
+        if masks is not None and Path(source).resolve() not in masks.resolve().parents:
+            upstream = hashlib.sha256((upstream + fingerprint(masks)).encode()).hexdigest()
     forced = redo = False
     t_run = time.perf_counter()
     for name in stages:
@@ -263,7 +271,7 @@ def run_pipeline(source: Path, project: Path, cfg: PipelineConfig | None = None,
         prev = previous.get(name)
         outputs = STAGE_OUTPUTS[name]
         if (not forced and prev and prev.get("key") == key and prev.get("status") in ("done", "cached")
-                and all(_expand(project, o) for o in outputs)):
+                and all(_expand(project, o) or o in OPTIONAL_OUTPUTS for o in outputs)):
             entry = dict(prev, status="cached")
             record["stages"].append(entry)
             emit(msg.StageFinished(name, 0.0, prev.get("summary", {}), cached=True))

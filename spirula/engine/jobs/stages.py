@@ -82,6 +82,8 @@ def stage_decode(ctx: StageContext) -> dict:
     from ..ingest.video import iter_frames, probe
 
     info = probe(ctx.source)
+    # --projection equirect on a video whose header is not 2:1: refused before decoding it all
+    equirect_frames({"sizes": {"video": [info.width, info.height]}}, ctx.cfg.run.dataset.projection, ctx.source)
     for w in info.warnings:
         ctx.warn(w)
     if info.bit_depth > 8 or info.hdr:
@@ -164,8 +166,10 @@ def _write_frames_json(path: Path, head: dict, name: str, records) -> None:
 
 
 def stage_import(ctx: StageContext) -> dict:
-    """Copy or convert the photos into frames/ (upright, 8-bit, safe names)."""
-    from ..ingest.photos import import_notes, import_photos
+    """Copy or convert the photos into frames/ (upright, 8-bit, safe names), and their
+    masks, if the folder has any, into frames/.masks/ (spirula/engine/ingest/photos.py)."""
+    from ..ingest.photos import import_masks, import_notes, import_photos
+    from ..ingest.scene import name_list
 
     out = ctx.staging / "frames"
     tick = Throttle(lambda d, t: ctx.progress(d, t, "importing photos"))
@@ -175,6 +179,19 @@ def stage_import(ctx: StageContext) -> dict:
         ctx.check_stop()
 
     records = import_photos(ctx.source, out, ctx.cfg.photos, progress, on_warning=ctx.warn)
+    masks = import_masks(ctx.source, records, out / ".masks")
+    if masks["folder"] and not masks["masked"]:
+        ctx.warn(f"{masks['folder']}: no mask of the {len(records)} photos found (a mask is the photo's name "
+                 "with .png, as COLMAP or nerfstudio write them); training without masks")
+    elif masks["missing"] or masks["unusable"]:
+        why = ([f"{len(masks['missing'])} have no mask: {name_list(masks['missing'], limit=5)}"] if masks["missing"]
+               else []) + ([f"{len(masks['unusable'])} unusable: {name_list(masks['unusable'], limit=3)}"]
+                           if masks["unusable"] else [])
+        ctx.warn(f"{masks['folder']}: {len(masks['masked'])} of {len(records)} photos have a mask; the others are "
+                 f"used unmasked ({'; '.join(why)})")
+    if masks["masked"]:
+        ctx.progress(len(records), len(records), f"note: masks of {len(masks['masked'])} of {len(records)} photos "
+                                                 f"from {masks['folder']} (white = keep)")
     groups: dict[str, list[str]] = {}
     sizes: dict[str, list[int]] = {}
     for r in records:
@@ -182,12 +199,13 @@ def stage_import(ctx: StageContext) -> dict:
         sizes[r["group"]] = [r["width"], r["height"]]
     write_json_atomic(out / "frames.json", {
         "kind": "photos", "source": str(ctx.source), "frames": [r["name"] for r in records],
-        "groups": groups, "sizes": sizes, "photos": records})
+        "groups": groups, "sizes": sizes, "photos": records,
+        "masks": {"folder": masks["folder"], "frames": masks["masked"]}})
     for note in import_notes(records):
         ctx.progress(len(records), len(records), f"note: {note}")
     return {"photos": len(records), "converted": sum(r["converted"] for r in records), "camera_groups": len(groups),
             "exif_oriented": sum(r["exif_orientation"] != 1 for r in records),
-            "deep": sum(r["bits"] > 8 for r in records)}
+            "deep": sum(r["bits"] > 8 for r in records), "masks": len(masks["masked"])}
 
 
 # ---------------------------------------------------------------------------- SfM
@@ -282,6 +300,11 @@ def stage_undistort(ctx: StageContext) -> dict:
     ctx.progress(0, 1, "undistorting")
     summary = undistort(ctx.project / "sfm" / "sparse" / "0", ctx.project / "frames", ctx.staging,
                         num_threads=ctx.cfg.sfm.num_threads)
+    if (ctx.project / "frames" / ".masks").is_dir():  # the photos' masks, undistorted as their images
+        from ..sfm.colmap_undistort import undistort_masks
+
+        summary["masks"] = len(undistort_masks(ctx.project / "sfm" / "sparse" / "0", ctx.staging / "sparse" / "0",
+                                               ctx.project / "frames" / ".masks", ctx.staging / "masks"))
     ctx.progress(1, 1, "undistorting")
     for note in k_change_notes(summary):  # the new K, per camera (also in run.json)
         ctx.progress(1, 1, f"note: {note}")
@@ -312,6 +335,7 @@ def _equirect_dataset(ctx: StageContext, info: dict) -> dict:
         if len(parts) == 10 and not line.startswith("#"):
             shutil.copyfile(ctx.project / "frames" / parts[9], images / parts[9])
             kept.append(parts[9])
+    _copy_masks(ctx, kept)
     selected = _read_json(ctx.project / "frames" / "frames.json")["frames"]
     dropped = sorted(set(selected) - set(kept))
     if dropped:  # named: a user looking for a frame finds why it is not trained
@@ -322,6 +346,19 @@ def _equirect_dataset(ctx: StageContext, info: dict) -> dict:
     ctx.progress(1, 1, "360-degree frames")
     return summary | {"equirect": True, "images": summary["frames"], "frames_selected": len(selected),
                       "frames_dropped": dropped}
+
+
+def _copy_masks(ctx: StageContext, names: list[str]) -> None:
+    """The masks of the frames ``names`` (frames/.masks/<name>.png, the import's) into the
+    dataset's masks/ beside its images/, for frames kept as they are (360-degree, wide lens)."""
+    import shutil
+
+    for name in names:
+        src = ctx.project / "frames" / ".masks" / f"{name}.png"
+        if src.is_file():
+            dst = ctx.staging / "masks" / f"{name}.png"
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
 
 
 def _wide_model(model_dir: Path) -> bool:
@@ -353,6 +390,7 @@ def _wide_dataset(ctx: StageContext) -> dict:
     for name in names:
         (ctx.staging / "images" / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ctx.project / "frames" / name, ctx.staging / "images" / name)
+    _copy_masks(ctx, names)
     ctx.progress(1, 1, "wide-lens frames")
     cams = [{"model": c.model.name, "width": c.width, "height": c.height, "params": [float(v) for v in c.params]}
             for _, c in sorted(rec.cameras.items())]
@@ -447,7 +485,7 @@ def stage_mesh(ctx: StageContext) -> dict:
     from before becomes mesh.prev.* (spirula.engine.jobs.mesh.keep_previous) once the new one is made."""
     from dataclasses import replace
 
-    from .mesh import keep_previous, run_mesh
+    from .mesh import keep_previous, kept_note, run_mesh
 
     def forward(m) -> None:  # the pipeline announces the stage's start and end itself
         if not isinstance(m, msg.StageStarted | msg.StageFinished):
@@ -456,7 +494,9 @@ def stage_mesh(ctx: StageContext) -> dict:
     cfg = replace(ctx.cfg.mesh, device=ctx.cfg.run.device)
     report = run_mesh(ctx.project, cfg, emit=forward, should_stop=ctx.should_stop, out=ctx.staging,
                       final=ctx.project)
-    keep_previous(ctx.project)   # the stage's outputs replace the project's next
+    note = kept_note(ctx.project, keep_previous(ctx.project))   # the stage's outputs replace the project's next
+    if note:
+        ctx.progress(1, 1, f"note: {note}")
     b = report["bounds"]
     return {"faces": report["faces"], "vertices": report["vertices"], "texture_size": report["texture_size"],
             "components": report["components"], "watertight": report["watertight"],
@@ -474,8 +514,10 @@ STAGE_FUNCTIONS = {
 # Project entries each stage owns (replaced as a whole when the stage finishes); a pattern
 # stands for the files of the stage's staging folder that match it (the mesh goes into
 # exports/ beside the PLY, which the export stage owns as a whole).
+# outputs a stage may leave out (photos without masks): installed when written, else the project's is removed
+OPTIONAL_OUTPUTS = {"masks"}
 STAGE_OUTPUTS = {
     "decode": ["decode"], "select": ["frames"], "import": ["frames"], "sfm": ["sfm"],
-    "undistort": ["images", "sparse"], "train": ["train"], "export": ["exports"],
+    "undistort": ["images", "sparse", "masks"], "train": ["train"], "export": ["exports"],
     "mesh": ["mesh.json", "exports/mesh.*"],
 }

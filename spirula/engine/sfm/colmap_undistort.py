@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+
+import numpy as np
+
 from ..optional import need
 
 
@@ -59,3 +62,37 @@ def k_change_notes(summary: dict) -> list[str]:
         out.append(f"undistorted {b['model']} {b['width']}x{b['height']} ({params}) to PINHOLE "
                    f"{a['width']}x{a['height']} fx={a['fx']:.6g} fy={a['fy']:.6g} cx={a['cx']:.6g} cy={a['cy']:.6g}")
     return out
+
+
+def undistort_masks(model_dir: Path, undistorted_dir: Path, mask_dir: Path, out_dir: Path) -> list[str]:
+    """The masks of the images :func:`undistort` wrote, undistorted the same way: for each
+    image of the pinhole model in ``undistorted_dir`` whose mask ``mask_dir/<name>.png``
+    exists ([H, W] 8-bit, 255 = keep, the distorted image's size), ``out_dir/<name>.png`` of
+    the pinhole image's size, sampled nearest through the distorted camera of ``model_dir``
+    (pixel centres at +0.5, COLMAP's convention); pixels outside the distorted image are
+    masked out (0). Returns the names written."""
+    from PIL import Image
+
+    pycolmap = need("pycolmap")
+    before = pycolmap.Reconstruction(str(model_dir))
+    after = pycolmap.Reconstruction(str(undistorted_dir))
+    cam_before = {im.name: before.cameras[im.camera_id] for im in before.images.values()}
+    written = []
+    for im in sorted(after.images.values(), key=lambda i: i.name):
+        src = mask_dir / f"{im.name}.png"
+        if not src.is_file() or im.name not in cam_before:
+            continue
+        cam, dist = after.cameras[im.camera_id], cam_before[im.name]
+        v, u = np.mgrid[0:cam.height, 0:cam.width].astype(np.float64)
+        rays = cam.cam_from_img(np.stack([u.ravel() + 0.5, v.ravel() + 0.5], axis=1))
+        xy = dist.img_from_cam(np.concatenate([rays, np.ones((len(rays), 1))], axis=1), False)
+        mask = np.asarray(Image.open(src).convert("L"))
+        x, y = np.floor(xy[:, 0]).astype(np.int64), np.floor(xy[:, 1]).astype(np.int64)
+        inside = (x >= 0) & (y >= 0) & (x < mask.shape[1]) & (y < mask.shape[0])
+        out = np.zeros(len(xy), np.uint8)
+        out[inside] = mask[y[inside], x[inside]]
+        dst = out_dir / f"{im.name}.png"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(out.reshape(cam.height, cam.width)).save(dst)
+        written.append(im.name)
+    return written

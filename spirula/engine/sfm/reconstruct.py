@@ -113,15 +113,24 @@ def run_sfm(image_dir: Path, names: list[str], groups: dict[str, list[str]], siz
         raise SfmError(
             f"{where}: only {registered} of {n} images could be placed in one 3D model "
             f"(at least {need} needed). {CAPTURE_ADVICE}")
+    unregistered = sorted(set(names) - {im.name for im in rec.images.values() if im.has_pose})
     if registered < 0.9 * n and on_warning:
-        on_warning(f"{where}: {registered} of {n} images registered; the others are left out")
+        on_warning(left_out_warning(where, registered, n, unregistered))
     if db.parent != out_dir:
         shutil.copyfile(db, out_dir / "database.db")
     model_dir = out_dir / "sparse" / "0"
     shutil.rmtree(model_dir, ignore_errors=True)
     model_dir.mkdir(parents=True)
     rec.write(model_dir)
-    unregistered = sorted(set(names) - {im.name for im in rec.images.values() if im.has_pose})
     summary.update({"camera_model": model, "cameras": len(cams), "matching": m,
                     "unregistered": unregistered[:200], "registration_rate": registered / n})
     return summary
+
+
+def left_out_warning(where, registered: int, n: int, unregistered: list[str]) -> str:
+    """The warning of a model that registered ``registered`` of ``n`` images: the ones left
+    out named (the first 5 in name order, then how many more)."""
+    from ..ingest.scene import name_list
+
+    return (f"{where}: {registered} of {n} images registered; the others are left out: "
+            f"{name_list(unregistered, limit=5)}")
