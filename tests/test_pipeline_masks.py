@@ -45,6 +45,20 @@ def test_photos_from_images_and_their_masks_from_masks(tmp_path, on_images):
     assert rec["stages"][0]["summary"]["masks"] == 3
 
 
+def test_photos_at_the_top_with_their_masks_in_a_masks_sub_folder(tmp_path):
+    """No images/ sub-folder: the photos lie in the folder itself and masks/ inside it holds
+    their masks, not more photos (the import used to take them as photos)."""
+    masks = _capture(tmp_path / "cap", np.random.default_rng(5))
+    for p in (tmp_path / "cap" / "images").iterdir():
+        p.rename(tmp_path / "cap" / p.name)
+    (tmp_path / "cap" / "images").rmdir()
+    rec = run_pipeline(tmp_path / "cap", tmp_path / "proj", PipelineConfig(), until_stage="import")
+    meta = json.loads((tmp_path / "proj" / "frames" / "frames.json").read_text())
+    assert meta["frames"] == sorted(masks)
+    assert meta["masks"]["frames"] == sorted(masks)
+    assert rec["stages"][0]["summary"]["masks"] == 3
+
+
 def test_a_photo_folder_without_masks_writes_none_and_the_old_masks_go(tmp_path, monkeypatch):
     src = tmp_path / "photos"
     src.mkdir()

@@ -63,14 +63,20 @@ def heif_available() -> bool:
     return True
 
 
+_MASK_DIR = re.compile(r"masks(_\d+)?")
+
+
 def list_photos(folder: Path) -> list[Path]:
     """Photo files under ``folder`` (recursive, hidden entries skipped), sorted by
-    relative path. HEIC/HEIF only when pillow-heif is available."""
+    relative path; a top-level ``masks`` / ``masks_<k>`` sub-folder holds masks, not photos
+    (:func:`masks_folder`). HEIC/HEIF only when pillow-heif is available."""
     exts = PHOTO_EXTENSIONS | (HEIF_EXTENSIONS if heif_available() else set())
     out = []
     for p in folder.rglob("*"):
         rel = p.relative_to(folder)
         if any(part.startswith(".") for part in rel.parts):
+            continue
+        if len(rel.parts) > 1 and _MASK_DIR.fullmatch(rel.parts[0]):   # the photos' masks
             continue
         if p.suffix.lower() in exts and p.is_file():
             out.append(p)
@@ -90,15 +96,16 @@ def photo_root(folder: Path) -> Path:
 
 def masks_folder(folder: Path) -> Path | None:
     """The masks folder of the photos of ``folder`` (module docstring): beside
-    :func:`photo_root`, ``masks_<k>`` for ``images_<k>`` first, then ``masks``; None when
-    there is none."""
+    :func:`photo_root`, ``masks_<k>`` for ``images_<k>`` first, then ``masks``; else a
+    ``masks`` sub-folder of the photo root itself; None when there is none."""
     root = photo_root(folder)
     names = ([root.name.replace("images", "masks")] if "images" in root.name else []) + ["masks"]
     for n in dict.fromkeys(names):
         m = root.parent / n
         if m != root and m.is_dir():
             return m
-    return None
+    inside = root / "masks"   # photos at the folder's top, their masks in a sub-folder
+    return inside if inside.is_dir() else None
 
 
 def import_masks(folder: Path, records: list[dict], out_dir: Path) -> dict:
