@@ -4,6 +4,7 @@ and drop events delivered to a widget or window, the commands the window sent.""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from spirula.engine.studio import protocol as M
 
@@ -164,3 +165,14 @@ class FakeEngine:
 
     def fail(self, exc, *a, **kw) -> None:
         raise exc
+
+
+@pytest.fixture(scope="module", autouse=True)
+def swapchain_viewer():
+    """These tests are about the native window's Vulkan swapchain, which a slow device
+    (software Vulkan) does not present into unless told (spirula/app/image_view.py
+    readback_reason); autouse in the modules that import it: set before the module's studio opens."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SPIRULA_VIEWER", "swapchain")
+    yield
+    mp.undo()

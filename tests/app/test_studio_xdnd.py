@@ -18,23 +18,12 @@ import pytest
 from spirula.engine.studio import protocol as M
 
 from .conftest import spin
-from .studio_helpers import sent
+from .studio_helpers import sent, swapchain_viewer  # noqa: F401 (autouse, module scope)
 from ..patience import patient
 
 pytestmark = [pytest.mark.timeout(180),
               pytest.mark.skipif(shutil.which("xdotool") is None,
                                  reason="xdotool is not installed (Debian: apt-get install xdotool)")]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _swapchain():
-    """These tests are about the native window's Vulkan swapchain, which a slow device
-    (software Vulkan) does not present into unless told (spirula/app/image_view.py
-    readback_reason); autouse: set before the module's studio opens."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SPIRULA_VIEWER", "swapchain")
-    yield
-    mp.undo()
 
 
 REPO = Path(__file__).resolve().parents[2]

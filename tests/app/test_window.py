@@ -15,19 +15,8 @@ import pytest
 from spirula.engine.studio import protocol as M
 
 from .conftest import spin
-from .studio_helpers import measure_event_loop, open_and_start
+from .studio_helpers import measure_event_loop, open_and_start, swapchain_viewer  # noqa: F401 (autouse)
 from ..patience import patient
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _swapchain():
-    """These tests are about the native window's Vulkan swapchain, which a slow device
-    (software Vulkan) does not present into unless told (spirula/app/image_view.py
-    readback_reason); autouse: set before the module's studio opens."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SPIRULA_VIEWER", "swapchain")
-    yield
-    mp.undo()
 
 
 REPO = Path(__file__).resolve().parents[2]
