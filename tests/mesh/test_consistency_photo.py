@@ -1,12 +1,12 @@
 """What the photos measure (spirula/engine/mesh/consistency.py): the photometric test of
 shaders/mesh/consistency.slang against a NumPy reference, a colour that changes with the
 view (a sheet a plain support grew, painted per view) going while one surface colour stays,
-and the texture rule's plain windows on a photo with noise."""
+and a plain object keeping its depths."""
 
 import numpy as np
 
 from spirula.engine.mesh.bounds import image_contrast
-from spirula.engine.mesh.consistency import choose_neighbours, consistent_depths, textured_pixels
+from spirula.engine.mesh.consistency import choose_neighbours, consistent_depths, measured_depths
 from tests.mesh.analytic import pixel_rays, table
 from tests.mesh.test_consistency import reference_counts, scene
 
@@ -120,20 +120,21 @@ def test_a_colour_that_changes_with_the_view_goes_and_one_surface_colour_stays(g
     assert far and min(far) > 0.85, far
 
 
-def test_textured_pixels_leave_out_a_plain_region_up_to_an_object_edge():
-    rng = np.random.default_rng(4)
-    h, w, edge = 60, 80, 40
-    sigma = 2.0 / 255.0
-    grey = np.full((h, w), 0.6)
-    yy, xx = np.mgrid[0:h, 0:w]
-    # the right half: an object with texture (blotches ~6 px, well above the noise)
-    grey[:, edge:] = 0.4 + 0.15 * np.sin(xx[:, edge:] / 2.0) * np.cos(yy[:, edge:] / 2.5)
-    grey = grey + rng.normal(0.0, sigma, grey.shape)   # the camera's noise, everywhere
-    image = np.clip(np.round(np.repeat(grey[..., None], 3, -1) * 255), 0, 255).astype(np.uint8)
-    tex = textured_pixels(image, 5)
-    assert tex[:, edge + 1:].mean() > 0.99                 # the object, to its edge
-    assert not tex[2:-2, :edge - 1].any()                  # the plain region, up to a pixel from the edge
-    # the centred window calls the plain side's pixels next to the edge textured: the rule this replaces
-    contrast, threshold = image_contrast(image, 5)
-    assert (contrast[2:-2, edge - 2] > threshold).mean() > 0.9
-    assert not tex[2:-2, edge - 2].any()
+def test_a_plain_object_keeps_its_depths(gpu):
+    """A black, textureless object (an office chair's back) is measured by its silhouettes, not
+    by texture: the photometric test keeps its consistent depths (one colour from every view);
+    a texture rule would have left the fusion none of them."""
+    rng = np.random.default_rng(9)
+    cams, depths = scene(rng, count=24)
+    photos = []
+    for d in depths:   # one dark grey, the camera's noise on it, 8 bits
+        grey = np.where(d > 0, 20.0, 200.0) + rng.normal(0.0, 0.6, d.shape)
+        photos.append(np.clip(np.round(np.repeat(grey[..., None], 3, -1)), 0, 255).astype(np.uint8))
+    contrast, threshold = image_contrast(photos[0], 5)
+    assert (contrast[depths[0] > 0] <= threshold).mean() > 0.6   # plain in its photos, but near its outline
+    nb = choose_neighbours(np.stack([c[0] for c in cams]), np.array([c[1:] for c in cams], float), depths)
+    table_ = gpu.upload(table(cams))
+    geometric, _ = consistent_depths(gpu, table_, depths, nb, tol_rel=0.01, min_agree=2)
+    measured = measured_depths(gpu, table_, depths, nb, photos, 0.01, 2)
+    kept = sum(int((m > 0).sum()) for m in measured) / max(sum(int((g > 0).sum()) for g in geometric), 1)
+    assert kept > 0.9, kept

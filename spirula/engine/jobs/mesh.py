@@ -5,8 +5,7 @@ load the splats (<project>/splat.ply of `spirula train`, <project>/train/splat.p
 `spirula run`) and the dataset named in the train.json beside them; depth: render every
 camera's depth on the GPU (the median depth by default, spirula/engine/mesh/depth.py);
 consistency: keep the depths enough neighbouring views agree with (spirula/engine/mesh/consistency.py),
-and of those, for the fusion, the ones the photos measure (one colour in every view that sees them;
-an object: on textured pixels);
+and of those, for the fusion, the ones the photos measure (one colour in every view that sees them);
 bounds: the region to mesh, one explicit step (spirula/engine/mesh/bounds.py: an object box where the
 cameras converge, with the floor it stands on, or the scene); fuse the kept depths into a
 sparse TSDF on the GPU, in the box's frame (its third axis up); extract: marching cubes,
@@ -276,21 +275,21 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
                         "neighbouring views (a short or failed training?): fusing every depth unfiltered")
         emit(WarningMessage(warnings[-1]))
         kept = depths
-    # what the fusion takes: the depths the photos measure (photometric and texture tests,
+    # what the fusion takes: the depths the photos measure (the photometric test,
     # spirula/engine/mesh/consistency.py), from the photos the bake uses (appearance removed)
     image_of, appearance = photos_for_bake(trained_folder(project), dataset.cameras, cfg.remove_appearance)
     photo_of = image_of or (lambda i: dataset.cameras[i].image)   # noqa: E731
-    measured, textured_px = kept, None
+    measured = kept
     if kept is not depths:
-        measured, textured_px = measured_depths(gpu, cams, depths, neighbours,
+        measured = measured_depths(gpu, cams, depths, neighbours,
                                                 (photo_of(i) for i in range(len(depths))),
                                                 cfg.consistency_tol, cfg.consistency_views)
         n_measured = sum(int((m > 0).sum()) for m in measured)
         if n_measured < max(64, MIN_CONSISTENT_SHARE * rendered):
             warnings.append(f"only {n_measured:,} of {consistent:,} consistent depth pixels are measured by the "
-                            "photos (textured, one colour in every view): fusing the consistent ones")
+                            "photos (one colour in every view): fusing the consistent ones")
             emit(WarningMessage(warnings[-1]))
-            measured, textured_px = kept, None
+            measured = kept
     if not plane:   # the normals of the bounds step from the depth maps
         normals = [depth_normals(k, intrinsics[i])[::NORMAL_STRIDE, ::NORMAL_STRIDE].astype(np.float16)
                    for i, k in enumerate(kept)]
@@ -325,9 +324,6 @@ def mesh_steps(project: Path, cfg: MeshConfig | None = None, emit: Emit = ignore
     spec = grid_for_bounds(lo, hi, voxel=spec.voxel, trunc=trunc)
 
     rep.step("fuse")
-    if region.mode == "object" and textured_px is not None:   # an object: the plain pixels' depths go
-        measured = [np.where(t, m, 0.0).astype(np.float32) for t, m in zip(textured_px, measured)]
-    del textured_px
     n_measured = sum(int((m > 0).sum()) for m in measured)
     # fused in the box's frame (x_frame = frame @ x_world): the cut is a layer of the grid
     to_frame = np.eye(4)

@@ -17,7 +17,7 @@ elsewhere does not.
 
 *What the photos measure* (serves an object on a plain support, and any capture with plain
 regions: walls, tables, floors): a rendered depth is a measurement only where the photos hold
-it. Two tests, for the depths the fusion takes (:func:`measured_depths`; the bounds step keeps
+it. One test beside the geometric one, for the depths the fusion takes (:func:`measured_depths`; the bounds step keeps
 the geometric test alone, spirula/engine/mesh/bounds.py, which handles texture its own way):
 
 1. *Photometric* (``photos`` in :func:`consistent_depths`): the neighbours whose depth agrees
@@ -29,15 +29,11 @@ the geometric test alone, spirula/engine/mesh/bounds.py, which handles texture i
    the table's colour where the view sees the object's contradicts the depth, which goes.
    Measured (mesh_gt d, a toy on a plain table, CI size): the sheets' depths are 1-2 cm in
    front of the toy's corners where the true surface's depth is within 0.5%.
-2. *Texture* (:func:`textured_pixels`; an object's fusion only): a pixel inside a plain patch
-   of its photo (a ``size`` x ``size`` window whose contrast is under twice the photo's noise,
-   spirula/engine/mesh/bounds.py image_contrast) measures no depth: its depth is not fused.
-   Around an object a plain surface is its support (cut away) or sheets grown from it; in a
-   scene (``--bounds scene``: a room) it is a wall, meshed where the splats put it (measured,
-   mesh_gt e: dropping the plain walls' depths lost 0.01 of F-score at 1%).
-   Every window holding the pixel counts, not only the centred one: the table's pixels just
-   outside an object's silhouette have a centred window that straddles the edge, while a window
-   shifted away from the object is plain (the edge's texture belongs to the object).
+Not a test: a plain patch of a photo (no texture) does not drop the depths there. An
+object with plain faces (a black office chair's back: every 5 x 5 window under one grey level
+in office_chair's frames) is measured by its silhouettes from many views, not by texture, and
+the fusion needs those depths; a texture rule here cut mesh_gt d's sheets (F@1% 0.890 ->
+0.902) but would leave such an object without its plain faces.
 
 Conventions: depth maps [H, W] float32 camera z (OpenCV axes, world units), 0 where there
 is none; cameras as w2c [V, 4, 4] float64 and intrinsics [V, 6] (fx, fy, cx, cy, W, H).
@@ -47,7 +43,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from scipy import ndimage
 
 from ..device import Gpu
 from .bounds import image_contrast
@@ -162,28 +157,12 @@ def consistent_depths(gpu: Gpu, cams, depths, neighbours: np.ndarray, tol_rel: f
     return split(kept), split(counts)
 
 
-def textured_pixels(image: np.ndarray, size: int = 5) -> np.ndarray:
-    """[H, W] bool: the pixels of a photo [H, W, 3] uint8 (or [H, W] grey in 0..1) that no
-    plain ``size`` x ``size`` window holds (module docstring, test 2): a window is plain when
-    its grey level's standard deviation is at most twice the photo's noise (at least one grey
-    level; :func:`~spirula.engine.mesh.bounds.image_contrast`). Its complement is the plain
-    windows' union (a dilation of their centres by the window)."""
-    return _textured(*image_contrast(image, size), size)
-
-
-def _textured(contrast: np.ndarray, threshold: float, size: int) -> np.ndarray:
-    return ~ndimage.binary_dilation(contrast <= threshold, np.ones((size, size), bool))
-
-
 def measured_depths(gpu: Gpu, cams, depths, neighbours: np.ndarray, photos, tol_rel: float = 0.01,
-                    min_agree: int = 2, size: int = 5) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """(depths, textured): the depth maps [H, W] float32 that pass the geometric and the
-    photometric test (:func:`consistent_depths` with ``photos``, V photos [H, W, 3] uint8; 0
-    elsewhere), and each photo's textured pixels [H, W] bool (:func:`textured_pixels`). An
-    object's fusion takes the depths on textured pixels only; a scene's takes them all (module
-    docstring: its plain walls are real surfaces, meshed where the splats put them)."""
+                    min_agree: int = 2, size: int = 5) -> list[np.ndarray]:
+    """The depth maps [H, W] float32 that pass the geometric and the photometric test
+    (:func:`consistent_depths` with ``photos``, V photos [H, W, 3] uint8, each with its noise
+    from :func:`~spirula.engine.mesh.bounds.image_contrast`; 0 elsewhere)."""
     photos = list(photos)
-    contrast = [image_contrast(im, size) for im in photos]
-    kept, _ = consistent_depths(gpu, cams, depths, neighbours, tol_rel, min_agree, photos=photos,
-                                photo_tol=[t for _, t in contrast])
-    return kept, [_textured(c, t, size) for c, t in contrast]
+    tols = [image_contrast(im, size)[1] for im in photos]
+    kept, _ = consistent_depths(gpu, cams, depths, neighbours, tol_rel, min_agree, photos=photos, photo_tol=tols)
+    return kept
