@@ -74,8 +74,8 @@ def test_distortion_models(tmp_path, meta, model, extra):
 
 
 @pytest.mark.parametrize("meta, message", [
-    ({"camera_model": "EQUIRECTANGULAR"}, "camera model EQUIRECTANGULAR is not supported (supported: OPENCV, "
-                                          "PINHOLE, SIMPLE_PINHOLE, PERSPECTIVE, OPENCV_FISHEYE, FISHEYE)"),
+    # nerfstudio's EQUIRECTANGULAR is read (issue 51), and a frame that is not 2:1 refused
+    ({"camera_model": "EQUIRECTANGULAR"}, "an equirectangular image must be 2:1, not 40x30"),
     ({"camera_model": "FISHEYE624"}, "camera model FISHEYE624 is not supported"),
     ({"k4": 0.01}, "distortion coefficient k4 of camera model OPENCV is not supported (an r^8 radial term; "
                    "only k1 k2 k3 p1 p2)"),
